@@ -1,0 +1,44 @@
+# trawl — see README.md. Every target installs what it needs on a fresh
+# Debian machine (scripts/deps.sh); nothing is downloaded at run time.
+GO      ?= go
+BIN     := bin/trawl
+PKGS    := ./...
+# Packages whose tests start the trawl binary build it themselves (TestMain);
+# TRAWL_BIN lets them reuse this one.
+export TRAWL_BIN := $(abspath $(BIN))
+
+.PHONY: all build run test bench lint deps deps-test deps-bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/trawl
+
+# The embedded default on 127.0.0.1:8080, data in ./data. It may fetch
+# loopback addresses so the README example works offline (see README.md).
+run: build
+	$(BIN) dev --listen 127.0.0.1:8080 --data ./data --allow-private-networks
+
+deps:
+	bash scripts/deps.sh build
+
+deps-test:
+	bash scripts/deps.sh test
+
+deps-bench:
+	bash scripts/deps.sh bench
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# Everything CI runs: lint, then every test under the race detector.
+test: deps-test lint build
+	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+
+bench: deps-bench build
+	bash bench/run.sh
+
+clean:
+	rm -rf bin

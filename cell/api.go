@@ -1,0 +1,328 @@
+package cell
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/jobs"
+	"github.com/trawlhq/trawl/cell/scrape"
+)
+
+// Request body limits. A 10,000-URL job of long URLs fits in 32 MiB.
+const (
+	maxScrapeBody = 1 << 20
+	maxJobBody    = 32 << 20
+)
+
+// UsageHeader carries how a response was produced, for the gate to price
+// (engine, cache, units). The gate removes it before the client sees it.
+const UsageHeader = "Trawl-Usage"
+
+type route struct {
+	method, path string
+	h            http.HandlerFunc
+}
+
+// Handler returns the cell API.
+func (c *Cell) Handler() http.Handler {
+	routes := []route{
+		{"GET", "/health", c.health},
+		{"POST", "/scrape", c.handleScrape},
+		{"POST", "/scrape/batch", c.handleBatch},
+		{"POST", "/scrape/jobs", c.handleJobSubmit},
+		{"GET", "/scrape/jobs/{id}", c.handleJobStatus},
+		{"GET", "/scrape/jobs/{id}/results", c.handleJobResults},
+		{"POST", "/scrape/jobs/{id}/retry", c.handleJobRetry},
+	}
+	byPath := map[string]map[string]http.HandlerFunc{}
+	var paths []string
+	for _, r := range routes {
+		if byPath[r.path] == nil {
+			byPath[r.path] = map[string]http.HandlerFunc{}
+			paths = append(paths, r.path)
+		}
+		byPath[r.path][r.method] = r.h
+	}
+	mux := http.NewServeMux()
+	for _, p := range paths {
+		methods := byPath[p]
+		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
+			if h, ok := methods[r.Method]; ok {
+				h(w, r)
+				return
+			}
+			if r.Method == http.MethodHead && methods["GET"] != nil {
+				methods["GET"](w, r)
+				return
+			}
+			allow := make([]string, 0, len(methods))
+			for m := range methods {
+				allow = append(allow, m)
+			}
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, &scrape.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+				Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &scrape.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + r.URL.Path})
+	})
+	return c.recoverer(mux)
+}
+
+// recoverer turns a handler panic into a 500 JSON error and a log line, so
+// one bad page never takes the cell down.
+func (c *Cell) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				c.cfg.Logger.Error("handler panic", "path", r.URL.Path, "panic", v)
+				writeError(w, &scrape.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{
+		"status":     "ok",
+		"store_disk": c.store.Metrics().DiskBytes,
+	})
+}
+
+func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var req scrape.Request
+	if err := decodeJSON(w, r, maxScrapeBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := req.Normalize(); err != nil {
+		writeError(w, err)
+		return
+	}
+	if req.URL == "" {
+		writeError(w, scrape.BadInput("url is required"))
+		return
+	}
+	out, err := c.scrape.Scrape(r.Context(), req.URL, req.Options)
+	if r.Context().Err() != nil {
+		return // the client is gone
+	}
+	if err != nil {
+		c.logFailure(r, req.URL, err)
+		writeError(w, err)
+		return
+	}
+	usage, _ := json.Marshal(out.Usage)
+	w.Header().Set(UsageHeader, string(usage))
+	w.Header().Set("Content-Type", "application/json")
+	bp := bufPool.Get().(*[]byte)
+	b := append(out.AppendJSON((*bp)[:0], time.Since(start)), '\n')
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+	if cap(b) <= 4<<20 { // keep the pool from pinning huge pages
+		*bp = b
+		bufPool.Put(bp)
+	}
+}
+
+// bufPool holds response buffers so a cache hit allocates little.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
+
+// manyRequest is the body of batch and job submissions: urls plus any
+// scrape field.
+type manyRequest struct {
+	URLs []string `json:"urls"`
+	scrape.Options
+}
+
+func (c *Cell) decodeMany(w http.ResponseWriter, r *http.Request, limit int64, max int) (*manyRequest, error) {
+	var req manyRequest
+	if err := decodeJSON(w, r, limit, &req); err != nil {
+		return nil, err
+	}
+	if len(req.URLs) == 0 || len(req.URLs) > max {
+		return nil, scrape.BadInput(fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", max, len(req.URLs)))
+	}
+	if err := req.Normalize(); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
+func (c *Cell) handleBatch(w http.ResponseWriter, r *http.Request) {
+	req, err := c.decodeMany(w, r, maxScrapeBody, jobs.MaxBatchURLs)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	rc.Flush()
+	err = jobs.Batch(r.Context(), c.scrape.Scrape, req.URLs, req.Options, c.cfg.BatchConcurrency, w, func() { rc.Flush() })
+	if err != nil && r.Context().Err() == nil {
+		c.cfg.Logger.Warn("batch stream ended early", "err", err)
+	}
+}
+
+func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
+	req, err := c.decodeMany(w, r, maxJobBody, jobs.MaxJobURLs)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	id, err := c.jobs.Submit(req.URLs, req.Options)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Location", "/scrape/jobs/"+id)
+	writeJSON(w, http.StatusAccepted, map[string]string{"job_id": id, "status": jobs.StatusPending})
+}
+
+func (c *Cell) handleJobStatus(w http.ResponseWriter, r *http.Request) {
+	full := false
+	switch r.URL.Query().Get("full") {
+	case "", "0", "false":
+	case "1", "true":
+		full = true
+	default:
+		writeError(w, scrape.BadInput("full must be 0 or 1"))
+		return
+	}
+	st, err := c.jobs.Status(r.PathValue("id"), full)
+	if err != nil {
+		writeError(w, jobError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (c *Cell) handleJobResults(w http.ResponseWriter, r *http.Request) {
+	var after int64
+	if s := r.URL.Query().Get("after"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, scrape.BadInput("after must be a non-negative integer offset"))
+			return
+		}
+		after = n
+	}
+	id := r.PathValue("id")
+	if _, err := c.jobs.Status(id, false); err != nil {
+		writeError(w, jobError(err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if _, err := c.jobs.Results(id, after, w); err != nil && r.Context().Err() == nil {
+		c.cfg.Logger.Warn("job results stream ended early", "job", id, "err", err)
+	}
+}
+
+func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	n, err := c.jobs.Retry(id)
+	if err != nil {
+		writeError(w, jobError(err))
+		return
+	}
+	st, err := c.jobs.Status(id, false)
+	if err != nil {
+		writeError(w, jobError(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"job_id": id, "status": st.Status, "retried": n})
+}
+
+func jobError(err error) error {
+	if errors.Is(err, jobs.ErrNoJob) {
+		return &scrape.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such job"}
+	}
+	return err
+}
+
+func (c *Cell) logFailure(r *http.Request, url string, err error) {
+	e := scrape.AsError(err)
+	if e.Status >= 500 {
+		c.cfg.Logger.Warn("scrape failed", "url", url, "status", e.Status, "err", err)
+	}
+}
+
+// decodeJSON reads exactly one JSON object into dst, refusing unknown fields
+// and bodies over limit.
+func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var tooBig *http.MaxBytesError
+		var typeErr *json.UnmarshalTypeError
+		var syntaxErr *json.SyntaxError
+		switch {
+		case errors.As(err, &tooBig):
+			return &scrape.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
+				Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
+		case errors.Is(err, io.EOF):
+			return scrape.BadInput("request body is empty; send a JSON object")
+		case errors.As(err, &typeErr):
+			return scrape.BadInput(fmt.Sprintf("field %s must be %s, not %s", typeErr.Field, jsonType(typeErr.Type.Kind().String()), typeErr.Value))
+		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+			return scrape.BadInput("request body is not valid JSON: " + err.Error())
+		default:
+			return scrape.BadInput(strings.TrimPrefix(err.Error(), "json: "))
+		}
+	}
+	if dec.More() {
+		return scrape.BadInput("request body must hold a single JSON object")
+	}
+	return nil
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "int", "int64", "float64":
+		return "a number"
+	}
+	return kind
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.Encode(v)
+}
+
+// writeError writes the API's error body {"error": code, "message": text}.
+// Internal errors do not leak their cause.
+func writeError(w http.ResponseWriter, err error) {
+	e := scrape.AsError(err)
+	msg := e.Message
+	if e.Err != nil && e.Status == http.StatusBadGateway {
+		msg += ": " + e.Err.Error()
+	}
+	writeJSON(w, e.Status, map[string]string{"error": e.Code, "message": msg})
+}

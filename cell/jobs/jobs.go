@@ -1,0 +1,616 @@
+package jobs
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/cell/store"
+)
+
+// Limits of spec section 8.
+const (
+	MaxJobURLs = 10000
+	PageLines  = 500
+)
+
+// Job states (docs/api.md). A job is pending until a worker takes its first
+// URL, running while URLs remain, done when every URL has a result (ok or
+// error). A retry of its failed URLs makes it running again.
+const (
+	StatusPending = "pending"
+	StatusRunning = "running"
+	StatusDone    = "done"
+)
+
+// URL states.
+const (
+	urlPending = "pending"
+	urlDone    = "done"
+	urlError   = "error"
+)
+
+// ErrNoJob is returned for an unknown job id.
+var ErrNoJob = errors.New("no such job")
+
+// Storage layout, all under "j/":
+//
+//	j/<id>/m          job meta (JSON)
+//	j/<id>/u/<seq>    one record per submitted URL, seq = index in the submission
+//	j/<id>/p/<seq>    present while the URL waits to be scraped; value = the URL
+//	j/<id>/r/<slot>   result line; slots are handed out in completion order and
+//	                  a URL keeps its slot forever, so result pages are stable
+//	                  and a retried URL replaces its own line
+//	ji/<id>           index of jobs, for start-up
+//
+// seq and slot are 8-byte big-endian. A URL's completion writes its record,
+// its result line and removes its p/ key in one batch, so a crash leaves each
+// URL either finished exactly once or still pending.
+
+// Config configures a Manager.
+type Config struct {
+	// Concurrency is the number of URLs scraped at once across all jobs.
+	// Default 16.
+	Concurrency int
+	// Attempts is how often a URL is tried when the site does not answer
+	// (transient failures); default 2.
+	Attempts int
+	// Retention is how long a job and its results are kept after creation.
+	// Default 7 days.
+	Retention time.Duration
+	Now       func() time.Time
+	Logger    *slog.Logger
+}
+
+// Manager owns every job of the cell.
+type Manager struct {
+	cfg    Config
+	st     *store.Store
+	scrape ScrapeFunc
+	work   chan task
+
+	mu   sync.Mutex
+	jobs map[string]*job
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type meta struct {
+	ID        string         `json:"id"`
+	CreatedAt time.Time      `json:"created_at"`
+	Options   scrape.Options `json:"options"`
+	Total     int            `json:"total"`
+}
+
+type urlRecord struct {
+	URL      string `json:"url"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error,omitempty"`
+	Message  string `json:"message,omitempty"`
+	Slot     int64  `json:"slot"` // -1 until the URL has a result line
+}
+
+type job struct {
+	meta meta
+
+	mu       sync.Mutex // guards everything below and orders result slots
+	pending  int
+	done     int
+	failed   int
+	started  bool
+	nextSlot int64
+	inflight map[uint64]bool
+	// dispatching is true while a dispatcher goroutine runs for the job;
+	// kick wakes it when URLs are re-queued or the last one finishes.
+	dispatching bool
+	kick        chan struct{}
+	gone        bool // swept
+}
+
+type task struct {
+	job *job
+	seq uint64
+	url string
+}
+
+// NewManager loads the jobs in the store; Start resumes the unfinished ones.
+func NewManager(st *store.Store, fn ScrapeFunc, cfg Config) (*Manager, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 16
+	}
+	if cfg.Attempts <= 0 {
+		cfg.Attempts = 2
+	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = 7 * 24 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m := &Manager{cfg: cfg, st: st, scrape: fn, jobs: map[string]*job{}, work: make(chan task)}
+	var ids []string
+	err := st.Scan([]byte("ji/"), nil, func(k, _ []byte) (bool, error) {
+		ids = append(ids, string(k[len("ji/"):]))
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		j, err := m.load(id)
+		if err != nil {
+			return nil, fmt.Errorf("load job %s: %w", id, err)
+		}
+		m.jobs[id] = j
+	}
+	return m, nil
+}
+
+// load rebuilds a job's counters from its URL records, the source of truth.
+func (m *Manager) load(id string) (*job, error) {
+	raw, err := m.st.Get(metaKey(id))
+	if err != nil {
+		return nil, err
+	}
+	j := &job{inflight: map[uint64]bool{}, kick: make(chan struct{}, 1)}
+	if err := json.Unmarshal(raw, &j.meta); err != nil {
+		return nil, err
+	}
+	err = m.st.Scan(jobKey(id, 'u'), nil, func(_, v []byte) (bool, error) {
+		var r urlRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, err
+		}
+		switch r.State {
+		case urlPending:
+			j.pending++
+		case urlDone:
+			j.done++
+		case urlError:
+			j.failed++
+		}
+		if r.Slot >= j.nextSlot {
+			j.nextSlot = r.Slot + 1
+		}
+		return true, nil
+	})
+	j.started = j.done+j.failed > 0
+	return j, err
+}
+
+// Start launches the workers and resumes unfinished jobs. It returns at once;
+// Close stops everything.
+func (m *Manager) Start() {
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	for range m.cfg.Concurrency {
+		m.wg.Add(1)
+		go m.worker()
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, j := range m.jobs {
+		j.mu.Lock()
+		if j.pending > 0 {
+			m.cfg.Logger.Info("resuming job", "job", j.meta.ID, "pending", j.pending, "done", j.done, "error", j.failed)
+			m.startDispatchLocked(j)
+		}
+		j.mu.Unlock()
+	}
+}
+
+// startDispatchLocked makes sure a dispatcher runs for j; j.mu is held.
+func (m *Manager) startDispatchLocked(j *job) {
+	if m.ctx == nil {
+		return // Start will do it
+	}
+	if j.dispatching {
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
+		return
+	}
+	j.dispatching = true
+	m.wg.Add(1)
+	go m.dispatch(j)
+}
+
+// Close stops the workers; URLs in flight stay pending and resume on the next
+// start.
+func (m *Manager) Close() {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.wg.Wait()
+}
+
+// Submit durably records a new job and returns its id. Every URL is written
+// before Submit returns.
+func (m *Manager) Submit(urls []string, opts scrape.Options) (string, error) {
+	if len(urls) == 0 || len(urls) > MaxJobURLs {
+		return "", scrape.BadInput(fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", MaxJobURLs, len(urls)))
+	}
+	id := newID()
+	j := &job{
+		meta:     meta{ID: id, CreatedAt: m.cfg.Now().UTC(), Options: opts, Total: len(urls)},
+		pending:  len(urls),
+		inflight: map[uint64]bool{},
+		kick:     make(chan struct{}, 1),
+	}
+	b := m.st.NewBatch()
+	mb, _ := json.Marshal(j.meta)
+	b.Set(metaKey(id), mb)
+	b.Set([]byte("ji/"+id), nil)
+	for i, u := range urls {
+		rec, _ := json.Marshal(urlRecord{URL: u, State: urlPending, Slot: -1})
+		b.Set(seqKey(id, 'u', uint64(i)), rec)
+		b.Set(seqKey(id, 'p', uint64(i)), []byte(u))
+	}
+	if err := b.Commit(store.Sync); err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	m.jobs[id] = j
+	m.mu.Unlock()
+	j.mu.Lock()
+	m.startDispatchLocked(j)
+	j.mu.Unlock()
+	return id, nil
+}
+
+// dispatch feeds the job's pending URLs to the workers in submission order,
+// reading them from the store in chunks so a 10,000-URL job is never held in
+// memory. It ends when no URL of the job is pending.
+func (m *Manager) dispatch(j *job) {
+	defer m.wg.Done()
+	const chunk = 64
+	var cursor []byte
+	for {
+		var batch []task
+		err := m.st.Scan(jobKey(j.meta.ID, 'p'), cursor, func(k, v []byte) (bool, error) {
+			seq := binary.BigEndian.Uint64(k[len(k)-8:])
+			batch = append(batch, task{job: j, seq: seq, url: string(v)})
+			cursor = append(bytes.Clone(k), 0)
+			return len(batch) < chunk, nil
+		})
+		if err != nil {
+			m.cfg.Logger.Error("job dispatch scan", "job", j.meta.ID, "err", err)
+		}
+		for _, t := range batch {
+			j.mu.Lock()
+			busy := j.inflight[t.seq]
+			if !busy {
+				j.inflight[t.seq] = true
+				j.started = true
+			}
+			j.mu.Unlock()
+			if busy {
+				continue
+			}
+			select {
+			case m.work <- t:
+			case <-m.ctx.Done():
+				return
+			}
+		}
+		if len(batch) < chunk || err != nil {
+			// Reached the end. Stop if nothing is pending; otherwise URLs
+			// are in flight (and may be re-queued): wait for a kick.
+			j.mu.Lock()
+			if j.pending == 0 || j.gone {
+				j.dispatching = false
+				j.mu.Unlock()
+				return
+			}
+			j.mu.Unlock()
+			select {
+			case <-j.kick:
+				cursor = nil
+			case <-m.ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (m *Manager) worker() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case t := <-m.work:
+			m.run(t)
+		}
+	}
+}
+
+func (m *Manager) run(t task) {
+	opts := t.job.meta.Options
+	var line []byte
+	var serr *scrape.Error
+	attempts := 0
+	for attempts < m.cfg.Attempts {
+		attempts++
+		line, serr = runOne(m.ctx, m.scrape, t.url, opts)
+		if m.ctx.Err() != nil {
+			// Shutting down: leave the URL pending for the next start.
+			t.job.mu.Lock()
+			delete(t.job.inflight, t.seq)
+			t.job.mu.Unlock()
+			return
+		}
+		if serr == nil || serr.Status != http.StatusBadGateway {
+			break // success or a permanent error
+		}
+	}
+	if err := m.complete(t, line, serr, attempts); err != nil {
+		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", t.job.meta.ID, "url", t.url, "err", err)
+	}
+}
+
+// complete records a URL's outcome. Slots are assigned and committed under the
+// job's lock, so the results log never has a gap a reader could skip over.
+func (m *Manager) complete(t task, line []byte, serr *scrape.Error, attempts int) error {
+	j := t.job
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.inflight, t.seq)
+	raw, err := m.st.Get(seqKey(j.meta.ID, 'u', t.seq))
+	if err != nil {
+		return err
+	}
+	var rec urlRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return err
+	}
+	if rec.State != urlPending {
+		return nil // already recorded (a duplicate dispatch)
+	}
+	rec.Attempts += attempts
+	rec.State, rec.Error, rec.Message = urlDone, "", ""
+	if serr != nil {
+		rec.State, rec.Error, rec.Message = urlError, serr.Code, serr.Message
+	}
+	if rec.Slot < 0 {
+		rec.Slot = j.nextSlot
+	}
+	b := m.st.NewBatch()
+	rb, _ := json.Marshal(rec)
+	b.Set(seqKey(j.meta.ID, 'u', t.seq), rb)
+	b.Set(seqKey(j.meta.ID, 'r', uint64(rec.Slot)), line)
+	b.Delete(seqKey(j.meta.ID, 'p', t.seq))
+	// NoSync: a kill -9 keeps it (the OS has the WAL); were the machine to
+	// lose it, the URL is simply still pending and is scraped again. The last
+	// URL of a job is synced so "done" is durable.
+	d := store.NoSync
+	if j.pending == 1 {
+		d = store.Sync
+	}
+	if err := b.Commit(d); err != nil {
+		return err
+	}
+	if rec.Slot == j.nextSlot {
+		j.nextSlot++
+	}
+	j.pending--
+	if serr != nil {
+		j.failed++
+	} else {
+		j.done++
+	}
+	if j.pending == 0 {
+		select {
+		case j.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// Status is the body of GET /scrape/jobs/{id}.
+type Status struct {
+	JobID     string         `json:"job_id"`
+	Status    string         `json:"status"`
+	Total     int            `json:"total"`
+	Pending   int            `json:"pending"`
+	Done      int            `json:"done"`
+	Error     int            `json:"error"`
+	CreatedAt time.Time      `json:"created_at"`
+	Options   scrape.Options `json:"options"`
+	URLs      []URLStatus    `json:"urls,omitempty"`
+}
+
+// URLStatus is the per-URL detail of ?full=1.
+type URLStatus struct {
+	URL      string `json:"url"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+func (m *Manager) get(id string) (*job, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	j, ok := m.jobs[id]
+	if !ok {
+		return nil, ErrNoJob
+	}
+	return j, nil
+}
+
+// Status reports a job's counts, and with full every URL's state.
+func (m *Manager) Status(id string, full bool) (*Status, error) {
+	j, err := m.get(id)
+	if err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	s := &Status{
+		JobID: id, Total: j.meta.Total, Pending: j.pending, Done: j.done, Error: j.failed,
+		CreatedAt: j.meta.CreatedAt, Options: j.meta.Options,
+	}
+	switch {
+	case j.pending == 0:
+		s.Status = StatusDone
+	case j.started:
+		s.Status = StatusRunning
+	default:
+		s.Status = StatusPending
+	}
+	j.mu.Unlock()
+	if full {
+		s.URLs = make([]URLStatus, 0, s.Total)
+		err := m.st.Scan(jobKey(id, 'u'), nil, func(_, v []byte) (bool, error) {
+			var r urlRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return false, err
+			}
+			s.URLs = append(s.URLs, URLStatus{URL: r.URL, State: r.State, Attempts: r.Attempts, Error: r.Error, Message: r.Message})
+			return true, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Results writes up to PageLines result lines starting at offset after, each
+// followed by a newline, and returns how many it wrote. Lines are in
+// completion order and a line never moves, so paging with increasing offsets
+// while the job runs sees every line exactly once.
+func (m *Manager) Results(id string, after int64, w io.Writer) (int, error) {
+	if _, err := m.get(id); err != nil {
+		return 0, err
+	}
+	if after < 0 {
+		after = 0
+	}
+	n := 0
+	var werr error
+	err := m.st.Scan(jobKey(id, 'r'), seqKey(id, 'r', uint64(after)), func(_, v []byte) (bool, error) {
+		if _, werr = w.Write(append(v, '\n')); werr != nil {
+			return false, werr
+		}
+		n++
+		return n < PageLines, nil
+	})
+	return n, err
+}
+
+// Retry puts the job's failed URLs back in the queue and returns how many.
+func (m *Manager) Retry(id string) (int, error) {
+	j, err := m.get(id)
+	if err != nil {
+		return 0, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	b := m.st.NewBatch()
+	n := 0
+	err = m.st.Scan(jobKey(id, 'u'), nil, func(k, v []byte) (bool, error) {
+		var r urlRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, err
+		}
+		if r.State != urlError {
+			return true, nil
+		}
+		r.State = urlPending
+		rb, _ := json.Marshal(r)
+		seq := binary.BigEndian.Uint64(k[len(k)-8:])
+		b.Set(bytes.Clone(k), rb)
+		b.Set(seqKey(id, 'p', seq), []byte(r.URL))
+		n++
+		return true, nil
+	})
+	if err != nil || n == 0 {
+		b.Discard()
+		return 0, err
+	}
+	if err := b.Commit(store.Sync); err != nil {
+		return 0, err
+	}
+	j.failed -= n
+	j.pending += n
+	m.startDispatchLocked(j)
+	return n, nil
+}
+
+// Sweep deletes jobs older than the retention period and returns how many.
+func (m *Manager) Sweep() (int, error) {
+	cutoff := m.cfg.Now().Add(-m.cfg.Retention)
+	m.mu.Lock()
+	var old []string
+	for id, j := range m.jobs {
+		if j.meta.CreatedAt.Before(cutoff) {
+			old = append(old, id)
+		}
+	}
+	sort.Strings(old)
+	m.mu.Unlock()
+	for _, id := range old {
+		j, _ := m.get(id)
+		j.mu.Lock()
+		idle := len(j.inflight) == 0
+		if idle {
+			j.gone = true
+			select {
+			case j.kick <- struct{}{}:
+			default:
+			}
+		}
+		j.mu.Unlock()
+		if !idle {
+			continue
+		}
+		if err := m.st.Delete([]byte("ji/"+id), store.Sync); err != nil {
+			return 0, err
+		}
+		if err := m.st.DeletePrefix([]byte("j/"+id+"/"), store.NoSync); err != nil {
+			return 0, err
+		}
+		m.mu.Lock()
+		delete(m.jobs, id)
+		m.mu.Unlock()
+	}
+	return len(old), nil
+}
+
+func newID() string {
+	var b [10]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return "j_" + hex.EncodeToString(b[:])
+}
+
+func metaKey(id string) []byte { return []byte("j/" + id + "/m") }
+
+func jobKey(id string, kind byte) []byte {
+	return []byte("j/" + id + "/" + string(kind) + "/")
+}
+
+func seqKey(id string, kind byte, n uint64) []byte {
+	return binary.BigEndian.AppendUint64(jobKey(id, kind), n)
+}

@@ -1,0 +1,54 @@
+// Package jobs runs many scrapes: streamed batches of up to 50 URLs and
+// durable background jobs of up to 10,000 URLs that survive a crash.
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/scrape"
+)
+
+// ScrapeFunc scrapes one URL; *scrape.Service.Scrape satisfies it.
+type ScrapeFunc func(ctx context.Context, url string, opts scrape.Options) (*scrape.Outcome, error)
+
+// Line is one NDJSON line of a batch or of job results (spec 2.5): ok lines
+// carry the scrape response as `result`, failed ones the error code and
+// message of the API.
+type Line struct {
+	URL     string          `json:"url"`
+	OK      bool            `json:"ok"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	Message string          `json:"message,omitempty"`
+}
+
+// runOne scrapes u and renders its line (without the trailing newline). The
+// returned error is the scrape error (nil when ok) so callers can decide on
+// retries.
+func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options) ([]byte, *scrape.Error) {
+	start := time.Now()
+	out, err := fn(ctx, u, opts)
+	var line []byte
+	if err == nil {
+		line = append(line, `{"url":`...)
+		line = appendJSONString(line, u)
+		line = append(line, `,"ok":true,"result":`...)
+		line = out.AppendJSON(line, time.Since(start))
+		return append(line, '}'), nil
+	}
+	e := scrape.AsError(err)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		e = &scrape.Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site did not answer in time", Err: err}
+	}
+	line, _ = json.Marshal(Line{URL: u, OK: false, Error: e.Code, Message: e.Message})
+	return line, e
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}

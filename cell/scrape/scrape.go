@@ -1,0 +1,350 @@
+package scrape
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/trawlhq/trawl/cell/content"
+	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/store"
+)
+
+// Key prefixes owned by this package.
+var (
+	prefixCache   = []byte("c/")
+	prefixArchive = []byte("a/")
+)
+
+// Config configures a Service.
+type Config struct {
+	// FreshFor is how long a result is served from cache for the same URL and
+	// options. Default 10 minutes; negative disables the cache.
+	FreshFor time.Duration
+	// AllowPrivateNetworks lets URLs name loopback and private hosts (local
+	// use and tests only; the fetch engine enforces the same at dial time).
+	AllowPrivateNetworks bool
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Logger; default slog.Default.
+	Logger *slog.Logger
+}
+
+// Service scrapes URLs. It is safe for concurrent use.
+type Service struct {
+	cfg    Config
+	store  *store.Store
+	engine fetch.Engine
+	flight singleflight.Group
+
+	// Shared fetches outlive their callers; they run on ctx and Close waits
+	// for them, so none writes to a closed store.
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// ErrClosed is returned by Scrape after Close.
+var ErrClosed = &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "the cell is shutting down"}
+
+// New builds a Service over a store and a fetch engine.
+func New(st *store.Store, engine fetch.Engine, cfg Config) *Service {
+	if cfg.FreshFor == 0 {
+		cfg.FreshFor = 10 * time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Service{cfg: cfg, store: st, engine: engine, ctx: ctx, cancel: cancel}
+}
+
+// Close cancels fetches in flight and waits for them to finish.
+func (s *Service) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+func (s *Service) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// Result is the scrape response of spec 2.2 (without `ok` and `ms`, which the
+// encoder adds). Its JSON shape is documented in docs/api.md.
+type Result struct {
+	URL         string          `json:"url"`
+	FinalURL    string          `json:"final_url"`
+	Status      int             `json:"status"`
+	ContentType string          `json:"content_type"`
+	Title       string          `json:"title"`
+	Markdown    *string         `json:"markdown,omitempty"`
+	HTML        *string         `json:"html,omitempty"`
+	ContentHash string          `json:"content_hash"`
+	Parsed      *content.Parsed `json:"parsed,omitempty"`
+	FetchedAt   time.Time       `json:"fetched_at"`
+}
+
+// Usage says how a result was produced; the gate prices it.
+type Usage struct {
+	Engine string `json:"engine"` // cache, http
+	Cache  string `json:"cache"`  // hit, miss
+	Units  int    `json:"units"`  // effort units: 1 for a plain page
+}
+
+// Outcome is a scrape result, already encoded: Body is the JSON object of
+// spec 2.2 up to but excluding the final `"ms":N}`; AppendJSON completes it.
+// Encoding once lets a cache hit be served by copying bytes.
+type Outcome struct {
+	Body  []byte
+	Usage Usage
+}
+
+// AppendJSON appends the complete response object with the elapsed time.
+func (o *Outcome) AppendJSON(dst []byte, elapsed time.Duration) []byte {
+	dst = append(dst, o.Body...)
+	dst = append(dst, `,"ms":`...)
+	dst = strconv.AppendInt(dst, elapsed.Milliseconds(), 10)
+	return append(dst, '}')
+}
+
+// Scrape returns the result for one URL. Errors are *Error values with the
+// status the API answers.
+func (s *Service) Scrape(ctx context.Context, rawURL string, opts Options) (*Outcome, error) {
+	u, err := fetch.ValidateURL(rawURL, s.cfg.AllowPrivateNetworks)
+	if err != nil {
+		return nil, urlError(err)
+	}
+	target := u.String()
+	key := cacheKey(opts.cacheKey(target))
+	if s.cfg.FreshFor > 0 {
+		if body, _, err := s.store.GetLive(key, s.cfg.Now()); err == nil {
+			return &Outcome{Body: body, Usage: Usage{Engine: "cache", Cache: "hit"}}, nil
+		} else if !errors.Is(err, store.ErrNotFound) {
+			s.cfg.Logger.Warn("cache read failed", "url", target, "err", err)
+		}
+	}
+	// Identical requests in flight share one fetch. The shared fetch runs on
+	// the service's context, not any single caller's, so one caller giving up
+	// does not fail the others; it still has the engine's own deadline.
+	ch := s.flight.DoChan(string(key), func() (any, error) {
+		if !s.enter() {
+			return nil, ErrClosed
+		}
+		defer s.wg.Done()
+		return s.fetchAndStore(s.ctx, u, key, opts)
+	})
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*Outcome), nil
+	}
+}
+
+func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opts Options) (*Outcome, error) {
+	resp, err := s.engine.Fetch(ctx, &fetch.Request{URL: u.String()})
+	if err != nil {
+		return nil, fetchError(err)
+	}
+	now := s.cfg.Now()
+	res, err := buildResult(u.String(), resp, opts, now)
+	if err != nil {
+		return nil, err
+	}
+	body, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("encode result: %w", err)
+	}
+	// {"url":...} → {"ok":true,"url":...  (the closing brace comes with ms)
+	body = append([]byte(`{"ok":true,`), body[1:len(body)-1]...)
+
+	b := s.store.NewBatch()
+	if s.cfg.FreshFor > 0 && resp.Status < 500 {
+		b.SetExpiring(key, body, now.Add(s.cfg.FreshFor))
+	}
+	b.Set(ArchiveKey(u.String()), encodeArchive(resp, now))
+	if err := b.Commit(store.NoSync); err != nil {
+		// The caller still gets the page; only reuse is lost.
+		s.cfg.Logger.Warn("cache/archive write failed", "url", u.String(), "err", err)
+	}
+	return &Outcome{Body: body, Usage: Usage{Engine: resp.Engine, Cache: "miss", Units: 1}}, nil
+}
+
+func buildResult(requested string, resp *fetch.Response, opts Options, now time.Time) (*Result, error) {
+	final, err := url.Parse(resp.URL)
+	if err != nil {
+		return nil, &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site redirected to an invalid url", Err: err}
+	}
+	res := &Result{
+		URL:         requested,
+		FinalURL:    resp.URL,
+		Status:      resp.Status,
+		ContentType: resp.ContentType,
+		FetchedAt:   now.UTC(),
+	}
+	var doc *content.Document
+	switch mediaKind(resp.ContentType, resp.Body) {
+	case kindHTML:
+		doc, err = content.Process(resp.Body, final, content.Options{Parse: content.ParseOptions(opts.Parse)})
+		if err != nil {
+			return nil, &Error{Status: http.StatusUnprocessableEntity, Code: "unsupported_content", Message: "the page could not be read as HTML", Err: err}
+		}
+	case kindText:
+		text := string(resp.Body)
+		doc = &content.Document{Markdown: text, HTML: "<pre>" + html.EscapeString(text) + "</pre>"}
+		if opts.Parse != (ParseField{}) {
+			doc.Parsed = &content.Parsed{}
+		}
+	default:
+		return nil, &Error{Status: http.StatusUnprocessableEntity, Code: "unsupported_content",
+			Message: fmt.Sprintf("content type %q is not supported (HTML and plain text are)", resp.ContentType)}
+	}
+	res.Title = doc.Title
+	res.ContentHash = content.Hash(doc.Markdown)
+	res.Parsed = doc.Parsed
+	if opts.Format != FormatHTML {
+		res.Markdown = &doc.Markdown
+	}
+	if opts.Format != FormatMarkdown {
+		res.HTML = &doc.HTML
+	}
+	return res, nil
+}
+
+type kind int
+
+const (
+	kindOther kind = iota
+	kindHTML
+	kindText
+)
+
+func mediaKind(contentType string, body []byte) kind {
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch mt {
+	case "text/html", "application/xhtml+xml":
+		return kindHTML
+	case "text/plain", "text/markdown":
+		return kindText
+	case "":
+		// No declared type: sniff the way browsers do.
+		if mt, _, _ := mime.ParseMediaType(http.DetectContentType(body)); mt == "text/html" {
+			return kindHTML
+		} else if mt == "text/plain" {
+			return kindText
+		}
+	}
+	return kindOther
+}
+
+func cacheKey(s string) []byte {
+	sum := sha256.Sum256([]byte(s))
+	return append(bytes.Clone(prefixCache), sum[:]...)
+}
+
+// ArchiveKey is where the last fetched copy of a URL is kept.
+func ArchiveKey(u string) []byte {
+	return append(bytes.Clone(prefixArchive), u...)
+}
+
+// ArchivedPage is the archive record of one fetched page.
+type ArchivedPage struct {
+	URL         string    `json:"url"`
+	Status      int       `json:"status"`
+	ContentType string    `json:"content_type"`
+	Engine      string    `json:"engine"`
+	FetchedAt   time.Time `json:"fetched_at"`
+	Body        []byte    `json:"-"`
+}
+
+// Archive record: a JSON header line, a newline, then the body bytes as
+// fetched (decoded to UTF-8).
+func encodeArchive(resp *fetch.Response, now time.Time) []byte {
+	hdr, _ := json.Marshal(ArchivedPage{URL: resp.URL, Status: resp.Status, ContentType: resp.ContentType, Engine: resp.Engine, FetchedAt: now.UTC()})
+	out := make([]byte, 0, len(hdr)+1+len(resp.Body))
+	out = append(out, hdr...)
+	out = append(out, '\n')
+	return append(out, resp.Body...)
+}
+
+// Archived reads the archived copy of a URL (as ValidateURL normalises it).
+func (s *Service) Archived(u string) (*ArchivedPage, error) {
+	v, err := s.store.Get(ArchiveKey(u))
+	if err != nil {
+		return nil, err
+	}
+	i := bytes.IndexByte(v, '\n')
+	if i < 0 {
+		return nil, fmt.Errorf("archive record of %q is corrupt", u)
+	}
+	var p ArchivedPage
+	if err := json.Unmarshal(v[:i], &p); err != nil {
+		return nil, fmt.Errorf("archive record of %q: %w", u, err)
+	}
+	p.Body = v[i+1:]
+	return &p, nil
+}
+
+// SweepCache drops expired cache entries.
+func (s *Service) SweepCache() (int, error) {
+	return s.store.SweepExpired(prefixCache, s.cfg.Now())
+}
+
+func urlError(err error) *Error {
+	switch {
+	case errors.Is(err, fetch.ErrScheme):
+		return BadInput(fetch.ErrScheme.Error())
+	case errors.Is(err, fetch.ErrNotPublic):
+		return BadInput(fetch.ErrNotPublic.Error())
+	default:
+		return BadInput(fetch.ErrInvalidURL.Error())
+	}
+}
+
+func fetchError(err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, fetch.ErrNotPublic):
+		// Reached only through a redirect or DNS answer: the URL itself passed.
+		return &Error{Status: http.StatusBadRequest, Code: "bad_input", Message: fetch.ErrNotPublic.Error(), Err: err}
+	case errors.Is(err, fetch.ErrTooLarge):
+		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the page is larger than this cell accepts", Err: err}
+	case errors.Is(err, fetch.ErrTooManyRedirects):
+		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site redirected too many times", Err: err}
+	case errors.Is(err, fetch.ErrUnreachable), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site did not answer", Err: err}
+	default:
+		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the page could not be fetched", Err: err}
+	}
+}
