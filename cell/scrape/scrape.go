@@ -181,12 +181,17 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	if err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(res)
-	if err != nil {
+	// Markdown is full of < > &: keep them readable rather than \u003c.
+	var buf bytes.Buffer
+	buf.WriteString(`{"ok":true,`)
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(res); err != nil {
 		return nil, fmt.Errorf("encode result: %w", err)
 	}
-	// {"url":...} → {"ok":true,"url":...  (the closing brace comes with ms)
-	body = append([]byte(`{"ok":true,`), body[1:len(body)-1]...)
+	// {"ok":true,{"url":...}\n → {"ok":true,"url":...  (ms closes it)
+	raw := buf.Bytes()
+	body := append(raw[:len(`{"ok":true,`)], raw[len(`{"ok":true,`)+1:len(raw)-2]...)
 
 	b := s.store.NewBatch()
 	if s.cfg.FreshFor > 0 && resp.Status < 500 {
