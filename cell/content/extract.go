@@ -1,0 +1,443 @@
+package content
+
+import (
+	"net/url"
+	"strings"
+	"unicode"
+
+	readability "codeberg.org/readeck/go-readability"
+	trafilatura "github.com/markusmobius/go-trafilatura"
+	"golang.org/x/net/html"
+	"golang.org/x/net/html/atom"
+)
+
+// Main-content extraction. The choice of libraries and the thresholds below
+// were made by measurement; see docs/content.md and eval_test.go.
+//
+//  1. If the page marks its main content with a single <main> or
+//     role="main" landmark, only that subtree is considered.
+//  2. The readeck port of Readability.js runs first (fast, and it returns
+//     the page's own nodes, so code-block classes and tables survive).
+//  3. If Readability kept implausibly little of the page's text, go-trafilatura
+//     (FavorRecall, with Readability's result as its fallback candidate)
+//     runs on the untouched tree, and its selection is mapped back onto the
+//     page's own nodes (mapToOriginal), so the output keeps the page's markup.
+
+const (
+	// guardMinRunes: a Readability result shorter than this is a miss
+	// (Readability.js itself retries below 500 characters).
+	guardMinRunes = 500
+	// guardMinShare: a Readability result with less than this share of the
+	// scope's non-navigation text is a suspected miss.
+	guardMinShare = 0.45
+)
+
+// extractor finds the main content of doc. It may mutate doc and may return
+// a subtree of doc or a new tree. A nil node with a nil error means "nothing
+// found".
+type extractor func(doc *html.Node, pageURL *url.URL) (*html.Node, error)
+
+// trafilaturaOptions are the options used for go-trafilatura: no date
+// scanning (we never report a date, and htmldate's extensive mode is the
+// slowest part of the library), tables, images and links kept.
+func trafilaturaOptions(pageURL *url.URL, fallback bool, focus trafilatura.ExtractionFocus) trafilatura.Options {
+	return trafilatura.Options{
+		OriginalURL:     pageURL,
+		EnableFallback:  fallback,
+		Focus:           focus,
+		ExcludeComments: true,
+		IncludeImages:   true,
+		IncludeLinks:    true,
+		HtmlDateMode:    trafilatura.Disabled,
+	}
+}
+
+// trafilaturaExtractor is go-trafilatura on its own (used by the evaluation).
+func trafilaturaExtractor(fallback bool, focus trafilatura.ExtractionFocus) extractor {
+	return func(doc *html.Node, pageURL *url.URL) (*html.Node, error) {
+		res, err := trafilatura.ExtractDocument(doc, trafilaturaOptions(pageURL, fallback, focus))
+		if err != nil {
+			return nil, err
+		}
+		return res.ContentNode, nil
+	}
+}
+
+// readabilityExtractor runs the readeck port of Readability.js. It mutates
+// doc.
+func readabilityExtractor(doc *html.Node, pageURL *url.URL) (*html.Node, error) {
+	p := readability.NewParser()
+	p.KeepClasses = true // code-block languages live in class names
+	p.DisableJSONLD = true
+	art, err := p.ParseAndMutate(doc, pageURL)
+	if err != nil {
+		return nil, err
+	}
+	return art.Node, nil
+}
+
+// extractConfig holds the tunables of extractMain; defaultExtract is what
+// Process uses, the evaluation tries others.
+type extractConfig struct {
+	// mapReadability maps Readability's result back onto the page's
+	// nodes (as for trafilatura) instead of using its tree.
+	mapReadability bool
+	// pruneBelow: a child block is pruned by mapToOriginal when less than
+	// this share of its words are in the extractor's result.
+	pruneBelow float64
+	// noFallback disables the trafilatura fallback.
+	noFallback bool
+	// noLandmark ignores <main>/role="main".
+	noLandmark bool
+}
+
+var defaultExtract = extractConfig{mapReadability: true, pruneBelow: 0.5}
+
+// extractMain returns the element holding the main content of doc and the
+// method that found it ("readability", "trafilatura" or "body"). doc is
+// mutated. base resolves relative URLs.
+func extractMain(doc *html.Node, base *url.URL, cfg extractConfig) (*html.Node, string) {
+	body := findElem(doc, atom.Body)
+	if body == nil {
+		return doc, "body"
+	}
+	if lm := landmark(body); lm != nil && lm != body && !cfg.noLandmark {
+		// Keep only the landmark: Readability then cannot wander into
+		// the sidebar, and trafilatura sees less chrome.
+		for c := body.FirstChild; c != nil; {
+			next := c.NextSibling
+			body.RemoveChild(c)
+			c = next
+		}
+		detach(lm)
+		body.AppendChild(lm)
+	}
+	lead := leadHeading(body)
+	m, method := extractIn(doc, body, base, cfg)
+	restoreHeading(m, lead)
+	return m, method
+}
+
+// leadHeading returns the page's first <h1> outside navigation chrome.
+func leadHeading(body *html.Node) *html.Node {
+	var found *html.Node
+	var walk func(*html.Node) bool
+	walk = func(n *html.Node) bool {
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			if c.Type != html.ElementNode || isBoilerTag(c) {
+				continue
+			}
+			if c.DataAtom == atom.H1 {
+				found = c
+				return true
+			}
+			if walk(c) {
+				return true
+			}
+		}
+		return false
+	}
+	walk(body)
+	if found == nil || collapsedText(found) == "" {
+		return nil
+	}
+	return clone(found)
+}
+
+// restoreHeading puts the page's lead heading back at the top of the
+// content when the extractor dropped it (Readability removes a heading that
+// repeats the <title>).
+func restoreHeading(main, lead *html.Node) {
+	if lead == nil || main == nil || main.Type != html.ElementNode {
+		return
+	}
+	want := collapsedText(lead)
+	if findFirst(main, func(n *html.Node) bool {
+		switch n.DataAtom {
+		case atom.H1, atom.H2, atom.H3:
+			return collapsedText(n) == want
+		}
+		return false
+	}) != nil {
+		return
+	}
+	main.InsertBefore(lead, main.FirstChild)
+}
+
+func extractIn(doc, body *html.Node, base *url.URL, cfg extractConfig) (*html.Node, string) {
+	scopeRunes := visibleRunes(body, true)
+
+	// Readability mutates heavily; keep the original for the fallback.
+	work := clone(doc)
+	rnode, rerr := readabilityExtractor(work, base)
+	if rerr == nil && rnode != nil {
+		n := visibleRunes(rnode, false)
+		ok := n >= guardMinRunes && float64(n) >= guardMinShare*float64(scopeRunes)
+		// A short page: Readability's result is all there is.
+		ok = ok || scopeRunes < guardMinRunes && n > 0 && float64(n) >= guardMinShare*float64(scopeRunes)
+		if ok || cfg.noFallback {
+			if cfg.mapReadability {
+				if m := mapToOriginal(body, rnode, cfg.pruneBelow); m != nil {
+					return m, "readability"
+				}
+			}
+			return rnode, "readability"
+		}
+	}
+
+	// Fallback: trafilatura, with Readability's result as its candidate so
+	// that it does not run its own Readability and DOM Distiller.
+	cand := rnode
+	if cand == nil {
+		cand = &html.Node{Type: html.ElementNode, Data: "div", DataAtom: atom.Div}
+	}
+	opts := trafilaturaOptions(base, true, trafilatura.FavorRecall)
+	opts.FallbackCandidates = &trafilatura.FallbackCandidates{Readability: cand, Distiller: cand}
+	res, err := trafilatura.ExtractDocument(doc, opts)
+	if err != nil || res.ContentNode == nil {
+		if rnode != nil {
+			return rnode, "readability"
+		}
+		return body, "body"
+	}
+	if m := mapToOriginal(body, res.ContentNode, cfg.pruneBelow); m != nil {
+		return m, "trafilatura"
+	}
+	if rnode != nil {
+		return rnode, "readability"
+	}
+	return body, "body"
+}
+
+// landmark returns the single <main> or role="main" element below body
+// when it holds a meaningful amount of text, or nil.
+func landmark(body *html.Node) *html.Node {
+	mains := findAll(nil, body, func(n *html.Node) bool {
+		return (n.DataAtom == atom.Main && n.Namespace == "") || attr(n, "role") == "main"
+	})
+	if len(mains) == 0 {
+		return nil
+	}
+	// Nested landmarks (<main><div role=main>) count once: take the outermost.
+	m := mains[0]
+	for _, o := range mains[1:] {
+		if !isAncestor(m, o) {
+			return nil
+		}
+	}
+	if visibleRunes(m, false) < 200 {
+		return nil
+	}
+	return m
+}
+
+func isAncestor(a, n *html.Node) bool {
+	for p := n.Parent; p != nil; p = p.Parent {
+		if p == a {
+			return true
+		}
+	}
+	return false
+}
+
+// wordsOf calls fn for each lower-cased word token of s.
+func wordsOf(s string, fn func(w string)) {
+	start := -1
+	for i, r := range s {
+		alnum := unicode.IsLetter(r) || unicode.IsDigit(r)
+		if alnum && start < 0 {
+			start = i
+		} else if !alnum && start >= 0 {
+			fn(strings.ToLower(s[start:i]))
+			start = -1
+		}
+	}
+	if start >= 0 {
+		fn(strings.ToLower(s[start:]))
+	}
+}
+
+type tokStats struct{ hits, total int }
+
+// mapToOriginal finds, below root, the page's own element whose words best
+// match the words of extracted (a tree built by another extractor), and
+// prunes from it the child blocks that the extractor left out. Code blocks
+// and data tables inside the chosen element are kept even when the
+// extractor dropped them. It returns nil if nothing matches.
+func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
+	want := map[string]bool{}
+	nWant := 0
+	var collect func(*html.Node)
+	collect = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			wordsOf(n.Data, func(w string) { want[w] = true; nWant++ })
+			return
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			collect(c)
+		}
+	}
+	collect(extracted)
+	if nWant == 0 {
+		return nil
+	}
+
+	stats := map[*html.Node]tokStats{}
+	var best *html.Node
+	bestF := 0.0
+	var walk func(*html.Node) tokStats
+	walk = func(n *html.Node) tokStats {
+		var s tokStats
+		if n.Type == html.TextNode {
+			wordsOf(n.Data, func(w string) {
+				s.total++
+				if want[w] {
+					s.hits++
+				}
+			})
+			return s
+		}
+		if skipText(n) {
+			return s
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			cs := walk(c)
+			s.hits += cs.hits
+			s.total += cs.total
+		}
+		if n.Type == html.ElementNode {
+			stats[n] = s
+			if f := 2 * float64(s.hits) / float64(s.total+nWant); f > bestF {
+				best, bestF = n, f
+			}
+		}
+		return s
+	}
+	walk(root)
+	if best == nil {
+		return nil
+	}
+	prune(best, stats, pruneBelow)
+	return best
+}
+
+// prune removes the child elements of n that are mostly words the
+// extractor did not keep, and navigation chrome (by tag, ARIA role, or
+// class/id, with mostly-link text) that the word test alone would keep when
+// it repeats words of the content. It descends into mixed children. Blocks
+// of one or two words (headings such as "Synopsis") are kept.
+func prune(n *html.Node, stats map[*html.Node]tokStats, below float64) {
+	for c := n.FirstChild; c != nil; {
+		next := c.NextSibling
+		if c.Type == html.ElementNode {
+			s := stats[c]
+			switch {
+			case s.total == 0 || protected(c):
+			case isBoilerTag(c) || looksLikeNav(c) && linkDensity(c) > 0.3:
+				n.RemoveChild(c)
+			case s.total >= 3 && float64(s.hits) < below*float64(s.total):
+				n.RemoveChild(c)
+			case s.hits < s.total:
+				prune(c, stats, below)
+			}
+		}
+		c = next
+	}
+}
+
+// navNames are class/id fragments of navigation chrome (after
+// Readability's "unlikely candidates").
+var navNames = []string{
+	"nav", "menu", "breadcrumb", "sidebar", "footer", "header", "banner",
+	"pagination", "pager", "related", "social", "share", "cookie", "consent",
+	"gdpr", "popup", "skip", "toolbar", "masthead", "subscribe", "newsletter",
+}
+
+func looksLikeNav(n *html.Node) bool {
+	s := strings.ToLower(attr(n, "class") + " " + attr(n, "id"))
+	if strings.TrimSpace(s) == "" {
+		return false
+	}
+	for _, w := range navNames {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// linkDensity is the share of n's text that sits inside links.
+func linkDensity(n *html.Node) float64 {
+	all := visibleRunes(n, false)
+	if all == 0 {
+		return 0
+	}
+	links := 0
+	for _, a := range findAll(nil, n, func(n *html.Node) bool { return n.DataAtom == atom.A }) {
+		links += visibleRunes(a, false)
+	}
+	return float64(links) / float64(all)
+}
+
+// protected reports blocks that are kept whenever their container is: code
+// blocks and data tables, which extractors are prone to drop.
+func protected(n *html.Node) bool {
+	switch n.DataAtom {
+	case atom.Pre:
+		return true
+	case atom.Table:
+		return isDataTable(n)
+	case atom.Div:
+		// Sphinx: <div class="highlight-python3"><div class="highlight"><pre>
+		var only *html.Node
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			if c.Type == html.ElementNode {
+				if only != nil {
+					return false
+				}
+				only = c
+			}
+		}
+		return only != nil && protected(only)
+	}
+	return false
+}
+
+// isDataTable reports tables that hold data rather than layout: a header
+// cell, a caption, or at least two rows of two cells, and no nested table.
+func isDataTable(t *html.Node) bool {
+	if r := attr(t, "role"); r == "presentation" || r == "none" {
+		return false
+	}
+	header, nested := false, false
+	rows, wide := 0, 0
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			if c.Type != html.ElementNode {
+				continue
+			}
+			switch c.DataAtom {
+			case atom.Table:
+				nested = true
+				continue
+			case atom.Th, atom.Caption, atom.Thead:
+				header = true
+			case atom.Tr:
+				rows++
+				cells := 0
+				for d := c.FirstChild; d != nil; d = d.NextSibling {
+					if isElem(d, atom.Td) || isElem(d, atom.Th) {
+						cells++
+					}
+				}
+				if cells >= 2 {
+					wide++
+				}
+			}
+			walk(c)
+		}
+	}
+	walk(t)
+	return !nested && (header || wide >= 2)
+}
