@@ -240,7 +240,9 @@ func TestJobSurvivesKill9(t *testing.T) {
 	if code != 202 {
 		t.Fatalf("submit: %d %s", code, b)
 	}
-	var sub struct{ JobID string `json:"job_id"` }
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
 	json.Unmarshal(b, &sub)
 
 	var before jobStatus
@@ -332,7 +334,9 @@ func TestCorpus(t *testing.T) {
 	if code != 202 {
 		t.Fatalf("submit: %d %s", code, b)
 	}
-	var sub struct{ JobID string `json:"job_id"` }
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
 	json.Unmarshal(b, &sub)
 	waitFor(t, 120*time.Second, "the 1,000-URL job", func() bool { return p.jobStatus(t, sub.JobID).Status == "done" })
 	lines := p.results(t, sub.JobID)
