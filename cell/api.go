@@ -116,7 +116,13 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 		writeError(w, scrape.BadInput("url is required"))
 		return
 	}
-	out, err := c.scrape.Scrape(r.Context(), req.URL, req.Options)
+	bp := bufPool.Get().(*[]byte)
+	out, err := c.scrape.ScrapeAppend(r.Context(), *bp, req.URL, req.Options)
+	if err == nil && out.Usage.Cache == "hit" && cap(out.Body) <= 4<<20 {
+		defer func() { *bp = out.Body[:0]; bufPool.Put(bp) }() // the body aliases the buffer
+	} else {
+		defer bufPool.Put(bp) // untouched
+	}
 	if r.Context().Err() != nil {
 		return // the client is gone
 	}
@@ -125,21 +131,18 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	usage, _ := json.Marshal(out.Usage)
-	w.Header().Set(UsageHeader, string(usage))
+	w.Header().Set(UsageHeader, out.Usage.String())
 	w.Header().Set("Content-Type", "application/json")
-	bp := bufPool.Get().(*[]byte)
-	b := append(out.AppendJSON((*bp)[:0], time.Since(start)), '\n')
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	var tailBuf [32]byte
+	tail := append(out.AppendTail(tailBuf[:0], time.Since(start)), '\n')
+	w.Header().Set("Content-Length", strconv.Itoa(len(out.Body)+len(tail)))
 	w.WriteHeader(http.StatusOK)
-	w.Write(b)
-	if cap(b) <= 4<<20 { // keep the pool from pinning huge pages
-		*bp = b
-		bufPool.Put(bp)
-	}
+	w.Write(out.Body)
+	w.Write(tail)
 }
 
-// bufPool holds response buffers so a cache hit allocates little.
+// bufPool holds cache-hit buffers so a hit reads the store without
+// allocating.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // manyRequest is the body of batch and job submissions: urls plus any

@@ -11,7 +11,7 @@ want() { dpkg -s "$1" >/dev/null 2>&1 || need_apt+=("$1"); }
 case "$what" in
 build) ;;
 test) want postgresql-doc-15 ;;
-bench) want postgresql-doc-15; want wrk ;;
+bench) want postgresql-doc-15; want wrk; want jq; want curl ;;
 *) echo "deps.sh: unknown target $what" >&2; exit 2 ;;
 esac
 

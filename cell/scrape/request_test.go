@@ -64,3 +64,12 @@ func TestCacheKeyCoversEveryOption(t *testing.T) {
 		t.Error("URLs share a cache key")
 	}
 }
+
+func TestUsageString(t *testing.T) {
+	for _, u := range []Usage{{Engine: "cache", Cache: "hit"}, {Engine: "http", Cache: "miss", Units: 1}} {
+		want, _ := json.Marshal(u)
+		if u.String() != string(want) {
+			t.Errorf("%+v: %s, want %s", u, u.String(), want)
+		}
+	}
+}

@@ -118,6 +118,17 @@ type Usage struct {
 	Units  int    `json:"units"`  // effort units: 1 for a plain page
 }
 
+var usageHit = `{"engine":"cache","cache":"hit","units":0}`
+
+// String is the JSON form of the usage, for the usage header.
+func (u Usage) String() string {
+	if u == (Usage{Engine: "cache", Cache: "hit"}) {
+		return usageHit
+	}
+	b, _ := json.Marshal(u)
+	return string(b)
+}
+
 // Outcome is a scrape result, already encoded: Body is the JSON object of
 // spec 2.2 up to but excluding the final `"ms":N}`; AppendJSON completes it.
 // Encoding once lets a cache hit be served by copying bytes.
@@ -128,7 +139,12 @@ type Outcome struct {
 
 // AppendJSON appends the complete response object with the elapsed time.
 func (o *Outcome) AppendJSON(dst []byte, elapsed time.Duration) []byte {
-	dst = append(dst, o.Body...)
+	return o.AppendTail(append(dst, o.Body...), elapsed)
+}
+
+// AppendTail appends what follows Body to complete the object: the elapsed
+// time and the closing brace.
+func (o *Outcome) AppendTail(dst []byte, elapsed time.Duration) []byte {
 	dst = append(dst, `,"ms":`...)
 	dst = strconv.AppendInt(dst, elapsed.Milliseconds(), 10)
 	return append(dst, '}')
@@ -137,6 +153,12 @@ func (o *Outcome) AppendJSON(dst []byte, elapsed time.Duration) []byte {
 // Scrape returns the result for one URL. Errors are *Error values with the
 // status the API answers.
 func (s *Service) Scrape(ctx context.Context, rawURL string, opts Options) (*Outcome, error) {
+	return s.ScrapeAppend(ctx, nil, rawURL, opts)
+}
+
+// ScrapeAppend is Scrape for callers with a reusable buffer: a cache hit's
+// body is appended to buf (the Outcome's Body then aliases it).
+func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, opts Options) (*Outcome, error) {
 	u, err := fetch.ValidateURL(rawURL, s.cfg.AllowPrivateNetworks)
 	if err != nil {
 		return nil, urlError(err)
@@ -144,7 +166,7 @@ func (s *Service) Scrape(ctx context.Context, rawURL string, opts Options) (*Out
 	target := u.String()
 	key := cacheKey(opts.cacheKey(target))
 	if s.cfg.FreshFor > 0 {
-		if body, _, err := s.store.GetLive(key, s.cfg.Now()); err == nil {
+		if body, err := s.store.GetLiveAppend(buf[:0], key, s.cfg.Now()); err == nil {
 			return &Outcome{Body: body, Usage: Usage{Engine: "cache", Cache: "hit"}}, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
 			s.cfg.Logger.Warn("cache read failed", "url", target, "err", err)

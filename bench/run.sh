@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# make bench: whole-system figures for trawl, each beside a baseline measured
+# in the same run on the same machine, so the ratio survives a noisy host.
+#
+#   1. content pipeline per page  vs  JSDOM + Readability + Turndown(+GFM)
+#   2. /scrape cache hits (wrk)   vs  Go http.FileServer serving the pages raw
+#   3. 10,000-URL /scrape/jobs    vs  raw GETs of the same URLs, same concurrency
+#
+# Prints a Markdown table and writes it to bench/results.md. See bench/README.md
+# for the knobs (environment variables below) and for running one part alone.
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+REPO=$PWD
+BENCH=$REPO/bench
+
+CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
+ONLY=${BENCH_ONLY:-pipeline,scrape,job}          # comma list of parts to run
+PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
+WRK_THREADS=${BENCH_WRK_THREADS:-2}
+WRK_CONNS=${BENCH_WRK_CONNS:-32}
+WRK_DURATION=${BENCH_WRK_DURATION:-10s}
+SCRAPE_URLS=${BENCH_SCRAPE_URLS:-200}
+JOB_URLS=${BENCH_JOB_URLS:-10000}
+JOB_CONCURRENCY=${BENCH_JOB_CONCURRENCY:-16}     # cell --job-concurrency, and the raw-fetch baseline's
+JOB_TIMEOUT=${BENCH_JOB_TIMEOUT:-15m}
+TRAWL=${BENCH_TRAWL:-$REPO/bin/trawl}
+STRICT=${BENCH_STRICT:-0}                        # 1: exit 1 when a target is missed
+RESULTS=${BENCH_RESULTS:-$BENCH/results.md}
+
+log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+
+# ---------------------------------------------------------------- setup
+
+need_apt=()
+[[ -d $CORPUS ]] || { [[ $CORPUS == /usr/share/doc/postgresql-doc-15/html ]] && need_apt+=(postgresql-doc-15); }
+command -v wrk >/dev/null || need_apt+=(wrk)
+command -v jq >/dev/null || need_apt+=(jq)
+command -v curl >/dev/null || need_apt+=(curl)
+if ((${#need_apt[@]})); then
+	log "installing ${need_apt[*]}"
+	SUDO=; [[ $(id -u) == 0 ]] || SUDO=sudo
+	$SUDO apt-get update -qq
+	# Twice: the image may drop downloaded archives between batches.
+	for _ in 1 2; do
+		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null && break
+	done
+fi
+[[ -d $CORPUS ]] || die "corpus $CORPUS not found"
+
+if want pipeline; then
+	# Node comes from the machine, never from apt here: jsdom 29 needs >= 20.19.
+	command -v node >/dev/null || die "node not found (need >= 20.19 for jsdom 29)"
+	node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a==20&&b>=19)?0:1)' ||
+		die "node $(node --version) is too old for jsdom 29 (need >= 20.19)"
+	if [[ ! -f $BENCH/js/node_modules/.package-lock.json || $BENCH/js/package-lock.json -nt $BENCH/js/node_modules/.package-lock.json ]]; then
+		log "npm ci (bench/js)"
+		(cd "$BENCH/js" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	fi
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/trawl-bench.XXXXXX")
+PIDS=()
+cleanup() {
+	local rc=$? pid
+	for pid in "${PIDS[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${PIDS[@]}"; do
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	if ((rc != 0)) && [[ ${BENCH_KEEP:-0} == 1 ]]; then
+		echo "bench: logs kept in $WORK" >&2
+	else
+		rm -rf "$WORK"
+	fi
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start NAME CMD...: run CMD in its own process group (so cleanup can end it
+# and anything it spawns), output to $WORK/NAME.log; sets LAST_PID.
+start() {
+	local name=$1; shift
+	setsid "$@" >"$WORK/$name.log" 2>&1 &
+	LAST_PID=$!
+	PIDS+=("$LAST_PID")
+}
+
+# wait_until WHAT SECONDS PID CMD...: poll CMD until it succeeds; fail when the
+# deadline passes or PID (the process we wait for) has died.
+wait_until() {
+	local what=$1 limit=$2 pid=$3; shift 3
+	local deadline=$((SECONDS + limit))
+	until "$@" >/dev/null 2>&1; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			tail -n 30 "$WORK"/*.log >&2 || true
+			die "$what exited while starting"
+		fi
+		((SECONDS < deadline)) || { tail -n 30 "$WORK"/*.log >&2 || true; die "$what not ready after ${limit}s"; }
+		sleep 0.1
+	done
+}
+
+stop() { # stop PID: end one started process group and wait for it
+	local pid=$1
+	kill -TERM -- "-$pid" 2>/dev/null || true
+	for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL -- "-$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	local keep=() p
+	for p in "${PIDS[@]}"; do [[ $p == "$pid" ]] || keep+=("$p"); done
+	PIDS=("${keep[@]}")
+}
+
+log "building bench tools"
+mkdir -p "$WORK/bin"
+go build -o "$WORK/bin/" ./bench/fileserver ./bench/loadgen
+if want pipeline; then
+	go build -o "$WORK/bin/" ./bench/pipeline || die "bench/pipeline does not build (cell/content)"
+fi
+if want scrape || want job; then
+	if [[ ! -x $TRAWL ]]; then
+		log "bin/trawl missing: make build"
+		make build
+	fi
+	[[ -x $TRAWL ]] || die "$TRAWL not found"
+fi
+LG=$WORK/bin/loadgen
+
+# Pages of the corpus, sorted so every run and both sides see the same order.
+find "$CORPUS" -name '*.html' -type f | LC_ALL=C sort >"$WORK/pages.txt"
+NPAGES=$(wc -l <"$WORK/pages.txt")
+((NPAGES > 0)) || die "no .html pages under $CORPUS"
+
+log "file server on the corpus"
+start fileserver "$WORK/bin/fileserver" -root "$CORPUS" -addr 127.0.0.1:0 -addr-file "$WORK/fileserver.addr"
+FS_PID=$LAST_PID
+wait_until "file server" 20 "$FS_PID" test -s "$WORK/fileserver.addr"
+FS=http://$(cat "$WORK/fileserver.addr")
+FIRST_PATH=$(head -n1 "$WORK/pages.txt"); FIRST_PATH=${FIRST_PATH#"$CORPUS"}
+wait_until "file server" 20 "$FS_PID" curl -fsS -o /dev/null "$FS$FIRST_PATH"
+
+# Relative paths (/x.html) and the Nth page's URL.
+sed "s|^$CORPUS||" "$WORK/pages.txt" >"$WORK/paths.txt"
+
+# start_cell NAME [FLAGS...]: a fresh trawl cell on a free port with its own
+# data dir; sets CELL (base URL) and CELL_PID. Ready = GET /health is 200.
+start_cell() {
+	local name=$1 port; shift
+	port=$("$LG" freeport)
+	mkdir -p "$WORK/$name-data"
+	start "$name" "$TRAWL" cell --listen "127.0.0.1:$port" --data "$WORK/$name-data" --allow-private-networks "$@"
+	CELL_PID=$LAST_PID
+	CELL=http://127.0.0.1:$port
+	wait_until "trawl cell ($name)" 60 "$CELL_PID" curl -fsS --max-time 2 -o /dev/null "$CELL/health"
+}
+
+vmhwm_mb() { awk '/^VmHWM:/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
+
+# wrk_json NAME ARGS...: run wrk, keep its text report in the log, return the JSON line.
+wrk_json() {
+	local name=$1; shift
+	wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$WRK_DURATION" --latency "$@" >"$WORK/$name.wrk" 2>&1 ||
+		{ cat "$WORK/$name.wrk" >&2; die "wrk $name failed"; }
+	sed -n 's/^WRK_JSON //p' "$WORK/$name.wrk"
+}
+
+declare -A R # results, filled by the parts below
+
+# ------------------------------------------------ 1. content pipeline
+
+if want pipeline; then
+	log "1/3 content pipeline on $NPAGES pages: trawl (Go)"
+	"$WORK/bin/pipeline" -list "$WORK/pages.txt" -root "$CORPUS" -base "$FS/" -warmup "$PIPELINE_WARMUP" >"$WORK/pipeline-go.json"
+	cat "$WORK/pipeline-go.json" >&2
+	log "1/3 content pipeline on $NPAGES pages: JSDOM + Readability + Turndown(+GFM)"
+	node "$BENCH/js/pipeline.js" --list "$WORK/pages.txt" --root "$CORPUS" --base "$FS/" --warmup "$PIPELINE_WARMUP" >"$WORK/pipeline-js.json"
+	cat "$WORK/pipeline-js.json" >&2
+	R[pipe_go]=$(jq -r .ms_per_page "$WORK/pipeline-go.json")
+	R[pipe_js]=$(jq -r .ms_per_page "$WORK/pipeline-js.json")
+	R[pipe_go_cpu]=$(jq -r .cpu_ms_per_page "$WORK/pipeline-go.json")
+	R[pipe_js_cpu]=$(jq -r .cpu_ms_per_page "$WORK/pipeline-js.json")
+	R[pipe_go_p99]=$(jq -r .p99 "$WORK/pipeline-go.json")
+	R[pipe_js_p99]=$(jq -r .p99 "$WORK/pipeline-js.json")
+	R[pipe_go_bad]=$(jq -r '.errors + .empty' "$WORK/pipeline-go.json")
+	R[pipe_js_bad]=$(jq -r .empty "$WORK/pipeline-js.json")
+fi
+
+# ------------------------------------------------ 2. /scrape cache hits
+
+if want scrape; then
+	head -n "$SCRAPE_URLS" "$WORK/paths.txt" >"$WORK/scrape-paths.txt"
+	sed "s|^|$FS|" "$WORK/scrape-paths.txt" >"$WORK/scrape-urls.txt"
+	jq -Rc '{url: ., format: "md"}' "$WORK/scrape-urls.txt" >"$WORK/scrape-bodies.txt"
+	n=$(wc -l <"$WORK/scrape-urls.txt")
+
+	log "2/3 /scrape cache hits: start cell, warm the cache with $n URLs"
+	start_cell cell-scrape
+	"$LG" warm -api "$CELL" -urls "$WORK/scrape-urls.txt" -c 8 -format md
+
+	log "2/3 baseline: wrk GET on the file server, same $n paths"
+	R[fs_wrk]=$(wrk_json fileserver -s "$BENCH/wrk/get.lua" "$FS" -- "$WORK/scrape-paths.txt")
+	echo "${R[fs_wrk]}" >&2
+	log "2/3 trawl: wrk POST /scrape over the same $n URLs"
+	R[sc_wrk]=$(wrk_json scrape -s "$BENCH/wrk/scrape.lua" "$CELL" -- "$WORK/scrape-bodies.txt")
+	echo "${R[sc_wrk]}" >&2
+	grep -h 'scrape.lua:' "$WORK/scrape.wrk" >&2 || true
+	for k in fileserver:fs_wrk scrape:sc_wrk; do
+		errs=$(jq '.errors | add' <<<"${R[${k#*:}]}")
+		((errs == 0)) || { cat "$WORK/${k%%:*}.wrk" >&2; die "wrk ${k%%:*} saw $errs errors"; }
+	done
+	R[sc_rss]=$(vmhwm_mb "$CELL_PID")
+	stop "$CELL_PID"
+fi
+
+# ------------------------------------------------ 3. 10,000-URL job
+
+if want job; then
+	# Distinct URLs cycling through the corpus; the file server ignores ?v=N,
+	# the cell sees a new URL each time, so every one is a real fetch.
+	awk -v n="$JOB_URLS" -v fs="$FS" '{p[NR-1]=$0} END {for (i=0; i<n; i++) printf "%s%s?v=%d\n", fs, p[i%NR], i}' \
+		"$WORK/paths.txt" >"$WORK/job-urls.txt"
+
+	log "3/3 baseline: raw GET of the $JOB_URLS URLs, concurrency $JOB_CONCURRENCY"
+	"$LG" fetch -urls "$WORK/job-urls.txt" -c "$JOB_CONCURRENCY" >"$WORK/fetch.json"
+	cat "$WORK/fetch.json" >&2
+	[[ $(jq .errors "$WORK/fetch.json") == 0 ]] || die "raw fetch baseline saw errors"
+
+	log "3/3 trawl: one job of $JOB_URLS URLs on a fresh cell"
+	start_cell cell-job --job-concurrency "$JOB_CONCURRENCY"
+	"$LG" job -api "$CELL" -urls "$WORK/job-urls.txt" -pid "$CELL_PID" -format md -timeout "$JOB_TIMEOUT" >"$WORK/job.json"
+	cat "$WORK/job.json" >&2
+	stop "$CELL_PID"
+fi
+
+# ------------------------------------------------ table
+
+# ratio A B: A/B to 2 decimals
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b+0 == 0) print "n/a"; else printf "%.2f", a/b }'; }
+# check EXPR: awk boolean -> pass/fail
+check() { if awk "BEGIN { exit !($1) }"; then echo pass; else echo "**fail**"; fi; }
+
+rows=()
+if want pipeline; then
+	x=$(ratio "${R[pipe_js]}" "${R[pipe_go]}")
+	rows+=("| Content pipeline, ms/page (mean, $NPAGES pages) | ${R[pipe_go]} | ${R[pipe_js]} | ${x}x faster | ≥ 10x | $(check "$x >= 10") |")
+	x=$(ratio "${R[pipe_js_cpu]}" "${R[pipe_go_cpu]}")
+	rows+=("| Content pipeline, CPU ms/page (less sensitive to load) | ${R[pipe_go_cpu]} | ${R[pipe_js_cpu]} | ${x}x less | ≥ 10x | $(check "$x >= 10") |")
+	rows+=("| Content pipeline, p99 ms/page | ${R[pipe_go_p99]} | ${R[pipe_js_p99]} | $(ratio "${R[pipe_js_p99]}" "${R[pipe_go_p99]}")x faster | — | — |")
+	rows+=("| Content pipeline, pages with no Markdown (or error) | ${R[pipe_go_bad]} | ${R[pipe_js_bad]} | — | — | — |")
+fi
+if want scrape; then
+	sc_rps=$(jq .rps <<<"${R[sc_wrk]}"); fs_rps=$(jq .rps <<<"${R[fs_wrk]}")
+	sc_p99=$(jq .p99_ms <<<"${R[sc_wrk]}"); fs_p99=$(jq .p99_ms <<<"${R[fs_wrk]}")
+	x=$(ratio "$sc_rps" "$fs_rps")
+	rows+=("| \`/scrape\` cache hits, req/s ($SCRAPE_URLS URLs) | $sc_rps | $fs_rps | $(awk -v x="$x" 'BEGIN{printf "%.0f%%", x*100}') | ≥ 50% | $(check "$x >= 0.5") |")
+	rows+=("| \`/scrape\` cache hits, p99 latency ms | $sc_p99 | $fs_p99 | $(ratio "$sc_p99" "$fs_p99")x | < 20 ms | $(check "$sc_p99 < 20") |")
+	rows+=("| Cell peak RSS after the wrk run, MB | ${R[sc_rss]} | — | — | — | — |")
+fi
+if want job; then
+	j_pps=$(jq .pages_per_s "$WORK/job.json"); f_pps=$(jq .pages_per_s "$WORK/fetch.json")
+	j_rss=$(jq .vmhwm_mb "$WORK/job.json")
+	j_ok=$(jq -r '"\(.done|floor) done, \(.error|floor) errors, status \(.status)"' "$WORK/job.json")
+	x=$(ratio "$j_pps" "$f_pps")
+	rows+=("| ${JOB_URLS}-URL job, pages/s ($j_ok) | $j_pps | $f_pps (raw GET, c=$JOB_CONCURRENCY) | $(awk -v x="$x" 'BEGIN{printf "%.0f%%", x*100}') | ≥ 300 pages/s | $(check "$j_pps >= 300") |")
+	rows+=("| ${JOB_URLS}-URL job, cell CPU ms/page (fetch + pipeline + store) | $(jq .cpu_ms_per_page "$WORK/job.json") | — | — | — | — |")
+	rows+=("| ${JOB_URLS}-URL job, peak RSS (VmHWM) MB | $j_rss | — | — | < 300 MB | $(check "$j_rss < 300") |")
+fi
+
+commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)
+git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
+{
+	echo "## make bench — $(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo
+	echo "Machine: $(nproc) cores, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), load at start $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo "Commit $commit; $(go env GOVERSION); node $(node --version 2>/dev/null || echo -); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2)."
+	echo "Corpus: $CORPUS ($NPAGES pages), served by bench/fileserver (Go http.FileServer) on 127.0.0.1."
+	echo "wrk: -t$WRK_THREADS -c$WRK_CONNS -d$WRK_DURATION --latency, for both sides of row 2."
+	echo
+	echo "| Measure | trawl | Baseline | Ratio | Target | Result |"
+	echo "|---|---|---|---|---|---|"
+	printf '%s\n' "${rows[@]}"
+	echo
+	echo "Baselines: row 1 = JSDOM 29 + @mozilla/readability + Turndown + turndown-plugin-gfm (bench/js), same pages, one at a time, after $PIPELINE_WARMUP warm-up pages;"
+	echo "row 2 = wrk GET on the file server over the same paths (the cache-hit ceiling: raw bytes, no JSON); row 3 = GETs of the same URLs from bench/loadgen at concurrency $JOB_CONCURRENCY."
+	echo "Command: \`make bench\` (= \`bash bench/run.sh\`)."
+} >"$WORK/results.md"
+
+cp "$WORK/results.md" "$RESULTS"
+MISSES=$(grep -c '\*\*fail\*\*' "$RESULTS" || true)
+echo
+cat "$RESULTS"
+echo
+if ((MISSES)); then
+	echo "bench: $MISSES target(s) missed" >&2
+	((STRICT == 0)) || exit 1
+fi
