@@ -132,6 +132,29 @@ type Batch struct {
 // NewBatch starts an empty batch.
 func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch()} }
 
+// NewIndexedBatch starts a batch that can also read: Get and Scan see the
+// store with the batch's own writes applied on top.
+func (s *Store) NewIndexedBatch() *Batch { return &Batch{b: s.db.NewIndexedBatch()} }
+
+// Get reads through an indexed batch (a copy of the value, or ErrNotFound).
+func (b *Batch) Get(key []byte) ([]byte, error) {
+	v, closer, err := b.b.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store get: %w", err)
+	}
+	out := bytes.Clone(v)
+	closer.Close()
+	return out, nil
+}
+
+// Scan is Store.Scan through an indexed batch.
+func (b *Batch) Scan(prefix, start []byte, fn func(key, value []byte) (bool, error)) error {
+	return scan(b.b, prefix, start, fn)
+}
+
 func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
 func (b *Batch) Delete(key []byte)     { _ = b.b.Delete(key, nil) }
 
@@ -155,11 +178,19 @@ func (b *Batch) Discard() { b.b.Close() }
 // key and value passed to fn are valid only during the call. fn returns false
 // to stop. Scan reads a consistent snapshot of the store.
 func (s *Store) Scan(prefix, start []byte, fn func(key, value []byte) (bool, error)) error {
+	return scan(s.db, prefix, start, fn)
+}
+
+type iterSource interface {
+	NewIter(*pebble.IterOptions) (*pebble.Iterator, error)
+}
+
+func scan(src iterSource, prefix, start []byte, fn func(key, value []byte) (bool, error)) error {
 	lower := prefix
 	if start != nil && bytes.Compare(start, prefix) > 0 {
 		lower = start
 	}
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: PrefixEnd(prefix)})
+	it, err := src.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: PrefixEnd(prefix)})
 	if err != nil {
 		return fmt.Errorf("store scan: %w", err)
 	}
@@ -181,6 +212,38 @@ func (s *Store) Scan(prefix, start []byte, fn func(key, value []byte) (bool, err
 	}
 	return it.Close()
 }
+
+// Snapshot is a consistent, read-only view of the store at one moment;
+// writes after it are invisible to it. It pins old data until Close, so keep
+// it short-lived. Safe for concurrent use.
+type Snapshot struct {
+	snap *pebble.Snapshot
+}
+
+// NewSnapshot takes a snapshot (cheap: no data is copied).
+func (s *Store) NewSnapshot() *Snapshot { return &Snapshot{snap: s.db.NewSnapshot()} }
+
+// Scan is Store.Scan on the snapshot.
+func (s *Snapshot) Scan(prefix, start []byte, fn func(key, value []byte) (bool, error)) error {
+	return scan(s.snap, prefix, start, fn)
+}
+
+// Get reads one key as of the snapshot (a copy, or ErrNotFound).
+func (s *Snapshot) Get(key []byte) ([]byte, error) {
+	v, closer, err := s.snap.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store get: %w", err)
+	}
+	out := bytes.Clone(v)
+	closer.Close()
+	return out, nil
+}
+
+// Close releases the snapshot.
+func (s *Snapshot) Close() error { return s.snap.Close() }
 
 // PrefixEnd returns the smallest key greater than every key with the prefix,
 // or nil when there is none (a prefix of 0xff bytes).

@@ -153,3 +153,20 @@ func TestDeletePrefix(t *testing.T) {
 		t.Fatalf("left %v", left)
 	}
 }
+
+func TestSnapshotIsolation(t *testing.T) {
+	s := openMem(t)
+	s.Set([]byte("k/1"), []byte("a"), NoSync)
+	snap := s.NewSnapshot()
+	defer snap.Close()
+	s.Set([]byte("k/2"), []byte("b"), NoSync)
+	s.Delete([]byte("k/1"), NoSync)
+	var seen []string
+	snap.Scan([]byte("k/"), nil, func(k, v []byte) (bool, error) {
+		seen = append(seen, string(k)+"="+string(v))
+		return true, nil
+	})
+	if fmt.Sprint(seen) != "[k/1=a]" {
+		t.Fatalf("snapshot saw %v", seen)
+	}
+}

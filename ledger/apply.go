@@ -1,0 +1,724 @@
+package ledger
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/store"
+)
+
+// Command is one change to the ledger, replicated through Raft. Everything
+// Apply needs travels inside it — the time, the ids, the amounts — so every
+// replica computes the same state. ID makes it idempotent: a command applied
+// once is never applied again, its stored Result is returned instead.
+type Command struct {
+	ID   string    `json:"id"`
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+
+	CreateAccount *CreateAccount `json:"create_account,omitempty"`
+	AddKey        *Key           `json:"add_key,omitempty"`
+	RevokeKey     *RevokeKey     `json:"revoke_key,omitempty"`
+	Grant         *Grant         `json:"grant,omitempty"`
+	Hold          *HoldRequest   `json:"hold,omitempty"`
+	Settle        *Settle        `json:"settle,omitempty"`
+	Release       *Release       `json:"release,omitempty"`
+	Settings      *Settings      `json:"settings,omitempty"`
+	ResetMonth    *ResetMonth    `json:"reset_month,omitempty"`
+	Topup         *Topup         `json:"topup,omitempty"`
+	ExpirePass    *ExpirePass    `json:"expire_pass,omitempty"`
+	RechargeDone  *RechargeDone  `json:"recharge_done,omitempty"`
+}
+
+// Command types.
+const (
+	CmdCreateAccount = "create_account"
+	CmdAddKey        = "add_key"
+	CmdRevokeKey     = "revoke_key"
+	CmdGrant         = "grant"
+	CmdHold          = "hold"
+	CmdSettle        = "settle"
+	CmdRelease       = "release"
+	CmdSettings      = "settings"
+	CmdResetMonth    = "reset_month"
+	CmdTopup         = "topup"
+	CmdExpirePass    = "expire_pass"
+	CmdRechargeDone  = "recharge_done"
+)
+
+type CreateAccount struct {
+	Account string `json:"account"`
+	Email   string `json:"email,omitempty"`
+	Plan    string `json:"plan"`
+}
+
+type RevokeKey struct {
+	KeyID string `json:"key_id"`
+}
+
+// Grant gives free credit into a bucket (sign-up, monthly, pass).
+type Grant struct {
+	Account string `json:"account"`
+	Bucket  string `json:"bucket"`
+	Amount  MC     `json:"amount_mc"`
+	// PassExpires is required for the pass bucket.
+	PassExpires time.Time `json:"pass_expires,omitzero"`
+}
+
+// HoldRequest moves up to Want from the account's buckets into the region's
+// hold, never more than the balance or the spend cap left.
+type HoldRequest struct {
+	Account string `json:"account"`
+	Region  string `json:"region"`
+	Want    MC     `json:"want_mc"`
+}
+
+// Settle charges what a region spent from its holds. Each charge is applied
+// at most once per receipt id, however often it is sent.
+type Settle struct {
+	Region  string   `json:"region"`
+	Charges []Charge `json:"charges"`
+}
+
+// Charge is one metered call.
+type Charge struct {
+	Account string    `json:"account"`
+	Receipt string    `json:"receipt"`
+	Amount  MC        `json:"amount_mc"`
+	Time    time.Time `json:"time"`
+}
+
+// Release returns held credit to the account's buckets (Amount 0: all).
+type Release struct {
+	Account string `json:"account"`
+	Region  string `json:"region"`
+	Amount  MC     `json:"amount_mc"`
+}
+
+// Settings changes the spend cap and auto-recharge; nil fields stay.
+type Settings struct {
+	Account    string    `json:"account"`
+	SpendCapMC *MC       `json:"spend_cap_mc,omitempty"`
+	Recharge   *Recharge `json:"recharge,omitempty"`
+}
+
+// ResetMonth starts a calendar month: each account's unspent monthly credit
+// lapses, the plan's monthly credit is granted, month counters restart. Sent
+// by the leader's billing loop on the 1st (not a timer inside Apply).
+type ResetMonth struct {
+	Month   string        `json:"month"` // "2026-12"
+	Credits map[string]MC `json:"credits"`
+}
+
+// Topup credits a paid pack. PaymentID makes it idempotent.
+type Topup struct {
+	Account   string `json:"account"`
+	PaymentID string `json:"payment_id"`
+	USD       int    `json:"usd"`
+	Credits   MC     `json:"credits_mc"`
+	Recharge  bool   `json:"recharge,omitempty"` // an auto-recharge
+}
+
+// ExpirePass lapses the pass bucket once its time has come.
+type ExpirePass struct {
+	Account string `json:"account"`
+}
+
+// RechargeDone clears an auto-recharge that was due (paid or not).
+type RechargeDone struct {
+	Account string `json:"account"`
+}
+
+// Result is what Apply returns (and stores under the command's id).
+type Result struct {
+	Index     uint64 `json:"index"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	// Error is a refusal: nothing but the command's result was written.
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+
+	Granted MC     `json:"granted_mc,omitempty"` // hold: moved into the hold
+	Reason  string `json:"reason,omitempty"`     // hold short of Want: no_credit or spend_cap
+	// Holds are the hold balances after a hold, settle or release, per
+	// account, for the region of the command.
+	Holds      map[string]MC `json:"holds,omitempty"`
+	Settled    int           `json:"settled,omitempty"`
+	Duplicates int           `json:"duplicates,omitempty"`
+	// Shortfall is charged credit a hold could not cover. The holds client
+	// never lets it happen; audit reports it.
+	Shortfall MC `json:"shortfall_mc,omitempty"`
+}
+
+// Refusal codes.
+const (
+	ErrCodeNoAccount = "no_such_account"
+	ErrCodeExists    = "exists"
+	ErrCodeInvalid   = "invalid"
+	ErrCodeNoKey     = "no_such_key"
+)
+
+// Hold shortfall reasons (spec section 7).
+const (
+	ReasonNoCredit = "no_credit"
+	ReasonSpendCap = "spend_cap"
+)
+
+type refusal struct{ code, msg string }
+
+func (r *refusal) Error() string { return r.code + ": " + r.msg }
+
+func refuse(code, format string, args ...any) error {
+	return &refusal{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// tx applies one command on an indexed batch.
+type tx struct {
+	b    *store.Batch
+	meta *Meta
+	cmd  *Command
+	n    int // entries written by this command
+}
+
+// apply runs cmd against the state in b (an indexed batch) at raft index,
+// updating meta. It is deterministic: it reads only the batch and the
+// command. On a refusal (Result.Error set) the caller must discard b and
+// keep its own copy of meta: a refused command changes nothing.
+func apply(b *store.Batch, meta *Meta, cmd *Command, index uint64) (*Result, error) {
+	var prev Result
+	if ok, err := getJSON(b, keyCommand(cmd.ID), &prev); err != nil {
+		return nil, err
+	} else if ok {
+		prev.Duplicate = true
+		return &prev, nil
+	}
+	t := &tx{b: b, meta: meta, cmd: cmd}
+	res := &Result{Index: index}
+	var err error
+	switch cmd.Type {
+	case CmdCreateAccount:
+		err = t.createAccount(cmd.CreateAccount)
+	case CmdAddKey:
+		err = t.addKey(cmd.AddKey)
+	case CmdRevokeKey:
+		err = t.revokeKey(cmd.RevokeKey)
+	case CmdGrant:
+		err = t.grant(cmd.Grant)
+	case CmdHold:
+		err = t.hold(cmd.Hold, res)
+	case CmdSettle:
+		err = t.settle(cmd.Settle, res)
+	case CmdRelease:
+		err = t.release(cmd.Release, res)
+	case CmdSettings:
+		err = t.settings(cmd.Settings)
+	case CmdResetMonth:
+		err = t.resetMonth(cmd.ResetMonth)
+	case CmdTopup:
+		err = t.topup(cmd.Topup)
+	case CmdExpirePass:
+		err = t.expirePass(cmd.ExpirePass)
+	case CmdRechargeDone:
+		err = t.rechargeDone(cmd.RechargeDone)
+	default:
+		err = refuse(ErrCodeInvalid, "unknown command type %q", cmd.Type)
+	}
+	var ref *refusal
+	if errors.As(err, &ref) {
+		return &Result{Index: index, Error: ref.code, Message: ref.msg}, nil
+	}
+	return res, err
+}
+
+func (t *tx) putJSON(key []byte, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("ledger: encode %s: %v", key, err)) // our own types always encode
+	}
+	t.b.Set(key, b)
+}
+
+// transfer moves amount from debit to credit and journals it.
+func (t *tx) transfer(debit, credit string, amount MC, kind, receipt string) error {
+	if amount <= 0 {
+		return nil
+	}
+	db, err := balance(t.b, debit)
+	if err != nil {
+		return err
+	}
+	cb, err := balance(t.b, credit)
+	if err != nil {
+		return err
+	}
+	t.b.Set(keyBal(debit), encodeBal(db-amount))
+	t.b.Set(keyBal(credit), encodeBal(cb+amount))
+	t.meta.Entries++
+	t.n++
+	e := Entry{
+		Index:    t.meta.Entries,
+		ID:       fmt.Sprintf("%s/%d", t.cmd.ID, t.n),
+		Debit:    debit,
+		Credit:   credit,
+		Amount:   amount,
+		Kind:     kind,
+		Receipt:  receipt,
+		Time:     t.cmd.Time.UTC(),
+		PrevHash: t.meta.LastHash,
+	}
+	if e.PrevHash == "" {
+		e.PrevHash = GenesisHash
+	}
+	e.Hash = e.ComputeHash()
+	t.meta.LastHash = e.Hash
+	t.putJSON(keyJournal(e.Index), &e)
+	return nil
+}
+
+func (t *tx) account(id string) (*Account, error) {
+	var a Account
+	ok, err := getJSON(t.b, keyAccount(id), &a)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, refuse(ErrCodeNoAccount, "no account %q", id)
+	}
+	return &a, nil
+}
+
+func (t *tx) createAccount(c *CreateAccount) error {
+	if c == nil || c.Account == "" {
+		return refuse(ErrCodeInvalid, "create_account needs an account id")
+	}
+	if c.Plan != PlanFree && c.Plan != PlanSupporter {
+		return refuse(ErrCodeInvalid, "plan must be free or supporter")
+	}
+	if _, err := t.b.Get(keyAccount(c.Account)); err == nil {
+		return refuse(ErrCodeExists, "account %q exists", c.Account)
+	}
+	t.putJSON(keyAccount(c.Account), &Account{
+		ID: c.Account, Email: c.Email, Plan: c.Plan, CreatedAt: t.cmd.Time.UTC(),
+		Month: t.cmd.Time.UTC().Format("2006-01"),
+	})
+	return nil
+}
+
+func (t *tx) addKey(k *Key) error {
+	if k == nil || k.ID == "" || len(k.Hash) != 64 || k.Account == "" {
+		return refuse(ErrCodeInvalid, "add_key needs id, account and a sha-256 hash")
+	}
+	if k.Role != RoleUser && k.Role != RoleAuditor {
+		return refuse(ErrCodeInvalid, "role must be user or auditor")
+	}
+	if _, err := t.account(k.Account); err != nil {
+		return err
+	}
+	if _, err := t.b.Get(keyKeyID(k.ID)); err == nil {
+		return refuse(ErrCodeExists, "key %q exists", k.ID)
+	}
+	kk := *k
+	kk.CreatedAt = t.cmd.Time.UTC()
+	t.putJSON(keyKey(k.Hash), &kk)
+	t.b.Set(keyKeyID(k.ID), []byte(k.Hash))
+	return nil
+}
+
+func (t *tx) revokeKey(r *RevokeKey) error {
+	if r == nil {
+		return refuse(ErrCodeInvalid, "revoke_key needs key_id")
+	}
+	h, err := t.b.Get(keyKeyID(r.KeyID))
+	if errors.Is(err, store.ErrNotFound) {
+		return refuse(ErrCodeNoKey, "no key %q", r.KeyID)
+	} else if err != nil {
+		return err
+	}
+	var k Key
+	if _, err := getJSON(t.b, keyKey(string(h)), &k); err != nil {
+		return err
+	}
+	k.Revoked = true
+	t.putJSON(keyKey(k.Hash), &k)
+	return nil
+}
+
+func (t *tx) grant(g *Grant) error {
+	if g == nil || g.Amount <= 0 {
+		return refuse(ErrCodeInvalid, "grant needs a positive amount")
+	}
+	a, err := t.account(g.Account)
+	if err != nil {
+		return err
+	}
+	switch g.Bucket {
+	case BucketSignup, BucketMonthly:
+	case BucketPass:
+		if g.PassExpires.IsZero() {
+			return refuse(ErrCodeInvalid, "a pass grant needs pass_expires")
+		}
+		a.PassExpires = g.PassExpires.UTC()
+		t.putJSON(keyAccount(a.ID), a)
+	default:
+		return refuse(ErrCodeInvalid, "grants go to the signup, monthly or pass bucket, not %q", g.Bucket)
+	}
+	return t.transfer(SysGrants, BucketAccount(a.ID, g.Bucket), g.Amount, KindGrant, t.cmd.ID)
+}
+
+// spendable is the credit in the account's buckets that can be held now.
+func (t *tx) spendable(a *Account) (map[string]MC, MC, error) {
+	parts := map[string]MC{}
+	var total MC
+	for _, bk := range SpendOrder {
+		if bk == BucketPass && !t.cmd.Time.Before(a.PassExpires) {
+			continue // lapsed (or none)
+		}
+		v, err := balance(t.b, BucketAccount(a.ID, bk))
+		if err != nil {
+			return nil, 0, err
+		}
+		if v > 0 {
+			parts[bk] = v
+			total += v
+		}
+	}
+	return parts, total, nil
+}
+
+// heldTotal sums the account's holds in every region.
+func (t *tx) heldTotal(acct string) (MC, error) {
+	var total MC
+	var regions []string
+	err := t.b.Scan(prefixHolds(acct), nil, func(k, _ []byte) (bool, error) {
+		regions = append(regions, string(k[len(prefixHolds(acct)):]))
+		return true, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range regions {
+		v, err := balance(t.b, HoldAccount(acct, r))
+		if err != nil {
+			return 0, err
+		}
+		total += v
+	}
+	return total, nil
+}
+
+// CapLeft is what the spend cap still allows: the cap minus this month's
+// spend minus what is already held (held credit may be spent any moment).
+func capLeft(a *Account, held MC) (MC, bool) {
+	if a.SpendCapMC <= 0 {
+		return 0, false
+	}
+	left := a.SpendCapMC - a.MonthSpent - held
+	if left < 0 {
+		left = 0
+	}
+	return left, true
+}
+
+func (t *tx) readHold(acct, region string) (*Hold, error) {
+	h := &Hold{Parts: map[string]MC{}}
+	if _, err := getJSON(t.b, keyHold(acct, region), h); err != nil {
+		return nil, err
+	}
+	if h.Parts == nil {
+		h.Parts = map[string]MC{}
+	}
+	return h, nil
+}
+
+func (t *tx) hold(h *HoldRequest, res *Result) error {
+	if h == nil || h.Region == "" || h.Want <= 0 {
+		return refuse(ErrCodeInvalid, "hold needs region and a positive want")
+	}
+	a, err := t.account(h.Account)
+	if err != nil {
+		return err
+	}
+	parts, avail, err := t.spendable(a)
+	if err != nil {
+		return err
+	}
+	want := h.Want
+	if want > avail {
+		want = avail
+		res.Reason = ReasonNoCredit
+	}
+	held, err := t.heldTotal(a.ID)
+	if err != nil {
+		return err
+	}
+	if left, capped := capLeft(a, held); capped && want > left {
+		want = left
+		res.Reason = ReasonSpendCap
+	}
+	hold, err := t.readHold(a.ID, h.Region)
+	if err != nil {
+		return err
+	}
+	remaining := want
+	for _, bk := range SpendOrder {
+		take := min(parts[bk], remaining)
+		if take <= 0 {
+			continue
+		}
+		if err := t.transfer(BucketAccount(a.ID, bk), HoldAccount(a.ID, h.Region), take, KindHold, ""); err != nil {
+			return err
+		}
+		hold.Parts[bk] += take
+		remaining -= take
+	}
+	t.putJSON(keyHold(a.ID, h.Region), hold)
+	res.Granted = want
+	if want == h.Want {
+		res.Reason = ""
+	}
+	bal, err := balance(t.b, HoldAccount(a.ID, h.Region))
+	if err != nil {
+		return err
+	}
+	res.Holds = map[string]MC{a.ID: bal}
+	return nil
+}
+
+func (t *tx) settle(s *Settle, res *Result) error {
+	if s == nil || s.Region == "" {
+		return refuse(ErrCodeInvalid, "settle needs a region")
+	}
+	res.Holds = map[string]MC{}
+	touched := map[string]*Account{}
+	for _, c := range s.Charges {
+		if c.Receipt == "" || c.Amount < 0 {
+			return refuse(ErrCodeInvalid, "every charge needs a receipt and a non-negative amount")
+		}
+		if _, err := t.b.Get(keyReceipt(c.Receipt)); err == nil {
+			res.Duplicates++
+			continue
+		}
+		a := touched[c.Account]
+		if a == nil {
+			var err error
+			if a, err = t.account(c.Account); err != nil {
+				return err
+			}
+			touched[c.Account] = a
+		}
+		hold, err := t.readHold(a.ID, s.Region)
+		if err != nil {
+			return err
+		}
+		// Consume the hold's parts in spend order; the hold account is one
+		// ledger account, the parts say which grant the credit came from.
+		remaining := c.Amount
+		for _, bk := range SpendOrder {
+			take := min(hold.Parts[bk], remaining)
+			hold.Parts[bk] -= take
+			remaining -= take
+		}
+		charged := c.Amount - remaining
+		if remaining > 0 {
+			res.Shortfall += remaining
+		}
+		if err := t.transfer(HoldAccount(a.ID, s.Region), SysRevenue, charged, KindCharge, c.Receipt); err != nil {
+			return err
+		}
+		t.putJSON(keyHold(a.ID, s.Region), hold)
+		t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries))
+		a.MonthSpent += charged
+		res.Settled++
+	}
+	ids := make([]string, 0, len(touched))
+	for id := range touched {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		a := touched[id]
+		if a.Recharge.On && !a.RechargeDue && a.RechargesThisMonth < a.Recharge.MaxPerMonth {
+			_, avail, err := t.spendable(a)
+			if err != nil {
+				return err
+			}
+			held, err := t.heldTotal(id)
+			if err != nil {
+				return err
+			}
+			if avail+held < a.Recharge.UnderCredits {
+				a.RechargeDue = true
+			}
+		}
+		t.putJSON(keyAccount(id), a)
+		bal, err := balance(t.b, HoldAccount(id, s.Region))
+		if err != nil {
+			return err
+		}
+		res.Holds[id] = bal
+	}
+	return nil
+}
+
+func (t *tx) release(r *Release, res *Result) error {
+	if r == nil || r.Region == "" || r.Amount < 0 {
+		return refuse(ErrCodeInvalid, "release needs a region and a non-negative amount")
+	}
+	a, err := t.account(r.Account)
+	if err != nil {
+		return err
+	}
+	hold, err := t.readHold(a.ID, r.Region)
+	if err != nil {
+		return err
+	}
+	bal, err := balance(t.b, HoldAccount(a.ID, r.Region))
+	if err != nil {
+		return err
+	}
+	amount := r.Amount
+	if amount == 0 || amount > bal {
+		amount = bal
+	}
+	// Give back the credit that would be spent last first, so the hold keeps
+	// what the spend order wants used soonest.
+	for i := len(SpendOrder) - 1; i >= 0 && amount > 0; i-- {
+		bk := SpendOrder[i]
+		give := min(hold.Parts[bk], amount)
+		if give <= 0 {
+			continue
+		}
+		if err := t.transfer(HoldAccount(a.ID, r.Region), BucketAccount(a.ID, bk), give, KindRelease, ""); err != nil {
+			return err
+		}
+		hold.Parts[bk] -= give
+		amount -= give
+	}
+	t.putJSON(keyHold(a.ID, r.Region), hold)
+	after, err := balance(t.b, HoldAccount(a.ID, r.Region))
+	if err != nil {
+		return err
+	}
+	res.Holds = map[string]MC{a.ID: after}
+	return nil
+}
+
+func (t *tx) settings(s *Settings) error {
+	if s == nil {
+		return refuse(ErrCodeInvalid, "settings needs a body")
+	}
+	a, err := t.account(s.Account)
+	if err != nil {
+		return err
+	}
+	if s.SpendCapMC != nil {
+		if *s.SpendCapMC < 0 {
+			return refuse(ErrCodeInvalid, "spend_cap_mc must be 0 (no cap) or positive")
+		}
+		a.SpendCapMC = *s.SpendCapMC
+	}
+	if s.Recharge != nil {
+		r := *s.Recharge
+		if r.On && (r.UnderCredits <= 0 || r.PackUSD <= 0 || r.MaxPerMonth <= 0) {
+			return refuse(ErrCodeInvalid, "auto-recharge needs under_credits, pack_usd and max_per_month")
+		}
+		a.Recharge = r
+	}
+	t.putJSON(keyAccount(a.ID), a)
+	return nil
+}
+
+func (t *tx) resetMonth(r *ResetMonth) error {
+	if r == nil || len(r.Month) != 7 || !strings.Contains(r.Month, "-") {
+		return refuse(ErrCodeInvalid, "reset_month needs a month like 2026-12")
+	}
+	if r.Month <= t.meta.Month {
+		return refuse(ErrCodeExists, "month %s already started", r.Month)
+	}
+	var ids []string
+	err := t.b.Scan(prefixAccounts(), nil, func(k, _ []byte) (bool, error) {
+		ids = append(ids, string(k[len(prefixAccounts()):]))
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids { // key order: deterministic
+		a, err := t.account(id)
+		if err != nil {
+			return err
+		}
+		left, err := balance(t.b, BucketAccount(id, BucketMonthly))
+		if err != nil {
+			return err
+		}
+		if err := t.transfer(BucketAccount(id, BucketMonthly), SysExpired, left, KindExpire, ""); err != nil {
+			return err
+		}
+		if err := t.transfer(SysGrants, BucketAccount(id, BucketMonthly), r.Credits[a.Plan], KindGrant, t.cmd.ID); err != nil {
+			return err
+		}
+		a.Month, a.MonthSpent, a.RechargesThisMonth = r.Month, 0, 0
+		t.putJSON(keyAccount(id), a)
+	}
+	t.meta.Month = r.Month
+	return nil
+}
+
+func (t *tx) topup(p *Topup) error {
+	if p == nil || p.PaymentID == "" || p.Credits <= 0 {
+		return refuse(ErrCodeInvalid, "topup needs a payment id and credits")
+	}
+	if _, err := t.b.Get(keyPayment(p.PaymentID)); err == nil {
+		return nil // this payment was credited already
+	}
+	a, err := t.account(p.Account)
+	if err != nil {
+		return err
+	}
+	if err := t.transfer(SysPayments, BucketAccount(a.ID, BucketPack), p.Credits, KindTopup, p.PaymentID); err != nil {
+		return err
+	}
+	t.b.Set(keyPayment(p.PaymentID), fmt.Appendf(nil, "%d", t.meta.Entries))
+	a.Plan = PlanSupporter
+	if p.Recharge {
+		a.RechargesThisMonth++
+		a.RechargeDue = false
+	}
+	t.putJSON(keyAccount(a.ID), a)
+	return nil
+}
+
+func (t *tx) expirePass(e *ExpirePass) error {
+	if e == nil {
+		return refuse(ErrCodeInvalid, "expire_pass needs an account")
+	}
+	a, err := t.account(e.Account)
+	if err != nil {
+		return err
+	}
+	if a.PassExpires.IsZero() || t.cmd.Time.Before(a.PassExpires) {
+		return refuse(ErrCodeInvalid, "the pass of %q has not expired", a.ID)
+	}
+	left, err := balance(t.b, BucketAccount(a.ID, BucketPass))
+	if err != nil {
+		return err
+	}
+	return t.transfer(BucketAccount(a.ID, BucketPass), SysExpired, left, KindExpire, "")
+}
+
+func (t *tx) rechargeDone(r *RechargeDone) error {
+	if r == nil {
+		return refuse(ErrCodeInvalid, "recharge_done needs an account")
+	}
+	a, err := t.account(r.Account)
+	if err != nil {
+		return err
+	}
+	a.RechargeDue = false
+	t.putJSON(keyAccount(a.ID), a)
+	return nil
+}

@@ -1,0 +1,347 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/raft"
+
+	"github.com/trawlhq/trawl/cell/store"
+)
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func newState(t testing.TB) *State {
+	t.Helper()
+	st, err := store.Open("state", &store.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s, err := OpenState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type applier struct {
+	t     testing.TB
+	s     *State
+	index uint64
+}
+
+func (a *applier) do(c Command) *Result {
+	a.t.Helper()
+	a.index++
+	if c.Time.IsZero() {
+		c.Time = t0
+	}
+	if c.ID == "" {
+		c.ID = fmt.Sprintf("cmd-%d", a.index)
+	}
+	res, err := a.s.Apply(&c, a.index)
+	if err != nil {
+		a.t.Fatalf("apply %s: %v", c.Type, err)
+	}
+	rep, err := a.s.Audit()
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	if !rep.OK() {
+		a.t.Fatalf("after %s %s: audit: %v", c.Type, c.ID, rep.Violations)
+	}
+	return res
+}
+
+func (a *applier) ok(c Command) *Result {
+	a.t.Helper()
+	r := a.do(c)
+	if r.Error != "" {
+		a.t.Fatalf("%s refused: %s %s", c.Type, r.Error, r.Message)
+	}
+	return r
+}
+
+func (a *applier) bal(acct string) MC {
+	a.t.Helper()
+	v, err := a.s.Balance(acct)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return v
+}
+
+func newAccount(a *applier, id string, signup MC) {
+	a.ok(Command{Type: CmdCreateAccount, CreateAccount: &CreateAccount{Account: id, Plan: PlanFree}})
+	if signup > 0 {
+		a.ok(Command{Type: CmdGrant, Grant: &Grant{Account: id, Bucket: BucketSignup, Amount: signup}})
+	}
+}
+
+func TestHoldSettleRelease(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(10))
+	a.ok(Command{Type: CmdGrant, Grant: &Grant{Account: "acct1", Bucket: BucketMonthly, Amount: Credits(2)}})
+
+	r := a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "eu", Want: Credits(5)}})
+	if r.Granted != Credits(5) || r.Reason != "" || r.Holds["acct1"] != Credits(5) {
+		t.Fatalf("hold: %+v", r)
+	}
+	// Monthly is spent first: 2 from monthly, 3 from signup.
+	if m, s := a.bal(BucketAccount("acct1", BucketMonthly)), a.bal(BucketAccount("acct1", BucketSignup)); m != 0 || s != Credits(7) {
+		t.Fatalf("buckets after hold: monthly %s signup %s", m, s)
+	}
+	settle := Command{ID: "settle-1", Type: CmdSettle, Settle: &Settle{Region: "eu", Charges: []Charge{
+		{Account: "acct1", Receipt: "r1", Amount: 1500},
+		{Account: "acct1", Receipt: "r2", Amount: 500},
+	}}}
+	r = a.ok(settle)
+	if r.Settled != 2 || r.Holds["acct1"] != Credits(3) || r.Shortfall != 0 {
+		t.Fatalf("settle: %+v", r)
+	}
+	// The same command again (a retried settle) and the same receipts in a
+	// new command: neither charges twice.
+	if r = a.ok(settle); !r.Duplicate {
+		t.Fatalf("retried settle not a duplicate: %+v", r)
+	}
+	r = a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "eu", Charges: []Charge{{Account: "acct1", Receipt: "r2", Amount: 500}, {Account: "acct1", Receipt: "r3", Amount: 250}}}})
+	if r.Settled != 1 || r.Duplicates != 1 {
+		t.Fatalf("receipt dedup: %+v", r)
+	}
+	if rev := a.bal(SysRevenue); rev != 2250 {
+		t.Fatalf("revenue %s, want 2.250", rev)
+	}
+	acct, _ := a.s.Account("acct1")
+	if acct.MonthSpent != 2250 {
+		t.Fatalf("month spent %s", acct.MonthSpent)
+	}
+	// Release returns the rest; the hold parts say where to.
+	r = a.ok(Command{Type: CmdRelease, Release: &Release{Account: "acct1", Region: "eu"}})
+	if r.Holds["acct1"] != 0 {
+		t.Fatalf("release: %+v", r)
+	}
+	b, _ := a.s.AccountBalance(acct, t0)
+	if b.Total != Credits(12)-2250 {
+		t.Fatalf("total %s", b.Total)
+	}
+}
+
+func TestHoldNeverExceedsBalanceOrCap(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(3))
+	r := a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "eu", Want: Credits(5)}})
+	if r.Granted != Credits(3) || r.Reason != ReasonNoCredit {
+		t.Fatalf("hold beyond balance: %+v", r)
+	}
+	r = a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "us", Want: 1}})
+	if r.Granted != 0 || r.Reason != ReasonNoCredit {
+		t.Fatalf("second region: %+v", r)
+	}
+
+	newAccount(a, "acct2", Credits(100))
+	capMC := Credits(4)
+	a.ok(Command{Type: CmdSettings, Settings: &Settings{Account: "acct2", SpendCapMC: &capMC}})
+	r = a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct2", Region: "eu", Want: Credits(3)}})
+	if r.Granted != Credits(3) {
+		t.Fatalf("%+v", r)
+	}
+	// The cap counts what other regions hold.
+	r = a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct2", Region: "sin", Want: Credits(3)}})
+	if r.Granted != Credits(1) || r.Reason != ReasonSpendCap {
+		t.Fatalf("cap: %+v", r)
+	}
+	// A settle larger than the hold is a shortfall, never a negative hold.
+	r = a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "sin", Charges: []Charge{{Account: "acct2", Receipt: "x", Amount: Credits(2)}}}})
+	if r.Shortfall != Credits(1) || r.Holds["acct2"] != 0 {
+		t.Fatalf("shortfall: %+v", r)
+	}
+}
+
+func TestRefusalsChangeNothing(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(1))
+	before := a.s.Meta()
+	for _, c := range []Command{
+		{Type: "nope"},
+		{Type: CmdCreateAccount, CreateAccount: &CreateAccount{Account: "acct1", Plan: PlanFree}},
+		{Type: CmdCreateAccount, CreateAccount: &CreateAccount{Account: "x", Plan: "gold"}},
+		{Type: CmdGrant, Grant: &Grant{Account: "ghost", Bucket: BucketSignup, Amount: 1}},
+		{Type: CmdGrant, Grant: &Grant{Account: "acct1", Bucket: BucketPack, Amount: 1}},
+		{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "", Want: 1}},
+		// The valid first charge must not survive the refusal of the second.
+		{Type: CmdSettle, Settle: &Settle{Region: "eu", Charges: []Charge{{Account: "acct1", Receipt: "a", Amount: 1}, {Account: "ghost", Receipt: "b", Amount: 1}}}},
+		{Type: CmdExpirePass, ExpirePass: &ExpirePass{Account: "acct1"}},
+		{Type: CmdAddKey, AddKey: &Key{ID: "k", Account: "acct1", Hash: "short", Role: RoleUser}},
+	} {
+		if r := a.do(c); r.Error == "" {
+			t.Errorf("%s accepted: %+v", c.Type, r)
+		}
+	}
+	after := a.s.Meta()
+	if after.Entries != before.Entries || after.LastHash != before.LastHash {
+		t.Fatalf("refusals wrote entries: %+v -> %+v", before, after)
+	}
+}
+
+func TestMonthResetPassAndTopup(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(5))
+	a.ok(Command{Type: CmdGrant, Grant: &Grant{Account: "acct1", Bucket: BucketPass, Amount: Credits(50), PassExpires: t0.Add(7 * 24 * time.Hour)}})
+	credits := map[string]MC{PlanFree: Credits(20), PlanSupporter: Credits(100)}
+	a.ok(Command{ID: "reset-2026-12", Type: CmdResetMonth, Time: t0.AddDate(0, 0, 9), ResetMonth: &ResetMonth{Month: "2026-12", Credits: credits}})
+	if r := a.do(Command{Type: CmdResetMonth, ResetMonth: &ResetMonth{Month: "2026-12", Credits: credits}}); r.Error != ErrCodeExists {
+		t.Fatalf("second reset of a month: %+v", r)
+	}
+	if m := a.bal(BucketAccount("acct1", BucketMonthly)); m != Credits(20) {
+		t.Fatalf("monthly %s", m)
+	}
+	// The pass lapsed on day 7: a hold skips it, an expire command clears it.
+	late := t0.AddDate(0, 0, 10)
+	r := a.ok(Command{Type: CmdHold, Time: late, Hold: &HoldRequest{Account: "acct1", Region: "eu", Want: Credits(100)}})
+	if r.Granted != Credits(25) {
+		t.Fatalf("hold after the pass lapsed: %+v", r)
+	}
+	a.ok(Command{Type: CmdExpirePass, Time: late, ExpirePass: &ExpirePass{Account: "acct1"}})
+	if p := a.bal(BucketAccount("acct1", BucketPass)); p != 0 {
+		t.Fatalf("pass left %s", p)
+	}
+	top := Command{Type: CmdTopup, Topup: &Topup{Account: "acct1", PaymentID: "pi_1", USD: 10, Credits: Credits(1000)}}
+	a.ok(top)
+	top.ID = "" // a different command carrying the same payment
+	a.ok(top)
+	if p := a.bal(BucketAccount("acct1", BucketPack)); p != Credits(1000) {
+		t.Fatalf("pack %s: a payment credited twice?", p)
+	}
+	acct, _ := a.s.Account("acct1")
+	if acct.Plan != PlanSupporter {
+		t.Fatalf("plan %s after a paid top-up", acct.Plan)
+	}
+}
+
+func TestRechargeDue(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(10))
+	a.ok(Command{Type: CmdSettings, Settings: &Settings{Account: "acct1", Recharge: &Recharge{On: true, UnderCredits: Credits(5), PackUSD: 10, MaxPerMonth: 1}}})
+	a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "eu", Want: Credits(8)}})
+	a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "eu", Charges: []Charge{{Account: "acct1", Receipt: "r1", Amount: Credits(6)}}}})
+	acct, _ := a.s.Account("acct1")
+	if !acct.RechargeDue {
+		t.Fatal("balance 4 < 5 but no recharge due")
+	}
+	a.ok(Command{Type: CmdTopup, Topup: &Topup{Account: "acct1", PaymentID: "pi_r", USD: 10, Credits: Credits(1000), Recharge: true}})
+	acct, _ = a.s.Account("acct1")
+	if acct.RechargeDue || acct.RechargesThisMonth != 1 {
+		t.Fatalf("after recharge: %+v", acct)
+	}
+}
+
+func TestAuditDetectsTampering(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(10))
+	a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "eu", Want: Credits(5)}})
+	// Flip one byte of one journal entry's amount.
+	raw, err := a.s.st.Get(keyJournal(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tampered := bytes.Replace(raw, []byte(`"amount_mc":5000`), []byte(`"amount_mc":4000`), 1)
+	if bytes.Equal(tampered, raw) {
+		t.Fatalf("entry 2 is not what the test expects: %s", raw)
+	}
+	a.s.st.Set(keyJournal(2), tampered, store.Sync)
+	rep, err := a.s.Audit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK() || !strings.Contains(strings.Join(rep.Violations, "\n"), "content hashes to") {
+		t.Fatalf("tampering not found: %+v", rep)
+	}
+}
+
+func TestSnapshotRestoreAndReplay(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(10))
+	a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "eu", Want: Credits(5)}})
+	f := (*fsm)(a.s)
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	// Later writes are not in the snapshot.
+	a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "eu", Charges: []Charge{{Account: "acct1", Receipt: "r", Amount: 1}}}})
+
+	b := newState(t)
+	if err := (*fsm)(b).Restore(sink.reader()); err != nil {
+		t.Fatal(err)
+	}
+	ra, _ := (&applier{t: t, s: b}).s.Audit()
+	if !ra.OK() || ra.Entries != 2 {
+		t.Fatalf("restored: %+v", ra)
+	}
+	// Replaying an index at or below the applied one changes nothing.
+	before := b.Meta()
+	res, err := b.Apply(&Command{ID: "cmd-2", Type: CmdGrant, Grant: &Grant{Account: "acct1", Bucket: BucketSignup, Amount: 1}}, 2)
+	if err != nil || !res.Duplicate || b.Meta() != before {
+		t.Fatalf("replay: %+v %v", res, err)
+	}
+	// The raft face decodes commands and refuses garbage deterministically.
+	out := (*fsm)(b).Apply(&raft.Log{Index: 10, Type: raft.LogCommand, Data: []byte("{")})
+	if r, ok := out.(*Result); !ok || r.Error != ErrCodeInvalid {
+		t.Fatalf("garbage: %#v", out)
+	}
+	cmd, _ := json.Marshal(Command{ID: "cmd-4", Type: CmdSettle, Time: t0, Settle: &Settle{Region: "eu", Charges: []Charge{{Account: "acct1", Receipt: "r", Amount: 1}}}})
+	out = (*fsm)(b).Apply(&raft.Log{Index: 11, Type: raft.LogCommand, Data: cmd})
+	if r := out.(*Result); r.Settled != 1 {
+		t.Fatalf("settle through fsm: %+v", r)
+	}
+	ra, _ = b.Audit()
+	rb, _ := a.s.Audit()
+	if ra.StateHash != rb.StateHash {
+		t.Fatalf("same history, different state hashes")
+	}
+}
+
+type memSink struct{ bytes.Buffer }
+
+func (m *memSink) ID() string    { return "mem" }
+func (m *memSink) Cancel() error { return nil }
+func (m *memSink) Close() error  { return nil }
+func (m *memSink) reader() *readCloser {
+	return &readCloser{bytes.NewReader(m.Bytes())}
+}
+
+type readCloser struct{ *bytes.Reader }
+
+func (r *readCloser) Close() error { return nil }
+
+func TestMC(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want MC
+	}{{"12.345", 12345}, {"0.5", 500}, {"3", 3000}, {"-1.001", -1001}} {
+		got, err := ParseMC(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("ParseMC(%q) = %v, %v", c.in, got, err)
+		}
+	}
+	if s := MC(12345).String(); s != "12.345" {
+		t.Errorf("String = %s", s)
+	}
+	if s := MC(-5).String(); s != "-0.005" {
+		t.Errorf("String = %s", s)
+	}
+	if _, err := ParseMC("1.2345"); err == nil {
+		t.Error("four decimals accepted")
+	}
+}

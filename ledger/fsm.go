@@ -1,0 +1,212 @@
+package ledger
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/trawlhq/trawl/cell/store"
+)
+
+// State is a replica of the ledger's state, kept in its own Pebble store and
+// changed only by applying commands in Raft order.
+type State struct {
+	st *store.Store
+
+	mu   sync.Mutex // serialises applies (raft calls Apply from one goroutine; tests may not)
+	meta Meta
+}
+
+// OpenState opens the state kept in st.
+func OpenState(st *store.Store) (*State, error) {
+	m, err := readMeta(st)
+	if err != nil {
+		return nil, err
+	}
+	return &State{st: st, meta: m}, nil
+}
+
+// Meta returns the applied index, journal length and last hash.
+func (s *State) Meta() Meta {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.meta
+}
+
+// Apply applies one command at a raft index. Entries at or below the applied
+// index were applied before (a restart replays the log from the last
+// snapshot): their stored result is returned.
+func (s *State) Apply(cmd *Command, index uint64) (*Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if index != 0 && index <= s.meta.AppliedIndex {
+		var prev Result
+		if ok, err := getJSON(s.st, keyCommand(cmd.ID), &prev); err != nil || !ok {
+			return &Result{Index: index, Duplicate: true}, err
+		}
+		prev.Duplicate = true
+		return &prev, nil
+	}
+	b := s.st.NewIndexedBatch()
+	meta := s.meta
+	res, err := apply(b, &meta, cmd, index)
+	if err != nil {
+		b.Discard()
+		return nil, err
+	}
+	if res.Error != "" || res.Duplicate {
+		b.Discard()
+		b = s.st.NewIndexedBatch()
+		meta = s.meta
+	}
+	if index != 0 {
+		meta.AppliedIndex = index
+	}
+	if !res.Duplicate {
+		rb, _ := json.Marshal(res)
+		b.Set(keyCommand(cmd.ID), rb)
+	}
+	mb, _ := json.Marshal(&meta)
+	b.Set(keyMeta, mb)
+	// NoSync: the raft log is the durable record; what a crash loses here
+	// is replayed from it. Snapshot syncs before raft may drop log entries.
+	if err := b.Commit(store.NoSync); err != nil {
+		return nil, err
+	}
+	s.meta = meta
+	return res, nil
+}
+
+// fsm is the raft.FSM face of State, kept off the public type.
+type fsm State
+
+// Apply implements raft.FSM. It returns *Result or error.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	var cmd Command
+	if err := json.Unmarshal(l.Data, &cmd); err != nil {
+		// A command that does not decode is refused, deterministically.
+		return &Result{Index: l.Index, Error: ErrCodeInvalid, Message: "command does not decode: " + err.Error()}
+	}
+	res, err := (*State)(f).Apply(&cmd, l.Index)
+	if err != nil {
+		// The store failed: continuing would diverge from the other replicas.
+		panic(fmt.Sprintf("ledger: apply index %d: %v", l.Index, err))
+	}
+	return res
+}
+
+// Snapshot implements raft.FSM: a Pebble snapshot (no copy); Persist does the
+// I/O. The store is synced first, so state up to the snapshot index survives
+// a machine crash before raft drops the log behind it.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	mb, _ := json.Marshal(&f.meta)
+	if err := f.st.Set(keyMeta, mb, store.Sync); err != nil {
+		return nil, err
+	}
+	return &fsmSnapshot{snap: f.st.NewSnapshot()}, nil
+}
+
+// Restore implements raft.FSM: the snapshot replaces all state.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.st.DeletePrefix(prefixState, store.NoSync); err != nil {
+		return err
+	}
+	r := bufio.NewReaderSize(rc, 1<<20)
+	b := f.st.NewBatch()
+	for {
+		k, err := readChunk(r)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			b.Discard()
+			return fmt.Errorf("restore: %w", err)
+		}
+		v, err := readChunk(r)
+		if err != nil {
+			b.Discard()
+			return fmt.Errorf("restore: %w", err)
+		}
+		b.Set(k, v)
+		if b.Len() >= 4096 {
+			if err := b.Commit(store.NoSync); err != nil {
+				return err
+			}
+			b = f.st.NewBatch()
+		}
+	}
+	if err := b.Commit(store.Sync); err != nil {
+		return err
+	}
+	m, err := readMeta(f.st)
+	if err != nil {
+		return err
+	}
+	f.meta = m
+	return nil
+}
+
+type fsmSnapshot struct {
+	snap *store.Snapshot
+}
+
+// Persist writes every state key and value, length-prefixed.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriterSize(sink, 1<<20)
+	err := s.snap.Scan(prefixState, nil, func(k, v []byte) (bool, error) {
+		if err := writeChunk(w, k); err != nil {
+			return false, err
+		}
+		return true, writeChunk(w, v)
+	})
+	if err == nil {
+		err = w.Flush()
+	}
+	if err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() { s.snap.Close() }
+
+func writeChunk(w io.Writer, b []byte) error {
+	var n [binary.MaxVarintLen64]byte
+	if _, err := w.Write(n[:binary.PutUvarint(n[:], uint64(len(b)))]); err != nil {
+		return err
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func readChunk(r *bufio.Reader) ([]byte, error) {
+	n, err := binary.ReadUvarint(r)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return b, nil
+}
+
+var (
+	_ raft.FSM         = (*fsm)(nil)
+	_ raft.FSMSnapshot = (*fsmSnapshot)(nil)
+)

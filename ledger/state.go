@@ -1,0 +1,181 @@
+package ledger
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/store"
+)
+
+// Plans.
+const (
+	PlanFree      = "free"
+	PlanSupporter = "supporter"
+)
+
+// Buckets of a customer's credit, in spend order: the monthly credit first,
+// then the 7-day pass (it expires soonest), then the sign-up credit, then
+// bought packs last (paid for and never expiring). docs/ledger.md.
+const (
+	BucketMonthly = "monthly"
+	BucketPass    = "pass"
+	BucketSignup  = "signup"
+	BucketPack    = "pack"
+)
+
+// SpendOrder is the order buckets are drawn from.
+var SpendOrder = []string{BucketMonthly, BucketPass, BucketSignup, BucketPack}
+
+// System ledger accounts. Credit enters through grants and payments, leaves
+// through revenue (spent) and expired (lapsed grants). Their balances are the
+// negative of what they handed out, so all balances sum to zero.
+const (
+	SysGrants   = "sys:grants"
+	SysPayments = "sys:payments"
+	SysRevenue  = "sys:revenue"
+	SysExpired  = "sys:expired"
+)
+
+// BucketAccount names the ledger account of a customer's bucket.
+func BucketAccount(acct, bucket string) string { return "cust:" + acct + ":" + bucket }
+
+// HoldAccount names the ledger account of a customer's hold in a region.
+func HoldAccount(acct, region string) string { return "hold:" + acct + ":" + region }
+
+// Account is a customer.
+type Account struct {
+	ID        string    `json:"id"`
+	Email     string    `json:"email,omitempty"`
+	Plan      string    `json:"plan"`
+	CreatedAt time.Time `json:"created_at"`
+	// SpendCapMC is the monthly spend cap; 0 means no cap.
+	SpendCapMC MC       `json:"spend_cap_mc"`
+	Recharge   Recharge `json:"recharge"`
+	// Month is the calendar month ("2026-11") MonthSpent counts.
+	Month      string `json:"month"`
+	MonthSpent MC     `json:"month_spent_mc"`
+	// RechargesThisMonth counts auto-recharges in Month.
+	RechargesThisMonth int `json:"recharges_this_month"`
+	// RechargeDue is set by a settle that left the balance under the
+	// recharge threshold; the leader's billing loop pays and clears it.
+	RechargeDue bool `json:"recharge_due,omitempty"`
+	// PassExpires is when the 7-day pass bucket lapses (zero: no pass).
+	PassExpires time.Time `json:"pass_expires,omitzero"`
+}
+
+// Recharge are the auto-recharge settings.
+type Recharge struct {
+	On           bool `json:"on"`
+	UnderCredits MC   `json:"under_credits_mc"`
+	PackUSD      int  `json:"pack_usd"`
+	MaxPerMonth  int  `json:"max_per_month"`
+}
+
+// Key is an API key as stored: never the key itself, only its hash.
+type Key struct {
+	ID        string    `json:"id"`
+	Account   string    `json:"account"`
+	Hash      string    `json:"hash"`   // hex SHA-256 of the key
+	Prefix    string    `json:"prefix"` // first characters, for display
+	Role      string    `json:"role"`   // user, auditor
+	Kind      string    `json:"kind"`   // pass (24 h), permanent
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	Revoked   bool      `json:"revoked,omitempty"`
+}
+
+// Roles.
+const (
+	RoleUser    = "user"
+	RoleAuditor = "auditor"
+)
+
+// Hold is a customer's credit held by one region; its balance is the hold
+// account's balance. Parts remembers which buckets it came from, so spending
+// and releasing follow the spend order.
+type Hold struct {
+	Parts map[string]MC `json:"parts"`
+}
+
+// Meta is the FSM's own bookkeeping, written with every apply.
+type Meta struct {
+	AppliedIndex uint64 `json:"applied_index"`
+	Entries      uint64 `json:"entries"`   // journal length
+	LastHash     string `json:"last_hash"` // hash of the last journal entry
+	Month        string `json:"month"`     // month of the last reset
+}
+
+// Key layout of the ledger's state in its Pebble store ("L/" prefix):
+//
+//	L/meta                 Meta
+//	L/bal/<ledger account> balance, 8 bytes big-endian two's complement
+//	L/acct/<id>            Account
+//	L/key/<hash>           Key
+//	L/keyid/<id>           hash of the key with that id
+//	L/hold/<acct>/<region> Hold
+//	L/rcpt/<receipt>       journal index of the charge (a receipt is charged once)
+//	L/cmd/<id>             Result of an applied command (commands are idempotent)
+//	L/pay/<payment id>     journal index of the top-up (a payment credits once)
+//	L/j/<index>            journal Entry, index 8 bytes big-endian from 1
+var (
+	prefixState = []byte("L/")
+	keyMeta     = []byte("L/meta")
+)
+
+func keyBal(acct string) []byte        { return []byte("L/bal/" + acct) }
+func keyAccount(id string) []byte      { return []byte("L/acct/" + id) }
+func keyKey(hash string) []byte        { return []byte("L/key/" + hash) }
+func keyKeyID(id string) []byte        { return []byte("L/keyid/" + id) }
+func keyHold(acct, reg string) []byte  { return []byte("L/hold/" + acct + "/" + reg) }
+func keyReceipt(id string) []byte      { return []byte("L/rcpt/" + id) }
+func keyCommand(id string) []byte      { return []byte("L/cmd/" + id) }
+func keyPayment(id string) []byte      { return []byte("L/pay/" + id) }
+func keyJournal(index uint64) []byte   { return binary.BigEndian.AppendUint64([]byte("L/j/"), index) }
+func prefixHolds(acct string) []byte   { return []byte("L/hold/" + acct + "/") }
+func prefixJournal() []byte            { return []byte("L/j/") }
+func prefixAccounts() []byte           { return []byte("L/acct/") }
+func prefixBalances() []byte           { return []byte("L/bal/") }
+func encodeBal(v MC) []byte            { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
+func decodeBal(b []byte) MC            { return MC(binary.BigEndian.Uint64(b)) }
+func journalIndexOf(key []byte) uint64 { return binary.BigEndian.Uint64(key[len(key)-8:]) }
+
+// reader is what reads of the state need: the store, a snapshot or an
+// indexed batch.
+type reader interface {
+	Get(key []byte) ([]byte, error)
+	Scan(prefix, start []byte, fn func(key, value []byte) (bool, error)) error
+}
+
+func getJSON(r reader, key []byte, v any) (bool, error) {
+	b, err := r.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return false, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return true, nil
+}
+
+func balance(r reader, acct string) (MC, error) {
+	b, err := r.Get(keyBal(acct))
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return decodeBal(b), nil
+}
+
+func readMeta(r reader) (Meta, error) {
+	var m Meta
+	_, err := getJSON(r, keyMeta, &m)
+	return m, err
+}
