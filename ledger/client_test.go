@@ -1,0 +1,245 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/store"
+)
+
+// directLedger applies commands to one State in order: the ledger without
+// replication, for tests of the holds client. down cuts the region off;
+// loseReply applies a settle but reports a failure (the reply was lost).
+type directLedger struct {
+	mu        sync.Mutex
+	s         *State
+	index     uint64
+	down      atomic.Bool
+	loseReply atomic.Int32
+}
+
+var errCutOff = errors.New("cut off from the leader")
+
+func (d *directLedger) Submit(ctx context.Context, cmd *Command) (*Result, error) {
+	if d.down.Load() {
+		<-ctx.Done() // a partition looks like silence, not a refusal
+		return nil, errCutOff
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.index++
+	res, err := d.s.Apply(cmd, d.index)
+	if err != nil {
+		return nil, err
+	}
+	if cmd.Type == CmdSettle && d.loseReply.Add(-1) >= 0 {
+		return nil, errors.New("reply lost")
+	}
+	return res, nil
+}
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+func newClient(t *testing.T, dir string, l Submitter, mod func(*ClientConfig)) (*Client, *store.Store) {
+	t.Helper()
+	st, err := store.Open(dir, &store.Options{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ClientConfig{Region: "eu", Store: st, Ledger: l, MinHold: Credits(5), SubmitTimeout: 50 * time.Millisecond, Logger: quiet()}
+	if mod != nil {
+		mod(&cfg)
+	}
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, st
+}
+
+func fundedLedger(t *testing.T, accts map[string]MC) *directLedger {
+	d := &directLedger{s: newState(t)}
+	ctx := context.Background()
+	for id, amount := range accts {
+		d.Submit(ctx, &Command{ID: "c-" + id, Type: CmdCreateAccount, Time: t0, CreateAccount: &CreateAccount{Account: id, Plan: PlanFree}})
+		d.Submit(ctx, &Command{ID: "g-" + id, Type: CmdGrant, Time: t0, Grant: &Grant{Account: id, Bucket: BucketSignup, Amount: amount}})
+	}
+	return d
+}
+
+func mustAudit(t *testing.T, s *State) *AuditReport {
+	t.Helper()
+	rep, err := s.Audit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("audit: %v", rep.Violations)
+	}
+	return rep
+}
+
+func TestClientNeverOverdraws(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(10)})
+	c, st := newClient(t, t.TempDir(), d, nil)
+	defer st.Close()
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := c.Charge(context.Background(), "a", fmt.Sprintf("r%d", i), 700)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, ErrNoCredit):
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 14 { // 14 × 0.7 = 9.8 ≤ 10 < 15 × 0.7
+		t.Fatalf("%d charges of 0.700 went through on 10 credits (refused %d)", ok.Load(), refused.Load())
+	}
+	if n, err := c.Settle(context.Background()); err != nil || n != 14 {
+		t.Fatalf("settle %d %v", n, err)
+	}
+	if rev, _ := d.s.Balance(SysRevenue); rev != 14*700 {
+		t.Fatalf("revenue %s", rev)
+	}
+	mustAudit(t, d.s)
+}
+
+func TestClientCutOffServesFromHoldThenRefuses(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
+	c, st := newClient(t, t.TempDir(), d, nil)
+	defer st.Close()
+	ctx := context.Background()
+	if err := c.Charge(ctx, "a", "first", Credits(1)); err != nil { // takes a hold of 5
+		t.Fatal(err)
+	}
+	held := c.Available("a") + Credits(1)
+	d.down.Store(true)
+	n := 1
+	for ; ; n++ {
+		err := c.Charge(ctx, "a", fmt.Sprintf("r%d", n), Credits(1))
+		if errors.Is(err, ErrNoCredit) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if MC(n)*Credits(1) != held {
+		t.Fatalf("cut off: %d charges from a hold of %s", n, held)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	_, err := c.Settle(sctx)
+	cancel()
+	if err == nil {
+		t.Fatal("settle succeeded while cut off")
+	}
+	// Healed: every local charge is settled exactly once.
+	d.down.Store(false)
+	if _, err := c.Settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rev, _ := d.s.Balance(SysRevenue); rev != MC(n)*Credits(1) {
+		t.Fatalf("revenue %s after heal, want %d credits", rev, n)
+	}
+	if err := c.Charge(ctx, "a", "after", Credits(1)); err != nil {
+		t.Fatalf("after heal: %v", err)
+	}
+	mustAudit(t, d.s)
+}
+
+func TestClientSettlesJournalAfterRestartAndLostReplies(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(100), "b": Credits(100)})
+	dir := t.TempDir()
+	c, st := newClient(t, dir, d, nil)
+	ctx := context.Background()
+	for i := range 30 {
+		acct := []string{"a", "b"}[i%2]
+		if err := c.Charge(ctx, acct, fmt.Sprintf("r%d", i), 1000); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The ledger applies the settle but the reply is lost, then the process
+	// dies before the journal is updated.
+	d.loseReply.Store(1)
+	if _, err := c.Settle(ctx); err == nil {
+		t.Fatal("lost reply not reported")
+	}
+	st.Close() // the "kill": nothing else of the client survives
+
+	c2, st2 := newClient(t, dir, d, nil)
+	defer st2.Close()
+	if c2.Pending() != 30 || c2.Unsettled("a") != Credits(15) {
+		t.Fatalf("journal after restart: %d pending, a unsettled %s", c2.Pending(), c2.Unsettled("a"))
+	}
+	// Available after restart counts the unsettled charges against the hold.
+	if got := c2.Available("a"); got != c.Available("a") {
+		t.Fatalf("available after restart %s, before %s", got, c.Available("a"))
+	}
+	if n, err := c2.Settle(ctx); err != nil || n != 30 {
+		t.Fatalf("resettle %d %v", n, err)
+	}
+	if rev, _ := d.s.Balance(SysRevenue); rev != Credits(30) {
+		t.Fatalf("revenue %s: charged twice or lost", rev)
+	}
+	rep := mustAudit(t, d.s)
+	if c2.Pending() != 0 {
+		t.Fatalf("pending %d", c2.Pending())
+	}
+	t.Logf("journal %d entries, state %s", rep.Entries, rep.StateHash[:12])
+}
+
+func TestClientSpendCap(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
+	capMC := Credits(3)
+	d.Submit(context.Background(), &Command{ID: "cap", Type: CmdSettings, Time: t0, Settings: &Settings{Account: "a", SpendCapMC: &capMC}})
+	c, st := newClient(t, t.TempDir(), d, nil)
+	defer st.Close()
+	for i := range 3 {
+		if err := c.Charge(context.Background(), "a", fmt.Sprintf("r%d", i), Credits(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Charge(context.Background(), "a", "over", Credits(1)); !errors.Is(err, ErrSpendCap) {
+		t.Fatalf("over the cap: %v", err)
+	}
+}
+
+func TestClientReleasesIdleHolds(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
+	now := t0
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c, st := newClient(t, t.TempDir(), d, func(cfg *ClientConfig) { cfg.Now = clock; cfg.IdleRelease = time.Minute })
+	defer st.Close()
+	ctx := context.Background()
+	if err := c.Charge(ctx, "a", "r", Credits(1)); err != nil {
+		t.Fatal(err)
+	}
+	c.Settle(ctx)
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	c.releaseIdle(ctx)
+	if h, _ := d.s.Balance(HoldAccount("a", "eu")); h != 0 {
+		t.Fatalf("hold %s after idle release", h)
+	}
+	if b, _ := d.s.Balance(BucketAccount("a", BucketSignup)); b != Credits(99) {
+		t.Fatalf("signup %s", b)
+	}
+}
