@@ -27,3 +27,10 @@ fi
 
 command -v go >/dev/null || { echo "deps: Go is required (https://go.dev/dl)" >&2; exit 1; }
 go mod download
+
+# Stripe's own API mock, for the payment provider's tests (pinned: the tests
+# check ids from this version's fixtures).
+if [[ $what == test ]]; then
+  command -v stripe-mock >/dev/null || [[ -x "$(go env GOPATH)/bin/stripe-mock" ]] ||
+    go install github.com/stripe/stripe-mock@v0.203.0
+fi
