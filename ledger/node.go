@@ -1,0 +1,480 @@
+package ledger
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/ledger/raftpebble"
+)
+
+// Peer is one voter of the ledger group: its Raft id (the region), its Raft
+// address and the address of its HTTP API (where followers forward
+// commands to the leader).
+type Peer struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft"`
+	APIAddr  string `json:"api"`
+}
+
+// Network decides whether traffic may flow from one node to another. Tests
+// use it to partition regions; nil allows everything.
+type Network interface {
+	Allowed(from, to string) bool
+}
+
+// NodeConfig configures a ledger voter.
+type NodeConfig struct {
+	// ID is the node's Raft server id: its region (eu, sin, us).
+	ID string
+	// DataDir holds raft/ (log and stable store), snapshots/ and state/.
+	DataDir string
+	// RaftAddr is the address Raft listens on and advertises.
+	RaftAddr string
+	// Peers are all voters, this node included.
+	Peers []Peer
+	// Bootstrap forms a new cluster of Peers when DataDir has no Raft
+	// state. Safe to leave on: an existing cluster ignores it.
+	Bootstrap bool
+	// Secret is shared by the group's nodes; it authorises forwarded
+	// commands.
+	Secret string
+	// Network, when set, filters traffic between nodes (tests).
+	Network Network
+	// HTTPClient forwards commands to the leader; default has a 10 s timeout.
+	HTTPClient *http.Client
+	// Tune adjusts the Raft configuration (tests shorten timeouts).
+	Tune   func(*raft.Config)
+	Logger *slog.Logger
+}
+
+// Node is a ledger voter: Raft with our Pebble stores and the FSM.
+type Node struct {
+	cfg   NodeConfig
+	raft  *raft.Raft
+	state *State
+	st    *store.Store
+	logs  *raftpebble.Store
+	trans *raft.NetworkTransport
+
+	mu    sync.RWMutex
+	peers map[string]Peer
+}
+
+// OpenNode starts a voter.
+func OpenNode(cfg NodeConfig) (*Node, error) {
+	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
+		return nil, errors.New("ledger: node needs id, data dir and raft address")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
+	}
+	for _, d := range []string{"raft", "snapshots", "state"} {
+		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), 0o755); err != nil {
+			return nil, fmt.Errorf("ledger: %w", err)
+		}
+	}
+	n := &Node{cfg: cfg, peers: map[string]Peer{}}
+	for _, p := range cfg.Peers {
+		n.peers[p.ID] = p
+	}
+	var err error
+	closeAll := func() {
+		if n.logs != nil {
+			n.logs.Close()
+		}
+		if n.st != nil {
+			n.st.Close()
+		}
+		if n.trans != nil {
+			n.trans.Close()
+		}
+	}
+	if n.logs, err = raftpebble.Open(filepath.Join(cfg.DataDir, "raft"), &raftpebble.Options{Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	if n.st, err = store.Open(filepath.Join(cfg.DataDir, "state"), &store.Options{Logger: cfg.Logger}); err != nil {
+		closeAll()
+		return nil, err
+	}
+	if n.state, err = OpenState(n.st); err != nil {
+		closeAll()
+		return nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 3, hclogger(cfg.Logger))
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("ledger: raft listen: %w", err)
+	}
+	layer := &streamLayer{Listener: ln, self: cfg.ID, net: cfg.Network, n: n}
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: layer, MaxPool: 3, Timeout: 5 * time.Second, Logger: hclogger(cfg.Logger),
+	})
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = hclogger(cfg.Logger)
+	// The FSM lives on disk and knows its applied index: no restore of the
+	// last snapshot at start, Raft replays the log after it and Apply skips
+	// what the state already has.
+	rc.NoSnapshotRestoreOnStart = true
+	rc.SnapshotThreshold = 8192
+	if cfg.Tune != nil {
+		cfg.Tune(rc)
+	}
+	r, err := raft.NewRaft(rc, (*fsm)(n.state), n.logs, n.logs, snaps, n.trans)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("ledger: start raft: %w", err)
+	}
+	n.raft = r
+	if cfg.Bootstrap {
+		has, err := raft.HasExistingState(n.logs, n.logs, snaps)
+		if err != nil {
+			n.Close()
+			return nil, err
+		}
+		if !has {
+			var servers []raft.Server
+			for _, p := range cfg.Peers {
+				servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
+			}
+			if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+				n.Close()
+				return nil, fmt.Errorf("ledger: bootstrap: %w", err)
+			}
+		}
+	}
+	return n, nil
+}
+
+// State is this node's replica (reads are local and may lag the leader).
+func (n *Node) State() *State { return n.state }
+
+// Raft exposes the Raft instance (operations, tests).
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// ID is the node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// IsLeader reports whether this node leads the group now.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Close shuts Raft down and closes the stores.
+func (n *Node) Close() error {
+	err := n.raft.Shutdown().Error()
+	n.trans.Close()
+	if e := n.logs.Close(); err == nil {
+		err = e
+	}
+	if e := n.st.Close(); err == nil {
+		err = e
+	}
+	return err
+}
+
+// ErrNoLeader is returned when no leader can be reached before the context
+// ends.
+var ErrNoLeader = errors.New("ledger: no leader reachable")
+
+// Submit applies cmd through Raft and returns its result: on the leader
+// directly, from a follower by forwarding to the leader. It retries across
+// leader changes until ctx ends. Commands are idempotent by id, so a retry
+// after an ambiguous failure is safe.
+func (n *Node) Submit(ctx context.Context, cmd *Command) (*Result, error) {
+	data, err := json.Marshal(cmd)
+	if err != nil {
+		return nil, err
+	}
+	backoff := 10 * time.Millisecond
+	var last error = ErrNoLeader
+	for {
+		var res *Result
+		if n.IsLeader() {
+			res, err = n.applyLocal(ctx, data)
+		} else {
+			res, err = n.forward(ctx, data)
+		}
+		if err == nil {
+			return res, nil
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %v", ErrNoLeader, last)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 500*time.Millisecond)
+	}
+}
+
+func (n *Node) applyLocal(ctx context.Context, data []byte) (*Result, error) {
+	f := n.raft.Apply(data, 5*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case err := <-done:
+		if err != nil {
+			return nil, err
+		}
+	}
+	switch r := f.Response().(type) {
+	case *Result:
+		return r, nil
+	case error:
+		return nil, r
+	default:
+		return nil, fmt.Errorf("ledger: unexpected apply response %T", r)
+	}
+}
+
+func (n *Node) forward(ctx context.Context, data []byte) (*Result, error) {
+	_, id := n.raft.LeaderWithID()
+	if id == "" {
+		return nil, ErrNoLeader
+	}
+	n.mu.RLock()
+	p, ok := n.peers[string(id)]
+	n.mu.RUnlock()
+	if !ok || p.APIAddr == "" {
+		return nil, fmt.Errorf("ledger: no API address for leader %s", id)
+	}
+	if n.cfg.Network != nil && !n.cfg.Network.Allowed(n.cfg.ID, p.ID) {
+		return nil, fmt.Errorf("ledger: %s unreachable from %s", p.ID, n.cfg.ID)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.APIAddr+ApplyPath, bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Ledger-Secret", n.cfg.Secret)
+	req.Header.Set("X-Ledger-From", n.cfg.ID)
+	resp, err := n.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("ledger: leader %s answered %d: %s", p.ID, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	var res Result
+	if err := json.Unmarshal(body, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// ApplyPath is where a leader takes forwarded commands.
+const ApplyPath = "/internal/ledger/apply"
+
+// Handler serves the node's internal API (forwarded commands).
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+ApplyPath, func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
+			http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
+			return
+		}
+		from := r.Header.Get("X-Ledger-From")
+		if n.cfg.Network != nil && !n.cfg.Network.Allowed(from, n.cfg.ID) {
+			// A partitioned sender's request never arrives.
+			hj, ok := w.(http.Hijacker)
+			if ok {
+				if c, _, err := hj.Hijack(); err == nil {
+					c.Close()
+					return
+				}
+			}
+			http.Error(w, "unreachable", http.StatusServiceUnavailable)
+			return
+		}
+		if !n.IsLeader() {
+			http.Error(w, `{"error":"not_leader","message":"this node is not the leader"}`, http.StatusMisdirectedRequest)
+			return
+		}
+		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		res, err := n.applyLocal(r.Context(), data)
+		if err != nil {
+			http.Error(w, fmt.Sprintf(`{"error":"apply_failed","message":%q}`, err.Error()), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(res)
+	})
+	return mux
+}
+
+// AddVoter adds (or re-addresses) a voter; run on the leader.
+func (n *Node) AddVoter(p Peer) error {
+	n.mu.Lock()
+	n.peers[p.ID] = p
+	n.mu.Unlock()
+	return n.raft.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, 10*time.Second).Error()
+}
+
+// RemoveVoter removes a voter; run on the leader.
+func (n *Node) RemoveVoter(id string) error {
+	return n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error()
+}
+
+// SetPeer records a peer's addresses for forwarding (after a join made
+// elsewhere).
+func (n *Node) SetPeer(p Peer) {
+	n.mu.Lock()
+	n.peers[p.ID] = p
+	n.mu.Unlock()
+}
+
+// Barrier waits until every command committed before it is applied on this
+// node (leader only).
+func (n *Node) Barrier(timeout time.Duration) error { return n.raft.Barrier(timeout).Error() }
+
+// streamLayer is Raft's TCP transport with a one-line preamble naming the
+// sender, so a Network can drop traffic between chosen nodes.
+type streamLayer struct {
+	net.Listener
+	self string
+	net  Network
+	n    *Node
+}
+
+func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	to := s.peerByAddr(string(addr))
+	if s.net != nil && !s.net.Allowed(s.self, to) {
+		return nil, fmt.Errorf("ledger: %s unreachable from %s", to, s.self)
+	}
+	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(c, s.self+"\n"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &guardedConn{Conn: c, from: s.self, to: to, net: s.net}, nil
+}
+
+func (s *streamLayer) Accept() (net.Conn, error) {
+	for {
+		c, err := s.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		from, err := br.ReadString('\n')
+		c.SetReadDeadline(time.Time{})
+		if err != nil {
+			c.Close()
+			continue
+		}
+		from = strings.TrimSpace(from)
+		if s.net != nil && !s.net.Allowed(from, s.self) {
+			c.Close()
+			continue
+		}
+		return &guardedConn{Conn: &bufferedConn{Conn: c, r: br}, from: s.self, to: from, net: s.net}, nil
+	}
+}
+
+func (s *streamLayer) Addr() net.Addr { return s.Listener.Addr() }
+
+func (s *streamLayer) peerByAddr(addr string) string {
+	s.n.mu.RLock()
+	defer s.n.mu.RUnlock()
+	for _, p := range s.n.peers {
+		if p.RaftAddr == addr {
+			return p.ID
+		}
+	}
+	return addr
+}
+
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// guardedConn fails reads and writes once the network cuts the link, so a
+// partition also breaks connections that were open before it.
+type guardedConn struct {
+	net.Conn
+	from, to string
+	net      Network
+}
+
+var errPartitioned = errors.New("ledger: link partitioned")
+
+func (g *guardedConn) cut() bool {
+	return g.net != nil && (!g.net.Allowed(g.from, g.to) || !g.net.Allowed(g.to, g.from))
+}
+
+func (g *guardedConn) Read(p []byte) (int, error) {
+	if g.cut() {
+		g.Conn.Close()
+		return 0, errPartitioned
+	}
+	n, err := g.Conn.Read(p)
+	if err == nil && g.cut() {
+		g.Conn.Close()
+		return 0, errPartitioned
+	}
+	return n, err
+}
+
+func (g *guardedConn) Write(p []byte) (int, error) {
+	if g.cut() {
+		g.Conn.Close()
+		return 0, errPartitioned
+	}
+	return g.Conn.Write(p)
+}
+
+// hclogger adapts slog for Raft's hclog (at warn and above: Raft is chatty).
+func hclogger(l *slog.Logger) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:   "raft",
+		Level:  hclog.Warn,
+		Output: slogWriter{l},
+	})
+}
+
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	w.l.Warn(strings.TrimSpace(string(p)), "component", "raft")
+	return len(p), nil
+}
