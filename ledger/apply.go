@@ -175,27 +175,79 @@ func refuse(code, format string, args ...any) error {
 	return &refusal{code: code, msg: fmt.Sprintf(format, args...)}
 }
 
-// tx applies one command on an indexed batch.
+// tx applies one command: it reads the committed state (r), keeps what it
+// changes in write-back caches so reads see its own writes without an
+// indexed batch, and writes everything to b at flush.
 type tx struct {
+	r    reader
 	b    *store.Batch
 	meta *Meta
 	cmd  *Command
 	n    int // entries written by this command
+
+	bals     map[string]MC
+	accts    map[string]*Account
+	holds    map[string]*Hold // by acct + "/" + region
+	receipts map[string]bool  // charged by this command
 }
 
-// apply runs cmd against the state in b (an indexed batch) at raft index,
+func (t *tx) bal(acct string) (MC, error) {
+	if v, ok := t.bals[acct]; ok {
+		return v, nil
+	}
+	v, err := balance(t.r, acct)
+	if err != nil {
+		return 0, err
+	}
+	t.bals[acct] = v
+	return v, nil
+}
+
+func (t *tx) exists(key []byte) (bool, error) {
+	_, err := t.r.Get(key)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// flush writes the cached balances, accounts and holds to the batch, in
+// key order.
+func (t *tx) flush() {
+	for _, k := range sortedKeys(t.bals) {
+		t.b.Set(keyBal(k), encodeBal(t.bals[k]))
+	}
+	for _, k := range sortedKeys(t.accts) {
+		t.putJSON(keyAccount(k), t.accts[k])
+	}
+	for _, k := range sortedKeys(t.holds) {
+		t.putJSON([]byte("L/hold/"+k), t.holds[k])
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// apply runs cmd against the state in r at raft index, writing to b and
 // updating meta. It is deterministic: it reads only the batch and the
 // command. On a refusal (Result.Error set) the caller must discard b and
 // keep its own copy of meta: a refused command changes nothing.
-func apply(b *store.Batch, meta *Meta, cmd *Command, index uint64) (*Result, error) {
+func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*Result, error) {
 	var prev Result
-	if ok, err := getJSON(b, keyCommand(cmd.ID), &prev); err != nil {
+	if ok, err := getJSON(r, keyCommand(cmd.ID), &prev); err != nil {
 		return nil, err
 	} else if ok {
 		prev.Duplicate = true
 		return &prev, nil
 	}
-	t := &tx{b: b, meta: meta, cmd: cmd}
+	t := &tx{r: r, b: b, meta: meta, cmd: cmd, bals: map[string]MC{}, accts: map[string]*Account{},
+		holds: map[string]*Hold{}, receipts: map[string]bool{}}
 	res := &Result{Index: index}
 	var err error
 	switch cmd.Type {
@@ -230,6 +282,9 @@ func apply(b *store.Batch, meta *Meta, cmd *Command, index uint64) (*Result, err
 	if errors.As(err, &ref) {
 		return &Result{Index: index, Error: ref.code, Message: ref.msg}, nil
 	}
+	if err == nil {
+		t.flush()
+	}
 	return res, err
 }
 
@@ -246,16 +301,15 @@ func (t *tx) transfer(debit, credit string, amount MC, kind, receipt string) err
 	if amount <= 0 {
 		return nil
 	}
-	db, err := balance(t.b, debit)
+	db, err := t.bal(debit)
 	if err != nil {
 		return err
 	}
-	cb, err := balance(t.b, credit)
+	cb, err := t.bal(credit)
 	if err != nil {
 		return err
 	}
-	t.b.Set(keyBal(debit), encodeBal(db-amount))
-	t.b.Set(keyBal(credit), encodeBal(cb+amount))
+	t.bals[debit], t.bals[credit] = db-amount, cb+amount
 	t.meta.Entries++
 	t.n++
 	e := Entry{
@@ -278,15 +332,20 @@ func (t *tx) transfer(debit, credit string, amount MC, kind, receipt string) err
 	return nil
 }
 
+// account returns the account for changing: changes are written at flush.
 func (t *tx) account(id string) (*Account, error) {
+	if a, ok := t.accts[id]; ok {
+		return a, nil
+	}
 	var a Account
-	ok, err := getJSON(t.b, keyAccount(id), &a)
+	ok, err := getJSON(t.r, keyAccount(id), &a)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return nil, refuse(ErrCodeNoAccount, "no account %q", id)
 	}
+	t.accts[id] = &a
 	return &a, nil
 }
 
@@ -297,10 +356,12 @@ func (t *tx) createAccount(c *CreateAccount) error {
 	if c.Plan != PlanFree && c.Plan != PlanSupporter {
 		return refuse(ErrCodeInvalid, "plan must be free or supporter")
 	}
-	if _, err := t.b.Get(keyAccount(c.Account)); err == nil {
+	if ok, err := t.exists(keyAccount(c.Account)); err != nil {
+		return err
+	} else if ok {
 		return refuse(ErrCodeExists, "account %q exists", c.Account)
 	}
-	t.putJSON(keyAccount(c.Account), &Account{
+	t.accts[c.Account] = (&Account{
 		ID: c.Account, Email: c.Email, Plan: c.Plan, CreatedAt: t.cmd.Time.UTC(),
 		Month: t.cmd.Time.UTC().Format("2006-01"),
 	})
@@ -317,7 +378,9 @@ func (t *tx) addKey(k *Key) error {
 	if _, err := t.account(k.Account); err != nil {
 		return err
 	}
-	if _, err := t.b.Get(keyKeyID(k.ID)); err == nil {
+	if ok, err := t.exists(keyKeyID(k.ID)); err != nil {
+		return err
+	} else if ok {
 		return refuse(ErrCodeExists, "key %q exists", k.ID)
 	}
 	kk := *k
@@ -331,14 +394,14 @@ func (t *tx) revokeKey(r *RevokeKey) error {
 	if r == nil {
 		return refuse(ErrCodeInvalid, "revoke_key needs key_id")
 	}
-	h, err := t.b.Get(keyKeyID(r.KeyID))
+	h, err := t.r.Get(keyKeyID(r.KeyID))
 	if errors.Is(err, store.ErrNotFound) {
 		return refuse(ErrCodeNoKey, "no key %q", r.KeyID)
 	} else if err != nil {
 		return err
 	}
 	var k Key
-	if _, err := getJSON(t.b, keyKey(string(h)), &k); err != nil {
+	if _, err := getJSON(t.r, keyKey(string(h)), &k); err != nil {
 		return err
 	}
 	k.Revoked = true
@@ -361,7 +424,6 @@ func (t *tx) grant(g *Grant) error {
 			return refuse(ErrCodeInvalid, "a pass grant needs pass_expires")
 		}
 		a.PassExpires = g.PassExpires.UTC()
-		t.putJSON(keyAccount(a.ID), a)
 	default:
 		return refuse(ErrCodeInvalid, "grants go to the signup, monthly or pass bucket, not %q", g.Bucket)
 	}
@@ -376,7 +438,7 @@ func (t *tx) spendable(a *Account) (map[string]MC, MC, error) {
 		if bk == BucketPass && !t.cmd.Time.Before(a.PassExpires) {
 			continue // lapsed (or none)
 		}
-		v, err := balance(t.b, BucketAccount(a.ID, bk))
+		v, err := t.bal(BucketAccount(a.ID, bk))
 		if err != nil {
 			return nil, 0, err
 		}
@@ -388,19 +450,25 @@ func (t *tx) spendable(a *Account) (map[string]MC, MC, error) {
 	return parts, total, nil
 }
 
-// heldTotal sums the account's holds in every region.
+// heldTotal sums the account's holds in every region (stored, and new in
+// this command).
 func (t *tx) heldTotal(acct string) (MC, error) {
 	var total MC
-	var regions []string
-	err := t.b.Scan(prefixHolds(acct), nil, func(k, _ []byte) (bool, error) {
-		regions = append(regions, string(k[len(prefixHolds(acct)):]))
+	seen := map[string]bool{}
+	err := t.r.Scan(prefixHolds(acct), nil, func(k, _ []byte) (bool, error) {
+		seen[string(k[len(prefixHolds(acct)):])] = true
 		return true, nil
 	})
 	if err != nil {
 		return 0, err
 	}
-	for _, r := range regions {
-		v, err := balance(t.b, HoldAccount(acct, r))
+	for k := range t.holds {
+		if a, r, _ := strings.Cut(k, "/"); a == acct {
+			seen[r] = true
+		}
+	}
+	for _, r := range sortedKeys(seen) {
+		v, err := t.bal(HoldAccount(acct, r))
 		if err != nil {
 			return 0, err
 		}
@@ -422,14 +490,19 @@ func capLeft(a *Account, held MC) (MC, bool) {
 	return left, true
 }
 
+// readHold returns the hold for changing: changes are written at flush.
 func (t *tx) readHold(acct, region string) (*Hold, error) {
+	if h, ok := t.holds[acct+"/"+region]; ok {
+		return h, nil
+	}
 	h := &Hold{Parts: map[string]MC{}}
-	if _, err := getJSON(t.b, keyHold(acct, region), h); err != nil {
+	if _, err := getJSON(t.r, keyHold(acct, region), h); err != nil {
 		return nil, err
 	}
 	if h.Parts == nil {
 		h.Parts = map[string]MC{}
 	}
+	t.holds[acct+"/"+region] = h
 	return h, nil
 }
 
@@ -474,12 +547,11 @@ func (t *tx) hold(h *HoldRequest, res *Result) error {
 		hold.Parts[bk] += take
 		remaining -= take
 	}
-	t.putJSON(keyHold(a.ID, h.Region), hold)
 	res.Granted = want
 	if want == h.Want {
 		res.Reason = ""
 	}
-	bal, err := balance(t.b, HoldAccount(a.ID, h.Region))
+	bal, err := t.bal(HoldAccount(a.ID, h.Region))
 	if err != nil {
 		return err
 	}
@@ -497,7 +569,13 @@ func (t *tx) settle(s *Settle, res *Result) error {
 		if c.Receipt == "" || c.Amount < 0 {
 			return refuse(ErrCodeInvalid, "every charge needs a receipt and a non-negative amount")
 		}
-		if _, err := t.b.Get(keyReceipt(c.Receipt)); err == nil {
+		if t.receipts[c.Receipt] {
+			res.Duplicates++
+			continue
+		}
+		if ok, err := t.exists(keyReceipt(c.Receipt)); err != nil {
+			return err
+		} else if ok {
 			res.Duplicates++
 			continue
 		}
@@ -528,7 +606,7 @@ func (t *tx) settle(s *Settle, res *Result) error {
 		if err := t.transfer(HoldAccount(a.ID, s.Region), SysRevenue, charged, KindCharge, c.Receipt); err != nil {
 			return err
 		}
-		t.putJSON(keyHold(a.ID, s.Region), hold)
+		t.receipts[c.Receipt] = true
 		t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries))
 		a.MonthSpent += charged
 		res.Settled++
@@ -553,8 +631,7 @@ func (t *tx) settle(s *Settle, res *Result) error {
 				a.RechargeDue = true
 			}
 		}
-		t.putJSON(keyAccount(id), a)
-		bal, err := balance(t.b, HoldAccount(id, s.Region))
+		bal, err := t.bal(HoldAccount(id, s.Region))
 		if err != nil {
 			return err
 		}
@@ -575,7 +652,7 @@ func (t *tx) release(r *Release, res *Result) error {
 	if err != nil {
 		return err
 	}
-	bal, err := balance(t.b, HoldAccount(a.ID, r.Region))
+	bal, err := t.bal(HoldAccount(a.ID, r.Region))
 	if err != nil {
 		return err
 	}
@@ -597,8 +674,7 @@ func (t *tx) release(r *Release, res *Result) error {
 		hold.Parts[bk] -= give
 		amount -= give
 	}
-	t.putJSON(keyHold(a.ID, r.Region), hold)
-	after, err := balance(t.b, HoldAccount(a.ID, r.Region))
+	after, err := t.bal(HoldAccount(a.ID, r.Region))
 	if err != nil {
 		return err
 	}
@@ -627,7 +703,6 @@ func (t *tx) settings(s *Settings) error {
 		}
 		a.Recharge = r
 	}
-	t.putJSON(keyAccount(a.ID), a)
 	return nil
 }
 
@@ -639,7 +714,7 @@ func (t *tx) resetMonth(r *ResetMonth) error {
 		return refuse(ErrCodeExists, "month %s already started", r.Month)
 	}
 	var ids []string
-	err := t.b.Scan(prefixAccounts(), nil, func(k, _ []byte) (bool, error) {
+	err := t.r.Scan(prefixAccounts(), nil, func(k, _ []byte) (bool, error) {
 		ids = append(ids, string(k[len(prefixAccounts()):]))
 		return true, nil
 	})
@@ -651,7 +726,7 @@ func (t *tx) resetMonth(r *ResetMonth) error {
 		if err != nil {
 			return err
 		}
-		left, err := balance(t.b, BucketAccount(id, BucketMonthly))
+		left, err := t.bal(BucketAccount(id, BucketMonthly))
 		if err != nil {
 			return err
 		}
@@ -662,7 +737,6 @@ func (t *tx) resetMonth(r *ResetMonth) error {
 			return err
 		}
 		a.Month, a.MonthSpent, a.RechargesThisMonth = r.Month, 0, 0
-		t.putJSON(keyAccount(id), a)
 	}
 	t.meta.Month = r.Month
 	return nil
@@ -672,7 +746,9 @@ func (t *tx) topup(p *Topup) error {
 	if p == nil || p.PaymentID == "" || p.Credits <= 0 {
 		return refuse(ErrCodeInvalid, "topup needs a payment id and credits")
 	}
-	if _, err := t.b.Get(keyPayment(p.PaymentID)); err == nil {
+	if ok, err := t.exists(keyPayment(p.PaymentID)); err != nil {
+		return err
+	} else if ok {
 		return nil // this payment was credited already
 	}
 	a, err := t.account(p.Account)
@@ -688,7 +764,6 @@ func (t *tx) topup(p *Topup) error {
 		a.RechargesThisMonth++
 		a.RechargeDue = false
 	}
-	t.putJSON(keyAccount(a.ID), a)
 	return nil
 }
 
@@ -703,7 +778,7 @@ func (t *tx) expirePass(e *ExpirePass) error {
 	if a.PassExpires.IsZero() || t.cmd.Time.Before(a.PassExpires) {
 		return refuse(ErrCodeInvalid, "the pass of %q has not expired", a.ID)
 	}
-	left, err := balance(t.b, BucketAccount(a.ID, BucketPass))
+	left, err := t.bal(BucketAccount(a.ID, BucketPass))
 	if err != nil {
 		return err
 	}
@@ -719,6 +794,5 @@ func (t *tx) rechargeDone(r *RechargeDone) error {
 		return err
 	}
 	a.RechargeDue = false
-	t.putJSON(keyAccount(a.ID), a)
 	return nil
 }

@@ -64,11 +64,16 @@ type Client struct {
 	accts map[string]*holdState
 	hold  singleflight.Group
 
-	waiting atomic.Int64  // charges not yet sent in a settle
-	kick    chan struct{} // settle now
-	settleM sync.Mutex    // one settle at a time
-	stop    chan struct{}
-	done    chan struct{}
+	writes    chan *journalWrite // to the group committer
+	durable   atomic.Uint64      // charges up to this sequence are synced
+	bg        sync.WaitGroup     // background refills
+	closeOnce sync.Once
+	waiting   atomic.Int64  // charges not yet sent in a settle
+	kick      chan struct{} // settle now
+	settleM   sync.Mutex    // one settle at a time
+	cursor    []byte        // settled charges are below this key (guarded by settleM)
+	stop      chan struct{}
+	done      chan struct{}
 }
 
 type holdState struct {
@@ -137,7 +142,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Client{cfg: cfg, accts: map[string]*holdState{}, kick: make(chan struct{}, 1)}
+	c := &Client{cfg: cfg, accts: map[string]*holdState{}, kick: make(chan struct{}, 1), writes: make(chan *journalWrite, 4096)}
 	err := cfg.Store.Scan([]byte("H/h/"), nil, func(k, v []byte) (bool, error) {
 		var r heldRecord
 		if err := json.Unmarshal(v, &r); err != nil {
@@ -164,6 +169,10 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, err
 	}
 	c.seq.Store(last)
+	c.durable.Store(last)
+	synced := make(chan []*journalWrite, 64)
+	go c.commitLoop(c.writes, synced)
+	go c.syncLoop(synced)
 	return c, nil
 }
 
@@ -201,6 +210,7 @@ func (c *Client) Charge(ctx context.Context, acct, receipt string, amount MC) er
 				return err
 			}
 			if low {
+				c.bg.Add(1)
 				go c.refill(acct, h) // grow the hold before it runs dry
 			}
 			return nil
@@ -250,9 +260,22 @@ func (c *Client) target(h *holdState) MC {
 	return min(max(t, c.cfg.MinHold), c.cfg.MaxHold)
 }
 
+// journalWrite is one charge waiting for the group committer.
+type journalWrite struct {
+	val  []byte
+	seq  uint64
+	done chan error
+}
+
+var writePool = sync.Pool{New: func() any { return &journalWrite{done: make(chan error, 1)} }}
+
 func (c *Client) journal(acct, receipt string, amount MC, now time.Time) error {
-	b, _ := json.Marshal(Charge{Account: acct, Receipt: receipt, Amount: amount, Time: now.UTC()})
-	if err := c.cfg.Store.Set(keyCharge(c.seq.Add(1)), b, store.Sync); err != nil {
+	w := writePool.Get().(*journalWrite)
+	w.val, _ = json.Marshal(Charge{Account: acct, Receipt: receipt, Amount: amount, Time: now.UTC()})
+	c.writes <- w
+	err := <-w.done
+	writePool.Put(w)
+	if err != nil {
 		return fmt.Errorf("journal charge: %w", err)
 	}
 	if c.waiting.Add(1) >= int64(c.cfg.SettleMax) {
@@ -264,7 +287,74 @@ func (c *Client) journal(acct, receipt string, amount MC, now time.Time) error {
 	return nil
 }
 
+// commitLoop is the group committer. It writes every charge that arrived
+// meanwhile in one batch, in sequence order, without waiting for the disk,
+// and hands the group to syncLoop; while that group's sync is under way the
+// next group is already being written.
+func (c *Client) commitLoop(writes <-chan *journalWrite, synced chan<- []*journalWrite) {
+	defer close(synced)
+	for w := range writes {
+		group := []*journalWrite{w}
+	drain:
+		for len(group) < 8192 {
+			select {
+			case w, ok := <-writes:
+				if !ok {
+					break drain
+				}
+				group = append(group, w)
+			default:
+				break drain
+			}
+		}
+		b := c.cfg.Store.NewBatch()
+		for _, w := range group {
+			w.seq = c.seq.Add(1)
+			b.Set(keyCharge(w.seq), w.val)
+		}
+		if err := b.Commit(store.NoSync); err != nil {
+			for _, w := range group {
+				w.done <- err
+			}
+			continue
+		}
+		synced <- group
+	}
+}
+
+// syncLoop makes groups durable: one WAL sync covers every group written
+// before it. Only then are the callers answered and the charges visible to
+// settlement (durable marks the highest synced sequence).
+func (c *Client) syncLoop(groups <-chan []*journalWrite) {
+	for g := range groups {
+		all := [][]*journalWrite{g}
+	drain:
+		for {
+			select {
+			case g, ok := <-groups:
+				if !ok {
+					break drain
+				}
+				all = append(all, g)
+			default:
+				break drain
+			}
+		}
+		err := c.cfg.Store.SyncWAL()
+		if err == nil {
+			last := all[len(all)-1]
+			c.durable.Store(last[len(last)-1].seq)
+		}
+		for _, g := range all {
+			for _, w := range g {
+				w.done <- err
+			}
+		}
+	}
+}
+
 func (c *Client) refill(acct string, h *holdState) {
+	defer c.bg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SubmitTimeout)
 	defer cancel()
 	if _, err := c.refillSync(ctx, acct, h, 0); err != nil {
@@ -331,13 +421,16 @@ func (c *Client) Start() {
 	}()
 }
 
-// Close stops the loop. Unsettled charges stay in the journal.
+// Close stops the loops; call it after the last Charge has returned.
+// Unsettled charges stay in the journal.
 func (c *Client) Close() {
 	if c.stop != nil {
 		close(c.stop)
 		<-c.done
 		c.stop = nil
 	}
+	c.bg.Wait()
+	c.closeOnce.Do(func() { close(c.writes) })
 }
 
 // Pending is the number of journaled charges not yet settled.
@@ -361,7 +454,13 @@ func (c *Client) Settle(ctx context.Context) (int, error) {
 func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 	var charges []Charge
 	var keys [][]byte
-	err := c.cfg.Store.Scan(prefixCharges, nil, func(k, v []byte) (bool, error) {
+	// Start past what was settled: the deleted keys before it are tombstones
+	// an iterator would otherwise step over on every settle.
+	durable := c.durable.Load()
+	err := c.cfg.Store.Scan(prefixCharges, c.cursor, func(k, v []byte) (bool, error) {
+		if binary.BigEndian.Uint64(k[len(k)-8:]) > durable {
+			return false, nil // written, not yet synced: the next settle takes it
+		}
 		var ch Charge
 		if err := json.Unmarshal(v, &ch); err != nil {
 			return false, err
@@ -429,6 +528,7 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 		h.mu.Unlock()
 	}
 	c.waiting.Add(-int64(len(charges)))
+	c.cursor = append(keys[len(keys)-1], 0)
 	return len(charges), nil
 }
 

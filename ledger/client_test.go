@@ -47,12 +47,23 @@ func (d *directLedger) Submit(ctx context.Context, cmd *Command) (*Result, error
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func newClient(t *testing.T, dir string, l Submitter, mod func(*ClientConfig)) (*Client, *store.Store) {
+// closeOnceStore lets a test close the store early (a "kill") without the
+// cleanup closing it again.
+type closeOnceStore struct {
+	*store.Store
+	once *sync.Once
+}
+
+func (s *closeOnceStore) Close() { s.once.Do(func() { s.Store.Close() }) }
+
+func newClient(t *testing.T, dir string, l Submitter, mod func(*ClientConfig)) (*Client, *closeOnceStore) {
 	t.Helper()
 	st, err := store.Open(dir, &store.Options{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { st.Close() }) })
 	cfg := ClientConfig{Region: "eu", Store: st, Ledger: l, MinHold: Credits(5), SubmitTimeout: 50 * time.Millisecond, Logger: quiet()}
 	if mod != nil {
 		mod(&cfg)
@@ -61,7 +72,8 @@ func newClient(t *testing.T, dir string, l Submitter, mod func(*ClientConfig)) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, st
+	t.Cleanup(c.Close) // cleanups run last-in first-out: the client, then its store
+	return c, &closeOnceStore{Store: st, once: &once}
 }
 
 func fundedLedger(t *testing.T, accts map[string]MC) *directLedger {
@@ -180,7 +192,8 @@ func TestClientSettlesJournalAfterRestartAndLostReplies(t *testing.T) {
 	if _, err := c.Settle(ctx); err == nil {
 		t.Fatal("lost reply not reported")
 	}
-	st.Close() // the "kill": nothing else of the client survives
+	c.Close()
+	st.Close() // the "kill": nothing but the journal survives
 
 	c2, st2 := newClient(t, dir, d, nil)
 	defer st2.Close()
@@ -242,4 +255,13 @@ func TestClientReleasesIdleHolds(t *testing.T) {
 	if b, _ := d.s.Balance(BucketAccount("a", BucketSignup)); b != Credits(99) {
 		t.Fatalf("signup %s", b)
 	}
+}
+
+func openBenchStore(b *testing.B) *store.Store {
+	st, err := store.Open(b.TempDir(), &store.Options{Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
 }

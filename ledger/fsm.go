@@ -53,16 +53,16 @@ func (s *State) Apply(cmd *Command, index uint64) (*Result, error) {
 		prev.Duplicate = true
 		return &prev, nil
 	}
-	b := s.st.NewIndexedBatch()
+	b := s.st.NewBatch()
 	meta := s.meta
-	res, err := apply(b, &meta, cmd, index)
+	res, err := apply(s.st, b, &meta, cmd, index)
 	if err != nil {
 		b.Discard()
 		return nil, err
 	}
 	if res.Error != "" || res.Duplicate {
 		b.Discard()
-		b = s.st.NewIndexedBatch()
+		b = s.st.NewBatch()
 		meta = s.meta
 	}
 	if index != 0 {

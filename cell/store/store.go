@@ -117,6 +117,12 @@ func (s *Store) Set(key, value []byte, d Durability) error {
 	return s.db.Set(key, value, d.opts())
 }
 
+// SyncWAL makes every write committed so far durable, NoSync ones included.
+// It lets a caller commit in order without waiting and sync once for many.
+func (s *Store) SyncWAL() error {
+	return s.db.LogData(nil, pebble.Sync)
+}
+
 // Delete removes one key; deleting a missing key is not an error.
 func (s *Store) Delete(key []byte, d Durability) error {
 	return s.db.Delete(key, d.opts())

@@ -1,0 +1,56 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// BenchmarkClientCharge measures durable charges through the holds client:
+// each Charge returns only after its journal write is synced. Many callers
+// at once, as a gate has; the region's settle loop runs meanwhile.
+func BenchmarkClientCharge(b *testing.B) {
+	for _, par := range []int{1, 64, 512} {
+		b.Run(fmt.Sprintf("callers=%d", par*2), func(b *testing.B) {
+			d := &directLedger{s: newDiskState(b)}
+			ctx := context.Background()
+			accts := make([]string, 100)
+			for i := range accts {
+				accts[i] = fmt.Sprintf("acct%d", i)
+				d.Submit(ctx, &Command{ID: "c" + accts[i], Type: CmdCreateAccount, Time: t0, CreateAccount: &CreateAccount{Account: accts[i], Plan: PlanFree}})
+				d.Submit(ctx, &Command{ID: "g" + accts[i], Type: CmdGrant, Time: t0, Grant: &Grant{Account: accts[i], Bucket: BucketSignup, Amount: Credits(1 << 30)}})
+			}
+			st := openBenchStore(b)
+			c, err := NewClient(ClientConfig{Region: "eu", Store: st, Ledger: d, MinHold: Credits(1 << 20), MaxHold: Credits(1 << 24), Logger: quiet()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.Start()
+			defer c.Close()
+			var n atomic.Int64
+			b.SetParallelism(par)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					if err := c.Charge(ctx, accts[i%100], fmt.Sprintf("r%d", i), 1000); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "charges/s")
+		})
+	}
+}
+
+func newDiskState(b *testing.B) *State {
+	s, err := OpenState(openBenchStore(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
