@@ -294,9 +294,38 @@ func (n *Node) forward(ctx context.Context, data []byte) (*Result, error) {
 // ApplyPath is where a leader takes forwarded commands.
 const ApplyPath = "/internal/ledger/apply"
 
-// Handler serves the node's internal API (forwarded commands).
+// StatusPath reports a node's view of the group (for operators and tests).
+const StatusPath = "/internal/ledger/status"
+
+// NodeStatus is the body of StatusPath.
+type NodeStatus struct {
+	ID       string `json:"id"`
+	State    string `json:"state"` // Leader, Follower, Candidate
+	Leader   string `json:"leader"`
+	Applied  uint64 `json:"applied_index"`
+	Entries  uint64 `json:"entries"`
+	LastHash string `json:"last_hash"`
+}
+
+// Status is this node's view.
+func (n *Node) Status() NodeStatus {
+	_, leader := n.raft.LeaderWithID()
+	m := n.state.Meta()
+	return NodeStatus{ID: n.cfg.ID, State: n.raft.State().String(), Leader: string(leader),
+		Applied: m.AppliedIndex, Entries: m.Entries, LastHash: m.LastHash}
+}
+
+// Handler serves the node's internal API (forwarded commands, status).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
+			http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(n.Status())
+	})
 	mux.HandleFunc("POST "+ApplyPath, func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
 			http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 )
@@ -122,89 +121,126 @@ func (s *State) Audit() (*AuditReport, error) {
 }
 
 func audit(r reader) (*AuditReport, error) {
-	rep := &AuditReport{Violations: []string{}}
-	add := func(format string, args ...any) {
-		if len(rep.Violations) < 100 {
-			rep.Violations = append(rep.Violations, fmt.Sprintf(format, args...))
+	a := NewAuditor()
+	err := r.Scan(prefixJournal(), nil, func(k, v []byte) (bool, error) {
+		var e Entry
+		if err := json.Unmarshal(v, &e); err != nil {
+			// A damaged entry is a finding, not a reason to stop reading.
+			a.add("entry %d does not decode: %v", journalIndexOf(k), err)
+			a.n++
+			return true, nil
 		}
-	}
-	prev := GenesisHash
-	want := map[string]MC{}
-	receipts := map[string]uint64{}
-	var n uint64
-	err := journal(r, 0, func(e *Entry) (bool, error) {
-		n++
-		if e.Index != n {
-			add("entry %d: index %d out of sequence", n, e.Index)
-		}
-		if e.PrevHash != prev {
-			add("entry %d: prev_hash %s does not link to %s", e.Index, e.PrevHash, prev)
-		}
-		if h := e.ComputeHash(); h != e.Hash {
-			add("entry %d: hash %s, content hashes to %s", e.Index, e.Hash, h)
-		}
-		if e.Amount <= 0 {
-			add("entry %d: amount %s is not positive", e.Index, e.Amount)
-		}
-		if e.Kind == KindCharge {
-			if first, dup := receipts[e.Receipt]; dup {
-				add("receipt %s charged twice (entries %d and %d)", e.Receipt, first, e.Index)
-			} else {
-				receipts[e.Receipt] = e.Index
-			}
-		}
-		want[e.Debit] -= e.Amount
-		want[e.Credit] += e.Amount
-		prev = e.Hash
+		a.Add(&e)
 		return true, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	rep.Entries, rep.LastHash = n, prev
 	meta, err := readMeta(r)
 	if err != nil {
 		return nil, err
 	}
-	if meta.Entries != n || (n > 0 && meta.LastHash != prev) {
-		add("meta says %d entries ending %s; journal has %d ending %s", meta.Entries, meta.LastHash, n, prev)
-	}
-	var sum MC
-	got := map[string]MC{}
+	stored := map[string]MC{}
 	err = r.Scan(prefixBalances(), nil, func(k, v []byte) (bool, error) {
-		got[string(k[len(prefixBalances()):])] = decodeBal(v)
+		stored[string(k[len(prefixBalances()):])] = decodeBal(v)
 		return true, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(got))
-	for a := range got {
-		names = append(names, a)
+	rep := a.Report(stored)
+	if meta.Entries != rep.Entries || (rep.Entries > 0 && meta.LastHash != rep.LastHash) {
+		rep.Violations = append(rep.Violations, fmt.Sprintf("meta says %d entries ending %s; journal has %d ending %s", meta.Entries, meta.LastHash, rep.Entries, rep.LastHash))
 	}
-	for a := range want {
-		if _, ok := got[a]; !ok {
-			names = append(names, a)
+	return rep, nil
+}
+
+// Auditor checks a journal entry by entry, as a replica reads it from its
+// store or an auditor reads it from GET /v1/ledger/journal.
+type Auditor struct {
+	prev       string
+	n          uint64
+	balances   map[string]MC
+	receipts   map[string]uint64
+	violations []string
+}
+
+// NewAuditor starts at the genesis hash.
+func NewAuditor() *Auditor {
+	return &Auditor{prev: GenesisHash, balances: map[string]MC{}, receipts: map[string]uint64{}}
+}
+
+func (a *Auditor) add(format string, args ...any) {
+	if len(a.violations) < 100 {
+		a.violations = append(a.violations, fmt.Sprintf(format, args...))
+	}
+}
+
+// Add checks the next entry: its place in the sequence, its link to the one
+// before, its own hash, a positive amount, and that a charge's receipt was not
+// charged before.
+func (a *Auditor) Add(e *Entry) {
+	a.n++
+	if e.Index != a.n {
+		a.add("entry %d: index %d out of sequence", a.n, e.Index)
+	}
+	if e.PrevHash != a.prev {
+		a.add("entry %d: prev_hash %s does not link to %s", e.Index, e.PrevHash, a.prev)
+	}
+	if h := e.ComputeHash(); h != e.Hash {
+		a.add("entry %d: hash %s, content hashes to %s", e.Index, e.Hash, h)
+	}
+	if e.Amount <= 0 {
+		a.add("entry %d: amount %s is not positive", e.Index, e.Amount)
+	}
+	if e.Kind == KindCharge {
+		if first, dup := a.receipts[e.Receipt]; dup {
+			a.add("receipt %s charged twice (entries %d and %d)", e.Receipt, first, e.Index)
+		} else {
+			a.receipts[e.Receipt] = e.Index
 		}
 	}
-	sort.Strings(names)
+	a.balances[e.Debit] -= e.Amount
+	a.balances[e.Credit] += e.Amount
+	a.prev = e.Hash
+}
+
+// Report finishes the audit. With stored balances (a replica's), each must
+// equal what the journal gives; without (a remote journal), the journal's own
+// balances are used. Holds must not be negative and all balances must sum to
+// zero. StateHash digests the balances and the chain head.
+func (a *Auditor) Report(stored map[string]MC) *AuditReport {
+	rep := &AuditReport{Entries: a.n, LastHash: a.prev}
+	if stored == nil {
+		stored = a.balances
+	}
+	names := map[string]bool{}
+	for k := range stored {
+		names[k] = true
+	}
+	for k := range a.balances {
+		names[k] = true
+	}
+	var sum MC
 	h := sha256.New()
-	for _, a := range names {
-		if got[a] != want[a] {
-			add("account %s: stored balance %s, journal gives %s", a, got[a], want[a])
+	for _, name := range sortedKeys(names) {
+		got, want := stored[name], a.balances[name]
+		if got != want {
+			a.add("account %s: stored balance %s, journal gives %s", name, got, want)
 		}
-		if strings.HasPrefix(a, "hold:") && got[a] < 0 {
-			add("hold %s is negative (%s): overdraft", a, got[a])
+		if strings.HasPrefix(name, "hold:") && got < 0 {
+			a.add("hold %s is negative (%s): overdraft", name, got)
 		}
-		sum += got[a]
-		if got[a] != 0 {
-			fmt.Fprintf(h, "%s=%d\n", a, got[a])
+		sum += got
+		if got != 0 {
+			fmt.Fprintf(h, "%s=%d\n", name, got)
 		}
 	}
 	if sum != 0 {
-		add("balances sum to %s, not zero", sum)
+		a.add("balances sum to %s, not zero", sum)
 	}
-	fmt.Fprintf(h, "entries=%d last=%s\n", n, prev)
+	fmt.Fprintf(h, "entries=%d last=%s\n", a.n, a.prev)
 	rep.StateHash = hex.EncodeToString(h.Sum(nil))
-	return rep, nil
+	rep.Violations = append([]string{}, a.violations...)
+	return rep
 }

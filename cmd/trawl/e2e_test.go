@@ -61,8 +61,24 @@ type proc struct {
 // logs its address and answers /health.
 func startTrawl(t *testing.T, args ...string) *proc {
 	t.Helper()
-	args = append(args, "--listen", "127.0.0.1:0")
+	p := launch(t, nil, "cell serving", append(args, "--listen", "127.0.0.1:0")...)
+	waitFor(t, 10*time.Second, "health", func() bool {
+		resp, err := http.Get(p.base + "/health")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+	return p
+}
+
+// launch starts trawl with args (and extra environment) and waits for the log
+// line ready; its addr (or api) field becomes the base URL.
+func launch(t *testing.T, env []string, ready string, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: exec.Command(trawlBin, args...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -81,10 +97,10 @@ func startTrawl(t *testing.T, args ...string) *proc {
 			p.log.Write(line)
 			p.log.WriteByte('\n')
 			p.mu.Unlock()
-			var rec struct{ Msg, Addr string }
-			if json.Unmarshal(line, &rec) == nil && rec.Msg == "cell serving" {
+			var rec struct{ Msg, Addr, API string }
+			if json.Unmarshal(line, &rec) == nil && rec.Msg == ready {
 				select {
-				case addr <- rec.Addr:
+				case addr <- rec.Addr + rec.API:
 				default:
 				}
 			}
@@ -106,14 +122,6 @@ func startTrawl(t *testing.T, args ...string) *proc {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("trawl did not start:\n%s", p.logs())
 	}
-	waitFor(t, 10*time.Second, "health", func() bool {
-		resp, err := http.Get(p.base + "/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
 	return p
 }
 

@@ -26,6 +26,7 @@ const usage = `trawl: a self-hostable web data service
 usage:
   trawl cell [flags]   serve the cell API (scrape, batch, jobs)
   trawl dev  [flags]   start the embedded default on 127.0.0.1:8080, data in ./data
+  trawl ledger serve|audit   a ledger voter with no gate; audit a journal
 
 Run "trawl <command> -h" for the flags of a command.
 `
@@ -43,12 +44,17 @@ func main() {
 		err = runCell(ctx, "cell", os.Args[2:], os.Stderr)
 	case "dev":
 		err = runCell(ctx, "dev", os.Args[2:], os.Stderr)
+	case "ledger":
+		err = runLedger(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
 	default:
 		fmt.Fprintf(os.Stderr, "trawl: unknown command %q\n\n%s", os.Args[1], usage)
 		os.Exit(2)
+	}
+	if errors.Is(err, errAuditFailed) {
+		os.Exit(1)
 	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(os.Stderr, "trawl %s: %v\n", os.Args[1], err)
@@ -82,12 +88,10 @@ func runCell(ctx context.Context, name string, args []string, stderr io.Writer) 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(logLevel)); err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+	logger, err := newLogger(stderr, logLevel)
+	if err != nil {
+		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
-	slog.SetDefault(logger)
 	cfg.Logger = logger
 
 	l, err := net.Listen("tcp", listen)
@@ -111,6 +115,16 @@ func runCell(ctx context.Context, name string, args []string, stderr io.Writer) 
 	}
 	logger.Info("cell stopped")
 	return serveErr
+}
+
+func newLogger(w io.Writer, levelName string) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(levelName)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	logger := slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(logger)
+	return logger, nil
 }
 
 // serve runs an HTTP server on l until ctx is cancelled, then shuts down

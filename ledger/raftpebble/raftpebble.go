@@ -67,9 +67,9 @@ type Options struct {
 	// slog.Default().
 	Logger *slog.Logger
 
-	// NoSync commits writes without fsync. A crash of the machine (not just
-	// the process) can then lose acknowledged log entries or votes, which
-	// breaks raft's safety. Only for tests and benchmarks.
+	// NoSync commits writes without waiting for fsync. A crash can then
+	// lose acknowledged log entries or votes (each batch is still all or
+	// nothing), which breaks raft's safety. Only for tests and benchmarks.
 	NoSync bool
 }
 

@@ -1,0 +1,153 @@
+package billing
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/trawlhq/trawl/ledger"
+)
+
+// Error codes of the billing API (docs/billing.md).
+const (
+	CodeBadInput         = "bad_input"
+	CodeUnauthorized     = "unauthorized"
+	CodeForbidden        = "forbidden"
+	CodeNotFound         = "not_found"
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeConflict         = "idempotency_key_reused"
+	CodeTooLarge         = "too_large"
+	CodeCardDeclined     = "card_declined"
+	CodeNoSavedCard      = "no_saved_card"
+	CodeNoCredit         = "no_credit"
+	CodeSpendCap         = "spend_cap"
+	CodePaymentFailed    = "payment_failed"
+	CodeLedger           = "ledger_unavailable"
+	CodePaymentsOff      = "payments_unavailable"
+	CodeInternal         = "internal"
+)
+
+// ErrorBody is the body of every error: a stable code and a sentence safe to
+// show a person.
+type ErrorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// Routes named in bodies.
+const (
+	RouteTopup    = "POST /v1/billing/topup"
+	RouteSettings = "POST /v1/billing/settings"
+	RouteBalance  = "GET /v1/billing/balance"
+	RoutePrices   = "GET /v1/prices"
+)
+
+// TopupRoute is the route that buys the pack of usd dollars, e.g.
+// "POST /v1/billing/topup?amount=10" (with "&checkout=1" for a checkout).
+func TopupRoute(usd int, checkout bool) string {
+	s := fmt.Sprintf("%s?amount=%d", RouteTopup, usd)
+	if checkout {
+		s += "&checkout=1"
+	}
+	return s
+}
+
+// NoCredit is the 402 body when the account is out of credit (spec 7).
+type NoCredit struct {
+	Error   string `json:"error"` // "no_credit"
+	Balance string `json:"balance"`
+	Message string `json:"message"`
+	Actions struct {
+		// Topup charges the saved card; Checkout opens a payment page.
+		Topup    string `json:"topup"`
+		Checkout string `json:"checkout"`
+		Prices   string `json:"prices"`
+		MCP      string `json:"mcp"`
+	} `json:"actions"`
+}
+
+// NoCreditBody is the 402 no_credit body. topup is the route to suggest,
+// usually TopupRoute(smallest pack, false); its checkout twin is derived.
+func NoCreditBody(balance ledger.MC, topup string) NoCredit {
+	b := NoCredit{
+		Error:   CodeNoCredit,
+		Balance: balance.String(),
+		Message: fmt.Sprintf("You are out of credit (balance %s). Top up to continue: %s charges your saved card, or add checkout=1 to pay on a checkout page.", balance, topup),
+	}
+	b.Actions.Topup = topup
+	b.Actions.Checkout = withCheckout(topup)
+	b.Actions.Prices = RoutePrices
+	b.Actions.MCP = "topup tool"
+	return b
+}
+
+func withCheckout(route string) string {
+	if strings.Contains(route, "checkout=") {
+		return route
+	}
+	if strings.Contains(route, "?") {
+		return route + "&checkout=1"
+	}
+	return route + "?checkout=1"
+}
+
+// SpendCap is the 402 body when a charge would pass the monthly spend cap
+// (spec 7).
+type SpendCap struct {
+	Error   string `json:"error"` // "spend_cap"
+	CapLeft string `json:"cap_left"`
+	Message string `json:"message"`
+	Actions struct {
+		Raise    string `json:"raise"`
+		RaiseAPI string `json:"raise_api"`
+		MCP      string `json:"mcp"`
+	} `json:"actions"`
+}
+
+// SpendCapBody is the 402 spend_cap body.
+func SpendCapBody(capLeft ledger.MC) SpendCap {
+	b := SpendCap{
+		Error:   CodeSpendCap,
+		CapLeft: capLeft.String(),
+		Message: fmt.Sprintf("This call would pass your monthly spend cap (%s credits left this month). Raise or remove the cap to continue.", capLeft),
+	}
+	b.Actions.Raise = "raise the monthly spend cap, or set it to 0 for no cap; it resets on the 1st"
+	b.Actions.RaiseAPI = RouteSettings + " {spend_cap_mc}"
+	b.Actions.MCP = "spend_cap tool"
+	return b
+}
+
+// TopupRefused is the 402 body when a saved card did not pay (spec 7): the
+// client repeats with checkout=1, whose payment page also saves the card.
+type TopupRefused struct {
+	Error   string `json:"error"` // card_declined, no_saved_card
+	Message string `json:"message"`
+	Actions struct {
+		Checkout   string `json:"checkout"`
+		UpdateCard string `json:"update_card"`
+	} `json:"actions"`
+}
+
+func topupRefused(code, why string, usd int) TopupRefused {
+	b := TopupRefused{Error: code}
+	b.Actions.Checkout = TopupRoute(usd, true)
+	b.Actions.UpdateCard = "pay once with checkout=1: the card used there is saved for later top-ups"
+	b.Message = why + " Repeat the top-up with checkout=1 to pay on a checkout page, or update your card."
+	return b
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	if h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "no-store")
+	}
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // fails only when the client has gone
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, ErrorBody{Error: code, Message: msg})
+}

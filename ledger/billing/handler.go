@@ -1,0 +1,496 @@
+package billing
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/payments"
+)
+
+// Config configures the billing API and the functions that share it
+// (CompleteCheckout, RunRecharges). State, Ledger and Prices are required.
+type Config struct {
+	// State is this region's replica of the ledger: every read.
+	State *ledger.State
+	// Ledger applies commands (the raft Node; any Submitter in tests).
+	Ledger ledger.Submitter
+	// Holds is the region's holds client; nil shows no unsettled spend.
+	Holds *ledger.Client
+	// Prices is the price table.
+	Prices *Prices
+	// Provider takes payments; nil answers top-ups with 503.
+	Provider payments.Provider
+	// Region is this gate's region ("eu").
+	Region string
+	// PublicURL is this region's address ("https://eu.trawl.example"), put
+	// before the checkout return URL. Required with Stripe (it wants an
+	// absolute success URL); empty gives a path (fine for Local).
+	PublicURL string
+	// SubmitTimeout bounds one ledger command (default 10 s).
+	SubmitTimeout time.Duration
+	// Now is the clock (default time.Now).
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.State == nil || c.Ledger == nil || c.Prices == nil {
+		panic("billing: Config needs State, Ledger and Prices")
+	}
+	if c.SubmitTimeout <= 0 {
+		c.SubmitTimeout = 10 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	c.PublicURL = strings.TrimRight(c.PublicURL, "/")
+	return c
+}
+
+// maxBody bounds request bodies; a settings body is a few hundred bytes.
+const maxBody = 16 << 10
+
+type handler struct {
+	cfg Config
+	mux *http.ServeMux
+}
+
+// NewHandler returns the billing API (docs/billing.md). It panics when
+// State, Ledger or Prices is missing. With the Local provider it also serves
+// Local's checkout pages under payments.CheckoutPath, and a confirmed page
+// credits the ledger at once.
+func NewHandler(cfg Config) http.Handler {
+	h := &handler{cfg: cfg.withDefaults(), mux: http.NewServeMux()}
+	route := func(pattern string, methods map[string]http.HandlerFunc) {
+		allow := strings.Join(sortedKeys(methods), ", ")
+		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			fn, ok := methods[r.Method]
+			if !ok && r.Method == http.MethodHead {
+				fn, ok = methods[http.MethodGet]
+			}
+			if !ok {
+				w.Header().Set("Allow", allow)
+				writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed here; use "+allow)
+				return
+			}
+			fn(w, r)
+		})
+	}
+	route("/v1/prices", map[string]http.HandlerFunc{"GET": h.prices})
+	route("/v1/billing/balance", map[string]http.HandlerFunc{"GET": h.authed(h.balance)})
+	route("/v1/billing/settings", map[string]http.HandlerFunc{"POST": h.authed(h.settings)})
+	route("/v1/billing/topup", map[string]http.HandlerFunc{"POST": h.authed(h.topup)})
+	route("/v1/billing/checkout/{session}/complete", map[string]http.HandlerFunc{
+		"GET":  h.completeReturn,
+		"POST": h.authed(h.complete),
+	})
+	route("/v1/ledger/journal", map[string]http.HandlerFunc{"GET": h.authed(h.journal)})
+	if pages, ok := h.cfg.Provider.(interface{ Handler() http.Handler }); ok {
+		p := pages.Handler()
+		route(payments.CheckoutPath+"{session}", map[string]http.HandlerFunc{
+			"GET":  p.ServeHTTP,
+			"POST": h.confirmPage(p),
+		})
+	}
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, CodeNotFound, "no such route")
+	})
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+type authedFunc func(w http.ResponseWriter, r *http.Request, k *ledger.Key, a *ledger.Account)
+
+func (h *handler) authed(fn authedFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		k, a, err := Authenticate(h.cfg.State, r, h.cfg.Now())
+		if err != nil {
+			if isAuthError(err) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
+				writeError(w, http.StatusUnauthorized, CodeUnauthorized, authMessage(err))
+				return
+			}
+			h.internal(w, "authenticate", err)
+			return
+		}
+		fn(w, r, k, a)
+	}
+}
+
+func isAuthError(err error) bool {
+	return errors.Is(err, ErrMissingKey) || errors.Is(err, ErrInvalidKey) ||
+		errors.Is(err, ErrRevokedKey) || errors.Is(err, ErrExpiredKey)
+}
+
+func (h *handler) internal(w http.ResponseWriter, what string, err error) {
+	h.cfg.Logger.Error("billing: "+what, "err", err)
+	writeError(w, http.StatusInternalServerError, CodeInternal, "something went wrong on our side; try again")
+}
+
+// GET /v1/prices: the table as configured; public.
+func (h *handler) prices(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "public, max-age=60")
+	writeJSON(w, http.StatusOK, h.cfg.Prices)
+}
+
+// Balance is the body of GET /v1/billing/balance and the balance object of a
+// top-up. Amounts are credits, decimal strings with three places.
+type Balance struct {
+	Account string `json:"account"`
+	Plan    string `json:"plan"`
+	Region  string `json:"region"`
+	// Balance is what the account can still spend: Total minus what this
+	// region has spent and not yet settled (the x-svc-balance figure).
+	Balance string `json:"balance"`
+	// Total is buckets plus holds as the ledger replica has them.
+	Total string `json:"total"`
+	// Buckets are monthly, pass, signup and pack, not counting holds.
+	Buckets map[string]string `json:"buckets"`
+	// Holds is the credit held per region for fast charging.
+	Holds map[string]string `json:"holds"`
+	// Unsettled is what was spent in this region and not yet settled.
+	Unsettled string `json:"unsettled"`
+	// PassExpires is when the pass bucket lapses; absent without a pass.
+	PassExpires *time.Time `json:"pass_expires,omitempty"`
+	// SpendCapMC is the monthly cap in millicredits, 0 for none; SpendCap
+	// and CapLeft are null without a cap.
+	SpendCapMC int64   `json:"spend_cap_mc"`
+	SpendCap   *string `json:"spend_cap"`
+	CapLeft    *string `json:"cap_left"`
+	// Month is the calendar month MonthSpent counts ("2026-11"); it
+	// includes Unsettled.
+	Month      string          `json:"month"`
+	MonthSpent string          `json:"month_spent"`
+	Recharge   RechargeBalance `json:"recharge"`
+	// LedgerIndex is the replica's applied index these figures are at.
+	LedgerIndex uint64 `json:"ledger_index"`
+}
+
+// RechargeSettings are the auto-recharge settings as the settings route
+// reads and writes them.
+type RechargeSettings struct {
+	On bool `json:"on"`
+	// UnderCredits: recharge when the balance falls under this many whole
+	// credits.
+	UnderCredits int64 `json:"under_credits"`
+	// PackUSD is the pack bought, one of the packs.
+	PackUSD int `json:"pack_usd"`
+	// MaxPerMonth bounds recharges per calendar month.
+	MaxPerMonth int `json:"max_per_month"`
+}
+
+// RechargeBalance is RechargeSettings with this month's state.
+type RechargeBalance struct {
+	RechargeSettings
+	ThisMonth int  `json:"this_month"`
+	Due       bool `json:"due"`
+}
+
+// Settings is the body of POST /v1/billing/settings's answer: the same shape
+// it accepts, so a client can change a field and send it back.
+type Settings struct {
+	SpendCapMC int64            `json:"spend_cap_mc"`
+	Recharge   RechargeSettings `json:"recharge"`
+}
+
+func rechargeSettings(r ledger.Recharge) RechargeSettings {
+	return RechargeSettings{On: r.On, UnderCredits: int64(r.UnderCredits) / 1000, PackUSD: r.PackUSD, MaxPerMonth: r.MaxPerMonth}
+}
+
+func (h *handler) balance(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a *ledger.Account) {
+	b, err := h.balanceOf(a)
+	if err != nil {
+		h.internal(w, "balance", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (h *handler) balanceOf(a *ledger.Account) (*Balance, error) {
+	return balanceOf(h.cfg, a)
+}
+
+func balanceOf(cfg Config, a *ledger.Account) (*Balance, error) {
+	idx := cfg.State.Meta().AppliedIndex
+	ab, err := cfg.State.AccountBalance(a, cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	var unsettled ledger.MC
+	if cfg.Holds != nil {
+		unsettled = cfg.Holds.Unsettled(a.ID)
+	}
+	b := &Balance{
+		Account:     a.ID,
+		Plan:        a.Plan,
+		Region:      cfg.Region,
+		Balance:     (ab.Total - unsettled).String(),
+		Total:       ab.Total.String(),
+		Buckets:     map[string]string{},
+		Holds:       map[string]string{},
+		Unsettled:   unsettled.String(),
+		SpendCapMC:  int64(a.SpendCapMC),
+		Month:       a.Month,
+		MonthSpent:  (a.MonthSpent + unsettled).String(),
+		Recharge:    RechargeBalance{RechargeSettings: rechargeSettings(a.Recharge), ThisMonth: a.RechargesThisMonth, Due: a.RechargeDue},
+		LedgerIndex: idx,
+	}
+	for k, v := range ab.Buckets {
+		b.Buckets[k] = v.String()
+	}
+	for k, v := range ab.Holds {
+		b.Holds[k] = v.String()
+	}
+	if !a.PassExpires.IsZero() {
+		t := a.PassExpires.UTC()
+		b.PassExpires = &t
+	}
+	if a.SpendCapMC > 0 {
+		capStr := a.SpendCapMC.String()
+		left := max(a.SpendCapMC-a.MonthSpent-unsettled, 0).String()
+		b.SpendCap, b.CapLeft = &capStr, &left
+	}
+	return b, nil
+}
+
+// settingsRequest is the body of POST /v1/billing/settings; an absent field
+// keeps its value.
+type settingsRequest struct {
+	SpendCapMC *int64           `json:"spend_cap_mc"`
+	Recharge   *rechargeRequest `json:"recharge"`
+}
+
+type rechargeRequest struct {
+	On           *bool  `json:"on"`
+	UnderCredits *int64 `json:"under_credits"`
+	PackUSD      *int   `json:"pack_usd"`
+	MaxPerMonth  *int   `json:"max_per_month"`
+}
+
+// Bounds of the settings.
+const (
+	maxSpendCapMC   = int64(1_000_000_000) * 1000 // a billion credits
+	maxUnderCredits = int64(1_000_000_000)
+	maxPerMonth     = 100
+)
+
+func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a *ledger.Account) {
+	var req settingsRequest
+	if status, msg := decodeJSON(w, r, &req); status != 0 {
+		code := CodeBadInput
+		if status == http.StatusRequestEntityTooLarge {
+			code = CodeTooLarge
+		}
+		writeError(w, status, code, msg)
+		return
+	}
+	cmd := &ledger.Settings{Account: a.ID}
+	if req.SpendCapMC == nil && req.Recharge == nil {
+		writeError(w, http.StatusBadRequest, CodeBadInput, "send spend_cap_mc and/or recharge")
+		return
+	}
+	if v := req.SpendCapMC; v != nil {
+		if *v < 0 || *v > maxSpendCapMC {
+			writeError(w, http.StatusBadRequest, CodeBadInput, "spend_cap_mc must be 0 (no cap) or a positive number of millicredits")
+			return
+		}
+		c := ledger.MC(*v)
+		cmd.SpendCapMC = &c
+	}
+	if rq := req.Recharge; rq != nil {
+		rc := a.Recharge
+		if rq.On != nil {
+			rc.On = *rq.On
+		}
+		if rq.UnderCredits != nil {
+			if *rq.UnderCredits < 0 || *rq.UnderCredits > maxUnderCredits {
+				writeError(w, http.StatusBadRequest, CodeBadInput, "recharge.under_credits must be a whole number of credits, 0 or more")
+				return
+			}
+			rc.UnderCredits = ledger.Credits(*rq.UnderCredits)
+		}
+		if rq.PackUSD != nil {
+			rc.PackUSD = *rq.PackUSD
+		}
+		if rq.MaxPerMonth != nil {
+			if *rq.MaxPerMonth < 0 || *rq.MaxPerMonth > maxPerMonth {
+				writeError(w, http.StatusBadRequest, CodeBadInput, fmt.Sprintf("recharge.max_per_month must be 0 to %d", maxPerMonth))
+				return
+			}
+			rc.MaxPerMonth = *rq.MaxPerMonth
+		}
+		// A pack the table has since dropped may stay while recharge is off.
+		if _, ok := h.cfg.Prices.Pack(rc.PackUSD); (rq.PackUSD != nil || rc.On) && !ok {
+			writeError(w, http.StatusBadRequest, CodeBadInput, "recharge.pack_usd must be one of the packs: "+h.cfg.Prices.PackList())
+			return
+		}
+		if rc.On && (rc.UnderCredits <= 0 || rc.PackUSD == 0 || rc.MaxPerMonth <= 0) {
+			writeError(w, http.StatusBadRequest, CodeBadInput, "auto-recharge needs under_credits above 0, a pack_usd and max_per_month of 1 or more")
+			return
+		}
+		cmd.Recharge = &rc
+	}
+	res, err := h.submit(r.Context(), &ledger.Command{
+		ID: "settings/" + a.ID + "/" + rand.Text(), Type: ledger.CmdSettings, Time: h.cfg.Now(), Settings: cmd,
+	})
+	if err != nil {
+		h.ledgerError(w, "settings", err)
+		return
+	}
+	if res.Error == ledger.ErrCodeInvalid {
+		writeError(w, http.StatusBadRequest, CodeBadInput, res.Message)
+		return
+	}
+	if res.Error != "" {
+		h.internal(w, "settings refused", fmt.Errorf("%s: %s", res.Error, res.Message))
+		return
+	}
+	after, err := h.cfg.State.Account(a.ID)
+	if err != nil {
+		h.internal(w, "settings read back", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Settings{SpendCapMC: int64(after.SpendCapMC), Recharge: rechargeSettings(after.Recharge)})
+}
+
+// decodeJSON reads exactly one JSON object with no unknown fields; a
+// non-zero status is the refusal.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) (int, string) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		return http.StatusBadRequest, "send the body as application/json"
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &tooBig):
+			return http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", maxBody)
+		case errors.Is(err, io.EOF):
+			return http.StatusBadRequest, "the body is empty; send a JSON object"
+		case errors.As(err, &typeErr):
+			return http.StatusBadRequest, fmt.Sprintf("%s has the wrong type: want %s", typeErr.Field, typeErr.Type)
+		case strings.HasPrefix(err.Error(), "json: unknown field"):
+			return http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: ")
+		default:
+			return http.StatusBadRequest, "the body is not valid JSON"
+		}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return http.StatusBadRequest, "send one JSON object and nothing after it"
+	}
+	return 0, ""
+}
+
+// submit applies a command and waits until this replica has applied it too,
+// so a read after it sees it (a follower's replica may trail the leader).
+func (h *handler) submit(ctx context.Context, cmd *ledger.Command) (*ledger.Result, error) {
+	return submit(ctx, h.cfg, cmd)
+}
+
+func submit(ctx context.Context, cfg Config, cmd *ledger.Command) (*ledger.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.SubmitTimeout)
+	defer cancel()
+	res, err := cfg.Ledger.Submit(ctx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.State.Meta().AppliedIndex >= res.Index {
+		return res, nil
+	}
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for cfg.State.Meta().AppliedIndex < res.Index {
+		select {
+		case <-ctx.Done():
+			cfg.Logger.Warn("billing: replica trails the ledger; answering with older figures", "index", res.Index, "applied", cfg.State.Meta().AppliedIndex)
+			return res, nil
+		case <-t.C:
+		}
+	}
+	return res, nil
+}
+
+func (h *handler) ledgerError(w http.ResponseWriter, what string, err error) {
+	h.cfg.Logger.Warn("billing: ledger "+what, "err", err)
+	writeError(w, http.StatusServiceUnavailable, CodeLedger, "the ledger did not answer; nothing was changed, try again in a few seconds")
+}
+
+// journalPage is how many entries are read from the store per write; the
+// store iterator is not held while the client reads.
+const journalPage = 1000
+
+// GET /v1/ledger/journal?after=N: NDJSON, one ledger.Entry per line, index
+// > N, up to the journal's end when the request came; auditor keys only.
+func (h *handler) journal(w http.ResponseWriter, r *http.Request, k *ledger.Key, _ *ledger.Account) {
+	if k.Role != ledger.RoleAuditor {
+		writeError(w, http.StatusForbidden, CodeForbidden, "the journal is readable with an auditor key only")
+		return
+	}
+	var after uint64
+	for name, vals := range r.URL.Query() {
+		if name != "after" || len(vals) != 1 {
+			writeError(w, http.StatusBadRequest, CodeBadInput, "the only parameter is after, once")
+			return
+		}
+		v, err := strconv.ParseUint(vals[0], 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, CodeBadInput, "after must be a journal index (0 or more)")
+			return
+		}
+		after = v
+	}
+	end := h.cfg.State.Meta().Entries
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Ledger-Entries", strconv.FormatUint(end, 10))
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	rc := http.NewResponseController(w)
+	for after < end && r.Context().Err() == nil {
+		var page []*ledger.Entry
+		err := h.cfg.State.Journal(after, func(e *ledger.Entry) (bool, error) {
+			if e.Index > end {
+				return false, nil
+			}
+			page = append(page, e)
+			return len(page) < journalPage, nil
+		})
+		if err != nil {
+			// The status is sent: a short stream is all the client sees; it
+			// resumes from the last index it got.
+			h.cfg.Logger.Error("billing: read journal", "after", after, "err", err)
+			return
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, e := range page {
+			b, _ := json.Marshal(e)
+			bw.Write(b)
+			bw.WriteByte('\n')
+		}
+		after = page[len(page)-1].Index
+		if bw.Flush() != nil {
+			return
+		}
+		_ = rc.Flush()
+	}
+	_ = bw.Flush()
+}
