@@ -32,6 +32,7 @@ type Command struct {
 	Topup         *Topup         `json:"topup,omitempty"`
 	ExpirePass    *ExpirePass    `json:"expire_pass,omitempty"`
 	RechargeDone  *RechargeDone  `json:"recharge_done,omitempty"`
+	SetPeer       *Peer          `json:"set_peer,omitempty"`
 }
 
 // Command types.
@@ -48,6 +49,7 @@ const (
 	CmdTopup         = "topup"
 	CmdExpirePass    = "expire_pass"
 	CmdRechargeDone  = "recharge_done"
+	CmdSetPeer       = "set_peer"
 )
 
 type CreateAccount struct {
@@ -275,6 +277,8 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 		err = t.expirePass(cmd.ExpirePass)
 	case CmdRechargeDone:
 		err = t.rechargeDone(cmd.RechargeDone)
+	case CmdSetPeer:
+		err = t.setPeer(cmd.SetPeer)
 	default:
 		err = refuse(ErrCodeInvalid, "unknown command type %q", cmd.Type)
 	}
@@ -794,5 +798,15 @@ func (t *tx) rechargeDone(r *RechargeDone) error {
 		return err
 	}
 	a.RechargeDue = false
+	return nil
+}
+
+// setPeer records a voter's addresses, so every node can forward to it when
+// it leads.
+func (t *tx) setPeer(p *Peer) error {
+	if p == nil || p.ID == "" || p.RaftAddr == "" || p.APIAddr == "" {
+		return refuse(ErrCodeInvalid, "set_peer needs id, raft and api")
+	}
+	t.putJSON(keyPeer(p.ID), p)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -101,12 +102,14 @@ func (c *cluster) peer(region string) Peer {
 	panic(region)
 }
 
-func (c *cluster) start(region string) {
+func (c *cluster) start(region string) { c.open(region, true) }
+
+func (c *cluster) open(region string, bootstrap bool) {
 	c.t.Helper()
 	p := c.peer(region)
 	n, err := OpenNode(NodeConfig{
 		ID: region, DataDir: filepath.Join(c.dirs[region], "ledger"), RaftAddr: p.RaftAddr,
-		Peers: c.peers, Bootstrap: true, Secret: "s3cret", Network: c.net, Tune: fastRaft, Logger: quiet(),
+		Peers: c.peers, Bootstrap: bootstrap, Secret: "s3cret", Network: c.net, Tune: fastRaft, Logger: quiet(),
 		HTTPClient: &http.Client{Timeout: 2 * time.Second},
 	})
 	if err != nil {
@@ -372,4 +375,67 @@ func TestClusterPartitionKeepsGuarantees(t *testing.T) {
 	}
 	t.Logf("charged %s over %d entries; cut region served %d charges after the cut; state %s",
 		charged, rep.Entries, rigs[cutRegion].n.Load()-cutAt, rep.StateHash[:12])
+}
+
+// TestClusterJoinAndRemove adds a fourth voter through the leader's members
+// API, submits through it (it forwards to the leader, whose address it
+// learned from replicated state), then removes a voter.
+func TestClusterJoinAndRemove(t *testing.T) {
+	c := newCluster(t)
+	c.submit("eu", &Command{ID: "acct", Type: CmdCreateAccount, Time: t0, CreateAccount: &CreateAccount{Account: "a", Plan: PlanFree}})
+	ap := Peer{ID: "ap", RaftAddr: freeAddr(t, "127.0.0.4"), APIAddr: freeAddr(t, "127.0.0.4")}
+	c.peers = append(c.peers, ap)
+	c.dirs["ap"] = t.TempDir()
+	// The new voter starts knowing only itself: no bootstrap, no peers.
+	n, err := OpenNode(NodeConfig{ID: "ap", DataDir: filepath.Join(c.dirs["ap"], "ledger"), RaftAddr: ap.RaftAddr,
+		Peers: []Peer{ap}, Secret: "s3cret", Network: c.net, Tune: fastRaft, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", ap.APIAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: n.Handler()}
+	go srv.Serve(ln)
+	c.mu.Lock()
+	c.nodes["ap"], c.servers["ap"] = n, srv
+	c.mu.Unlock()
+	t.Cleanup(func() { c.stop("ap") })
+
+	leader := c.waitLeader()
+	body := strings.NewReader(fmt.Sprintf(`{"id":"ap","raft":%q,"api":%q}`, ap.RaftAddr, ap.APIAddr))
+	req, _ := http.NewRequest("POST", "http://"+c.peer(leader.ID()).APIAddr+MembersPath, body)
+	req.Header.Set("X-Ledger-Secret", "s3cret")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("join: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	c.submit("ap", &Command{ID: "grant", Type: CmdGrant, Time: t0, Grant: &Grant{Account: "a", Bucket: BucketSignup, Amount: 7}})
+	c.converge()
+	if b, _ := n.State().Balance(BucketAccount("a", BucketSignup)); b != 7 {
+		t.Fatalf("the joined voter has %s", b)
+	}
+	victim := "us"
+	if leader.ID() == victim {
+		victim = "sin"
+	}
+	req, _ = http.NewRequest("DELETE", "http://"+c.peer(leader.ID()).APIAddr+MembersPath+"/"+victim, nil)
+	req.Header.Set("X-Ledger-Secret", "s3cret")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 204 {
+		t.Fatalf("remove: %v %v", err, resp)
+	}
+	cfg := leader.Raft().GetConfiguration()
+	if err := cfg.Error(); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	for _, s := range cfg.Configuration().Servers {
+		ids[string(s.ID)] = true
+	}
+	if len(ids) != 3 || ids[victim] || !ids["ap"] {
+		t.Fatalf("configuration after join and remove: %v", ids)
+	}
 }

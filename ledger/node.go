@@ -262,6 +262,13 @@ func (n *Node) forward(ctx context.Context, data []byte) (*Result, error) {
 	n.mu.RLock()
 	p, ok := n.peers[string(id)]
 	n.mu.RUnlock()
+	if !ok {
+		// A voter that joined after this node started: its addresses are
+		// replicated state.
+		if rp, err := n.state.Peer(string(id)); err == nil {
+			p, ok = *rp, true
+		}
+	}
 	if !ok || p.APIAddr == "" {
 		return nil, fmt.Errorf("ledger: no API address for leader %s", id)
 	}
@@ -294,6 +301,17 @@ func (n *Node) forward(ctx context.Context, data []byte) (*Result, error) {
 // ApplyPath is where a leader takes forwarded commands.
 const ApplyPath = "/internal/ledger/apply"
 
+// MembersPath adds (POST {id, raft, api}) and removes (DELETE /{id}) voters.
+const MembersPath = "/internal/ledger/members"
+
+func (n *Node) authorised(w http.ResponseWriter, r *http.Request) bool {
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
+		http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
+		return false
+	}
+	return true
+}
+
 // StatusPath reports a node's view of the group (for operators and tests).
 const StatusPath = "/internal/ledger/status"
 
@@ -325,6 +343,40 @@ func (n *Node) Handler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(n.Status())
+	})
+	mux.HandleFunc("POST "+MembersPath, func(w http.ResponseWriter, r *http.Request) {
+		if !n.authorised(w, r) {
+			return
+		}
+		var p Peer
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&p); err != nil || p.ID == "" || p.RaftAddr == "" || p.APIAddr == "" {
+			http.Error(w, `{"error":"bad_input","message":"want {\"id\",\"raft\",\"api\"}"}`, http.StatusBadRequest)
+			return
+		}
+		if !n.IsLeader() {
+			http.Error(w, `{"error":"not_leader","message":"send joins to the leader"}`, http.StatusMisdirectedRequest)
+			return
+		}
+		if err := n.AddVoter(r.Context(), p); err != nil {
+			http.Error(w, fmt.Sprintf(`{"error":"join_failed","message":%q}`, err.Error()), http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(n.Status())
+	})
+	mux.HandleFunc("DELETE "+MembersPath+"/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if !n.authorised(w, r) {
+			return
+		}
+		if !n.IsLeader() {
+			http.Error(w, `{"error":"not_leader","message":"send removals to the leader"}`, http.StatusMisdirectedRequest)
+			return
+		}
+		if err := n.RemoveVoter(r.PathValue("id")); err != nil {
+			http.Error(w, fmt.Sprintf(`{"error":"remove_failed","message":%q}`, err.Error()), http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST "+ApplyPath, func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
@@ -364,12 +416,36 @@ func (n *Node) Handler() http.Handler {
 	return mux
 }
 
-// AddVoter adds (or re-addresses) a voter; run on the leader.
-func (n *Node) AddVoter(p Peer) error {
+// AddVoter adds (or re-addresses) a voter; run on the leader. Its addresses
+// are replicated first, so every node can forward to it once it leads.
+func (n *Node) AddVoter(ctx context.Context, p Peer) error {
+	// Every voter's addresses, so the newcomer can forward to any leader
+	// (configured peers were never replicated; set_peer is idempotent).
 	n.mu.Lock()
 	n.peers[p.ID] = p
+	all := make([]Peer, 0, len(n.peers))
+	for _, q := range n.peers {
+		all = append(all, q)
+	}
 	n.mu.Unlock()
+	for _, q := range all {
+		res, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + q.ID + "/" + q.RaftAddr + "/" + q.APIAddr, Type: CmdSetPeer, Time: time.Now(), SetPeer: &q}))
+		if err != nil {
+			return err
+		}
+		if res.Error != "" {
+			return fmt.Errorf("ledger: %s", res.Message)
+		}
+	}
 	return n.raft.AddVoter(raft.ServerID(p.ID), raft.ServerAddress(p.RaftAddr), 0, 10*time.Second).Error()
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // RemoveVoter removes a voter; run on the leader.

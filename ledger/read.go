@@ -39,6 +39,19 @@ func (s *State) KeyByHash(hash string) (*Key, error) {
 	return &k, nil
 }
 
+// Peer reads a voter's addresses as recorded by a join.
+func (s *State) Peer(id string) (*Peer, error) {
+	var p Peer
+	ok, err := getJSON(s.st, keyPeer(id), &p)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrNotFound
+	}
+	return &p, nil
+}
+
 // Balance of one ledger account on this replica.
 func (s *State) Balance(ledgerAccount string) (MC, error) { return balance(s.st, ledgerAccount) }
 

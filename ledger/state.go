@@ -119,6 +119,7 @@ type Meta struct {
 //	L/rcpt/<receipt>       journal index of the charge (a receipt is charged once)
 //	L/cmd/<id>             Result of an applied command (commands are idempotent)
 //	L/pay/<payment id>     journal index of the top-up (a payment credits once)
+//	L/peer/<id>            Peer: a voter's addresses (joins)
 //	L/j/<index>            journal Entry, index 8 bytes big-endian from 1
 var (
 	prefixState = []byte("L/")
@@ -133,6 +134,7 @@ func keyHold(acct, reg string) []byte  { return []byte("L/hold/" + acct + "/" + 
 func keyReceipt(id string) []byte      { return []byte("L/rcpt/" + id) }
 func keyCommand(id string) []byte      { return []byte("L/cmd/" + id) }
 func keyPayment(id string) []byte      { return []byte("L/pay/" + id) }
+func keyPeer(id string) []byte         { return []byte("L/peer/" + id) }
 func keyJournal(index uint64) []byte   { return binary.BigEndian.AppendUint64([]byte("L/j/"), index) }
 func prefixHolds(acct string) []byte   { return []byte("L/hold/" + acct + "/") }
 func prefixJournal() []byte            { return []byte("L/j/") }

@@ -18,10 +18,14 @@ import (
 
 	"github.com/trawlhq/trawl/cell/store"
 	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 const ledgerUsage = `usage:
-  trawl ledger serve [flags]   run a ledger voter with no gate
+  trawl ledger serve [flags]   run a ledger voter with no gate (internal API and billing routes)
+  trawl ledger join --leader URL --id ID --raft ADDR --api ADDR   add a voter
+  trawl ledger remove --leader URL --id ID                       remove a voter
+  trawl ledger status --url URL                                  a voter's view of the group
   trawl ledger audit --data DIR            audit a stopped node's data directory
   trawl ledger audit --url URL --key KEY   audit a live gate's journal (auditor key)
 `
@@ -39,6 +43,8 @@ func runLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return runLedgerServe(ctx, args[1:], stderr)
 	case "audit":
 		return runLedgerAudit(ctx, args[1:], stdout, stderr)
+	case "join", "remove", "status":
+		return runLedgerMembers(ctx, args[0], args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "trawl ledger: unknown command %q\n\n%s", args[0], ledgerUsage)
 		return flag.ErrHelp
@@ -72,6 +78,7 @@ func runLedgerServe(ctx context.Context, args []string, stderr io.Writer) error 
 	peersFlag := fs.String("peers", "", "all voters: id=raft/api,… (default: this node alone)")
 	bootstrap := fs.Bool("bootstrap", true, "form the cluster from --peers if the data directory is new")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	pricesFile := fs.String("prices", "", "price table JSON (default: the built-in launch table)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -102,8 +109,22 @@ func runLedgerServe(ctx context.Context, args []string, stderr io.Writer) error 
 		l.Close()
 		return err
 	}
+	table := billing.DefaultPrices()
+	if *pricesFile != "" {
+		if table, err = billing.LoadPrices(*pricesFile); err != nil {
+			n.Close()
+			l.Close()
+			return err
+		}
+	}
+	// Without a gate, the voter serves the billing routes itself (balance,
+	// settings, prices, the auditor's journal); top-ups need a provider and
+	// answer 503 here.
+	mux := http.NewServeMux()
+	mux.Handle("/internal/", n.Handler())
+	mux.Handle("/", billing.NewHandler(billing.Config{State: n.State(), Ledger: n, Prices: table, Region: *id, Logger: logger}))
 	logger.Info("ledger serving", "id", *id, "raft", *raftAddr, "api", l.Addr().String(), "data", *data)
-	serveErr := serve(ctx, l, n.Handler(), logger)
+	serveErr := serve(ctx, l, mux, logger)
 	if err := n.Close(); err != nil && serveErr == nil {
 		serveErr = err
 	}
@@ -194,4 +215,60 @@ func auditURL(ctx context.Context, base, key string) (*ledger.AuditReport, error
 		return nil, err
 	}
 	return a.Report(nil), nil
+}
+
+func runLedgerMembers(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("ledger "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	leader := fs.String("leader", "", "the leader's API URL (join, remove)")
+	url := fs.String("url", "", "a voter's API URL (status)")
+	id := fs.String("id", "", "the voter's id (its region)")
+	raftAddr := fs.String("raft", "", "the new voter's Raft address (join)")
+	apiAddr := fs.String("api", "", "the new voter's API address (join)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	secret := os.Getenv("TRAWL_LEDGER_SECRET")
+	if secret == "" {
+		return errors.New("set TRAWL_LEDGER_SECRET")
+	}
+	var method, target string
+	var body io.Reader
+	switch verb {
+	case "join":
+		if *leader == "" || *id == "" || *raftAddr == "" || *apiAddr == "" {
+			return errors.New("join needs --leader, --id, --raft and --api")
+		}
+		b, _ := json.Marshal(ledger.Peer{ID: *id, RaftAddr: *raftAddr, APIAddr: *apiAddr})
+		method, target, body = http.MethodPost, strings.TrimRight(*leader, "/")+ledger.MembersPath, strings.NewReader(string(b))
+	case "remove":
+		if *leader == "" || *id == "" {
+			return errors.New("remove needs --leader and --id")
+		}
+		method, target = http.MethodDelete, strings.TrimRight(*leader, "/")+ledger.MembersPath+"/"+*id
+	case "status":
+		if *url == "" {
+			return errors.New("status needs --url")
+		}
+		method, target = http.MethodGet, strings.TrimRight(*url, "/")+ledger.StatusPath
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, target, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Ledger-Secret", secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(out)))
+	}
+	stdout.Write(out)
+	return nil
 }
