@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -82,8 +83,18 @@ func runCell(ctx context.Context, name string, args []string, stderr io.Writer) 
 	var cfg cell.Config
 	var listen, logLevel string
 	cellFlags(fs, &cfg, &listen, &logLevel)
+	ledgerRaft := "127.0.0.1:7001"
+	if name == "dev" {
+		fs.StringVar(&ledgerRaft, "ledger-raft", ledgerRaft, "Raft address of the dev ledger's one voter")
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	dataRoot := cfg.DataDir
+	if name == "dev" {
+		// The embedded default keeps each region's parts apart:
+		// DATA/eu/cell and DATA/eu/ledger.
+		cfg.DataDir = filepath.Join(dataRoot, "eu", "cell")
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -106,10 +117,28 @@ func runCell(ctx context.Context, name string, args []string, stderr io.Writer) 
 	logger.Info("cell serving", "addr", l.Addr().String(), "data", cfg.DataDir,
 		"allow_private_networks", cfg.AllowPrivateNetworks)
 	var h http.Handler = c.Handler()
+	var dev *devLedger
 	if name == "dev" {
-		h = withDemo(h)
+		var billingH http.Handler
+		dev, billingH, err = startDevLedger(ctx, dataRoot, ledgerRaft, l.Addr().String(), logger)
+		if err != nil {
+			c.Close()
+			l.Close()
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/v1/", billingH)
+		mux.Handle("/", withDemo(h))
+		h = mux
+		fmt.Fprintf(stderr, "\ntrawl dev: http://%s  (data in %s)\n  dev API key: %s\n  try: curl -s http://%s/v1/billing/balance -H 'Authorization: Bearer %s'\n\n",
+			l.Addr(), dataRoot, dev.key, l.Addr(), dev.key)
 	}
 	serveErr := serve(ctx, l, h, logger)
+	if dev != nil {
+		if err := dev.node.Close(); err != nil && serveErr == nil {
+			serveErr = err
+		}
+	}
 	if err := c.Close(); err != nil && serveErr == nil {
 		serveErr = err
 	}
