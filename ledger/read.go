@@ -39,6 +39,17 @@ func (s *State) KeyByHash(hash string) (*Key, error) {
 	return &k, nil
 }
 
+// Accounts calls fn for every account, in id order, until fn returns false.
+func (s *State) Accounts(fn func(*Account) (bool, error)) error {
+	return s.st.Scan(prefixAccounts(), nil, func(_, v []byte) (bool, error) {
+		var a Account
+		if err := json.Unmarshal(v, &a); err != nil {
+			return false, err
+		}
+		return fn(&a)
+	})
+}
+
 // Peer reads a voter's addresses as recorded by a join.
 func (s *State) Peer(id string) (*Peer, error) {
 	var p Peer

@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sort"
-	"strings"
 
 	"github.com/trawlhq/trawl/ledger"
 	"github.com/trawlhq/trawl/ledger/payments"
@@ -41,24 +39,20 @@ type RechargeReport struct {
 // account due): O(journal) per pass.
 func RunRecharges(ctx context.Context, cfg Config) (*RechargeReport, error) {
 	cfg = cfg.withDefaults()
-	ids, err := heldAccounts(cfg.State)
+	var due []*ledger.Account
+	err := cfg.State.Accounts(func(a *ledger.Account) (bool, error) {
+		if a.RechargeDue {
+			due = append(due, a)
+		}
+		return true, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("recharges: list accounts: %w", err)
 	}
 	rep := &RechargeReport{}
-	for _, id := range ids {
+	for _, a := range due {
 		if err := ctx.Err(); err != nil {
 			return rep, err
-		}
-		a, err := cfg.State.Account(id)
-		if errors.Is(err, ledger.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return rep, fmt.Errorf("recharges: read account %s: %w", id, err)
-		}
-		if !a.RechargeDue {
-			continue
 		}
 		rep.Due++
 		if err := recharge(ctx, cfg, a, rep); err != nil {
@@ -130,40 +124,4 @@ func rechargeDone(ctx context.Context, cfg Config, a *ledger.Account, n int, why
 		return fmt.Errorf("recharge_done refused: %s: %s", res.Error, res.Message)
 	}
 	return nil
-}
-
-// heldAccounts lists, in order, the customers that appear in a hold or
-// bucket entry of the journal.
-func heldAccounts(st *ledger.State) ([]string, error) {
-	seen := map[string]bool{}
-	err := st.Journal(0, func(e *ledger.Entry) (bool, error) {
-		for _, acct := range []string{e.Debit, e.Credit} {
-			if id := customerOf(acct); id != "" {
-				seen[id] = true
-			}
-		}
-		return true, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, 0, len(seen))
-	for id := range seen {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids, nil
-}
-
-// customerOf is the account id in "hold:<id>:<region>" or
-// "cust:<id>:<bucket>"; "" for a system account.
-func customerOf(ledgerAccount string) string {
-	for _, p := range []string{"hold:", "cust:"} {
-		if rest, ok := strings.CutPrefix(ledgerAccount, p); ok {
-			if i := strings.LastIndexByte(rest, ':'); i > 0 {
-				return rest[:i]
-			}
-		}
-	}
-	return ""
 }

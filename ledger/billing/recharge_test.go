@@ -146,17 +146,3 @@ func TestRunRechargesSkipped(t *testing.T) {
 		t.Fatalf("%+v", rep)
 	}
 }
-
-func TestCustomerOf(t *testing.T) {
-	for in, want := range map[string]string{
-		"hold:acct1:eu":          "acct1",
-		"cust:acct1:pack":        "acct1",
-		"cust:org:team:1:signup": "org:team:1",
-		"sys:revenue":            "",
-		"hold:":                  "",
-	} {
-		if got := customerOf(in); got != want {
-			t.Errorf("customerOf(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
