@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -81,8 +82,14 @@ type HoldRequest struct {
 
 // Settle charges what a region spent from its holds. Each charge is applied
 // at most once per receipt id, however often it is sent.
+//
+// A holds client also sends its journal's Epoch and each charge's Seq: its
+// charges are settled in sequence order, so a charge at or below the
+// highest sequence already settled for that epoch is a repeat, found without
+// a lookup per receipt. Charges without them are checked by receipt.
 type Settle struct {
 	Region  string   `json:"region"`
+	Epoch   string   `json:"epoch,omitempty"`
 	Charges []Charge `json:"charges"`
 }
 
@@ -92,6 +99,7 @@ type Charge struct {
 	Receipt string    `json:"receipt"`
 	Amount  MC        `json:"amount_mc"`
 	Time    time.Time `json:"time"`
+	Seq     uint64    `json:"seq,omitempty"` // position in the region's journal
 }
 
 // Release returns held credit to the account's buckets (Amount 0: all).
@@ -569,19 +577,37 @@ func (t *tx) settle(s *Settle, res *Result) error {
 	}
 	res.Holds = map[string]MC{}
 	touched := map[string]*Account{}
+	var mark uint64 // highest sequence settled for the epoch
+	if s.Epoch != "" {
+		if b, err := t.r.Get(keyMark(s.Region, s.Epoch)); err == nil {
+			mark = binary.BigEndian.Uint64(b)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
 	for _, c := range s.Charges {
 		if c.Receipt == "" || c.Amount < 0 {
 			return refuse(ErrCodeInvalid, "every charge needs a receipt and a non-negative amount")
 		}
-		if t.receipts[c.Receipt] {
-			res.Duplicates++
-			continue
-		}
-		if ok, err := t.exists(keyReceipt(c.Receipt)); err != nil {
-			return err
-		} else if ok {
-			res.Duplicates++
-			continue
+		if s.Epoch != "" && c.Seq > 0 {
+			if c.Seq <= mark {
+				res.Duplicates++
+				continue
+			}
+			mark = c.Seq
+		} else {
+			if t.receipts[c.Receipt] {
+				res.Duplicates++
+				continue
+			}
+			if ok, err := t.exists(keyReceipt(c.Receipt)); err != nil {
+				return err
+			} else if ok {
+				res.Duplicates++
+				continue
+			}
+			t.receipts[c.Receipt] = true
+			t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
 		}
 		a := touched[c.Account]
 		if a == nil {
@@ -610,10 +636,11 @@ func (t *tx) settle(s *Settle, res *Result) error {
 		if err := t.transfer(HoldAccount(a.ID, s.Region), SysRevenue, charged, KindCharge, c.Receipt); err != nil {
 			return err
 		}
-		t.receipts[c.Receipt] = true
-		t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries))
 		a.MonthSpent += charged
 		res.Settled++
+	}
+	if s.Epoch != "" {
+		t.b.Set(keyMark(s.Region, s.Epoch), binary.BigEndian.AppendUint64(nil, mark))
 	}
 	ids := make([]string, 0, len(touched))
 	for id := range touched {

@@ -345,3 +345,31 @@ func TestMC(t *testing.T) {
 		t.Error("four decimals accepted")
 	}
 }
+
+func TestSettleEpochMarkSkipsRepeats(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(10))
+	a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "eu", Want: Credits(5)}})
+	ch := func(seq uint64) Charge {
+		return Charge{Account: "acct1", Receipt: fmt.Sprintf("r%d", seq), Amount: 100, Seq: seq}
+	}
+	r := a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "eu", Epoch: "e1", Charges: []Charge{ch(1), ch(2), ch(3)}}})
+	if r.Settled != 3 {
+		t.Fatalf("%+v", r)
+	}
+	// A new batch that overlaps the last (its reply was lost, more charges
+	// came): only the new ones are charged.
+	r = a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "eu", Epoch: "e1", Charges: []Charge{ch(2), ch(3), ch(4)}}})
+	if r.Settled != 1 || r.Duplicates != 2 {
+		t.Fatalf("overlap: %+v", r)
+	}
+	// Another journal (a new epoch) starts its own sequence.
+	other := Charge{Account: "acct1", Receipt: "x1", Amount: 100, Seq: 1}
+	r = a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "eu", Epoch: "e2", Charges: []Charge{other}}})
+	if r.Settled != 1 {
+		t.Fatalf("new epoch: %+v", r)
+	}
+	if rev := a.bal(SysRevenue); rev != 500 {
+		t.Fatalf("revenue %s", rev)
+	}
+}

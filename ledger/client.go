@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -59,6 +61,7 @@ type ClientConfig struct {
 // background. No request waits on another region while its hold lasts.
 type Client struct {
 	cfg   ClientConfig
+	epoch string // names this journal: (epoch, seq) identifies a charge
 	seq   atomic.Uint64
 	mu    sync.Mutex
 	accts map[string]*holdState
@@ -102,7 +105,10 @@ func (h *holdState) setHeld(v MC, idx uint64) {
 //
 //	H/c/<seq>    a charge not yet settled (seq 8 bytes big-endian)
 //	H/h/<acct>   the account's hold balance and raft index from the latest result
-var prefixCharges = []byte("H/c/")
+var (
+	prefixCharges = []byte("H/c/")
+	keyEpoch      = []byte("H/epoch")
+)
 
 func keyCharge(seq uint64) []byte { return binary.BigEndian.AppendUint64([]byte("H/c/"), seq) }
 func keyHeld(acct string) []byte  { return []byte("H/h/" + acct) }
@@ -143,6 +149,23 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		cfg.Logger = slog.Default()
 	}
 	c := &Client{cfg: cfg, accts: map[string]*holdState{}, kick: make(chan struct{}, 1), writes: make(chan *journalWrite, 4096)}
+	// The epoch is created with the journal and kept with it; a journal
+	// started afresh gets a new one, so its sequence numbers never collide
+	// with an old journal's at the ledger.
+	if e, err := cfg.Store.Get(keyEpoch); err == nil {
+		c.epoch = string(e)
+	} else if errors.Is(err, store.ErrNotFound) {
+		b := make([]byte, 12)
+		if _, err := rand.Read(b); err != nil {
+			return nil, err
+		}
+		c.epoch = hex.EncodeToString(b)
+		if err := cfg.Store.Set(keyEpoch, []byte(c.epoch), store.Sync); err != nil {
+			return nil, err
+		}
+	} else {
+		return nil, err
+	}
 	err := cfg.Store.Scan([]byte("H/h/"), nil, func(k, v []byte) (bool, error) {
 		var r heldRecord
 		if err := json.Unmarshal(v, &r); err != nil {
@@ -465,6 +488,7 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 		if err := json.Unmarshal(v, &ch); err != nil {
 			return false, err
 		}
+		ch.Seq = binary.BigEndian.Uint64(k[len(k)-8:])
 		charges = append(charges, ch)
 		keys = append(keys, append([]byte(nil), k...))
 		return len(charges) < max, nil
@@ -477,7 +501,7 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 	res, err := c.cfg.Ledger.Submit(ctx, &Command{
 		ID:   fmt.Sprintf("settle/%s/%d-%d", c.cfg.Region, first, last),
 		Type: CmdSettle, Time: c.cfg.Now(),
-		Settle: &Settle{Region: c.cfg.Region, Charges: charges},
+		Settle: &Settle{Region: c.cfg.Region, Epoch: c.epoch, Charges: charges},
 	})
 	if err != nil {
 		return 0, err

@@ -120,21 +120,25 @@ type Meta struct {
 //	L/cmd/<id>             Result of an applied command (commands are idempotent)
 //	L/pay/<payment id>     journal index of the top-up (a payment credits once)
 //	L/peer/<id>            Peer: a voter's addresses (joins)
+//	L/mark/<region>/<epoch> highest journal sequence settled from that region's journal
 //	L/j/<index>            journal Entry, index 8 bytes big-endian from 1
 var (
 	prefixState = []byte("L/")
 	keyMeta     = []byte("L/meta")
 )
 
-func keyBal(acct string) []byte        { return []byte("L/bal/" + acct) }
-func keyAccount(id string) []byte      { return []byte("L/acct/" + id) }
-func keyKey(hash string) []byte        { return []byte("L/key/" + hash) }
-func keyKeyID(id string) []byte        { return []byte("L/keyid/" + id) }
-func keyHold(acct, reg string) []byte  { return []byte("L/hold/" + acct + "/" + reg) }
-func keyReceipt(id string) []byte      { return []byte("L/rcpt/" + id) }
-func keyCommand(id string) []byte      { return []byte("L/cmd/" + id) }
-func keyPayment(id string) []byte      { return []byte("L/pay/" + id) }
-func keyPeer(id string) []byte         { return []byte("L/peer/" + id) }
+func keyBal(acct string) []byte       { return []byte("L/bal/" + acct) }
+func keyAccount(id string) []byte     { return []byte("L/acct/" + id) }
+func keyKey(hash string) []byte       { return []byte("L/key/" + hash) }
+func keyKeyID(id string) []byte       { return []byte("L/keyid/" + id) }
+func keyHold(acct, reg string) []byte { return []byte("L/hold/" + acct + "/" + reg) }
+func keyReceipt(id string) []byte     { return []byte("L/rcpt/" + id) }
+func keyCommand(id string) []byte     { return []byte("L/cmd/" + id) }
+func keyPayment(id string) []byte     { return []byte("L/pay/" + id) }
+func keyPeer(id string) []byte        { return []byte("L/peer/" + id) }
+func keyMark(region, epoch string) []byte {
+	return []byte("L/mark/" + region + "/" + epoch)
+}
 func keyJournal(index uint64) []byte   { return binary.BigEndian.AppendUint64([]byte("L/j/"), index) }
 func prefixHolds(acct string) []byte   { return []byte("L/hold/" + acct + "/") }
 func prefixJournal() []byte            { return []byte("L/j/") }

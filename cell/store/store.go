@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
@@ -86,6 +87,12 @@ func Open(dir string, opts *Options) (*Store, error) {
 		// flush, and fewer flushes mean fewer L0 compactions (measured: see
 		// docs/performance.md).
 		MemTableSize: o.MemTableBytes,
+	}
+	// Bloom filters make lookups of absent keys cheap (is this receipt
+	// charged? is this URL cached?): without them each one reads a block
+	// of every level's tables.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
