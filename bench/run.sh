@@ -5,6 +5,9 @@
 #   1. content pipeline per page  vs  JSDOM + Readability + Turndown(+GFM)
 #   2. /scrape cache hits (wrk)   vs  Go http.FileServer serving the pages raw
 #   3. 10,000-URL /scrape/jobs    vs  raw GETs of the same URLs, same concurrency
+#   4. ledger (bench/ledger): durable charges/s through ledger.Client on a
+#      one-voter Raft ledger  vs  one synced Pebble write per charge; latency
+#      of a charge 150 ms from the leader  vs  a Settle through Raft per charge
 #
 # Prints a Markdown table and writes it to bench/results.md. See bench/README.md
 # for the knobs (environment variables below) and for running one part alone.
@@ -15,7 +18,8 @@ REPO=$PWD
 BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
-ONLY=${BENCH_ONLY:-pipeline,scrape,job}          # comma list of parts to run
+ALL_PARTS=pipeline,scrape,job,ledger
+ONLY=${BENCH_ONLY:-$ALL_PARTS}                   # comma list of parts to run
 PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
 WRK_CONNS=${BENCH_WRK_CONNS:-32}
@@ -25,20 +29,29 @@ JOB_URLS=${BENCH_JOB_URLS:-10000}
 JOB_CONCURRENCY=${BENCH_JOB_CONCURRENCY:-16}     # cell --job-concurrency, and the raw-fetch baseline's
 JOB_TIMEOUT=${BENCH_JOB_TIMEOUT:-15m}
 TRAWL=${BENCH_TRAWL:-$REPO/bin/trawl}
+LEDGER_CALLERS=${BENCH_LEDGER_CALLERS:-256,1024} # concurrent callers of the throughput rows
+LEDGER_DURATION=${BENCH_LEDGER_DURATION:-5s}     # timed window per side and concurrency
+LEDGER_DELAY=${BENCH_LEDGER_DELAY:-150ms}        # one-way delay between the Client's region and the leader
+LEDGER_PROFILE=${BENCH_LEDGER_PROFILE:-}         # CPU profile of the first trawl window (+ its settling) to this file
+LEDGER_DIAGNOSE=${BENCH_LEDGER_DIAGNOSE:-1}      # 1: also the Client over a null ledger (no Raft): where the time goes
 STRICT=${BENCH_STRICT:-0}                        # 1: exit 1 when a target is missed
 RESULTS=${BENCH_RESULTS:-$BENCH/results.md}
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
+# The pipeline, scrape and job parts read the corpus through the file server.
+want_corpus() { want pipeline || want scrape || want job; }
 
 # ---------------------------------------------------------------- setup
 
 need_apt=()
-[[ -d $CORPUS ]] || { [[ $CORPUS == /usr/share/doc/postgresql-doc-15/html ]] && need_apt+=(postgresql-doc-15); }
-command -v wrk >/dev/null || need_apt+=(wrk)
+if want_corpus; then
+	[[ -d $CORPUS ]] || { [[ $CORPUS == /usr/share/doc/postgresql-doc-15/html ]] && need_apt+=(postgresql-doc-15); }
+	command -v wrk >/dev/null || need_apt+=(wrk)
+	command -v curl >/dev/null || need_apt+=(curl)
+fi
 command -v jq >/dev/null || need_apt+=(jq)
-command -v curl >/dev/null || need_apt+=(curl)
 if ((${#need_apt[@]})); then
 	log "installing ${need_apt[*]}"
 	SUDO=; [[ $(id -u) == 0 ]] || SUDO=sudo
@@ -48,7 +61,7 @@ if ((${#need_apt[@]})); then
 		DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null && break
 	done
 fi
-[[ -d $CORPUS ]] || die "corpus $CORPUS not found"
+! want_corpus || [[ -d $CORPUS ]] || die "corpus $CORPUS not found"
 
 if want pipeline; then
 	# Node comes from the machine, never from apt here: jsdom 29 needs >= 20.19.
@@ -122,6 +135,9 @@ go build -o "$WORK/bin/" ./bench/fileserver ./bench/loadgen
 if want pipeline; then
 	go build -o "$WORK/bin/" ./bench/pipeline || die "bench/pipeline does not build (cell/content)"
 fi
+if want ledger; then
+	go build -o "$WORK/bin/" ./bench/ledger || die "bench/ledger does not build (ledger)"
+fi
 if want scrape || want job; then
 	if [[ ! -x $TRAWL ]]; then
 		log "bin/trawl missing: make build"
@@ -131,21 +147,23 @@ if want scrape || want job; then
 fi
 LG=$WORK/bin/loadgen
 
-# Pages of the corpus, sorted so every run and both sides see the same order.
-find "$CORPUS" -name '*.html' -type f | LC_ALL=C sort >"$WORK/pages.txt"
-NPAGES=$(wc -l <"$WORK/pages.txt")
-((NPAGES > 0)) || die "no .html pages under $CORPUS"
+if want_corpus; then
+	# Pages of the corpus, sorted so every run and both sides see the same order.
+	find "$CORPUS" -name '*.html' -type f | LC_ALL=C sort >"$WORK/pages.txt"
+	NPAGES=$(wc -l <"$WORK/pages.txt")
+	((NPAGES > 0)) || die "no .html pages under $CORPUS"
 
-log "file server on the corpus"
-start fileserver "$WORK/bin/fileserver" -root "$CORPUS" -addr 127.0.0.1:0 -addr-file "$WORK/fileserver.addr"
-FS_PID=$LAST_PID
-wait_until "file server" 20 "$FS_PID" test -s "$WORK/fileserver.addr"
-FS=http://$(cat "$WORK/fileserver.addr")
-FIRST_PATH=$(head -n1 "$WORK/pages.txt"); FIRST_PATH=${FIRST_PATH#"$CORPUS"}
-wait_until "file server" 20 "$FS_PID" curl -fsS -o /dev/null "$FS$FIRST_PATH"
+	log "file server on the corpus"
+	start fileserver "$WORK/bin/fileserver" -root "$CORPUS" -addr 127.0.0.1:0 -addr-file "$WORK/fileserver.addr"
+	FS_PID=$LAST_PID
+	wait_until "file server" 20 "$FS_PID" test -s "$WORK/fileserver.addr"
+	FS=http://$(cat "$WORK/fileserver.addr")
+	FIRST_PATH=$(head -n1 "$WORK/pages.txt"); FIRST_PATH=${FIRST_PATH#"$CORPUS"}
+	wait_until "file server" 20 "$FS_PID" curl -fsS -o /dev/null "$FS$FIRST_PATH"
 
-# Relative paths (/x.html) and the Nth page's URL.
-sed "s|^$CORPUS||" "$WORK/pages.txt" >"$WORK/paths.txt"
+	# Relative paths (/x.html) and the Nth page's URL.
+	sed "s|^$CORPUS||" "$WORK/pages.txt" >"$WORK/paths.txt"
+fi
 
 # start_cell NAME [FLAGS...]: a fresh trawl cell on a free port with its own
 # data dir; sets CELL (base URL) and CELL_PID. Ready = GET /health is 200.
@@ -237,6 +255,23 @@ if want job; then
 	stop "$CELL_PID"
 fi
 
+# ------------------------------------------------ 4. ledger
+
+if want ledger; then
+	# Both run in this process tree, on loopback only, data in $WORK; each
+	# prints one JSON line (progress on stderr). See bench/README.md.
+	log "4/4 ledger: durable charges/s, ledger.Client on a one-voter Raft ledger vs a synced Pebble write per charge (callers $LEDGER_CALLERS)"
+	lflags=(-dir "$WORK/ledger-throughput" -callers "$LEDGER_CALLERS" -duration "$LEDGER_DURATION")
+	[[ $LEDGER_DIAGNOSE == 1 ]] && lflags+=(-diagnose)
+	[[ -n $LEDGER_PROFILE ]] && lflags+=(-cpuprofile "$LEDGER_PROFILE")
+	"$WORK/bin/ledger" throughput "${lflags[@]}" >"$WORK/ledger-throughput.json"
+	cat "$WORK/ledger-throughput.json" >&2
+	log "4/4 ledger: charge latency with $LEDGER_DELAY (one way) to the leader: ledger.Client vs a Settle through Raft per charge"
+	"$WORK/bin/ledger" latency -dir "$WORK/ledger-latency" -delay "$LEDGER_DELAY" >"$WORK/ledger-latency.json"
+	cat "$WORK/ledger-latency.json" >&2
+	rm -rf "$WORK/ledger-throughput" "$WORK/ledger-latency"
+fi
+
 # ------------------------------------------------ table
 
 # ratio A B: A/B to 2 decimals
@@ -271,29 +306,76 @@ if want job; then
 	rows+=("| ${JOB_URLS}-URL job, peak RSS (VmHWM) MB | $j_rss | — | — | < 300 MB | $(check "$j_rss < 300") |")
 fi
 
+if want ledger; then
+	LT=$WORK/ledger-throughput.json LL=$WORK/ledger-latency.json
+	while read -r run; do
+		c=$(jq .callers <<<"$run")
+		t=$(jq .trawl.per_s <<<"$run"); b=$(jq .baseline.per_s <<<"$run")
+		rows+=("| Ledger, $c callers: durable charges/s through \`ledger.Client\`, one-voter Raft ledger (${LEDGER_DURATION} window) | $t | $b (\`store.Set\` Sync per charge) | $(ratio "$t" "$b")x | ≥ 100,000/s | $(check "$t >= 100000") |")
+		tc=$(jq .trawl.cpu_ms_per_1000 <<<"$run"); bc=$(jq .baseline.cpu_ms_per_1000 <<<"$run")
+		rows+=("| Ledger, $c callers: CPU ms per 1,000 charges in the window | $tc | $bc | $(ratio "$tc" "$bc")x | — | — |")
+		rows+=("| Ledger, $c callers: charges/s settled into the Raft ledger (backlog $(jq '.trawl.unsettled_at_end // 0' <<<"$run") at the window's end, settled in $(jq '.trawl.drain_s // 0' <<<"$run") s) | $(jq '.trawl.settled_per_s // 0' <<<"$run") | — | — | — | — |")
+		tc=$(jq '.trawl.cpu_ms_per_1000_settled // 0' <<<"$run")
+		sa=$(jq -r 'if .trawl.cpu_ms_per_1000_settle then "settling alone \(.trawl.cpu_ms_per_1000_settle) ms per 1,000" else "the ledger kept up, so the window covers both" end' <<<"$run")
+		rows+=("| Ledger, $c callers: CPU ms per 1,000 charges with their settlement ($sa) | $tc | $bc | $(ratio "$tc" "$bc")x | — | — |")
+		if [[ $(jq 'has("client_only")' <<<"$run") == true ]]; then
+			t=$(jq .client_only.per_s <<<"$run")
+			rows+=("| Ledger, $c callers, diagnosis: charges/s through \`ledger.Client\` over a null ledger (no Raft; $(jq .client_only.cpu_ms_per_1000 <<<"$run") CPU ms/1,000) | $t | $b | $(ratio "$t" "$b")x | — | — |")
+		fi
+	done < <(jq -c '.runs[]' "$LT")
+	d=$(jq .delay_ms "$LL")
+	t=$(jq .trawl.p50_ms "$LL"); b=$(jq .baseline.p50_ms "$LL")
+	rows+=("| Ledger: p50 ms of a charge, Client ${d} ms (one way) from the leader ($(jq .trawl.n "$LL") at $(jq .rate "$LL")/s; baseline $(jq .baseline.n "$LL")) | $t | $b (a Settle through Raft per charge) | $(ratio "$b" "$t")x faster | < 1 ms (baseline ≳ $((2 * ${d%.*})) ms) | $(check "$t < 1 && $b >= 2 * $d") |")
+	t=$(jq .trawl.p99_ms "$LL"); b=$(jq .baseline.p99_ms "$LL")
+	rows+=("| Ledger: p99 ms of a charge, Client ${d} ms from the leader | $t | $b | $(ratio "$b" "$t")x faster | — | — |")
+fi
+
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)
 git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 {
 	echo "## make bench — $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo
 	echo "Machine: $(nproc) cores, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), load at start $(cut -d' ' -f1-3 /proc/loadavg)."
-	echo "Commit $commit; $(go env GOVERSION); node $(node --version 2>/dev/null || echo -); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2)."
-	echo "Corpus: $CORPUS ($NPAGES pages), served by bench/fileserver (Go http.FileServer) on 127.0.0.1."
-	echo "wrk: -t$WRK_THREADS -c$WRK_CONNS -d$WRK_DURATION --latency, for both sides of row 2."
+	if want_corpus; then
+		echo "Commit $commit; $(go env GOVERSION); node $(node --version 2>/dev/null || echo -); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2)."
+	else
+		echo "Commit $commit; $(go env GOVERSION)."
+	fi
+	if want_corpus; then
+		echo "Corpus: $CORPUS ($NPAGES pages), served by bench/fileserver (Go http.FileServer) on 127.0.0.1."
+		echo "wrk: -t$WRK_THREADS -c$WRK_CONNS -d$WRK_DURATION --latency, for both sides of row 2."
+	fi
 	echo
 	echo "| Measure | trawl | Baseline | Ratio | Target | Result |"
 	echo "|---|---|---|---|---|---|"
 	printf '%s\n' "${rows[@]}"
 	echo
-	echo "Baselines: row 1 = JSDOM 29 + @mozilla/readability + Turndown + turndown-plugin-gfm (bench/js), same pages, one at a time, after $PIPELINE_WARMUP warm-up pages;"
-	echo "row 2 = wrk GET on the file server over the same paths (the cache-hit ceiling: raw bytes, no JSON); row 3 = GETs of the same URLs from bench/loadgen at concurrency $JOB_CONCURRENCY."
-	echo "Command: \`make bench\` (= \`bash bench/run.sh\`)."
+	if want_corpus; then
+		echo "Baselines: row 1 = JSDOM 29 + @mozilla/readability + Turndown + turndown-plugin-gfm (bench/js), same pages, one at a time, after $PIPELINE_WARMUP warm-up pages;"
+		echo "row 2 = wrk GET on the file server over the same paths (the cache-hit ceiling: raw bytes, no JSON); row 3 = GETs of the same URLs from bench/loadgen at concurrency $JOB_CONCURRENCY."
+	fi
+	if want ledger; then
+		echo "Ledger rows (bench/ledger, one process each, loopback, data on disk): charges of $(jq .amount_mc "$LT") mc over $(jq .accounts "$LT") accounts, 1 s warm-up, Client defaults (settle every 1 s or 1,000 charges);"
+		echo "the baseline writes the same JSON charge with one \`store.Set(…, store.Sync)\` each (Pebble still shares an fsync among concurrent syncers). CPU = user+system of the process."
+		echo "Latency: voters eu (leader), sin, us on 127.0.0.1/2/3; us ↔ others $(jq .delay_ms "$LL") ms each way on Raft (delay proxies) and forwarded commands (delaying RoundTripper); the Client runs in us."
+	fi
+	if [[ $ONLY == "$ALL_PARTS" ]]; then
+		echo "Command: \`make bench\` (= \`bash bench/run.sh\`)."
+	else
+		echo "Command: \`BENCH_ONLY=$ONLY bash bench/run.sh\`."
+	fi
 } >"$WORK/results.md"
 
-cp "$WORK/results.md" "$RESULTS"
-MISSES=$(grep -c '\*\*fail\*\*' "$RESULTS" || true)
+# A full run replaces the results; a partial run (BENCH_ONLY) appends its
+# table, so the figures of the parts it skipped stay.
+if [[ $ONLY == "$ALL_PARTS" || ! -s $RESULTS ]]; then
+	cp "$WORK/results.md" "$RESULTS"
+else
+	{ echo; cat "$WORK/results.md"; } >>"$RESULTS"
+fi
+MISSES=$(grep -c '\*\*fail\*\*' "$WORK/results.md" || true)
 echo
-cat "$RESULTS"
+cat "$WORK/results.md"
 echo
 if ((MISSES)); then
 	echo "bench: $MISSES target(s) missed" >&2

@@ -577,7 +577,8 @@ func (t *tx) settle(s *Settle, res *Result) error {
 	}
 	res.Holds = map[string]MC{}
 	touched := map[string]*Account{}
-	var mark uint64 // highest sequence settled for the epoch
+	dupAccts := map[string]bool{} // accounts with repeats: their holds are reported too
+	var mark uint64               // highest sequence settled for the epoch
 	if s.Epoch != "" {
 		if b, err := t.r.Get(keyMark(s.Region, s.Epoch)); err == nil {
 			mark = binary.BigEndian.Uint64(b)
@@ -592,18 +593,23 @@ func (t *tx) settle(s *Settle, res *Result) error {
 		if s.Epoch != "" && c.Seq > 0 {
 			if c.Seq <= mark {
 				res.Duplicates++
+				dupAccts[c.Account] = true
 				continue
 			}
 			mark = c.Seq
+			// Recorded (not looked up): a resend by receipt finds it.
+			t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
 		} else {
 			if t.receipts[c.Receipt] {
 				res.Duplicates++
+				dupAccts[c.Account] = true
 				continue
 			}
 			if ok, err := t.exists(keyReceipt(c.Receipt)); err != nil {
 				return err
 			} else if ok {
 				res.Duplicates++
+				dupAccts[c.Account] = true
 				continue
 			}
 			t.receipts[c.Receipt] = true
@@ -661,6 +667,16 @@ func (t *tx) settle(s *Settle, res *Result) error {
 			if avail+held < a.Recharge.UnderCredits {
 				a.RechargeDue = true
 			}
+		}
+		bal, err := t.bal(HoldAccount(id, s.Region))
+		if err != nil {
+			return err
+		}
+		res.Holds[id] = bal
+	}
+	for _, id := range sortedKeys(dupAccts) {
+		if _, ok := res.Holds[id]; ok {
+			continue
 		}
 		bal, err := t.bal(HoldAccount(id, s.Region))
 		if err != nil {

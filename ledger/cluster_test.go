@@ -190,7 +190,10 @@ func (c *cluster) converge() *AuditReport {
 	// it has applied them: compare the FSM's own applied index.
 	want := leader.State().Meta().AppliedIndex
 	deadline := time.Now().Add(10 * time.Second)
-	for _, r := range regions {
+	c.mu.Lock()
+	running := sortedKeys(c.nodes)
+	c.mu.Unlock()
+	for _, r := range running {
 		n := c.node(r)
 		if n == nil {
 			continue
@@ -203,7 +206,7 @@ func (c *cluster) converge() *AuditReport {
 		}
 	}
 	var first *AuditReport
-	for _, r := range regions {
+	for _, r := range running {
 		n := c.node(r)
 		if n == nil {
 			continue
