@@ -593,7 +593,7 @@ func (s *chaosSchedule) journalHead(rig *chaosRig, n int) (string, []Charge) {
 			return false, nil
 		}
 		var ch Charge
-		if err := json.Unmarshal(v, &ch); err != nil {
+		if err := decodeCharge(v, &ch); err != nil {
 			return false, err
 		}
 		ch.Seq = seq

@@ -207,7 +207,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	err = cfg.Store.Scan(prefixCharges, nil, func(k, v []byte) (bool, error) {
 		var ch Charge
-		if err := json.Unmarshal(v, &ch); err != nil {
+		if err := decodeCharge(v, &ch); err != nil {
 			return false, err
 		}
 		c.state(ch.Account).pending += ch.Amount
@@ -313,7 +313,7 @@ func (c *Client) target(h *holdState) MC {
 // writes may finish out of order; settlement reads only up to the durable
 // watermark, below which every write has finished.
 func (c *Client) journal(acct, receipt string, amount MC, now time.Time) error {
-	val, _ := json.Marshal(Charge{Account: acct, Receipt: receipt, Amount: amount, Time: now.UTC()})
+	val := encodeCharge(acct, receipt, amount, now)
 	seq := c.seq.Add(1)
 	err := c.cfg.Store.Set(keyCharge(seq), val, store.Sync)
 	c.finished(seq) // also on failure: the key is absent, the watermark moves on
@@ -452,7 +452,7 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 			return false, nil // written, not yet synced: the next settle takes it
 		}
 		var ch Charge
-		if err := json.Unmarshal(v, &ch); err != nil {
+		if err := decodeCharge(v, &ch); err != nil {
 			return false, err
 		}
 		ch.Seq = binary.BigEndian.Uint64(k[len(k)-8:])
@@ -628,4 +628,37 @@ func (c *Client) Unsettled(acct string) MC {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.pending
+}
+
+// A journaled charge is binary (it is written and read once per call, on
+// the hot path): amount and time as 8 bytes each, then the account and the
+// receipt, each behind a uvarint length.
+func encodeCharge(acct, receipt string, amount MC, now time.Time) []byte {
+	b := make([]byte, 0, 16+2*binary.MaxVarintLen16+len(acct)+len(receipt))
+	b = binary.BigEndian.AppendUint64(b, uint64(amount))
+	b = binary.BigEndian.AppendUint64(b, uint64(now.UnixNano()))
+	b = binary.AppendUvarint(b, uint64(len(acct)))
+	b = append(b, acct...)
+	b = binary.AppendUvarint(b, uint64(len(receipt)))
+	return append(b, receipt...)
+}
+
+var errBadCharge = errors.New("ledger: journaled charge does not decode")
+
+func decodeCharge(b []byte, ch *Charge) error {
+	if len(b) < 16 {
+		return errBadCharge
+	}
+	ch.Amount = MC(binary.BigEndian.Uint64(b))
+	ch.Time = time.Unix(0, int64(binary.BigEndian.Uint64(b[8:]))).UTC()
+	b = b[16:]
+	for _, dst := range []*string{&ch.Account, &ch.Receipt} {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return errBadCharge
+		}
+		*dst = string(b[k : k+int(n)])
+		b = b[k+int(n):]
+	}
+	return nil
 }
