@@ -68,6 +68,7 @@ func startDevLedger(ctx context.Context, dataDir, raftAddr, apiAddr string, logg
 			return nil, nil, fmt.Errorf("dev ledger: %s: %s", c.ID, res.Message)
 		}
 	}
-	h := billing.NewHandler(billing.Config{State: n.State(), Ledger: n, Prices: prices, Region: "eu", Logger: logger})
-	return d, h, nil
+	bcfg := billing.Config{State: n.State(), Ledger: n, Prices: prices, Region: "eu", Logger: logger}
+	go billing.RunMaintenance(ctx, bcfg, n.IsLeader, time.Minute)
+	return d, billing.NewHandler(bcfg), nil
 }

@@ -120,9 +120,12 @@ func runLedgerServe(ctx context.Context, args []string, stderr io.Writer) error 
 	// Without a gate, the voter serves the billing routes itself (balance,
 	// settings, prices, the auditor's journal); top-ups need a provider and
 	// answer 503 here.
+	bcfg := billing.Config{State: n.State(), Ledger: n, Prices: table, Region: *id, Logger: logger}
 	mux := http.NewServeMux()
 	mux.Handle("/internal/", n.Handler())
-	mux.Handle("/", billing.NewHandler(billing.Config{State: n.State(), Ledger: n, Prices: table, Region: *id, Logger: logger}))
+	mux.Handle("/", billing.NewHandler(bcfg))
+	// Month starts, lapsed passes and auto-recharges, on whichever voter leads.
+	go billing.RunMaintenance(ctx, bcfg, n.IsLeader, time.Minute)
 	logger.Info("ledger serving", "id", *id, "raft", *raftAddr, "api", l.Addr().String(), "data", *data)
 	serveErr := serve(ctx, l, mux, logger)
 	if err := n.Close(); err != nil && serveErr == nil {
