@@ -63,9 +63,11 @@ func freeAddr(t *testing.T, ip string) string {
 }
 
 func fastRaft(c *raft.Config) {
-	c.HeartbeatTimeout = 150 * time.Millisecond
-	c.ElectionTimeout = 150 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	// Short enough for fast tests, long enough that a loaded 2-core CI
+	// machine (the race detector, other packages' tests) does not flap.
+	c.HeartbeatTimeout = 300 * time.Millisecond
+	c.ElectionTimeout = 300 * time.Millisecond
+	c.LeaderLeaseTimeout = 200 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 	c.SnapshotThreshold = 200
 	c.TrailingLogs = 50

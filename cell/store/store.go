@@ -106,8 +106,14 @@ func Open(dir string, opts *Options) (*Store, error) {
 func (s *Store) Close() error { return s.db.Close() }
 
 // Get returns a copy of the value stored under key, or ErrNotFound.
-func (s *Store) Get(key []byte) ([]byte, error) {
-	v, closer, err := s.db.Get(key)
+func (s *Store) Get(key []byte) ([]byte, error) { return get(s.db, key) }
+
+type getter interface {
+	Get(key []byte) ([]byte, io.Closer, error)
+}
+
+func get(src getter, key []byte) ([]byte, error) {
+	v, closer, err := src.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, ErrNotFound
 	}
@@ -124,12 +130,6 @@ func (s *Store) Set(key, value []byte, d Durability) error {
 	return s.db.Set(key, value, d.opts())
 }
 
-// SyncWAL makes every write committed so far durable, NoSync ones included.
-// It lets a caller commit in order without waiting and sync once for many.
-func (s *Store) SyncWAL() error {
-	return s.db.LogData(nil, pebble.Sync)
-}
-
 // Delete removes one key; deleting a missing key is not an error.
 func (s *Store) Delete(key []byte, d Durability) error {
 	return s.db.Delete(key, d.opts())
@@ -144,29 +144,6 @@ type Batch struct {
 
 // NewBatch starts an empty batch.
 func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch()} }
-
-// NewIndexedBatch starts a batch that can also read: Get and Scan see the
-// store with the batch's own writes applied on top.
-func (s *Store) NewIndexedBatch() *Batch { return &Batch{b: s.db.NewIndexedBatch()} }
-
-// Get reads through an indexed batch (a copy of the value, or ErrNotFound).
-func (b *Batch) Get(key []byte) ([]byte, error) {
-	v, closer, err := b.b.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store get: %w", err)
-	}
-	out := bytes.Clone(v)
-	closer.Close()
-	return out, nil
-}
-
-// Scan is Store.Scan through an indexed batch.
-func (b *Batch) Scan(prefix, start []byte, fn func(key, value []byte) (bool, error)) error {
-	return scan(b.b, prefix, start, fn)
-}
 
 func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
 func (b *Batch) Delete(key []byte)     { _ = b.b.Delete(key, nil) }
@@ -242,18 +219,7 @@ func (s *Snapshot) Scan(prefix, start []byte, fn func(key, value []byte) (bool, 
 }
 
 // Get reads one key as of the snapshot (a copy, or ErrNotFound).
-func (s *Snapshot) Get(key []byte) ([]byte, error) {
-	v, closer, err := s.snap.Get(key)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store get: %w", err)
-	}
-	out := bytes.Clone(v)
-	closer.Close()
-	return out, nil
-}
+func (s *Snapshot) Get(key []byte) ([]byte, error) { return get(s.snap, key) }
 
 // Close releases the snapshot.
 func (s *Snapshot) Close() error { return s.snap.Close() }
