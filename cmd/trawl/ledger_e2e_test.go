@@ -17,6 +17,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/store"
 	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 type ledgerRig struct {
@@ -132,6 +133,9 @@ func TestLedgerProcesses(t *testing.T) {
 		return &ledger.Command{ID: fmt.Sprintf("settle-%d", i), Type: ledger.CmdSettle, Time: t0,
 			Settle: &ledger.Settle{Region: "eu", Charges: []ledger.Charge{{Account: "a", Receipt: fmt.Sprintf("r%d", i), Amount: 100}}}}
 	}
+	auditorKey := "trawl_auditor_e2e_0123456789"
+	r.submit(&ledger.Command{ID: "auditor", Type: ledger.CmdAddKey, Time: t0, AddKey: &ledger.Key{
+		ID: "key_auditor", Account: "a", Hash: billing.HashKey(auditorKey), Prefix: auditorKey[:12], Role: ledger.RoleAuditor, Kind: "permanent"}})
 	r.submit(&ledger.Command{ID: "hold", Type: ledger.CmdHold, Time: t0, Hold: &ledger.HoldRequest{Account: "a", Region: "eu", Want: ledger.Credits(50)}})
 	for i := range 20 {
 		r.submit(settle(i))
@@ -171,6 +175,19 @@ func TestLedgerProcesses(t *testing.T) {
 		}
 		return true
 	})
+	// The live audit reads the journal over HTTP with the auditor key.
+	var live string
+	for _, p := range r.procs {
+		out, err := exec.Command(trawlBin, "ledger", "audit", "--url", p.base, "--key", auditorKey).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "ok ") {
+			t.Fatalf("live audit: %v\n%s", err, out)
+		}
+		live = stateHashOf(string(out))
+		break
+	}
+	if out, err := exec.Command(trawlBin, "ledger", "audit", "--url", r.procs["eu"].base, "--key", "wrong").CombinedOutput(); err == nil {
+		t.Fatalf("audit with a wrong key passed:\n%s", out)
+	}
 	for _, p := range r.procs {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		<-p.done
@@ -185,6 +202,9 @@ func TestLedgerProcesses(t *testing.T) {
 	}
 	if hashes[0] != hashes[1] || hashes[1] != hashes[2] || hashes[0] == "" {
 		t.Fatalf("replicas differ: %v", hashes)
+	}
+	if live != hashes[0] {
+		t.Fatalf("live audit state hash %s, stopped nodes %s", live, hashes[0])
 	}
 	out, _ := audit(t, r.data["eu"])
 	if !strings.Contains(out, "entries     43") { // grant, hold, 41 charges
