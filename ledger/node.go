@@ -76,6 +76,9 @@ type Node struct {
 
 	mu    sync.RWMutex
 	peers map[string]Peer
+
+	stop chan struct{}
+	done chan struct{}
 }
 
 // OpenNode starts a voter.
@@ -94,7 +97,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 			return nil, fmt.Errorf("ledger: %w", err)
 		}
 	}
-	n := &Node{cfg: cfg, peers: map[string]Peer{}}
+	n := &Node{cfg: cfg, peers: map[string]Peer{}, stop: make(chan struct{}), done: make(chan struct{})}
 	for _, p := range cfg.Peers {
 		n.peers[p.ID] = p
 	}
@@ -152,6 +155,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		return nil, fmt.Errorf("ledger: start raft: %w", err)
 	}
 	n.raft = r
+	go n.watchLeadership()
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(n.logs, n.logs, snaps)
 		if err != nil {
@@ -172,6 +176,41 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	return n, nil
 }
 
+// watchLeadership replicates the configured voters' addresses whenever this
+// node becomes leader, so a voter that joins later (or any follower) can
+// forward to whichever node leads. set_peer is idempotent by id.
+func (n *Node) watchLeadership() {
+	defer close(n.done)
+	for {
+		select {
+		case <-n.stop:
+			return
+		case leader := <-n.raft.LeaderCh():
+			if !leader {
+				continue
+			}
+			n.mu.RLock()
+			peers := make([]Peer, 0, len(n.peers))
+			for _, p := range n.peers {
+				peers = append(peers, p)
+			}
+			n.mu.RUnlock()
+			for _, p := range peers {
+				if p.APIAddr == "" {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + p.ID + "/" + p.RaftAddr + "/" + p.APIAddr, Type: CmdSetPeer, Time: time.Now(), SetPeer: &p}))
+				cancel()
+				if err != nil {
+					n.cfg.Logger.Debug("replicating peer addresses", "peer", p.ID, "err", err)
+					break
+				}
+			}
+		}
+	}
+}
+
 // State is this node's replica (reads are local and may lag the leader).
 func (n *Node) State() *State { return n.state }
 
@@ -186,6 +225,8 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Close shuts Raft down and closes the stores.
 func (n *Node) Close() error {
+	close(n.stop)
+	<-n.done
 	err := n.raft.Shutdown().Error()
 	n.trans.Close()
 	if e := n.logs.Close(); err == nil {
