@@ -48,7 +48,9 @@ func (d *directLedger) Submit(ctx context.Context, cmd *Command) (*Result, error
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // closeOnceStore lets a test close the store early (a "kill") without the
-// cleanup closing it again.
+// cleanup closing it again. Tests must not close it otherwise: the cleanup
+// closes the client first, then its store, so no background refill writes
+// to a closed store.
 type closeOnceStore struct {
 	*store.Store
 	once *sync.Once
@@ -100,8 +102,7 @@ func mustAudit(t *testing.T, s *State) *AuditReport {
 
 func TestClientNeverOverdraws(t *testing.T) {
 	d := fundedLedger(t, map[string]MC{"a": Credits(10)})
-	c, st := newClient(t, t.TempDir(), d, nil)
-	defer st.Close()
+	c, _ := newClient(t, t.TempDir(), d, nil)
 	var ok, refused atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 40 {
@@ -134,8 +135,7 @@ func TestClientNeverOverdraws(t *testing.T) {
 
 func TestClientCutOffServesFromHoldThenRefuses(t *testing.T) {
 	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
-	c, st := newClient(t, t.TempDir(), d, nil)
-	defer st.Close()
+	c, _ := newClient(t, t.TempDir(), d, nil)
 	ctx := context.Background()
 	if err := c.Charge(ctx, "a", "first", Credits(1)); err != nil { // takes a hold of 5
 		t.Fatal(err)
@@ -195,8 +195,7 @@ func TestClientSettlesJournalAfterRestartAndLostReplies(t *testing.T) {
 	c.Close()
 	st.Close() // the "kill": nothing but the journal survives
 
-	c2, st2 := newClient(t, dir, d, nil)
-	defer st2.Close()
+	c2, _ := newClient(t, dir, d, nil)
 	if c2.Pending() != 30 || c2.Unsettled("a") != Credits(15) {
 		t.Fatalf("journal after restart: %d pending, a unsettled %s", c2.Pending(), c2.Unsettled("a"))
 	}
@@ -221,8 +220,7 @@ func TestClientSpendCap(t *testing.T) {
 	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
 	capMC := Credits(3)
 	d.Submit(context.Background(), &Command{ID: "cap", Type: CmdSettings, Time: t0, Settings: &Settings{Account: "a", SpendCapMC: &capMC}})
-	c, st := newClient(t, t.TempDir(), d, nil)
-	defer st.Close()
+	c, _ := newClient(t, t.TempDir(), d, nil)
 	for i := range 3 {
 		if err := c.Charge(context.Background(), "a", fmt.Sprintf("r%d", i), Credits(1)); err != nil {
 			t.Fatal(err)
@@ -238,8 +236,7 @@ func TestClientReleasesIdleHolds(t *testing.T) {
 	now := t0
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	c, st := newClient(t, t.TempDir(), d, func(cfg *ClientConfig) { cfg.Now = clock; cfg.IdleRelease = time.Minute })
-	defer st.Close()
+	c, _ := newClient(t, t.TempDir(), d, func(cfg *ClientConfig) { cfg.Now = clock; cfg.IdleRelease = time.Minute })
 	ctx := context.Background()
 	if err := c.Charge(ctx, "a", "r", Credits(1)); err != nil {
 		t.Fatal(err)
