@@ -43,11 +43,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/trawlhq/trawl/bench/measure"
 	"github.com/trawlhq/trawl/cell/store"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -336,12 +336,12 @@ func runTrawl(r trawlRun) (sideResult, error) {
 		return c.Charge(ctx, r.accts[i%uint64(len(r.accts))], prefix+strconv.FormatUint(i, 10), r.amount)
 	}, windowHooks{
 		start: func() {
-			applied0, unsettled0, cpu0 = applied(), c.Pending(), cpuTime()
+			applied0, unsettled0, cpu0 = applied(), c.Pending(), measure.CPUTime()
 			if r.prof != nil {
 				pprof.StartCPUProfile(r.prof)
 			}
 		},
-		end: func() { applied1, res1, cpu1 = applied(), c.Pending(), cpuTime() },
+		end: func() { applied1, res1, cpu1 = applied(), c.Pending(), measure.CPUTime() },
 	})
 	if err != nil {
 		return sideResult{}, fmt.Errorf("trawl, %d callers: %w", r.callers, err)
@@ -354,7 +354,7 @@ func runTrawl(r trawlRun) (sideResult, error) {
 	t0 := time.Now()
 	waitFor(r.drain, func() bool { return c.Pending() == 0 })
 	res.DrainSeconds = round3(time.Since(t0).Seconds())
-	cpu2 := cpuTime()
+	cpu2 := measure.CPUTime()
 	if r.prof != nil {
 		pprof.StopCPUProfile()
 	}
@@ -423,11 +423,11 @@ func drive(callers int, warmup, window time.Duration, fn func(i uint64) error, h
 	if hooks.start != nil {
 		hooks.start()
 	}
-	cpu0, n0, t0 := cpuTime(), done.Load(), time.Now()
+	cpu0, n0, t0 := measure.CPUTime(), done.Load(), time.Now()
 	phase.CompareAndSwap(0, 1)
 	time.Sleep(window)
 	phase.CompareAndSwap(1, 2)
-	cpu1, n1, t1 := cpuTime(), done.Load(), time.Now()
+	cpu1, n1, t1 := measure.CPUTime(), done.Load(), time.Now()
 	if hooks.end != nil {
 		hooks.end()
 	}
@@ -443,7 +443,7 @@ func drive(callers int, warmup, window time.Duration, fn func(i uint64) error, h
 	n := int64(n1 - n0)
 	secs := t1.Sub(t0).Seconds()
 	r := sideResult{Charges: n, Seconds: round3(secs), PerS: math.Round(float64(n) / secs),
-		P50Ms: round3(percentile(all, 50)), P99Ms: round3(percentile(all, 99))}
+		P50Ms: round3(measure.Percentile(all, 50)), P99Ms: round3(measure.Percentile(all, 99))}
 	if n > 0 {
 		r.CPUMsPer1000 = round3(float64((cpu1 - cpu0).Nanoseconds()) / 1e6 / float64(n) * 1000)
 	}
@@ -659,7 +659,7 @@ func openLoop(rate float64, d time.Duration, fn func() error) (latResult, error)
 		sum += v
 	}
 	r.N = len(ok)
-	r.P50Ms, r.P99Ms = round3(percentile(ok, 50)), round3(percentile(ok, 99))
+	r.P50Ms, r.P99Ms = round3(measure.Percentile(ok, 50)), round3(measure.Percentile(ok, 99))
 	r.MeanMs, r.MaxMs = round3(sum/float64(len(ok))), round3(ok[len(ok)-1])
 	return r, nil
 }
@@ -934,23 +934,6 @@ func waitFor(limit time.Duration, cond func() bool) error {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return nil
-}
-
-// cpuTime is the user+system CPU time of the whole process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return sorted[max(i, 0)]
 }
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

@@ -21,9 +21,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/trawlhq/trawl/bench/measure"
 	"github.com/trawlhq/trawl/cell/content"
 )
 
@@ -71,7 +71,7 @@ func main() {
 
 	r := report{Impl: "trawl cell/content", Pages: len(pages), Methods: map[string]int{}}
 	times := make([]float64, len(pages))
-	cpu0 := cpuTime()
+	cpu0 := measure.CPUTime()
 	t0 := time.Now()
 	for i, p := range pages {
 		s := time.Now()
@@ -89,12 +89,12 @@ func main() {
 		r.MarkdownBytes += n
 	}
 	total := float64(time.Since(t0).Nanoseconds()) / 1e6
-	cpu := float64((cpuTime() - cpu0).Nanoseconds()) / 1e6
+	cpu := float64((measure.CPUTime() - cpu0).Nanoseconds()) / 1e6
 	slices.Sort(times)
 	r.MsPerPage = round3(total / float64(len(pages)))
 	r.CPUMsPerPage = round3(cpu / float64(len(pages)))
-	r.P50 = round3(percentile(times, 50))
-	r.P99 = round3(percentile(times, 99))
+	r.P50 = round3(measure.Percentile(times, 50))
+	r.P99 = round3(measure.Percentile(times, 99))
 	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
 		os.Exit(1)
 	}
@@ -142,23 +142,6 @@ func load(list, base, root string) ([]page, error) {
 		pages = append(pages, page{html: html, url: u})
 	}
 	return pages, nil
-}
-
-// cpuTime is the user+system CPU time of the whole process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return sorted[max(0, min(len(sorted)-1, i))]
 }
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }
