@@ -239,6 +239,12 @@ func (c *cluster) converge(n uint64) {
 		waitFor(t, fmt.Sprintf("%s to apply index %d", nd.id, want), func() bool {
 			return nd.raft.AppliedIndex() >= want
 		})
+		// Raft's AppliedIndex moves when entries are handed to the FSM, not
+		// when the FSM has applied them: wait for the FSM itself too.
+		waitFor(t, fmt.Sprintf("%s's FSM to reach %d commands", nd.id, n), func() bool {
+			_, cnt, _ := nd.fsm.state()
+			return cnt >= n
+		})
 		if sum, cnt, _ := nd.fsm.state(); sum != n*(n+1)/2 || cnt != n {
 			t.Fatalf("%s: FSM sum %d count %d; want sum %d count %d", nd.id, sum, cnt, n*(n+1)/2, n)
 		}
