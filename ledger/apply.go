@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -224,24 +226,15 @@ func (t *tx) exists(key []byte) (bool, error) {
 // flush writes the cached balances, accounts and holds to the batch, in
 // key order.
 func (t *tx) flush() {
-	for _, k := range sortedKeys(t.bals) {
+	for _, k := range slices.Sorted(maps.Keys(t.bals)) {
 		t.b.Set(keyBal(k), encodeBal(t.bals[k]))
 	}
-	for _, k := range sortedKeys(t.accts) {
+	for _, k := range slices.Sorted(maps.Keys(t.accts)) {
 		t.putJSON(keyAccount(k), t.accts[k])
 	}
-	for _, k := range sortedKeys(t.holds) {
+	for _, k := range slices.Sorted(maps.Keys(t.holds)) {
 		t.putJSON([]byte("L/hold/"+k), t.holds[k])
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // apply runs cmd against the state in r at raft index, writing to b and
@@ -479,7 +472,7 @@ func (t *tx) heldTotal(acct string) (MC, error) {
 			seen[r] = true
 		}
 	}
-	for _, r := range sortedKeys(seen) {
+	for _, r := range slices.Sorted(maps.Keys(seen)) {
 		v, err := t.bal(HoldAccount(acct, r))
 		if err != nil {
 			return 0, err
@@ -674,7 +667,7 @@ func (t *tx) settle(s *Settle, res *Result) error {
 		}
 		res.Holds[id] = bal
 	}
-	for _, id := range sortedKeys(dupAccts) {
+	for _, id := range slices.Sorted(maps.Keys(dupAccts)) {
 		if _, ok := res.Holds[id]; ok {
 			continue
 		}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -385,7 +387,7 @@ func (s *chaosSchedule) checkHeldRecords(rig *chaosRig, when string) {
 	cl := rig.client
 	cl.mu.Lock()
 	defer cl.mu.Unlock()
-	for _, a := range sortedKeys(cl.accts) {
+	for _, a := range slices.Sorted(maps.Keys(cl.accts)) {
 		h := cl.accts[a]
 		h.mu.Lock()
 		held, idx := h.held, h.heldIdx

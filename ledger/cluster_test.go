@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,7 +195,7 @@ func (c *cluster) converge() *AuditReport {
 	want := leader.State().Meta().AppliedIndex
 	deadline := time.Now().Add(10 * time.Second)
 	c.mu.Lock()
-	running := sortedKeys(c.nodes)
+	running := slices.Sorted(maps.Keys(c.nodes))
 	c.mu.Unlock()
 	for _, r := range running {
 		n := c.node(r)

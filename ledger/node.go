@@ -494,14 +494,6 @@ func (n *Node) RemoveVoter(id string) error {
 	return n.raft.RemoveServer(raft.ServerID(id), 0, 10*time.Second).Error()
 }
 
-// SetPeer records a peer's addresses for forwarding (after a join made
-// elsewhere).
-func (n *Node) SetPeer(p Peer) {
-	n.mu.Lock()
-	n.peers[p.ID] = p
-	n.mu.Unlock()
-}
-
 // Barrier waits until every command committed before it is applied on this
 // node (leader only).
 func (n *Node) Barrier(timeout time.Duration) error { return n.raft.Barrier(timeout).Error() }

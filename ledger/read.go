@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 )
@@ -247,7 +249,7 @@ func (a *Auditor) Report(stored map[string]MC) *AuditReport {
 	}
 	var sum MC
 	h := sha256.New()
-	for _, name := range sortedKeys(names) {
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		got, want := stored[name], a.balances[name]
 		if got != want {
 			a.add("account %s: stored balance %s, journal gives %s", name, got, want)

@@ -166,7 +166,7 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 	target := u.String()
 	key := cacheKey(opts.cacheKey(target))
 	if s.cfg.FreshFor > 0 {
-		if body, err := s.store.GetLiveAppend(buf[:0], key, s.cfg.Now()); err == nil {
+		if body, _, err := s.store.GetLive(buf[:0], key, s.cfg.Now()); err == nil {
 			return &Outcome{Body: body, Usage: Usage{Engine: "cache", Cache: "hit"}}, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
 			s.cfg.Logger.Warn("cache read failed", "url", target, "err", err)

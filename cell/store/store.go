@@ -271,42 +271,30 @@ func expiringValue(value []byte, expires time.Time) []byte {
 	return buf
 }
 
-// GetLiveAppend is GetLive appending the value to dst, so a caller with a
-// reusable buffer reads without allocating.
-func (s *Store) GetLiveAppend(dst, key []byte, now time.Time) ([]byte, error) {
+// GetLive appends to dst the value of an expiring entry that is still
+// valid at now and returns it with the entry's expiry, or ErrNotFound. A
+// caller with a reusable dst reads without allocating.
+func (s *Store) GetLive(dst, key []byte, now time.Time) ([]byte, time.Time, error) {
 	v, closer, err := s.db.Get(key)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return dst, ErrNotFound
+		return dst, time.Time{}, ErrNotFound
 	}
 	if err != nil {
-		return dst, fmt.Errorf("store get: %w", err)
+		return dst, time.Time{}, fmt.Errorf("store get: %w", err)
 	}
 	defer closer.Close()
 	if len(v) < 8 {
-		return dst, fmt.Errorf("store: expiring entry %q is corrupt", key)
+		return dst, time.Time{}, fmt.Errorf("store: expiring entry %q is corrupt", key)
 	}
-	if !now.Before(time.Unix(0, int64(binary.BigEndian.Uint64(v)))) {
-		return dst, ErrNotFound
+	exp := expiry(v)
+	if !now.Before(exp) {
+		return dst, time.Time{}, ErrNotFound
 	}
-	return append(dst, v[8:]...), nil
+	return append(dst, v[8:]...), exp, nil
 }
 
-// GetLive returns the value of an expiring entry that is still valid at now,
-// with its expiry time, or ErrNotFound.
-func (s *Store) GetLive(key []byte, now time.Time) ([]byte, time.Time, error) {
-	v, err := s.Get(key)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if len(v) < 8 {
-		return nil, time.Time{}, fmt.Errorf("store: expiring entry %q is corrupt", key)
-	}
-	exp := time.Unix(0, int64(binary.BigEndian.Uint64(v)))
-	if !now.Before(exp) {
-		return nil, time.Time{}, ErrNotFound
-	}
-	return v[8:], exp, nil
-}
+// expiry reads the expiry time in front of an expiring value.
+func expiry(v []byte) time.Time { return time.Unix(0, int64(binary.BigEndian.Uint64(v))) }
 
 // SweepExpired deletes expiring entries under prefix whose time has passed,
 // in batches, and returns how many it removed.
@@ -314,7 +302,7 @@ func (s *Store) SweepExpired(prefix []byte, now time.Time) (int, error) {
 	removed := 0
 	b := s.NewBatch()
 	err := s.Scan(prefix, nil, func(k, v []byte) (bool, error) {
-		if len(v) >= 8 && !now.Before(time.Unix(0, int64(binary.BigEndian.Uint64(v)))) {
+		if len(v) >= 8 && !now.Before(expiry(v)) {
 			b.Delete(k)
 			removed++
 			if b.Len() >= 1000 {

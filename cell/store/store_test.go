@@ -95,19 +95,19 @@ func TestExpiring(t *testing.T) {
 	if err := b.Commit(NoSync); err != nil {
 		t.Fatal(err)
 	}
-	v, exp, err := s.GetLive([]byte("c/a"), now)
+	v, exp, err := s.GetLive(nil, []byte("c/a"), now)
 	if err != nil || string(v) != "A" || !exp.Equal(now.Add(time.Minute)) {
 		t.Fatalf("GetLive = %q %v %v", v, exp, err)
 	}
 	later := now.Add(2 * time.Minute)
-	if _, _, err := s.GetLive([]byte("c/a"), later); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.GetLive(nil, []byte("c/a"), later); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("expired entry returned: %v", err)
 	}
 	n, err := s.SweepExpired([]byte("c/"), later)
 	if err != nil || n != 1 {
 		t.Fatalf("SweepExpired = %d, %v; want 1", n, err)
 	}
-	if _, _, err := s.GetLive([]byte("c/b"), later); err != nil {
+	if _, _, err := s.GetLive(nil, []byte("c/b"), later); err != nil {
 		t.Fatalf("live entry swept: %v", err)
 	}
 }

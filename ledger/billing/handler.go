@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,7 +78,7 @@ type handler struct {
 func NewHandler(cfg Config) http.Handler {
 	h := &handler{cfg: cfg.withDefaults(), mux: http.NewServeMux()}
 	route := func(pattern string, methods map[string]http.HandlerFunc) {
-		allow := strings.Join(sortedKeys(methods), ", ")
+		allow := strings.Join(slices.Sorted(maps.Keys(methods)), ", ")
 		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			fn, ok := methods[r.Method]
 			if !ok && r.Method == http.MethodHead {
