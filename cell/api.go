@@ -37,9 +37,9 @@ func (c *Cell) Handler() http.Handler {
 		{"POST", "/scrape", c.handleScrape},
 		{"POST", "/scrape/batch", c.handleBatch},
 		{"POST", "/scrape/jobs", c.handleJobSubmit},
-		{"GET", "/scrape/jobs/{id}", c.handleJobStatus},
-		{"GET", "/scrape/jobs/{id}/results", c.handleJobResults},
-		{"POST", "/scrape/jobs/{id}/retry", c.handleJobRetry},
+		{"GET", "/scrape/jobs/{id}", withJobID(c.handleJobStatus)},
+		{"GET", "/scrape/jobs/{id}/results", withJobID(c.handleJobResults)},
+		{"POST", "/scrape/jobs/{id}/retry", withJobID(c.handleJobRetry)},
 	}
 	byPath := map[string]map[string]http.HandlerFunc{}
 	var paths []string
@@ -74,7 +74,7 @@ func (c *Cell) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &scrape.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + r.URL.Path})
 	})
-	return c.recoverer(mux)
+	return traced(c.recoverer(mux))
 }
 
 // recoverer turns a handler panic into a 500 JSON error and a log line, so
@@ -141,6 +141,13 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 	w.Write(tail)
 }
 
+// countUsage is the usage of a call billed per URL at the light level
+// (batches, job submissions and retries): the gate charges it when the
+// response starts.
+func countUsage(kind string, count int) string {
+	return `{"kind":"` + kind + `","engine":"http","cache":"miss","count":` + strconv.Itoa(count) + `}`
+}
+
 // bufPool holds cache-hit buffers so a hit reads the store without
 // allocating.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
@@ -174,6 +181,9 @@ func (c *Cell) handleBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	// A batch bills one unit per URL (spec section 4), known before the
+	// first line streams.
+	w.Header().Set(UsageHeader, countUsage("batch", len(req.URLs)))
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	rc.Flush()
@@ -195,6 +205,7 @@ func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/scrape/jobs/"+id)
+	w.Header().Set(UsageHeader, countUsage("job", len(req.URLs)))
 	writeJSON(w, http.StatusAccepted, map[string]string{"job_id": id, "status": jobs.StatusPending})
 }
 
@@ -250,7 +261,22 @@ func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 		writeError(w, jobError(err))
 		return
 	}
+	if n > 0 {
+		w.Header().Set(UsageHeader, countUsage("job", n))
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"job_id": id, "status": st.Status, "retried": n})
+}
+
+// withJobID answers 404 for an {id} that is not a job id before h looks at
+// anything else: such an id could not have been routed to its owner.
+func withJobID(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := jobs.ParseJobID(r.PathValue("id")); !ok {
+			writeError(w, jobError(jobs.ErrNoJob))
+			return
+		}
+		h(w, r)
+	}
 }
 
 func jobError(err error) error {

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/cell/jobs"
 )
 
 const articleHTML = `<!DOCTYPE html><html lang="en"><head><title>Pot of tea</title></head><body>
@@ -493,8 +495,8 @@ func TestJobLifecycleAndRetry(t *testing.T) {
 	}
 	sub := decode[map[string]string](t, b)
 	id := sub["job_id"]
-	if !strings.HasPrefix(id, "j_") || sub["status"] != "pending" {
-		t.Fatalf("submit body %s", b)
+	if region, cell, ok := jobs.ParseJobID(id); !ok || region != "eu" || cell != "c1" || sub["status"] != "pending" {
+		t.Fatalf("submit body %s: id names %q.%q (ok %v), want the default eu.c1", b, region, cell, ok)
 	}
 	s := tc.waitJob(t, id, func(s jobStatus) bool { return s.Status == "done" })
 	if s.Total != 1202 || s.Done != 1200 || s.Error != 2 || s.Pending != 0 {
@@ -554,6 +556,13 @@ func TestJobRefusals(t *testing.T) {
 		{"GET", "/scrape/jobs/j_nope", "", 404},
 		{"GET", "/scrape/jobs/j_nope/results", "", 404},
 		{"POST", "/scrape/jobs/j_nope/retry", "", 404},
+		{"GET", "/scrape/jobs/j_5f2a09c3e1d4b7a86f10", "", 404},      // the old form
+		{"GET", "/scrape/jobs/j_eu.c1.5f2a09c3e1d4b7a86f1", "", 404}, // short
+		{"GET", "/scrape/jobs/j_eu.C1.5f2a09c3e1d4b7a86f10/results", "", 404},
+		{"GET", "/scrape/jobs/j_nope?full=2", "", 404},                // the id is checked first
+		{"GET", "/scrape/jobs/j_eu.c1.5f2a09c3e1d4b7a86f10", "", 404}, // well formed, unknown
+		{"GET", "/scrape/jobs/j_eu.c2.5f2a09c3e1d4b7a86f10", "", 404}, // another cell's
+		{"POST", "/scrape/jobs/j_eu.c1.5f2a09c3e1d4b7a86f10/retry", "", 404},
 	} {
 		req, _ := http.NewRequest(c.method, tc.srv.URL+c.path, strings.NewReader(c.body))
 		resp, err := http.DefaultClient.Do(req)
@@ -572,7 +581,7 @@ func TestJobRefusals(t *testing.T) {
 	if n != 0 {
 		t.Fatalf("%d jobs stored after refusals", n)
 	}
-	_, b := tc.get(t, "/scrape/jobs/x/results?after=-1")
+	_, b := tc.get(t, "/scrape/jobs/j_eu.c1.5f2a09c3e1d4b7a86f10/results?after=-1")
 	if !strings.Contains(string(b), "bad_input") {
 		t.Fatalf("%s", b)
 	}
@@ -582,7 +591,7 @@ func TestJobSurvivesRestart(t *testing.T) {
 	o := newOrigin(t)
 	dir := t.TempDir()
 	// A cell that stops with URLs in flight.
-	tc := newTestCell(t, func(c *Config) { c.DataDir = dir; c.JobConcurrency = 2 })
+	tc := newTestCell(t, func(c *Config) { c.DataDir = dir; c.JobConcurrency = 2; c.Region = "sin"; c.Name = "c7" })
 	var urls []string
 	for i := range 20 {
 		urls = append(urls, fmt.Sprintf("%q", fmt.Sprintf("%s/slow?i=%d", o.URL, i)))
@@ -594,7 +603,10 @@ func TestJobSurvivesRestart(t *testing.T) {
 	tc.Cell.Close()
 	close(o.release)
 
-	c2, err := New(Config{DataDir: dir, AllowPrivateNetworks: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if region, cell, _ := jobs.ParseJobID(id); region != "sin" || cell != "c7" {
+		t.Fatalf("job id %q does not name sin.c7", id)
+	}
+	c2, err := New(Config{Region: "sin", Name: "c7", DataDir: dir, AllowPrivateNetworks: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -606,5 +618,28 @@ func TestJobSurvivesRestart(t *testing.T) {
 	}
 	if res := tc2.allResults(t, id); len(res) != 20 {
 		t.Fatalf("%d results", len(res))
+	}
+}
+
+func TestConfigNames(t *testing.T) {
+	for _, c := range []struct {
+		region, name string
+		ok           bool
+	}{
+		{"", "", true}, // defaults eu, c1
+		{"sin", "c2", true},
+		{"0123456789abcdef", "0123456789abcdef", true},
+		{"EU", "c1", false},
+		{"eu", "c_1", false},
+		{"eu", "0123456789abcdefg", false},
+		{"e.u", "c1", false},
+	} {
+		cl, err := New(Config{Region: c.region, Name: c.name, DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if (err == nil) != c.ok {
+			t.Errorf("region %q name %q: err %v, want ok %v", c.region, c.name, err, c.ok)
+		}
+		if err == nil {
+			cl.Close()
+		}
 	}
 }

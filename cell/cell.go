@@ -13,12 +13,19 @@ import (
 
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/jobs"
+	"github.com/trawlhq/trawl/cell/jobs/jobid"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/cell/store"
 )
 
 // Config is everything a cell needs; cmd/trawl builds it from flags.
 type Config struct {
+	// Region and Name address the cell: Name is unique within its region and
+	// every job id carries both (j_<region>.<name>.<hex>), so any gate can
+	// route a job to the cell that owns it. Both are 1 to 16 of [a-z0-9];
+	// defaults "eu" and "c1".
+	Region string
+	Name   string
 	// DataDir holds the cell's Pebble store (DataDir/store).
 	DataDir string
 	// AllowPrivateNetworks lets the cell fetch loopback and private
@@ -44,6 +51,12 @@ type Config struct {
 }
 
 func (c *Config) defaults() {
+	if c.Region == "" {
+		c.Region = "eu"
+	}
+	if c.Name == "" {
+		c.Name = "c1"
+	}
 	if c.BatchConcurrency <= 0 {
 		c.BatchConcurrency = 8
 	}
@@ -78,6 +91,12 @@ func New(cfg Config) (*Cell, error) {
 	if cfg.DataDir == "" {
 		return nil, errors.New("cell: DataDir is required")
 	}
+	if !jobid.ValidName(cfg.Region) {
+		return nil, fmt.Errorf("cell: region %q: want 1 to 16 of [a-z0-9]", cfg.Region)
+	}
+	if !jobid.ValidName(cfg.Name) {
+		return nil, fmt.Errorf("cell: name %q: want 1 to 16 of [a-z0-9]", cfg.Name)
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("cell: %w", err)
 	}
@@ -97,6 +116,8 @@ func New(cfg Config) (*Cell, error) {
 		Logger:               cfg.Logger,
 	})
 	mgr, err := jobs.NewManager(st, svc.Scrape, jobs.Config{
+		Region:      cfg.Region,
+		Cell:        cfg.Name,
 		Concurrency: cfg.JobConcurrency,
 		Retention:   cfg.JobRetention,
 		Now:         cfg.Now,
@@ -139,6 +160,12 @@ func (c *Cell) sweep() {
 		c.cfg.Logger.Info("job sweep", "removed", n)
 	}
 }
+
+// Region is the cell's region, after defaults.
+func (c *Cell) Region() string { return c.cfg.Region }
+
+// Name is the cell's name within its region, after defaults.
+func (c *Cell) Name() string { return c.cfg.Name }
 
 // Close stops the workers (URLs in flight stay pending) and closes the store.
 // It may be called more than once.

@@ -263,29 +263,55 @@ func (c *Client) Charge(ctx context.Context, acct, receipt string, amount MC) er
 			return nil
 		}
 		h.mu.Unlock()
-		// The hold cannot cover this charge: ask the ledger now. Keep going
-		// while the ledger grants more; refuse when it grants nothing.
-		sctx, cancel := context.WithTimeout(ctx, c.cfg.SubmitTimeout)
-		granted, err := c.refillSync(sctx, acct, h, amount)
-		cancel()
-		if err != nil {
-			c.cfg.Logger.Warn("hold refill failed; refusing with the hold as it is", "account", acct, "region", c.cfg.Region, "err", err)
+		if err := c.grow(ctx, acct, h, amount); err != nil {
+			return err
 		}
-		if granted > 0 {
-			continue
-		}
-		h.mu.Lock()
-		short := h.available() < amount
-		reason := h.reason
-		h.mu.Unlock()
-		if !short {
-			continue // another charge's refill made room meanwhile
-		}
-		if reason == ReasonSpendCap {
-			return ErrSpendCap
-		}
-		return ErrNoCredit
 	}
+}
+
+// Ensure returns nil when this region's hold can cover amount for the
+// account, asking the ledger for more when it cannot; ErrNoCredit or
+// ErrSpendCap otherwise. Nothing is spent: the gate calls it before
+// forwarding a request, so a refusal comes before the work.
+func (c *Client) Ensure(ctx context.Context, acct string, amount MC) error {
+	h := c.state(acct)
+	for {
+		h.mu.Lock()
+		ok := h.available() >= amount
+		h.mu.Unlock()
+		if ok {
+			return nil
+		}
+		if err := c.grow(ctx, acct, h, amount); err != nil {
+			return err
+		}
+	}
+}
+
+// grow asks the ledger for enough hold to cover amount. It returns nil when
+// the caller should look again (the ledger granted more, or another call
+// made room meanwhile), and the refusal when the hold stays short.
+func (c *Client) grow(ctx context.Context, acct string, h *holdState, amount MC) error {
+	sctx, cancel := context.WithTimeout(ctx, c.cfg.SubmitTimeout)
+	granted, err := c.refillSync(sctx, acct, h, amount)
+	cancel()
+	if err != nil {
+		c.cfg.Logger.Warn("hold refill failed; refusing with the hold as it is", "account", acct, "region", c.cfg.Region, "err", err)
+	}
+	if granted > 0 {
+		return nil
+	}
+	h.mu.Lock()
+	short := h.available() < amount
+	reason := h.reason
+	h.mu.Unlock()
+	if !short {
+		return nil
+	}
+	if reason == ReasonSpendCap {
+		return ErrSpendCap
+	}
+	return ErrNoCredit
 }
 
 // observe updates the spend-rate estimate (credits per second, decaying).

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/trawlhq/trawl/cell/store"
 )
 
 // ErrNotFound is returned by reads of a missing account or key.
@@ -40,6 +42,60 @@ func (s *State) KeyByHash(hash string) (*Key, error) {
 	}
 	return &k, nil
 }
+
+// KeyByID finds a key by its id.
+func (s *State) KeyByID(id string) (*Key, error) {
+	h, err := s.st.Get(keyKeyID(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.KeyByHash(string(h))
+}
+
+// AccountKeys returns an account's keys, revoked and expired ones too, oldest
+// first (ties by id). Keys are stored by hash, so this reads every key of the
+// replica: fine for the keys page, not for a hot path.
+func (s *State) AccountKeys(account string) ([]*Key, error) {
+	var out []*Key
+	err := s.st.Scan(prefixKeys(), nil, func(_, v []byte) (bool, error) {
+		var k Key
+		if err := json.Unmarshal(v, &k); err != nil {
+			return false, err
+		}
+		if k.Account == account {
+			out = append(out, &k)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b *Key) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// AccountsByEmail returns the accounts recorded with e-mail address email
+// (compared without regard to case), in id order. It reads every account.
+func (s *State) AccountsByEmail(email string) ([]*Account, error) {
+	var out []*Account
+	err := s.Accounts(func(a *Account) (bool, error) {
+		if a.Email != "" && strings.EqualFold(a.Email, email) {
+			out = append(out, a)
+		}
+		return true, nil
+	})
+	return out, err
+}
+
+func prefixKeys() []byte { return []byte("L/key/") }
 
 // Accounts calls fn for every account, in id order, until fn returns false.
 func (s *State) Accounts(fn func(*Account) (bool, error)) error {

@@ -10,7 +10,8 @@ want() { dpkg -s "$1" >/dev/null 2>&1 || need_apt+=("$1"); }
 
 case "$what" in
 build) ;;
-test) want postgresql-doc-15 ;;
+test) want postgresql-doc-15; want chromium ;;
+browser) want chromium ;;
 bench) want postgresql-doc-15; want wrk; want jq; want curl ;;
 *) echo "deps.sh: unknown target $what" >&2; exit 2 ;;
 esac
@@ -33,4 +34,23 @@ go mod download
 if [[ $what == test ]]; then
   command -v stripe-mock >/dev/null || [[ -x "$(go env GOPATH)/bin/stripe-mock" ]] ||
     go install github.com/stripe/stripe-mock@v0.203.0
+fi
+
+# Headless Chromium for the browser tests (internal/browsertest): Debian's
+# chromium, driven by playwright-go through the driver of the matching
+# playwright-core, unpacked from the npm registry (playwright's own installer
+# downloads from a CDN, which is not reachable). The tests find it here, or
+# wherever PLAYWRIGHT_DRIVER_PATH points.
+if [[ $what == test || $what == browser ]]; then
+  driver="${HOME}/.cache/trawl/playwright-driver-1.52.0"
+  if [[ ! -f $driver/package/cli.js ]]; then
+    command -v npm >/dev/null || { echo "deps: npm (with Node 18+) is required for the browser tests" >&2; exit 1; }
+    echo "deps: unpacking playwright-core 1.52.0 into $driver"
+    tmp=$(mktemp -d)
+    if ! out=$(cd "$tmp" && npm pack --silent playwright-core@1.52.0 2>&1 && mkdir -p x && tar -xzf playwright-core-1.52.0.tgz -C x 2>&1); then
+      echo "$out" >&2; rm -rf "$tmp"; exit 1
+    fi
+    rm -rf "$driver" && mkdir -p "$(dirname "$driver")" && mv "$tmp/x" "$driver"
+    rm -rf "$tmp"
+  fi
 fi

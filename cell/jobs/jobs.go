@@ -3,9 +3,7 @@ package jobs
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/jobs/jobid"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/cell/store"
 )
@@ -61,6 +60,10 @@ var ErrNoJob = errors.New("no such job")
 
 // Config configures a Manager.
 type Config struct {
+	// Region and Cell name the owner in every job id
+	// (j_<region>.<cell>.<hex>, see ParseJobID). Required, 1 to 16 of [a-z0-9].
+	Region string
+	Cell   string
 	// Concurrency is the number of URLs scraped at once across all jobs.
 	// Default 16.
 	Concurrency int
@@ -130,6 +133,9 @@ type task struct {
 
 // NewManager loads the jobs in the store; Start resumes the unfinished ones.
 func NewManager(st *store.Store, fn ScrapeFunc, cfg Config) (*Manager, error) {
+	if !jobid.ValidName(cfg.Region) || !jobid.ValidName(cfg.Cell) {
+		return nil, fmt.Errorf("jobs: region %q and cell %q must be 1 to 16 of [a-z0-9]", cfg.Region, cfg.Cell)
+	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 16
 	}
@@ -248,7 +254,7 @@ func (m *Manager) Submit(urls []string, opts scrape.Options) (string, error) {
 	if len(urls) == 0 || len(urls) > MaxJobURLs {
 		return "", scrape.BadInput(fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", MaxJobURLs, len(urls)))
 	}
-	id := newID()
+	id := jobid.New(m.cfg.Region, m.cfg.Cell)
 	j := &job{
 		meta:     meta{ID: id, CreatedAt: m.cfg.Now().UTC(), Options: opts, Total: len(urls)},
 		pending:  len(urls),
@@ -597,12 +603,11 @@ func (m *Manager) Sweep() (int, error) {
 	return len(old), nil
 }
 
-func newID() string {
-	var b [10]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err)
-	}
-	return "j_" + hex.EncodeToString(b[:])
+// ParseJobID returns the region and cell that own a job, and false if id is
+// not a well-formed job id. The gate routes by it; it lives in the light
+// package jobid, which the gate may import directly to avoid linking this one.
+func ParseJobID(id string) (region, cell string, ok bool) {
+	return jobid.Parse(id)
 }
 
 func metaKey(id string) []byte { return []byte("j/" + id + "/m") }

@@ -4,71 +4,351 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
+	"github.com/trawlhq/trawl/caddy-modules/app"
+	"github.com/trawlhq/trawl/cell"
+	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/telemetry"
 	"github.com/trawlhq/trawl/ledger"
 	"github.com/trawlhq/trawl/ledger/billing"
 )
 
-// devLedger is the embedded default's ledger: a one-voter Raft group for
-// region eu under DATA/eu/ledger, the billing routes, and a dev account.
-type devLedger struct {
-	node *ledger.Node
-	key  string
+// devFlags are the dev command's own flags; the cell's come from cellFlags.
+type devFlags struct {
+	regions    string
+	region     string
+	ledgerRaft string
+	peers      string
+	cellListen string
+	devAccount bool
 }
 
-func startDevLedger(ctx context.Context, dataDir, raftAddr, apiAddr string, logger *slog.Logger) (*devLedger, http.Handler, error) {
-	secret := make([]byte, 16)
-	rand.Read(secret)
-	n, err := ledger.OpenNode(ledger.NodeConfig{
-		ID: "eu", DataDir: filepath.Join(dataDir, "eu", "ledger"), RaftAddr: raftAddr,
-		Peers:     []ledger.Peer{{ID: "eu", RaftAddr: raftAddr, APIAddr: apiAddr}},
-		Bootstrap: true, Secret: hex.EncodeToString(secret), Logger: logger,
-	})
-	if err != nil {
-		return nil, nil, err
+// runDev starts the embedded default: for one region, a gate (Caddy with
+// trawl's modules and the region's ledger voter), a cell and the dev
+// account in this process; for several (--regions eu,sin,us), one such
+// process per region, supervised by this one.
+func runDev(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg cell.Config
+	var listen, logLevel string
+	var mcfg members.Config
+	var df devFlags
+	cellFlags(fs, &cfg, &listen, &logLevel, &mcfg)
+	fs.StringVar(&df.regions, "regions", "eu", "regions to run, comma-separated (eu,sin,us: three gates, three cells, a three-voter ledger)")
+	fs.StringVar(&df.region, "region", "", "run this one region of a multi-region topology (used by --regions)")
+	fs.StringVar(&df.ledgerRaft, "ledger-raft", "127.0.0.1:7001", "Raft address of the first region's voter (the others follow)")
+	fs.StringVar(&df.peers, "peers", "", "the other regions: region=raft_addr/gate_addr,… (used by --regions)")
+	fs.StringVar(&df.cellListen, "cell-listen", "127.0.0.1:0", "address of the region's cell")
+	fs.BoolVar(&df.devAccount, "dev-account", true, "create the dev account and print its key")
+	if err := fs.Parse(args); err != nil {
+		return err
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for !n.IsLeader() {
-		if time.Now().After(deadline) {
-			n.Close()
-			return nil, nil, fmt.Errorf("the dev ledger did not elect itself")
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	logger, err := newLogger(stderr, logLevel)
+	if err != nil {
+		return err
+	}
+	regions := splitList(df.regions)
+	if df.region == "" && len(regions) > 1 {
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["listen"] {
+			listen = "127.0.0.1:8081"
 		}
+		return superviseRegions(ctx, fs, regions, listen, df.ledgerRaft, cfg.DataDir, stderr, logger)
+	}
+	region := df.region
+	if region == "" {
+		region = regions[0]
+	}
+	return runDevRegion(ctx, region, listen, df, cfg, mcfg, stderr, logger)
+}
+
+// runDevRegion runs one region in this process.
+func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg cell.Config, mcfg members.Config,
+	stderr io.Writer, logger *slog.Logger) error {
+	dataRoot := cfg.DataDir
+	if os.Getenv("TRAWL_LEDGER_SECRET") == "" {
+		os.Setenv("TRAWL_LEDGER_SECRET", randomHex(16))
+	}
+	peers, err := parseGatePeers(df.peers)
+	if err != nil {
+		return err
+	}
+	site := gate.Site{
+		Listen: listen,
+		Gate: gate.Config{
+			Region: region, DataDir: filepath.Join(dataRoot, region, "gate"), LedgerRaft: df.ledgerRaft,
+			Peers: peers, Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"},
+		},
+		Public: []string{"/demo/*"},
+	}
+	text, err := site.Caddyfile()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(dataRoot, region), 0o755); err != nil {
+		return err
+	}
+	cfPath := filepath.Join(dataRoot, region, "Caddyfile")
+	if err := os.WriteFile(cfPath, []byte(text), 0o644); err != nil {
+		return err
+	}
+	shutdown, err := telemetry.Setup(ctx, "trawl-dev")
+	if err != nil {
+		return err
+	}
+	defer shutdown(context.Background())
+	if _, err := startGate([]byte(text), cfPath, region); err != nil {
+		return err
+	}
+	defer stopGate(logger)
+	rt, ok := app.Running(site.Gate.DataDir)
+	if !ok {
+		return errors.New("the gate's runtime did not start")
+	}
+	if err := waitLeader(ctx, rt.Node(), 60*time.Second); err != nil {
+		return err
+	}
+	var key string
+	if df.devAccount {
+		if key, err = devAccount(ctx, rt.Node(), rt.Prices()); err != nil {
+			return err
+		}
+	}
+
+	cfg.DataDir = filepath.Join(dataRoot, region, "cell")
+	cfg.Region = region
+	cfg.Logger = logger
+	mcfg.Join = []string{rt.MembersAddr()}
+	c, err := startCell(cfg, df.cellListen, mcfg, logger, withDemo)
+	if err != nil {
+		return err
+	}
+	defer c.stop(logger)
+	// Serve once the gate sees its cell.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(rt.Cells()) == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	prices := billing.DefaultPrices()
-	d := &devLedger{node: n, key: os.Getenv("TRAWL_DEV_KEY")}
-	if d.key == "" {
-		b := make([]byte, 24)
-		rand.Read(b)
-		d.key = "trawl_dev_" + hex.EncodeToString(b)
+	logger.Info("gate serving", "addr", listen, "region", region, "cell", c.addr)
+	if key != "" {
+		fmt.Fprintf(stderr, "\ntrawl dev: region %s at http://%s  (data in %s)\n  dev API key: %s\n  try: curl -s http://%s/scrape -H 'Authorization: Bearer %s' -d '{\"url\":\"http://%s/demo/\"}'\n\n",
+			region, listen, dataRoot, key, listen, key, listen)
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func waitLeader(ctx context.Context, n *ledger.Node, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for n.Status().Leader == "" {
+		if time.Now().After(deadline) {
+			return errors.New("the ledger has no leader; are the other regions' voters running?")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// devAccount creates the dev account holding the sign-up credit and its key
+// (TRAWL_DEV_KEY, or a new random one). Repeating it changes nothing: the
+// commands' ids are fixed.
+func devAccount(ctx context.Context, n *ledger.Node, prices *billing.Prices) (string, error) {
+	key := os.Getenv("TRAWL_DEV_KEY")
+	if key == "" {
+		key = "trawl_dev_" + randomHex(24)
 	}
 	now := time.Now().UTC()
-	hash := billing.HashKey(d.key)
+	hash := billing.HashKey(key)
 	cmds := []*ledger.Command{
 		{ID: "dev/account", Type: ledger.CmdCreateAccount, Time: now, CreateAccount: &ledger.CreateAccount{Account: "dev", Plan: ledger.PlanFree}},
-		{ID: "dev/signup", Type: ledger.CmdGrant, Time: now, Grant: &ledger.Grant{Account: "dev", Bucket: ledger.BucketSignup, Amount: ledger.MC(prices.Grants.Signup)}},
-		{ID: "dev/key/" + hash[:16], Type: ledger.CmdAddKey, Time: now, AddKey: &ledger.Key{ID: "key_dev_" + hash[:12], Account: "dev", Hash: hash, Prefix: d.key[:14], Role: ledger.RoleUser, Kind: "permanent"}},
+		{ID: "dev/signup", Type: ledger.CmdGrant, Time: now, Grant: &ledger.Grant{Account: "dev", Bucket: ledger.BucketSignup, Amount: prices.Grants.Signup.MC()}},
+		{ID: "dev/key/" + hash[:16], Type: ledger.CmdAddKey, Time: now, AddKey: &ledger.Key{ID: "key_dev_" + hash[:12], Account: "dev", Hash: hash, Prefix: key[:14], Role: ledger.RoleUser, Kind: "permanent"}},
 	}
 	for _, c := range cmds {
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		res, err := n.Submit(sctx, c)
-		cancel()
+		var res *ledger.Result
+		var err error
+		for try := 0; try < 50; try++ { // a new group may still be settling its leader
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			res, err = n.Submit(sctx, c)
+			cancel()
+			if err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 		if err != nil {
-			n.Close()
-			return nil, nil, err
+			return "", fmt.Errorf("dev account: %s: %w", c.ID, err)
 		}
 		if res.Error != "" && res.Error != ledger.ErrCodeExists {
-			n.Close()
-			return nil, nil, fmt.Errorf("dev ledger: %s: %s", c.ID, res.Message)
+			return "", fmt.Errorf("dev account: %s: %s", c.ID, res.Message)
 		}
 	}
-	bcfg := billing.Config{State: n.State(), Ledger: n, Prices: prices, Region: "eu", Logger: logger}
-	go billing.RunMaintenance(ctx, bcfg, n.IsLeader, time.Minute)
-	return d, billing.NewHandler(bcfg), nil
+	return key, nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// superviseRegions runs one `trawl dev --region R` process per region and
+// stops them all when ctx ends or one of them exits.
+func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, listen, raft, dataRoot string,
+	stderr io.Writer, logger *slog.Logger) error {
+	gateAddrs, err := followPorts(listen, len(regions))
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	raftAddrs, err := followPorts(raft, len(regions))
+	if err != nil {
+		return fmt.Errorf("--ledger-raft: %w", err)
+	}
+	// Flags the user gave are passed on, except those set per region here.
+	var pass []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "regions", "region", "listen", "ledger-raft", "peers", "dev-account":
+			return
+		}
+		pass = append(pass, "--"+f.Name+"="+f.Value.String())
+	})
+	env := os.Environ()
+	if os.Getenv("TRAWL_LEDGER_SECRET") == "" {
+		env = append(env, "TRAWL_LEDGER_SECRET="+randomHex(16))
+	}
+	key := os.Getenv("TRAWL_DEV_KEY")
+	if key == "" {
+		key = "trawl_dev_" + randomHex(24)
+		env = append(env, "TRAWL_DEV_KEY="+key)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	var procs []*exec.Cmd
+	exited := make(chan error, len(regions))
+	var wg sync.WaitGroup
+	stopAll := func() {
+		for _, p := range procs {
+			p.Process.Signal(syscall.SIGTERM)
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			for _, p := range procs {
+				p.Process.Kill()
+			}
+			<-done
+		}
+	}
+	for i, region := range regions {
+		var peers []string
+		for j, other := range regions {
+			if j != i {
+				peers = append(peers, fmt.Sprintf("%s=%s/%s", other, raftAddrs[j], gateAddrs[j]))
+			}
+		}
+		args := append([]string{"dev", "--region", region, "--listen", gateAddrs[i], "--ledger-raft", raftAddrs[i],
+			"--peers", strings.Join(peers, ","), "--dev-account=" + strconv.FormatBool(i == 0)}, pass...)
+		cmd := exec.Command(self, args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, stderr, stderr
+		if err := cmd.Start(); err != nil {
+			stopAll()
+			return err
+		}
+		procs = append(procs, cmd)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := cmd.Wait()
+			exited <- fmt.Errorf("region %s exited: %v", region, err)
+		}()
+	}
+	// Ready when every gate answers the dev key (the account has reached
+	// every replica).
+	ready := make(chan struct{})
+	go func() {
+		client := &http.Client{Timeout: 2 * time.Second}
+		for _, addr := range gateAddrs {
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/billing/balance", nil)
+				req.Header.Set("Authorization", "Bearer "+key)
+				if resp, err := client.Do(req); err == nil {
+					resp.Body.Close()
+					if resp.StatusCode == http.StatusOK {
+						break
+					}
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		close(ready)
+	}()
+	select {
+	case <-ready:
+		logger.Info("dev serving", "addr", gateAddrs[0], "regions", strings.Join(regions, ","), "gates", strings.Join(gateAddrs, ","))
+		fmt.Fprintf(stderr, "\ntrawl dev: %d regions (data in %s)\n", len(regions), dataRoot)
+		for i, r := range regions {
+			fmt.Fprintf(stderr, "  %-4s http://%s\n", r, gateAddrs[i])
+		}
+		fmt.Fprintf(stderr, "  dev API key: %s\n  try: curl -s http://%s/v1/billing/balance -H 'Authorization: Bearer %s'\n\n", key, gateAddrs[0], key)
+	case err := <-exited:
+		stopAll()
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-exited:
+		stopAll()
+		return err
+	case <-ctx.Done():
+		stopAll()
+		return nil
+	}
+}
+
+// followPorts returns n addresses: addr, then the same host with the
+// following ports.
+func followPorts(addr string, n int) ([]string, error) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port <= 0 || port+n-1 > 65535 {
+		return nil, fmt.Errorf("%q: want a fixed port", addr)
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = net.JoinHostPort(host, strconv.Itoa(port+i))
+	}
+	return out, nil
 }

@@ -15,19 +15,23 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"github.com/trawlhq/trawl/cell"
+	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/telemetry"
 )
 
 const usage = `trawl: a self-hostable web data service
 
 usage:
-  trawl cell [flags]   serve the cell API (scrape, batch, jobs)
-  trawl dev  [flags]   start the embedded default on 127.0.0.1:8080, data in ./data
-  trawl ledger serve|audit   a ledger voter with no gate; audit a journal
+  trawl dev  [flags]   the embedded default: gate, cell and ledger for region eu on
+                       127.0.0.1:8080, data in ./data; --regions eu,sin,us for three
+  trawl gate --config FILE   a region's gate (Caddy with trawl's modules)
+  trawl gate config [flags]  print a region's gate Caddyfile
+  trawl cell [flags]   serve the cell API (scrape, batch, jobs) and join the region
+  trawl ledger serve|audit|join|remove|status   a ledger voter with no gate; audits
 
 Run "trawl <command> -h" for the flags of a command.
 `
@@ -42,9 +46,11 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "cell":
-		err = runCell(ctx, "cell", os.Args[2:], os.Stderr)
+		err = runCell(ctx, os.Args[2:], os.Stderr)
 	case "dev":
-		err = runCell(ctx, "dev", os.Args[2:], os.Stderr)
+		err = runDev(ctx, os.Args[2:], os.Stderr)
+	case "gate":
+		err = runGate(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "ledger":
 		err = runLedger(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
@@ -64,8 +70,8 @@ func main() {
 }
 
 // cellFlags registers the cell's flags on fs; dev and cell share them.
-func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *string) {
-	fs.StringVar(listen, "listen", "127.0.0.1:8080", "address to serve the cell API on")
+func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *string, mcfg *members.Config) {
+	fs.StringVar(listen, "listen", "127.0.0.1:8080", "address to serve on (dev: the gate's)")
 	fs.StringVar(&cfg.DataDir, "data", "./data", "data directory (the Pebble store lives in DATA/store)")
 	fs.BoolVar(&cfg.AllowPrivateNetworks, "allow-private-networks", false, "allow fetching loopback and private addresses (local use and tests only)")
 	fs.DurationVar(&cfg.FreshFor, "fresh-for", 10*time.Minute, "serve repeat scrapes of the same URL and options from cache for this long (negative: no cache)")
@@ -74,27 +80,25 @@ func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *str
 	fs.IntVar(&cfg.BatchConcurrency, "batch-concurrency", 8, "parallel fetches of one batch")
 	fs.IntVar(&cfg.JobConcurrency, "job-concurrency", 16, "parallel fetches across all background jobs")
 	fs.DurationVar(&cfg.JobRetention, "job-retention", 7*24*time.Hour, "how long jobs and their results are kept")
+	fs.StringVar(&cfg.Name, "name", "c1", "the cell's name in its region, [a-z0-9]{1,16}; job ids carry it")
+	fs.StringVar(&mcfg.Bind, "members-bind", "127.0.0.1:0", "memberlist address of the cell (port 0: any free port)")
+	fs.Func("members-join", "memberlist seeds of the region, comma-separated (usually the gate's members address)", func(s string) error {
+		mcfg.Join = splitList(s)
+		return nil
+	})
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
 }
 
-func runCell(ctx context.Context, name string, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func runCell(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("cell", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg cell.Config
 	var listen, logLevel string
-	cellFlags(fs, &cfg, &listen, &logLevel)
-	ledgerRaft := "127.0.0.1:7001"
-	if name == "dev" {
-		fs.StringVar(&ledgerRaft, "ledger-raft", ledgerRaft, "Raft address of the dev ledger's one voter")
-	}
+	var mcfg members.Config
+	cellFlags(fs, &cfg, &listen, &logLevel, &mcfg)
+	fs.StringVar(&cfg.Region, "region", "eu", "the cell's region")
 	if err := fs.Parse(args); err != nil {
 		return err
-	}
-	dataRoot := cfg.DataDir
-	if name == "dev" {
-		// The embedded default keeps each region's parts apart:
-		// DATA/eu/cell and DATA/eu/ledger.
-		cfg.DataDir = filepath.Join(dataRoot, "eu", "cell")
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -104,46 +108,74 @@ func runCell(ctx context.Context, name string, args []string, stderr io.Writer) 
 		return err
 	}
 	cfg.Logger = logger
-
-	l, err := net.Listen("tcp", listen)
+	shutdown, err := telemetry.Setup(ctx, "trawl-cell")
 	if err != nil {
 		return err
+	}
+	defer shutdown(context.Background())
+	c, err := startCell(cfg, listen, mcfg, logger, nil)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return c.stop(logger)
+}
+
+// runningCell is a cell serving HTTP, and its membership.
+type runningCell struct {
+	cell    *cell.Cell
+	addr    string
+	members *members.Cluster
+	errc    chan error
+	cancel  context.CancelFunc
+}
+
+// startCell opens the cell, serves it on listen and, with seeds to join,
+// joins its region's membership so the gate routes to it. wrap, when set,
+// wraps the cell's handler (dev serves the demo site beside it).
+func startCell(cfg cell.Config, listen string, mcfg members.Config, logger *slog.Logger, wrap func(http.Handler) http.Handler) (*runningCell, error) {
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, err
 	}
 	c, err := cell.New(cfg)
 	if err != nil {
 		l.Close()
-		return err
+		return nil, err
 	}
-	logger.Info("cell serving", "addr", l.Addr().String(), "data", cfg.DataDir,
+	rc := &runningCell{cell: c, addr: l.Addr().String(), errc: make(chan error, 1)}
+	h := c.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	rc.cancel = cancel
+	go func() { rc.errc <- serve(sctx, l, h, logger) }()
+	if len(mcfg.Join) > 0 {
+		mcfg.Meta = members.Meta{Role: "cell", Region: c.Region(), Name: c.Name(), API: rc.addr}
+		mcfg.Logger = logger
+		if rc.members, err = members.Start(mcfg); err != nil {
+			rc.stop(logger)
+			return nil, err
+		}
+	}
+	logger.Info("cell serving", "addr", rc.addr, "region", c.Region(), "name", c.Name(), "data", cfg.DataDir,
 		"allow_private_networks", cfg.AllowPrivateNetworks)
-	var h http.Handler = c.Handler()
-	var dev *devLedger
-	if name == "dev" {
-		var billingH http.Handler
-		dev, billingH, err = startDevLedger(ctx, dataRoot, ledgerRaft, l.Addr().String(), logger)
-		if err != nil {
-			c.Close()
-			l.Close()
-			return err
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/v1/", billingH)
-		mux.Handle("/", withDemo(h))
-		h = mux
-		fmt.Fprintf(stderr, "\ntrawl dev: http://%s  (data in %s)\n  dev API key: %s\n  try: curl -s http://%s/v1/billing/balance -H 'Authorization: Bearer %s'\n\n",
-			l.Addr(), dataRoot, dev.key, l.Addr(), dev.key)
+	return rc, nil
+}
+
+// stop leaves the region first (the gate stops sending), then drains the
+// HTTP server and closes the cell.
+func (rc *runningCell) stop(logger *slog.Logger) error {
+	var errs []error
+	if rc.members != nil {
+		errs = append(errs, rc.members.Close())
 	}
-	serveErr := serve(ctx, l, h, logger)
-	if dev != nil {
-		if err := dev.node.Close(); err != nil && serveErr == nil {
-			serveErr = err
-		}
-	}
-	if err := c.Close(); err != nil && serveErr == nil {
-		serveErr = err
-	}
+	rc.cancel()
+	errs = append(errs, <-rc.errc)
+	errs = append(errs, rc.cell.Close())
 	logger.Info("cell stopped")
-	return serveErr
+	return errors.Join(errs...)
 }
 
 func newLogger(w io.Writer, levelName string) (*slog.Logger, error) {

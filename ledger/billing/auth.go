@@ -93,8 +93,15 @@ func Authenticate(state *ledger.State, r *http.Request, now time.Time) (*ledger.
 	return k, a, nil
 }
 
-// authMessage is the 401 message for an Authenticate error.
-func authMessage(err error) string {
+// IsAuthError reports whether err from Authenticate is a 401 (any other
+// error is the replica failing).
+func IsAuthError(err error) bool {
+	return errors.Is(err, ErrMissingKey) || errors.Is(err, ErrInvalidKey) ||
+		errors.Is(err, ErrRevokedKey) || errors.Is(err, ErrExpiredKey)
+}
+
+// AuthMessage is the 401 message for an Authenticate error.
+func AuthMessage(err error) string {
 	switch {
 	case errors.Is(err, ErrMissingKey):
 		return "send your API key as Authorization: Bearer <key> or x-api-key: <key>"

@@ -122,9 +122,9 @@ func (h *handler) authed(fn authedFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		k, a, err := Authenticate(h.cfg.State, r, h.cfg.Now())
 		if err != nil {
-			if isAuthError(err) {
+			if IsAuthError(err) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
-				writeError(w, http.StatusUnauthorized, CodeUnauthorized, authMessage(err))
+				writeError(w, http.StatusUnauthorized, CodeUnauthorized, AuthMessage(err))
 				return
 			}
 			h.internal(w, "authenticate", err)
@@ -132,11 +132,6 @@ func (h *handler) authed(fn authedFunc) http.HandlerFunc {
 		}
 		fn(w, r, k, a)
 	}
-}
-
-func isAuthError(err error) bool {
-	return errors.Is(err, ErrMissingKey) || errors.Is(err, ErrInvalidKey) ||
-		errors.Is(err, ErrRevokedKey) || errors.Is(err, ErrExpiredKey)
 }
 
 func (h *handler) internal(w http.ResponseWriter, what string, err error) {
@@ -495,4 +490,32 @@ func (h *handler) journal(w http.ResponseWriter, r *http.Request, k *ledger.Key,
 		_ = rc.Flush()
 	}
 	_ = bw.Flush()
+}
+
+// BalanceOf is what the account can spend, as this region sees it now: the
+// replica's balance (buckets and every region's holds) less this region's
+// charges the ledger has not settled yet. The gate writes it in
+// x-svc-balance.
+func BalanceOf(cfg Config, a *ledger.Account) (ledger.MC, error) {
+	ab, err := cfg.State.AccountBalance(a, cfg.Now())
+	if err != nil {
+		return 0, err
+	}
+	if cfg.Holds != nil {
+		return ab.Total - cfg.Holds.Unsettled(a.ID), nil
+	}
+	return ab.Total, nil
+}
+
+// CapLeft is what the account may still spend this month under its cap
+// (ok false: no cap).
+func CapLeft(cfg Config, a *ledger.Account) (left ledger.MC, ok bool) {
+	if a.SpendCapMC <= 0 {
+		return 0, false
+	}
+	var unsettled ledger.MC
+	if cfg.Holds != nil {
+		unsettled = cfg.Holds.Unsettled(a.ID)
+	}
+	return max(a.SpendCapMC-a.MonthSpent-unsettled, 0), true
 }

@@ -1,0 +1,73 @@
+// Package api is the gate's Caddy module trawl_api: it answers the routes
+// the gate serves itself (billing, keys, sign-up, estimate, usage history,
+// the gate's health and the ledger's internal routes) and passes every
+// other request on to trawl_route.
+package api
+
+import (
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/trawlhq/trawl/caddy-modules/app"
+	"github.com/trawlhq/trawl/gate"
+)
+
+func init() {
+	caddy.RegisterModule(API{})
+	httpcaddyfile.RegisterHandlerDirective("trawl_api", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		a := new(API)
+		return a, a.UnmarshalCaddyfile(h.Dispenser)
+	})
+	httpcaddyfile.RegisterDirectiveOrder("trawl_api", httpcaddyfile.Before, "reverse_proxy")
+}
+
+// API serves the gate's own routes.
+type API struct {
+	rt *gate.Runtime
+	h  http.Handler
+}
+
+// CaddyModule returns the Caddy module information.
+func (API) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.trawl_api", New: func() caddy.Module { return new(API) }}
+}
+
+// Provision finds the runtime.
+func (a *API) Provision(ctx caddy.Context) error {
+	rt, err := app.Runtime(ctx)
+	if err != nil {
+		return err
+	}
+	a.rt, a.h = rt, rt.Handler()
+	return nil
+}
+
+// ServeHTTP answers the gate's routes and passes the rest on.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if !a.rt.Local(r) {
+		return next.ServeHTTP(w, r)
+	}
+	w.Header().Set("X-Svc-Region", a.rt.Region())
+	a.h.ServeHTTP(w, r)
+	return nil
+}
+
+// UnmarshalCaddyfile reads "trawl_api" (no options).
+func (a *API) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() || d.NextBlock(0) {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*API)(nil)
+	_ caddyhttp.MiddlewareHandler = (*API)(nil)
+	_ caddyfile.Unmarshaler       = (*API)(nil)
+)

@@ -1,0 +1,162 @@
+// Package app is the Caddy app "trawl": it opens the gate's runtime (the
+// ledger voter, the regional holds client, the cell membership) that the
+// gate's handler modules share. The runtime lives in a caddy.UsagePool
+// keyed by its data directory, so a config reload keeps the voter, the
+// holds and the membership running instead of reopening them.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap/exp/zapslog"
+
+	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/ledger/billing"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// runtimes holds each open runtime by data directory across reloads.
+var runtimes = caddy.NewUsagePool()
+
+// App configures the gate's runtime for one region.
+type App struct {
+	// Region is the gate's region (eu, sin, us).
+	Region string `json:"region,omitempty"`
+	// Data is the gate's data directory (ledger/ and holds/ inside).
+	Data string `json:"data,omitempty"`
+	// Addr is the host:port the gate serves on (the address other
+	// regions' gates use to reach it).
+	Addr string `json:"addr,omitempty"`
+	// PublicURL is the region's public base URL (default http://addr).
+	PublicURL string `json:"public_url,omitempty"`
+	// LedgerRaft is this region's voter's Raft address.
+	LedgerRaft string `json:"ledger_raft,omitempty"`
+	// LedgerSecret is shared by the voters; placeholders such as
+	// {env.TRAWL_LEDGER_SECRET} are expanded.
+	LedgerSecret string `json:"ledger_secret,omitempty"`
+	// Peers are the other regions' gates.
+	Peers []gate.Peer `json:"peers,omitempty"`
+	// Bootstrap forms the Raft group from the peers if Data is new.
+	Bootstrap bool `json:"bootstrap,omitempty"`
+	// MembersBind is the memberlist address of the gate (host:port).
+	MembersBind string `json:"members_bind,omitempty"`
+	// MembersJoin are memberlist seeds of the region.
+	MembersJoin []string `json:"members_join,omitempty"`
+	// Prices is a price table file (default: the built-in table).
+	Prices string `json:"prices,omitempty"`
+
+	rt  *gate.Runtime
+	key string
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "trawl", New: func() caddy.Module { return new(App) }}
+}
+
+// Provision opens the runtime, or takes the one a previous config opened.
+func (a *App) Provision(ctx caddy.Context) error {
+	repl := caddy.NewReplacer()
+	secret := repl.ReplaceAll(a.LedgerSecret, "")
+	if a.Data == "" {
+		return errors.New("trawl: data is required")
+	}
+	a.key = a.Data
+	val, _, err := runtimes.LoadOrNew(a.key, func() (caddy.Destructor, error) {
+		cfg := gate.Config{
+			Region: a.Region, DataDir: a.Data, Addr: a.Addr, PublicURL: a.PublicURL,
+			LedgerRaft: a.LedgerRaft, LedgerSecret: secret, Peers: a.Peers, Bootstrap: a.Bootstrap,
+			Members: members.Config{Bind: a.MembersBind, Join: a.MembersJoin},
+			Logger:  slog.New(zapslog.NewHandler(ctx.Logger().Core())),
+		}
+		if a.Prices != "" {
+			p, err := billing.LoadPrices(a.Prices)
+			if err != nil {
+				return nil, err
+			}
+			cfg.Prices = p
+		}
+		return gate.Open(cfg)
+	})
+	if err != nil {
+		a.key = ""
+		return fmt.Errorf("trawl: %w", err)
+	}
+	a.rt = val.(*gate.Runtime)
+	if a.rt.Region() != a.Region {
+		return fmt.Errorf("trawl: %s already runs region %s; restart to change the region", a.Data, a.rt.Region())
+	}
+	return nil
+}
+
+// Validate checks the configuration.
+func (a *App) Validate() error {
+	if strings.TrimSpace(a.Region) == "" {
+		return errors.New("trawl: region is required")
+	}
+	return nil
+}
+
+// Start implements caddy.App; the runtime started in Provision.
+func (a *App) Start() error { return nil }
+
+// Stop implements caddy.App; the runtime closes in Cleanup when no config
+// uses it any more.
+func (a *App) Stop() error { return nil }
+
+// Cleanup releases this config's use of the runtime.
+func (a *App) Cleanup() error {
+	if a.key == "" {
+		return nil
+	}
+	_, err := runtimes.Delete(a.key)
+	a.key, a.rt = "", nil
+	return err
+}
+
+// Runtime is the gate's runtime.
+func (a *App) Runtime() *gate.Runtime { return a.rt }
+
+// Runtime returns the runtime of the config ctx belongs to: handler
+// modules call it in Provision.
+func Runtime(ctx caddy.Context) (*gate.Runtime, error) {
+	v, err := ctx.App("trawl")
+	if err != nil {
+		return nil, fmt.Errorf("the trawl global option block is required: %w", err)
+	}
+	a := v.(*App)
+	if a.rt == nil {
+		return nil, errors.New("trawl app is not provisioned")
+	}
+	return a.rt, nil
+}
+
+// Interface guards.
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)
+
+// Running returns the runtime open for the data directory data, for a
+// process that embeds the gate (trawl dev) and needs the voter directly.
+func Running(data string) (*gate.Runtime, bool) {
+	var rt *gate.Runtime
+	runtimes.Range(func(k, v any) bool {
+		if k == data {
+			rt = v.(*gate.Runtime)
+			return false
+		}
+		return true
+	})
+	return rt, rt != nil
+}

@@ -1,0 +1,100 @@
+package app
+
+import (
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/trawlhq/trawl/gate"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("trawl", parseGlobal)
+}
+
+// parseGlobal reads the global trawl block:
+//
+//	trawl {
+//		region        eu
+//		data          ./data/eu/gate
+//		addr          127.0.0.1:8081
+//		public_url    https://eu.trawl.example
+//		ledger_raft   127.0.0.1:7001
+//		ledger_secret {env.TRAWL_LEDGER_SECRET}
+//		peer          sin 127.0.0.1:7002 127.0.0.1:8082
+//		bootstrap
+//		members_bind  127.0.0.1:7946
+//		members_join  127.0.0.1:7950 ...
+//		prices        /etc/trawl/prices.json
+//	}
+func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
+	a := new(App)
+	if err := a.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "trawl", Value: caddyconfig.JSON(a, nil)}, nil
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		key := d.Val()
+		one := func(dst *string) error {
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			*dst = d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			return nil
+		}
+		var err error
+		switch key {
+		case "region":
+			err = one(&a.Region)
+		case "data":
+			err = one(&a.Data)
+		case "addr":
+			err = one(&a.Addr)
+		case "public_url":
+			err = one(&a.PublicURL)
+		case "ledger_raft":
+			err = one(&a.LedgerRaft)
+		case "ledger_secret":
+			err = one(&a.LedgerSecret)
+		case "prices":
+			err = one(&a.Prices)
+		case "members_bind":
+			err = one(&a.MembersBind)
+		case "members_join":
+			a.MembersJoin = append(a.MembersJoin, d.RemainingArgs()...)
+			if len(a.MembersJoin) == 0 {
+				return d.ArgErr()
+			}
+		case "bootstrap":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			a.Bootstrap = true
+		case "peer":
+			args := d.RemainingArgs()
+			if len(args) != 3 {
+				return d.Errf("peer wants: region raft_addr gate_addr")
+			}
+			a.Peers = append(a.Peers, gate.Peer{Region: args[0], Raft: args[1], Gate: args[2]})
+		default:
+			return d.Errf("unknown trawl option %q", key)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var _ caddyfile.Unmarshaler = (*App)(nil)

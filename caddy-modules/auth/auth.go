@@ -1,0 +1,127 @@
+// Package auth is the gate's Caddy module trawl_auth: it finds the API key
+// of a request (Authorization: Bearer, or x-api-key) in the local ledger
+// replica and puts the key and its account in the request context. Public
+// routes pass without a key; any other request without a valid key is
+// refused with 401.
+package auth
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/trawlhq/trawl/caddy-modules/app"
+	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/ledger/billing"
+)
+
+func init() {
+	caddy.RegisterModule(Auth{})
+}
+
+var tracer = otel.Tracer("github.com/trawlhq/trawl/caddy-modules/auth")
+
+// DefaultPublic are the routes that need no key: the price table, recipe
+// health, sign-up and e-mail verification, the checkout pages a browser
+// follows, the gate's health and the ledger's internal routes (which
+// check the voters' shared secret themselves).
+var DefaultPublic = []string{
+	"/v1/prices", "/recipes/health", "/signup", "/signup/*", "/health",
+	"/internal/*", "/v1/billing/checkout/*",
+}
+
+// Auth authenticates requests against the ledger replica.
+type Auth struct {
+	// Public are paths that need no key besides DefaultPublic: exact
+	// paths, or prefixes written with a trailing "/*".
+	Public []string `json:"public,omitempty"`
+
+	rt       *gate.Runtime
+	exact    map[string]bool
+	prefixes []string
+}
+
+// CaddyModule returns the Caddy module information.
+func (Auth) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.trawl_auth", New: func() caddy.Module { return new(Auth) }}
+}
+
+// Provision finds the runtime and indexes the public paths.
+func (a *Auth) Provision(ctx caddy.Context) error {
+	rt, err := app.Runtime(ctx)
+	if err != nil {
+		return err
+	}
+	a.rt = rt
+	a.exact = map[string]bool{}
+	for _, p := range append(DefaultPublic[:len(DefaultPublic):len(DefaultPublic)], a.Public...) {
+		if pre, ok := strings.CutSuffix(p, "*"); ok {
+			a.prefixes = append(a.prefixes, pre)
+		} else {
+			a.exact[p] = true
+		}
+	}
+	return nil
+}
+
+// Validate checks the public paths.
+func (a *Auth) Validate() error {
+	for _, p := range a.Public {
+		if !strings.HasPrefix(p, "/") || strings.Contains(strings.TrimSuffix(p, "*"), "*") {
+			return fmt.Errorf("trawl_auth: public path %q: want /exact or /prefix/*", p)
+		}
+	}
+	return nil
+}
+
+func (a *Auth) public(path string) bool {
+	if a.exact[path] {
+		return true
+	}
+	for _, p := range a.prefixes {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// ServeHTTP authenticates r and passes it on with its identity.
+func (a *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if a.public(r.URL.Path) {
+		return next.ServeHTTP(w, r)
+	}
+	_, span := tracer.Start(r.Context(), "trawl.auth")
+	k, acct, err := billing.Authenticate(a.rt.State(), r, a.rt.Now())
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		span.End()
+		if billing.IsAuthError(err) {
+			ref := gate.Refuse(http.StatusUnauthorized, billing.CodeUnauthorized, billing.AuthMessage(err))
+			ref.Header = http.Header{"Www-Authenticate": {`Bearer realm="trawl"`}}
+			return caddyhttp.Error(http.StatusUnauthorized, ref)
+		}
+		a.rt.Logger().Error("auth: replica read failed", "err", err)
+		return caddyhttp.Error(http.StatusInternalServerError,
+			gate.Refuse(http.StatusInternalServerError, billing.CodeInternal, "something went wrong on our side; try again"))
+	}
+	span.SetAttributes(attribute.String("trawl.account", acct.ID), attribute.String("trawl.plan", acct.Plan))
+	span.End()
+	id := &gate.Identity{Key: k, Account: acct}
+	caddyhttp.SetVar(r.Context(), gate.IdentityVar, id)
+	r = r.WithContext(gate.WithIdentity(r.Context(), id))
+	return next.ServeHTTP(w, r)
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Auth)(nil)
+	_ caddy.Validator             = (*Auth)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Auth)(nil)
+)

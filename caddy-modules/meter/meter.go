@@ -1,0 +1,339 @@
+// Package meter is the gate's Caddy module trawl_meter: it bills the usage
+// the cell reports. Before forwarding a billed call it checks that the
+// region's hold can cover the call's minimum price (402 no_credit or
+// spend_cap otherwise, spec section 7). When the cell's response arrives it
+// prices the usage header, charges the hold (a durable local write, see
+// ledger.Client), records the receipt line, and writes the receipt headers
+// x-svc-cost and x-svc-balance. Refusals and 5xx answers cost nothing.
+package meter
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/trawlhq/trawl/caddy-modules/app"
+	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/estimate"
+	"github.com/trawlhq/trawl/gate/usage"
+	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/billing"
+)
+
+func init() {
+	caddy.RegisterModule(Meter{})
+}
+
+var tracer = otel.Tracer("github.com/trawlhq/trawl/caddy-modules/meter")
+
+// UsageHeader is the cell's report of how it produced a response (see
+// cell.UsageHeader); the meter removes it before the client sees it.
+const UsageHeader = "Trawl-Usage"
+
+// Receipt headers.
+const (
+	HeaderCost    = "X-Svc-Cost"
+	HeaderBalance = "X-Svc-Balance"
+	HeaderReceipt = "X-Svc-Receipt"
+)
+
+// maxPeekBody bounds the request body the meter reads to count URLs (a
+// 10,000-URL job of long URLs fits).
+const maxPeekBody = 32 << 20
+
+// Meter bills calls against the region's holds.
+type Meter struct {
+	rt    *gate.Runtime
+	usage *usage.Log
+	obs   *estimate.Observer
+	// smallest pack, suggested in the no_credit body
+	topup string
+}
+
+// CaddyModule returns the Caddy module information.
+func (Meter) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "http.handlers.trawl_meter", New: func() caddy.Module { return new(Meter) }}
+}
+
+// Provision finds the runtime.
+func (m *Meter) Provision(ctx caddy.Context) error {
+	rt, err := app.Runtime(ctx)
+	if err != nil {
+		return err
+	}
+	m.rt, m.usage, m.obs = rt, rt.Usage(), rt.Observer()
+	packs := rt.Prices().Packs
+	m.topup = billing.RouteTopup
+	if len(packs) > 0 {
+		m.topup = billing.TopupRoute(packs[0].USD, false)
+	}
+	return nil
+}
+
+// call is what the meter learned of a request before forwarding it.
+type call struct {
+	kind  string // a billing kind; "" for a free call
+	count int    // URLs, for batch and jobs
+	url   string // the page, for a single-page call
+}
+
+// classify names the billed kind of r. Gate-local and read routes are free.
+func classify(r *http.Request) call {
+	if r.Method != http.MethodPost {
+		return call{}
+	}
+	switch p := r.URL.Path; {
+	case p == "/scrape":
+		return call{kind: billing.KindScrape, count: 1}
+	case p == "/scrape/batch":
+		return call{kind: billing.KindBatch}
+	case p == "/scrape/jobs":
+		return call{kind: billing.KindJob}
+	case strings.HasPrefix(p, "/scrape/jobs/") && strings.HasSuffix(p, "/retry"):
+		return call{kind: billing.KindJob, count: 1}
+	}
+	return call{}
+}
+
+// peek reads the body's url or the length of its urls, and puts the body
+// back for the proxy. A body that does not parse is left for the cell to
+// refuse with its own 400.
+func peek(r *http.Request, c *call) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeekBody+1))
+	r.Body.Close()
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	var v struct {
+		URL  string            `json:"url"`
+		URLs []json.RawMessage `json:"urls"`
+	}
+	if json.Unmarshal(body, &v) == nil {
+		c.url = v.URL
+		if c.kind != billing.KindScrape {
+			c.count = max(len(v.URLs), 1)
+		}
+	}
+	return nil
+}
+
+// ServeHTTP checks the hold, forwards, and bills the answer.
+func (m *Meter) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	id := gate.IdentityFrom(r.Context())
+	if id == nil {
+		// A public route: free, and no account to show a balance of.
+		w.Header().Set(HeaderCost, "0.000")
+		return next.ServeHTTP(w, r)
+	}
+	c := classify(r)
+	if c.kind != "" {
+		ctx, span := tracer.Start(r.Context(), "trawl.meter.check", trace.WithAttributes(
+			attribute.String("trawl.account", id.Account.ID), attribute.String("trawl.kind", c.kind)))
+		if err := peek(r, &c); err != nil {
+			span.End()
+			return caddyhttp.Error(http.StatusBadRequest, gate.Refuse(http.StatusBadRequest, billing.CodeBadInput, "could not read the request body"))
+		}
+		min, _ := m.rt.Prices().Quote(billing.Usage{Kind: c.kind, Count: c.count})
+		err := m.rt.Holds().Ensure(ctx, id.Account.ID, min)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		if err != nil {
+			return m.refusal(id, err)
+		}
+	}
+	mw := &writer{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, m: m, r: r, id: id, call: c}
+	return next.ServeHTTP(mw, r)
+}
+
+// refusal is the 402 for a failed hold check or charge; any other error is
+// a 503 (the charge could not be recorded, so the answer is not given).
+func (m *Meter) refusal(id *gate.Identity, err error) error {
+	cfg := m.rt.Billing()
+	switch {
+	case errors.Is(err, ledger.ErrSpendCap):
+		left, _ := billing.CapLeft(cfg, id.Account)
+		return caddyhttp.Error(http.StatusPaymentRequired, &gate.Refusal{Status: http.StatusPaymentRequired, Body: billing.SpendCapBody(left)})
+	case errors.Is(err, ledger.ErrNoCredit):
+		bal, _ := billing.BalanceOf(cfg, id.Account)
+		return caddyhttp.Error(http.StatusPaymentRequired, &gate.Refusal{Status: http.StatusPaymentRequired, Body: billing.NoCreditBody(max(bal, 0), m.topup)})
+	}
+	m.rt.Logger().Error("meter: charge not recorded", "account", id.Account.ID, "err", err)
+	return caddyhttp.Error(http.StatusServiceUnavailable, gate.Refuse(http.StatusServiceUnavailable, "meter_unavailable",
+		"the charge for this call could not be recorded, so it was not answered; repeat it in a few seconds"))
+}
+
+// cellUsage is the cell's usage header.
+type cellUsage struct {
+	Kind      string `json:"kind"`
+	Engine    string `json:"engine"`
+	Level     string `json:"level"`
+	Cache     string `json:"cache"`
+	Count     int    `json:"count"`
+	InTokens  int    `json:"in_tokens"`
+	OutTokens int    `json:"out_tokens"`
+}
+
+// level is the effort level of the usage: named by the cell, or implied
+// by its engine.
+func (u *cellUsage) level() string {
+	if u.Level != "" {
+		return u.Level
+	}
+	switch u.Engine {
+	case "browser":
+		return billing.LevelBrowser
+	case "browser_proxy":
+		return billing.LevelBrowserProxy
+	}
+	return billing.LevelLight
+}
+
+// writer bills when the response's header is written.
+type writer struct {
+	*caddyhttp.ResponseWriterWrapper
+	m           *Meter
+	r           *http.Request
+	id          *gate.Identity
+	call        call
+	wroteHeader bool
+	discard     bool // the answer was replaced by a refusal
+}
+
+func (w *writer) WriteHeader(status int) {
+	if w.wroteHeader {
+		return
+	}
+	if status < 200 {
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
+	w.wroteHeader = true
+	h := w.Header()
+	raw := h.Get(UsageHeader)
+	h.Del(UsageHeader)
+	if raw == "" && h.Get(HeaderCost) != "" {
+		// Another region's gate answered (a forwarded object) and billed it.
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
+	var cost ledger.MC
+	if raw != "" && status < 500 {
+		var err error
+		cost, err = w.bill(raw, status)
+		if err != nil {
+			w.discard = true
+			for k := range h {
+				delete(h, k)
+			}
+			var ref *gate.Refusal
+			if he, ok := w.m.refusal(w.id, err).(caddyhttp.HandlerError); ok {
+				ref, _ = he.Err.(*gate.Refusal)
+			}
+			if ref == nil {
+				ref = gate.Refuse(http.StatusServiceUnavailable, "meter_unavailable", "try again")
+			}
+			h.Set(HeaderCost, "0.000")
+			if bal, err := billing.BalanceOf(w.m.rt.Billing(), w.id.Account); err == nil {
+				h.Set(HeaderBalance, bal.String())
+			}
+			ref.Write(w.ResponseWriter)
+			return
+		}
+	}
+	h.Set(HeaderCost, cost.String())
+	if bal, err := billing.BalanceOf(w.m.rt.Billing(), w.id.Account); err == nil {
+		h.Set(HeaderBalance, bal.String())
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// bill prices the cell's usage, charges it and records the receipt line.
+func (w *writer) bill(raw string, status int) (ledger.MC, error) {
+	var u cellUsage
+	if err := json.Unmarshal([]byte(raw), &u); err != nil {
+		w.m.rt.Logger().Warn("meter: unreadable usage header", "usage", raw, "err", err)
+		return 0, nil
+	}
+	kind := u.Kind
+	if kind == "" {
+		kind = w.call.kind
+	}
+	if kind == "" {
+		return 0, nil // a free call the cell reported anyway
+	}
+	count := u.Count
+	if count == 0 {
+		count = max(w.call.count, 1)
+	}
+	level := u.level()
+	price, err := w.m.rt.Prices().Quote(billing.Usage{Kind: kind, Level: level, Cache: u.Cache, Count: count, InTokens: u.InTokens, OutTokens: u.OutTokens})
+	if err != nil {
+		w.m.rt.Logger().Warn("meter: usage not priceable", "usage", raw, "err", err)
+		return 0, nil
+	}
+	ctx, span := tracer.Start(w.r.Context(), "trawl.meter.charge",
+		trace.WithAttributes(attribute.String("trawl.kind", kind), attribute.String("trawl.level", level), attribute.Int64("trawl.cost_mc", int64(price))))
+	defer span.End()
+	receipt := newReceipt(w.m.rt.Region())
+	if price > 0 {
+		if err := w.m.rt.Holds().Charge(ctx, w.id.Account.ID, receipt, price); err != nil {
+			span.SetStatus(codes.Error, err.Error())
+			return 0, err
+		}
+	}
+	w.Header().Set(HeaderReceipt, receipt)
+	line := &usage.Line{
+		Receipt: receipt, At: w.m.rt.Now().UTC(), Region: w.m.rt.Region(), Account: w.id.Account.ID,
+		Call: kind, URL: w.call.url, Engine: u.Engine, Level: level, Cache: u.Cache, Count: count,
+		LLMTokens: usage.Tokens{In: u.InTokens, Out: u.OutTokens}, Units: billing.Amount(price), Status: status,
+	}
+	if err := w.m.usage.Record(line); err != nil {
+		w.m.rt.Logger().Warn("meter: usage line not recorded", "receipt", receipt, "err", err)
+	}
+	if w.call.url != "" && u.Engine != "cache" {
+		w.m.obs.Observe(w.call.url, kind, level, u.InTokens, u.OutTokens)
+	}
+	return price, nil
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.discard {
+		return len(p), nil
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// newReceipt is a receipt id: r_<region>_<random>.
+func newReceipt(region string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "r_" + region + "_" + hex.EncodeToString(b[:])
+}
+
+// Interface guards.
+var (
+	_ caddy.Provisioner           = (*Meter)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Meter)(nil)
+)

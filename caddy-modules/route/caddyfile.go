@@ -1,0 +1,40 @@
+package route
+
+import (
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+)
+
+func init() {
+	httpcaddyfile.RegisterHandlerDirective("trawl_route", parseCaddyfile)
+	httpcaddyfile.RegisterDirectiveOrder("trawl_route", httpcaddyfile.Before, "reverse_proxy")
+}
+
+func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	r := new(Route)
+	return r, r.UnmarshalCaddyfile(h.Dispenser)
+}
+
+// UnmarshalCaddyfile reads "trawl_route" (no options).
+func (rt *Route) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() || d.NextBlock(0) {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+// UnmarshalCaddyfile reads "dynamic trawl_cells" inside reverse_proxy.
+func (c *Cells) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // "trawl_cells"
+	if d.NextArg() || d.NextBlock(0) {
+		return d.ArgErr()
+	}
+	return nil
+}
+
+var (
+	_ caddyfile.Unmarshaler = (*Route)(nil)
+	_ caddyfile.Unmarshaler = (*Cells)(nil)
+)

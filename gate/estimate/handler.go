@@ -1,0 +1,143 @@
+package estimate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+
+	"github.com/trawlhq/trawl/ledger/billing"
+)
+
+// Route is the path Handler serves.
+const Route = "/v1/estimate"
+
+// Config configures Handler. Prices is required.
+type Config struct {
+	// Prices is the price table every number comes from.
+	Prices *billing.Prices
+	// Observer is what the region's cells were seen doing; nil: nothing
+	// seen (every site unknown, default token bands).
+	Observer *Observer
+	// Logger receives internal errors (default slog.Default).
+	Logger *slog.Logger
+}
+
+// Handler serves POST /v1/estimate: a Request in, an Estimate out; 400
+// bad_input for a request the call itself would refuse, 413 too_large over
+// MaxBody. An estimate is free. Any other path is 404, any other method
+// 405. It panics without Prices.
+func Handler(cfg Config) http.Handler {
+	if cfg.Prices == nil {
+		panic("estimate: Config needs Prices")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &handler{cfg: cfg}
+}
+
+type handler struct{ cfg Config }
+
+// Error codes of the route (as in docs/api.md).
+const (
+	codeBadInput = "bad_input"
+	codeTooLarge = "too_large"
+	codeNotFound = "not_found"
+	codeMethod   = "method_not_allowed"
+	codeInternal = "internal"
+)
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Route {
+		writeError(w, http.StatusNotFound, codeNotFound, "no such route")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		writeError(w, http.StatusMethodNotAllowed, codeMethod, r.Method+" is not allowed here; use POST")
+		return
+	}
+	var req Request
+	if status, code, msg := decode(w, r, &req); status != 0 {
+		writeError(w, status, code, msg)
+		return
+	}
+	est, err := Compute(h.cfg.Prices, h.cfg.Observer, &req)
+	if bad, ok := errors.AsType[*BadInputError](err); ok {
+		writeError(w, http.StatusBadRequest, codeBadInput, bad.Message)
+		return
+	}
+	if err != nil {
+		h.cfg.Logger.Error("estimate: compute", "err", err)
+		writeError(w, http.StatusInternalServerError, codeInternal, "something went wrong on our side; try again")
+		return
+	}
+	writeJSON(w, http.StatusOK, est)
+}
+
+// decode reads one JSON object into req; unknown fields are the priced
+// call's own and are ignored. A non-zero status is the refusal.
+func decode(w http.ResponseWriter, r *http.Request, req *Request) (int, string, string) {
+	tooLarge := fmt.Sprintf("the body is over %d MiB", MaxBody>>20)
+	if r.ContentLength > MaxBody {
+		return http.StatusRequestEntityTooLarge, codeTooLarge, tooLarge
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
+	err := dec.Decode(req)
+	if err == nil && dec.More() {
+		err = errors.New("data after the object")
+	}
+	if err == nil {
+		if _, tail := dec.Token(); tail != io.EOF {
+			err = errors.New("data after the object")
+		}
+	}
+	if err == nil {
+		return 0, "", ""
+	}
+	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+		return http.StatusRequestEntityTooLarge, codeTooLarge, tooLarge
+	}
+	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		if te.Field == "" {
+			return http.StatusBadRequest, codeBadInput, "the body must be a JSON object"
+		}
+		return http.StatusBadRequest, codeBadInput, fmt.Sprintf("%s must be %s", te.Field, typeName(te.Field))
+	}
+	if errors.Is(err, io.EOF) {
+		return http.StatusBadRequest, codeBadInput, "the body is empty; send a JSON object with endpoint and url or urls"
+	}
+	return http.StatusBadRequest, codeBadInput, "the body is not valid JSON: " + err.Error()
+}
+
+// typeName says what a field of Request must be ("urls.3" is one URL).
+func typeName(field string) string {
+	switch field {
+	case "urls":
+		return "an array of strings"
+	case "units":
+		return "a whole number"
+	}
+	return "a string"
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // fails only when the client has gone
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorBody{Error: code, Message: msg})
+}

@@ -1,0 +1,218 @@
+// Package gatetest runs a region's gate in the test process: the real Caddy
+// config with trawl's modules, a one-voter ledger and real cells joined
+// over memberlist, all on loopback. Caddy runs one config per process, so
+// tests using it must not run in parallel with each other.
+package gatetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/trawlhq/trawl/caddy-modules/api"
+	"github.com/trawlhq/trawl/caddy-modules/app"
+	_ "github.com/trawlhq/trawl/caddy-modules/auth"
+	_ "github.com/trawlhq/trawl/caddy-modules/meter"
+	_ "github.com/trawlhq/trawl/caddy-modules/ratelimit"
+	_ "github.com/trawlhq/trawl/caddy-modules/refusal"
+	_ "github.com/trawlhq/trawl/caddy-modules/route"
+	_ "github.com/trawlhq/trawl/caddy-modules/trace"
+	"github.com/trawlhq/trawl/cell"
+	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/billing"
+)
+
+// Options shape the gate.
+type Options struct {
+	Region string // default eu
+	Cells  int    // default 1
+	// PricesFile is a price table file (default the built-in table).
+	PricesFile string
+	// Cell adjusts each cell's config.
+	Cell func(*cell.Config)
+}
+
+// Gate is a running gate with its cells.
+type Gate struct {
+	URL     string // http://127.0.0.1:port
+	Runtime *gate.Runtime
+	Cells   []*Cell
+	t       testing.TB
+	n       int
+}
+
+// Cell is one running cell.
+type Cell struct {
+	Cell    *cell.Cell
+	Addr    string
+	srv     *http.Server
+	members *members.Cluster
+}
+
+// FreeAddr returns a loopback address with a port free right now.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Start runs a gate and its cells until the test ends.
+func Start(t testing.TB, o Options) *Gate {
+	t.Helper()
+	if o.Region == "" {
+		o.Region = "eu"
+	}
+	if o.Cells == 0 {
+		o.Cells = 1
+	}
+	t.Setenv("TRAWL_LEDGER_SECRET", "gatetest-secret")
+	dir := t.TempDir()
+	listen := FreeAddr(t)
+	site := gate.Site{
+		Listen: listen,
+		Gate: gate.Config{
+			Region: o.Region, DataDir: filepath.Join(dir, "gate"), LedgerRaft: FreeAddr(t),
+			Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"},
+		},
+		PricesFile: o.PricesFile,
+	}
+	text, err := site.Caddyfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
+	if err != nil {
+		t.Fatalf("adapt:\n%s\n%v", text, err)
+	}
+	if err := caddy.Load(cfgJSON, true); err != nil {
+		t.Fatal(err)
+	}
+	g := &Gate{URL: "http://" + listen, t: t}
+	t.Cleanup(func() {
+		if err := caddy.Stop(); err != nil {
+			t.Errorf("stop caddy: %v", err)
+		}
+	})
+	rt, ok := app.Running(site.Gate.DataDir)
+	if !ok {
+		t.Fatal("no runtime")
+	}
+	g.Runtime = rt
+	WaitFor(t, 15*time.Second, "ledger leader", func() bool { return rt.Node().IsLeader() })
+	for i := range o.Cells {
+		g.AddCell(t, fmt.Sprintf("c%d", i+1), o.Cell)
+	}
+	return g
+}
+
+// AddCell starts one more cell in the gate's region and waits until the gate
+// routes to it.
+func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Cell {
+	t.Helper()
+	cfg := cell.Config{DataDir: t.TempDir(), Region: g.Runtime.Region(), Name: name, AllowPrivateNetworks: true}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	c, err := cell.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc := &Cell{Cell: c, Addr: l.Addr().String(), srv: &http.Server{Handler: c.Handler()}}
+	go tc.srv.Serve(l)
+	tc.members, err = members.Start(members.Config{
+		Bind: "127.0.0.1:0", Join: []string{g.Runtime.MembersAddr()},
+		Meta: members.Meta{Role: "cell", Region: cfg.Region, Name: name, API: tc.Addr},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tc.Stop() })
+	g.Cells = append(g.Cells, tc)
+	want := len(g.Runtime.Cells()) + 1
+	WaitFor(t, 10*time.Second, "cell "+name+" in the upstream set", func() bool { return len(g.Runtime.Cells()) >= want })
+	return tc
+}
+
+// Stop stops the cell: it leaves the region, then closes. Safe to repeat.
+func (c *Cell) Stop() {
+	if c.members != nil {
+		c.members.Close()
+		c.members = nil
+	}
+	if c.srv != nil {
+		c.srv.Close()
+		c.srv = nil
+		c.Cell.Close()
+	}
+}
+
+// Account creates an account of plan holding credits (sign-up bucket) and
+// returns an API key for it.
+func (g *Gate) Account(t testing.TB, plan string, credits int64) string {
+	t.Helper()
+	g.n++
+	acct := fmt.Sprintf("acct%d", g.n)
+	key := fmt.Sprintf("trawl_test_%s_%d_%d", acct, time.Now().UnixNano(), g.n)
+	hash := billing.HashKey(key)
+	now := time.Now().UTC()
+	cmds := []*ledger.Command{
+		{ID: acct + "/create", Type: ledger.CmdCreateAccount, Time: now, CreateAccount: &ledger.CreateAccount{Account: acct, Plan: plan}},
+		{ID: acct + "/key", Type: ledger.CmdAddKey, Time: now, AddKey: &ledger.Key{ID: "key_" + acct, Account: acct, Hash: hash, Prefix: key[:14], Role: ledger.RoleUser, Kind: "permanent"}},
+	}
+	if credits > 0 {
+		cmds = append(cmds, &ledger.Command{ID: acct + "/grant", Type: ledger.CmdGrant, Time: now,
+			Grant: &ledger.Grant{Account: acct, Bucket: ledger.BucketSignup, Amount: ledger.Credits(credits)}})
+	}
+	for _, c := range cmds {
+		if err := Submit(g.Runtime.Node(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return key
+}
+
+// Submit applies a command and fails on a refusal.
+func Submit(n *ledger.Node, c *ledger.Command) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := n.Submit(ctx, c)
+	if err != nil {
+		return err
+	}
+	if res.Error != "" && res.Error != ledger.ErrCodeExists {
+		return errors.New(res.Error + ": " + res.Message)
+	}
+	return nil
+}
+
+// WaitFor polls cond until it holds or within passes.
+func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

@@ -1,0 +1,301 @@
+package gate
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/gate/estimate"
+	"github.com/trawlhq/trawl/gate/signup"
+	"github.com/trawlhq/trawl/gate/usage"
+	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/billing"
+)
+
+// Config is what a region's gate runs with. The Caddy app module "trawl"
+// fills it from the Caddyfile's global trawl block.
+type Config struct {
+	// Region is the gate's region: eu, sin, us (any [a-z0-9]{1,16}).
+	Region string
+	// DataDir holds the gate's voter (ledger/) and its regional store
+	// (holds/: the holds journal, usage lines, estimate observations).
+	DataDir string
+	// Addr is the host:port this gate serves on; peers reach the ledger's
+	// internal routes there.
+	Addr string
+	// PublicURL is this region's public base URL (default http://Addr).
+	PublicURL string
+	// LedgerRaft is this voter's Raft address.
+	LedgerRaft string
+	// Peers are every region's gate: its Raft address and its gate
+	// address. This gate's own entry may be left out.
+	Peers []Peer
+	// Bootstrap forms the Raft group from Peers when DataDir is new.
+	Bootstrap bool
+	// LedgerSecret is shared by the voters (forwarded commands).
+	LedgerSecret string
+	// Members is this gate's place in the region's memberlist cluster;
+	// Meta is filled in.
+	Members members.Config
+	// Prices is the price table (default billing.DefaultPrices).
+	Prices *billing.Prices
+	// Mailer sends sign-up verification mail; nil logs each mail instead
+	// (development: the link is in the log).
+	Mailer signup.Mailer
+	// Tune adjusts the ledger node (tests shorten timeouts).
+	Tune func(*ledger.NodeConfig)
+	// Holds adjusts the holds client (tests).
+	Holds func(*ledger.ClientConfig)
+	Now   func() time.Time
+	// Logger defaults to slog.Default.
+	Logger *slog.Logger
+}
+
+// Peer is another region's gate.
+type Peer struct {
+	Region string `json:"region"`
+	// Raft is its voter's Raft address.
+	Raft string `json:"raft"`
+	// Gate is its gate's host:port.
+	Gate string `json:"gate"`
+}
+
+var nameRe = regexp.MustCompile(`^[a-z0-9]{1,16}$`)
+
+// Runtime is what the gate's modules share in one process: the ledger
+// voter and its replica, the regional holds client, the region's store and
+// the cell membership. It outlives config reloads (the app module keeps it
+// in a caddy.UsagePool).
+type Runtime struct {
+	cfg     Config
+	node    *ledger.Node
+	holds   *ledger.Client
+	st      *store.Store
+	members *members.Cluster
+	billing billing.Config
+	usage   *usage.Log
+	obs     *estimate.Observer
+	signup  http.Handler
+	gates   map[string]string // region → gate host:port
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// Open starts the gate's runtime: the voter, the holds client and the
+// membership. Close undoes it.
+func Open(cfg Config) (rt *Runtime, err error) {
+	if !nameRe.MatchString(cfg.Region) {
+		return nil, fmt.Errorf("gate: region %q is not [a-z0-9]{1,16}", cfg.Region)
+	}
+	if cfg.DataDir == "" || cfg.Addr == "" || cfg.LedgerRaft == "" {
+		return nil, errors.New("gate: data, addr and ledger_raft are required")
+	}
+	if cfg.LedgerSecret == "" {
+		return nil, errors.New("gate: the ledger secret is empty (set TRAWL_LEDGER_SECRET)")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Prices == nil {
+		cfg.Prices = billing.DefaultPrices()
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.Addr
+	}
+	log := cfg.Logger.With("region", cfg.Region)
+	rt = &Runtime{cfg: cfg, gates: map[string]string{}, done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			rt.closeParts()
+		}
+	}()
+
+	peers := []ledger.Peer{{ID: cfg.Region, RaftAddr: cfg.LedgerRaft, APIAddr: cfg.Addr}}
+	rt.gates[cfg.Region] = cfg.Addr
+	for _, p := range cfg.Peers {
+		if p.Region == cfg.Region {
+			continue
+		}
+		if !nameRe.MatchString(p.Region) || p.Raft == "" || p.Gate == "" {
+			return nil, fmt.Errorf("gate: peer %+v needs region, raft and gate", p)
+		}
+		peers = append(peers, ledger.Peer{ID: p.Region, RaftAddr: p.Raft, APIAddr: p.Gate})
+		rt.gates[p.Region] = p.Gate
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	ncfg := ledger.NodeConfig{
+		ID: cfg.Region, DataDir: filepath.Join(cfg.DataDir, "ledger"), RaftAddr: cfg.LedgerRaft,
+		Peers: peers, Bootstrap: cfg.Bootstrap, Secret: cfg.LedgerSecret, Logger: log,
+	}
+	if cfg.Tune != nil {
+		cfg.Tune(&ncfg)
+	}
+	if rt.node, err = ledger.OpenNode(ncfg); err != nil {
+		return nil, fmt.Errorf("gate: open ledger voter: %w", err)
+	}
+	if rt.st, err = store.Open(filepath.Join(cfg.DataDir, "holds"), &store.Options{CacheBytes: 16 << 20, Logger: log}); err != nil {
+		return nil, err
+	}
+	hcfg := ledger.ClientConfig{Region: cfg.Region, Store: rt.st, Ledger: rt.node, Now: cfg.Now, Logger: log}
+	if cfg.Holds != nil {
+		cfg.Holds(&hcfg)
+	}
+	if rt.holds, err = ledger.NewClient(hcfg); err != nil {
+		return nil, fmt.Errorf("gate: holds client: %w", err)
+	}
+	rt.holds.Start()
+
+	mcfg := cfg.Members
+	mcfg.Meta = members.Meta{Role: "gate", Region: cfg.Region, Name: "gate", API: cfg.Addr}
+	if mcfg.Name == "" {
+		mcfg.Name = cfg.Region + "-gate"
+	}
+	if mcfg.Logger == nil {
+		mcfg.Logger = log
+	}
+	if rt.members, err = members.Start(mcfg); err != nil {
+		return nil, fmt.Errorf("gate: membership: %w", err)
+	}
+
+	rt.billing = billing.Config{
+		State: rt.node.State(), Ledger: rt.node, Holds: rt.holds, Prices: cfg.Prices,
+		Region: cfg.Region, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: log,
+	}
+	if rt.usage, err = usage.Open(rt.st); err != nil {
+		return nil, fmt.Errorf("gate: usage history: %w", err)
+	}
+	if rt.obs, err = estimate.Open(rt.st, 30*time.Second); err != nil {
+		return nil, fmt.Errorf("gate: estimate observations: %w", err)
+	}
+	mailer := cfg.Mailer
+	if mailer == nil {
+		mailer = logMailer{log}
+	}
+	// Every gate derives the same link key from the voters' shared secret,
+	// so a verification link works at any region's gate.
+	mac := hmac.New(sha256.New, []byte(cfg.LedgerSecret))
+	mac.Write([]byte("trawl signup link key"))
+	rt.signup = signup.New(signup.Config{Billing: rt.billing, Mailer: mailer, BaseURL: cfg.PublicURL, TokenSecret: mac.Sum(nil)})
+	ctx, cancel := context.WithCancel(context.Background())
+	rt.stop = cancel
+	go func() {
+		defer close(rt.done)
+		billing.RunMaintenance(ctx, rt.billing, rt.node.IsLeader, time.Minute)
+	}()
+	log.Info("gate runtime started", "addr", cfg.Addr, "ledger_raft", cfg.LedgerRaft,
+		"members", rt.members.LocalAddr(), "data", cfg.DataDir)
+	return rt, nil
+}
+
+// Destruct lets a caddy.UsagePool close the runtime.
+func (rt *Runtime) Destruct() error { return rt.Close() }
+
+// Close stops the runtime: maintenance, membership, holds (unsettled
+// charges stay journaled), the store and the voter.
+func (rt *Runtime) Close() error {
+	if rt.stop != nil {
+		rt.stop()
+		<-rt.done
+		rt.stop = nil
+	}
+	return rt.closeParts()
+}
+
+func (rt *Runtime) closeParts() error {
+	var errs []error
+	if rt.members != nil {
+		errs = append(errs, rt.members.Close())
+		rt.members = nil
+	}
+	if rt.obs != nil {
+		errs = append(errs, rt.obs.Close())
+		rt.obs = nil
+	}
+	if rt.holds != nil {
+		rt.holds.Close()
+		rt.holds = nil
+	}
+	if rt.st != nil {
+		errs = append(errs, rt.st.Close())
+		rt.st = nil
+	}
+	if rt.node != nil {
+		errs = append(errs, rt.node.Close())
+		rt.node = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Region is the gate's region.
+func (rt *Runtime) Region() string { return rt.cfg.Region }
+
+// Node is the ledger voter.
+func (rt *Runtime) Node() *ledger.Node { return rt.node }
+
+// State is the local ledger replica: every read.
+func (rt *Runtime) State() *ledger.State { return rt.node.State() }
+
+// Holds is the region's holds client.
+func (rt *Runtime) Holds() *ledger.Client { return rt.holds }
+
+// Store is the region's own store (holds journal, usage, observations).
+func (rt *Runtime) Store() *store.Store { return rt.st }
+
+// Prices is the price table.
+func (rt *Runtime) Prices() *billing.Prices { return rt.cfg.Prices }
+
+// Billing is the billing configuration the gate's routes share.
+func (rt *Runtime) Billing() billing.Config { return rt.billing }
+
+// Now is the runtime's clock.
+func (rt *Runtime) Now() time.Time { return rt.cfg.Now() }
+
+// Logger is the runtime's logger.
+func (rt *Runtime) Logger() *slog.Logger { return rt.cfg.Logger }
+
+// Usage is the region's usage history.
+func (rt *Runtime) Usage() *usage.Log { return rt.usage }
+
+// Observer is what the region's cells were seen doing, for estimates.
+func (rt *Runtime) Observer() *estimate.Observer { return rt.obs }
+
+// Cells are the live cells of the region, as membership sees them now.
+func (rt *Runtime) Cells() []members.Meta { return rt.members.Live("cell", rt.cfg.Region) }
+
+// Gate returns the host:port of region's gate.
+func (rt *Runtime) Gate(region string) (string, bool) {
+	g, ok := rt.gates[region]
+	return g, ok
+}
+
+// InternalHandler serves the ledger's internal routes (forwarded
+// commands, status, members) under /internal/.
+func (rt *Runtime) InternalHandler() http.Handler { return rt.node.Handler() }
+
+// MembersAddr is the address of the gate's memberlist node: the seed the
+// region's cells join.
+func (rt *Runtime) MembersAddr() string { return rt.members.LocalAddr() }
+
+// logMailer writes mail to the log instead of sending it: a gate with no
+// SMTP server configured (development) shows the verification link there.
+type logMailer struct{ log *slog.Logger }
+
+func (m logMailer) Send(_ context.Context, to, subject, body string) error {
+	m.log.Warn("no SMTP server configured; this mail was not sent", "to", to, "subject", subject, "body", body)
+	return nil
+}

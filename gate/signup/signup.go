@@ -1,0 +1,246 @@
+// Package signup is the gate's sign-up and key management (spec section 5):
+// the sign-up page that hands out a 24-hour pass key at once, the e-mail
+// verification that turns it into a permanent key with the sign-up credit,
+// and the keys API (/v1/keys) an account manages its keys with.
+//
+// It is plain net/http over the ledger (no Caddy): the gate mounts New. Every
+// change is a ledger command with a deterministic id, so a retried or
+// repeated request changes nothing twice; reads come from the local replica.
+package signup
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/billing"
+)
+
+// Config configures New. Billing (State, Ledger, Prices), Mailer, BaseURL and
+// TokenSecret are required.
+type Config struct {
+	// Billing gives the ledger replica (State: reads and authentication),
+	// the command submitter (Ledger), the price table (Prices: the pass and
+	// sign-up grants, each plan's key limit and starting spend cap), the
+	// clock (Now), SubmitTimeout and Logger. Other fields are not used.
+	Billing billing.Config
+	// Mailer sends the verification mail (SMTPMailer in production).
+	Mailer Mailer
+	// BaseURL is this gate's public address ("https://eu.trawl.example");
+	// the mail links to BaseURL + "/signup/verify?token=…".
+	BaseURL string
+	// TokenSecret keys the HMAC of verification links: at least 32 random
+	// bytes, the same on every gate that may receive a link.
+	TokenSecret []byte
+	// TokenTTL is how long a verification link works (default 48 h).
+	TokenTTL time.Duration
+	// MailTimeout bounds sending one mail (default 30 s).
+	MailTimeout time.Duration
+}
+
+// Defaults and bounds.
+const (
+	DefaultTokenTTL = 48 * time.Hour
+	// MinSecretLen is the shortest TokenSecret New accepts.
+	MinSecretLen = 32
+	// maxPending is how many unverified sign-ups one address may have in
+	// pendingWindow: enough for a lost mail, too few to bomb an inbox.
+	maxPending    = 3
+	pendingWindow = 24 * time.Hour
+	// maxBody bounds the sign-up form and key requests.
+	maxBody = 16 << 10
+)
+
+// KeyPrefix starts every key this package issues: "trawl_" and 64 hex digits
+// (32 random bytes).
+const KeyPrefix = "trawl_"
+
+// Key kinds as stored in ledger.Key.Kind.
+const (
+	KindPass      = "pass"
+	KindPermanent = "permanent"
+)
+
+type handler struct {
+	cfg Config
+	bc  billing.Config
+	mux *http.ServeMux
+	// mu serialises sign-ups, verifications and key changes on this gate,
+	// so the address and key-limit checks see each other's commands. Two
+	// gates may still race past a limit by one.
+	mu sync.Mutex
+}
+
+// New returns the sign-up pages and the keys API:
+//
+//	GET|POST /signup          the form; POST creates an account and a pass key
+//	GET|POST /signup/verify   the mail's link; POST verifies (GET shows a button)
+//	GET|POST /v1/keys         list keys, create a permanent key
+//	DELETE   /v1/keys/{id}    revoke a key
+//
+// It panics when a required Config field is missing or TokenSecret is
+// shorter than MinSecretLen.
+func New(cfg Config) http.Handler {
+	bc := cfg.Billing
+	if bc.State == nil || bc.Ledger == nil || bc.Prices == nil {
+		panic("signup: Config.Billing needs State, Ledger and Prices")
+	}
+	if cfg.Mailer == nil || cfg.BaseURL == "" {
+		panic("signup: Config needs Mailer and BaseURL")
+	}
+	if len(cfg.TokenSecret) < MinSecretLen {
+		panic(fmt.Sprintf("signup: TokenSecret must be at least %d bytes", MinSecretLen))
+	}
+	if bc.SubmitTimeout <= 0 {
+		bc.SubmitTimeout = 10 * time.Second
+	}
+	if bc.Now == nil {
+		bc.Now = time.Now
+	}
+	if bc.Logger == nil {
+		bc.Logger = slog.Default()
+	}
+	if cfg.TokenTTL <= 0 {
+		cfg.TokenTTL = DefaultTokenTTL
+	}
+	if cfg.MailTimeout <= 0 {
+		cfg.MailTimeout = 30 * time.Second
+	}
+	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	cfg.Billing = bc
+	h := &handler{cfg: cfg, bc: bc, mux: http.NewServeMux()}
+
+	// Form posts from another site are refused (the browser says where a
+	// request comes from); API clients send no such headers.
+	cop := http.NewCrossOriginProtection()
+	page := func(pattern string, get, post http.HandlerFunc) {
+		h.route(pattern, map[string]http.HandlerFunc{"GET": get, "POST": cop.Handler(post).ServeHTTP}, false)
+	}
+	page("/signup", h.signupForm, h.signup)
+	page("/signup/verify", h.verifyForm, h.verify)
+	h.route("/v1/keys", map[string]http.HandlerFunc{"GET": h.authed(h.listKeys), "POST": h.authed(h.createKey)}, true)
+	h.route("/v1/keys/{id}", map[string]http.HandlerFunc{"DELETE": h.authed(h.revokeKey)}, true)
+	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/") {
+			writeError(w, http.StatusNotFound, billing.CodeNotFound, "no such route")
+			return
+		}
+		h.render(w, http.StatusNotFound, pageError, pageData{Title: "Not found", Error: "There is no page here."})
+	})
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// route registers pattern with a handler per method; another method is 405
+// with Allow (JSON for the API, a page otherwise).
+func (h *handler) route(pattern string, methods map[string]http.HandlerFunc, api bool) {
+	allow := strings.Join(slices.Sorted(maps.Keys(methods)), ", ")
+	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		fn, ok := methods[r.Method]
+		if !ok && r.Method == http.MethodHead {
+			fn, ok = methods[http.MethodGet]
+		}
+		if !ok {
+			w.Header().Set("Allow", allow)
+			msg := r.Method + " is not allowed here; use " + allow
+			if api {
+				writeError(w, http.StatusMethodNotAllowed, billing.CodeMethodNotAllowed, msg)
+			} else {
+				h.render(w, http.StatusMethodNotAllowed, pageError, pageData{Title: "Not allowed", Error: msg})
+			}
+			return
+		}
+		fn(w, r)
+	})
+}
+
+// Errors of submit: the ledger did not answer (the command may or may not
+// have been applied), or it refused the command (a bug here).
+var (
+	errLedger  = errors.New("ledger did not answer")
+	errRefused = errors.New("ledger refused the command")
+)
+
+// submit applies cmd and waits until this replica has applied it too, so the
+// reads after it see it. A refusal other than the codes in allow is
+// errRefused.
+func (h *handler) submit(ctx context.Context, cmd *ledger.Command, allow ...string) (*ledger.Result, error) {
+	if cmd.Time.IsZero() {
+		cmd.Time = h.bc.Now().UTC()
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.bc.SubmitTimeout)
+	defer cancel()
+	res, err := h.bc.Ledger.Submit(ctx, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", errLedger, cmd.ID, err)
+	}
+	if res.Error != "" && !slices.Contains(allow, res.Error) {
+		return nil, fmt.Errorf("%w: %s: %s: %s", errRefused, cmd.ID, res.Error, res.Message)
+	}
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for h.bc.State.Meta().AppliedIndex < res.Index {
+		select {
+		case <-ctx.Done():
+			h.bc.Logger.Warn("signup: replica trails the ledger", "index", res.Index, "applied", h.bc.State.Meta().AppliedIndex)
+			return res, nil
+		case <-t.C:
+		}
+	}
+	return res, nil
+}
+
+// newKey returns a fresh secret and its ledger record (without CreatedAt,
+// which the ledger sets).
+func newKey(account, kind string, expires time.Time) (string, *ledger.Key) {
+	b := make([]byte, 32)
+	rand.Read(b)
+	secret := KeyPrefix + hex.EncodeToString(b)
+	return secret, &ledger.Key{
+		ID: newID("key_"), Account: account, Hash: billing.HashKey(secret),
+		Prefix: secret[:len(KeyPrefix)+8], Role: ledger.RoleUser, Kind: kind, ExpiresAt: expires,
+	}
+}
+
+// newID is prefix and 20 random hex digits.
+func newID(prefix string) string {
+	b := make([]byte, 10)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// active says whether k still authenticates at now (billing.Authenticate's
+// rules).
+func active(k *ledger.Key, now time.Time) bool {
+	if k.Revoked {
+		return false
+	}
+	exp := k.ExpiresAt
+	if exp.IsZero() && k.Kind == KindPass {
+		exp = k.CreatedAt.Add(billing.PassTTL)
+	}
+	return exp.IsZero() || now.Before(exp)
+}
+
+// verified says whether the account was verified: it has (or had) a key
+// that is not a pass. Only verification and a verified account's keys API
+// make such keys, so a revoked one still counts.
+func verified(keys []*ledger.Key) bool {
+	for _, k := range keys {
+		if k.Kind != KindPass {
+			return true
+		}
+	}
+	return false
+}

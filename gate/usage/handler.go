@@ -1,0 +1,195 @@
+package usage
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/billing"
+)
+
+// Route is the path Handler serves.
+const Route = "/v1/billing/usage"
+
+// HandlerConfig configures Handler. Log and Region are required.
+type HandlerConfig struct {
+	// Log is the region's usage history.
+	Log *Log
+	// Region is this gate's region ("eu"): the only region whose lines
+	// this handler has.
+	Region string
+	// Identity returns the account the gate's auth module found for the
+	// request's context, or nil. The gate sets it to read
+	// gate.IdentityFrom(ctx).Account (this package cannot import gate:
+	// gate assembles the routes that use it).
+	Identity func(ctx context.Context) *ledger.Account
+	// State is the ledger replica used to authenticate the key of a
+	// request Identity knows nothing of (billing.Authenticate). Nil
+	// answers such requests 401.
+	State *ledger.State
+	// Now is the clock for key expiry (default time.Now).
+	Now func() time.Time
+	// Logger receives internal errors (default slog.Default).
+	Logger *slog.Logger
+}
+
+// Page is the body of GET /v1/billing/usage: one page of the account's
+// lines in this region, oldest first.
+type Page struct {
+	// Region is where these lines were spent (this gate's region).
+	Region string `json:"region"`
+	// Account is the account the key belongs to.
+	Account string `json:"account"`
+	// After is the after the page was asked for.
+	After uint64 `json:"after"`
+	// Lines are the lines with seq above After, at most limit; never null.
+	Lines []Line `json:"lines"`
+	// NextAfter is the after of the next page: the seq of the last line,
+	// or After when the page is empty. Poll with it to follow new lines.
+	NextAfter uint64 `json:"next_after"`
+	// More is true when lines after NextAfter already exist.
+	More bool `json:"more"`
+}
+
+// Error codes of the route (as in ledger/billing).
+const (
+	codeBadInput     = "bad_input"
+	codeUnauthorized = "unauthorized"
+	codeNotFound     = "not_found"
+	codeMethod       = "method_not_allowed"
+	codeInternal     = "internal"
+)
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// Handler serves GET (and HEAD) /v1/billing/usage?after=N&limit=M: the
+// lines of the caller's account with seq above after (default 0), at most
+// limit (default 100, 1 to 1000). Any other path is 404, any other method
+// 405. It panics without Log or Region.
+func Handler(cfg HandlerConfig) http.Handler {
+	if cfg.Log == nil || cfg.Region == "" {
+		panic("usage: HandlerConfig needs Log and Region")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &handler{cfg: cfg}
+}
+
+type handler struct{ cfg HandlerConfig }
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != Route {
+		writeError(w, http.StatusNotFound, codeNotFound, "no such route")
+		return
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, http.StatusMethodNotAllowed, codeMethod, r.Method+" is not allowed here; use GET")
+		return
+	}
+	account, ok := h.account(w, r)
+	if !ok {
+		return
+	}
+	after, limit, region, msg := parseQuery(r)
+	if msg != "" {
+		writeError(w, http.StatusBadRequest, codeBadInput, msg)
+		return
+	}
+	if region != "" && region != h.cfg.Region {
+		writeError(w, http.StatusBadRequest, codeBadInput,
+			"this gate keeps the history of region "+h.cfg.Region+"; ask the gate of region "+region+" (the public address forwards ?region="+region+")")
+		return
+	}
+	lines, next, err := h.cfg.Log.List(account, after, limit+1)
+	if err != nil {
+		h.cfg.Logger.Error("usage: list", "account", account, "err", err)
+		writeError(w, http.StatusInternalServerError, codeInternal, "something went wrong on our side; try again")
+		return
+	}
+	p := Page{Region: h.cfg.Region, Account: account, After: after, Lines: lines, NextAfter: next}
+	if len(lines) > limit {
+		p.Lines, p.More = lines[:limit], true
+		p.NextAfter = lines[limit-1].Seq
+	}
+	if p.Lines == nil {
+		p.Lines = []Line{}
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// account returns the caller's account id, or answers 401/500 and false.
+func (h *handler) account(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if h.cfg.Identity != nil {
+		if a := h.cfg.Identity(r.Context()); a != nil {
+			return a.ID, true
+		}
+	}
+	if h.cfg.State == nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
+		writeError(w, http.StatusUnauthorized, codeUnauthorized, billing.AuthMessage(billing.ErrMissingKey))
+		return "", false
+	}
+	_, a, err := billing.Authenticate(h.cfg.State, r, h.cfg.Now())
+	if err != nil {
+		if billing.IsAuthError(err) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
+			writeError(w, http.StatusUnauthorized, codeUnauthorized, billing.AuthMessage(err))
+			return "", false
+		}
+		h.cfg.Logger.Error("usage: authenticate", "err", err)
+		writeError(w, http.StatusInternalServerError, codeInternal, "something went wrong on our side; try again")
+		return "", false
+	}
+	return a.ID, true
+}
+
+// parseQuery reads after, limit and region; msg is the 400 message.
+func parseQuery(r *http.Request) (after uint64, limit int, region, msg string) {
+	q := r.URL.Query()
+	for _, name := range []string{"after", "limit", "region"} {
+		if len(q[name]) > 1 {
+			return 0, 0, "", name + " is given more than once"
+		}
+	}
+	limit = DefaultLimit
+	if s := q.Get("after"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, 0, "", "after must be a whole number: the next_after of the page before, or 0"
+		}
+		after = v
+	}
+	if s := q.Get("limit"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 1 || v > MaxLimit {
+			return 0, 0, "", "limit must be a whole number from 1 to " + strconv.Itoa(MaxLimit)
+		}
+		limit = v
+	}
+	return after, limit, q.Get("region"), ""
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v) // fails only when the client has gone
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorBody{Error: code, Message: msg})
+}

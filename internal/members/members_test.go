@@ -1,0 +1,326 @@
+package members
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testLogger logs to t until the test ends; memberlist's goroutines may
+// still write while they stop.
+func testLogger(t *testing.T) (*slog.Logger, *testWriter) {
+	w := &testWriter{t: t}
+	t.Cleanup(func() { w.done.Store(true) }) // registered first, runs last
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})), w
+}
+
+type testWriter struct {
+	t    *testing.T
+	done atomic.Bool
+	mu   sync.Mutex
+	all  strings.Builder
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.all.Write(p)
+	w.mu.Unlock()
+	if !w.done.Load() {
+		w.t.Log(strings.TrimSpace(string(p)))
+	}
+	return len(p), nil
+}
+
+func (w *testWriter) logged(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Contains(w.all.String(), s)
+}
+
+func start(t *testing.T, log *slog.Logger, cfg Config) *Cluster {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = log
+	}
+	c, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return c
+}
+
+func cellMeta(name string) Meta {
+	return Meta{Role: RoleCell, Region: "eu", Name: name, API: "127.0.0.1:80" + strings.TrimPrefix(name, "c")}
+}
+
+// kill stops c without leaving, as a SIGKILL would: the others must find out
+// by failure detection.
+func kill(t *testing.T, c *Cluster) {
+	t.Helper()
+	c.closeOnce.Do(func() {
+		close(c.stop)
+		<-c.joined
+		c.closeErr = c.ml.Shutdown()
+	})
+}
+
+// waitFor polls cond until it holds or timeout passes, and returns how long
+// it took.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	begin := time.Now()
+	for !cond() {
+		if time.Since(begin) > timeout {
+			t.Fatalf("%s: not within %v", what, timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Since(begin)
+}
+
+func names(ms []Meta) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Name)
+	}
+	return out
+}
+
+func hasCells(c *Cluster, want ...string) bool {
+	return slices.Equal(names(c.Live(RoleCell, "eu")), want)
+}
+
+// region starts a gate and two cells that join it, and waits until every
+// member sees all three.
+func region(t *testing.T, log *slog.Logger) (gate, c1, c2 *Cluster) {
+	t.Helper()
+	secret := []byte("0123456789abcdef")
+	gate = start(t, log, Config{Meta: Meta{Role: RoleGate, Region: "eu", Name: "g1", API: "127.0.0.1:443"}, Secret: secret})
+	c1 = start(t, log, Config{Meta: cellMeta("c1"), Join: []string{gate.LocalAddr()}, Secret: secret})
+	c2 = start(t, log, Config{Meta: cellMeta("c2"), Join: []string{gate.LocalAddr()}, Secret: secret})
+	for _, c := range []*Cluster{gate, c1, c2} {
+		waitFor(t, 10*time.Second, "all members join", func() bool {
+			return hasCells(c, "c1", "c2") && len(c.Live(RoleGate, "eu")) == 1
+		})
+	}
+	return gate, c1, c2
+}
+
+func TestLive(t *testing.T) {
+	log, _ := testLogger(t)
+	gate, c1, _ := region(t, log)
+	if got, want := c1.Live(RoleCell, "eu"), []Meta{cellMeta("c1"), cellMeta("c2")}; !slices.Equal(got, want) {
+		t.Errorf("cells seen by c1: %+v, want %+v", got, want)
+	}
+	if got := c1.Live(RoleGate, "eu"); len(got) != 1 || got[0].API != "127.0.0.1:443" {
+		t.Errorf("gates seen by c1: %+v", got)
+	}
+	if got := gate.Live(RoleCell, "sin"); len(got) != 0 {
+		t.Errorf("cells of sin: %+v", got)
+	}
+}
+
+func TestKilledMemberIsGoneWithin5s(t *testing.T) {
+	log, _ := testLogger(t)
+	gate, c1, c2 := region(t, log)
+	changed := gate.Watch()
+	kill(t, c2)
+	var wg sync.WaitGroup
+	for _, c := range []*Cluster{gate, c1} {
+		wg.Go(func() {
+			took := waitFor(t, 10*time.Second, "killed cell leaves the live set", func() bool { return hasCells(c, "c1") })
+			t.Logf("killed cell gone from %s's view after %v", c.ml.LocalNode().Name, took.Round(time.Millisecond))
+			if took >= 5*time.Second {
+				t.Errorf("killed cell gone after %v, want under 5s", took)
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case <-changed:
+	default:
+		t.Error("Watch channel not closed after a change")
+	}
+}
+
+func TestClosedMemberIsGoneAtOnce(t *testing.T) {
+	log, _ := testLogger(t)
+	gate, _, c2 := region(t, log)
+	begin := time.Now()
+	if err := c2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	took := waitFor(t, 5*time.Second, "closed cell leaves", func() bool { return hasCells(gate, "c1") })
+	t.Logf("closed cell gone after %v (Close included)", time.Since(begin).Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("closed cell gone after %v, want at once", took)
+	}
+}
+
+func TestRestartedMemberTakesOverItsName(t *testing.T) {
+	log, _ := testLogger(t)
+	gate, c1, c2 := region(t, log)
+	kill(t, c2)
+	// The same name on a new port and with a new API, before the others have
+	// declared the old one dead.
+	meta := cellMeta("c2")
+	meta.API = "127.0.0.1:9999"
+	start(t, log, Config{Meta: meta, Join: []string{gate.LocalAddr()}, Secret: []byte("0123456789abcdef")})
+	for _, c := range []*Cluster{gate, c1} {
+		took := waitFor(t, 15*time.Second, "restarted cell is live", func() bool {
+			live := c.Live(RoleCell, "eu")
+			return len(live) == 2 && live[1].API == meta.API
+		})
+		t.Logf("restarted cell live after %v", took.Round(time.Millisecond))
+	}
+}
+
+func TestJoinsSeedThatStartsLater(t *testing.T) {
+	log, w := testLogger(t)
+	seed := freeAddr(t)
+	cell := start(t, log, Config{Meta: cellMeta("c1"), Join: []string{seed}})
+	waitFor(t, 5*time.Second, "a join attempt fails", func() bool { return w.logged("cannot reach membership seeds") })
+	if got := cell.Live(RoleGate, "eu"); len(got) != 0 {
+		t.Fatalf("gate live before it started: %+v", got)
+	}
+	gate := start(t, log, Config{Bind: seed, Meta: Meta{Role: RoleGate, Region: "eu", Name: "g1"}})
+	if gate.LocalAddr() != seed {
+		t.Fatalf("gate on %s, want %s", gate.LocalAddr(), seed)
+	}
+	took := waitFor(t, 10*time.Second, "the cell joins the late seed", func() bool {
+		return hasCells(gate, "c1") && len(cell.Live(RoleGate, "eu")) == 1
+	})
+	t.Logf("joined %v after the seed started", took.Round(time.Millisecond))
+}
+
+// freeAddr returns a loopback address whose port is free for TCP and UDP.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	for range 10 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		p, err := net.ListenPacket("udp", addr)
+		l.Close()
+		if err == nil {
+			p.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port for TCP and UDP")
+	return ""
+}
+
+func TestStartRefuses(t *testing.T) {
+	gate := Meta{Role: RoleGate, Region: "eu", Name: "g1"}
+	tests := []struct {
+		name string
+		cfg  Config
+		is   error
+	}{
+		{"meta too large", Config{Meta: Meta{Role: RoleCell, Region: "eu", Name: "c1", API: strings.Repeat("a", 500) + ":80"}}, ErrMetaTooLarge},
+		{"no role", Config{Meta: Meta{Region: "eu", Name: "c1", API: "127.0.0.1:80"}}, nil},
+		{"no region", Config{Meta: Meta{Role: RoleGate, Name: "g1"}}, nil},
+		{"cell without API", Config{Meta: Meta{Role: RoleCell, Region: "eu", Name: "c1"}}, nil},
+		{"API without port", Config{Meta: Meta{Role: RoleCell, Region: "eu", Name: "c1", API: "127.0.0.1"}}, nil},
+		{"short secret", Config{Meta: gate, Secret: []byte("short")}, nil},
+		{"bind without port", Config{Meta: gate, Bind: "127.0.0.1"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Start(tt.cfg)
+			if err == nil {
+				c.Close()
+				t.Fatal("started")
+			}
+			if tt.is != nil && !errors.Is(err, tt.is) {
+				t.Fatalf("error %v, want %v", err, tt.is)
+			}
+			t.Log(err)
+		})
+	}
+}
+
+func TestLogWriter(t *testing.T) {
+	var buf bytes.Buffer
+	l := newStdLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{
+		Level:       slog.LevelInfo,
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { return dropTime(a) },
+	})))
+	l.Printf("[DEBUG] memberlist: Stream connection from=127.0.0.1:1")
+	l.Printf("[INFO] memberlist: Marking c2 as failed")
+	l.Printf("[WARN] memberlist: Refuting a suspect message")
+	l.Printf("[ERR] memberlist: Push/Pull failed")
+	l.Printf("no level")
+	want := `level=INFO msg="Marking c2 as failed"
+level=WARN msg="Refuting a suspect message"
+level=ERROR msg="Push/Pull failed"
+level=INFO msg="no level"
+`
+	if got := buf.String(); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+func dropTime(a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
+}
+
+func Example() {
+	log := slog.New(slog.DiscardHandler)
+	gate, err := Start(Config{Bind: "127.0.0.1:0", Meta: Meta{Role: RoleGate, Region: "eu", Name: "g1"}, Logger: log})
+	if err != nil {
+		panic(err)
+	}
+	defer gate.Close()
+	cell, err := Start(Config{
+		Bind:   "127.0.0.1:0",
+		Join:   []string{gate.LocalAddr()},
+		Meta:   Meta{Role: RoleCell, Region: "eu", Name: "c1", API: "127.0.0.1:8081"},
+		Logger: log,
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer cell.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		changed := gate.Watch()
+		if len(gate.Live(RoleCell, "eu")) > 0 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			panic("the cell did not join")
+		}
+	}
+	for _, m := range gate.Live(RoleCell, "eu") {
+		fmt.Println(m.Name, m.API)
+	}
+	// Output: c1 127.0.0.1:8081
+}
