@@ -8,6 +8,9 @@
 #   4. ledger (bench/ledger): durable charges/s through ledger.Client on a
 #      one-voter Raft ledger  vs  one synced Pebble write per charge; latency
 #      of a charge 150 ms from the leader  vs  a Settle through Raft per charge
+#   5. gate: /scrape cache hits through `trawl dev`'s gate  vs  the same
+#      requests straight at its cell and through a plain Caddy reverse_proxy
+#      (bench/caddyplain), interleaved rounds, under load and at 1 connection
 #
 # Prints a Markdown table and writes it to bench/results.md. See bench/README.md
 # for the knobs (environment variables below) and for running one part alone.
@@ -18,7 +21,7 @@ REPO=$PWD
 BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
-ALL_PARTS=pipeline,scrape,job,ledger
+ALL_PARTS=pipeline,scrape,job,ledger,gate
 ONLY=${BENCH_ONLY:-$ALL_PARTS}                   # comma list of parts to run
 PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
@@ -34,6 +37,11 @@ LEDGER_DURATION=${BENCH_LEDGER_DURATION:-5s}     # timed window per side and con
 LEDGER_DELAY=${BENCH_LEDGER_DELAY:-150ms}        # one-way delay between the Client's region and the leader
 LEDGER_PROFILE=${BENCH_LEDGER_PROFILE:-}         # CPU profile of the first trawl window (+ its settling) to this file
 LEDGER_DIAGNOSE=${BENCH_LEDGER_DIAGNOSE:-1}      # 1: also the Client over a null ledger (no Raft): where the time goes
+GATE_URLS=${BENCH_GATE_URLS:-300}               # distinct warmed URLs the gate part rotates over
+GATE_ROUNDS=${BENCH_GATE_ROUNDS:-5}              # interleaved rounds (direct, plain, plaincell, gate); the median is reported
+GATE_DURATION=${BENCH_GATE_DURATION:-5s}         # wrk run under load (-t$WRK_THREADS -c$WRK_CONNS), per side and round
+GATE_LOW_DURATION=${BENCH_GATE_LOW_DURATION:-2s} # wrk run at low load (-t1 -c1: one request at a time), per side and round
+GATE_PERF=${BENCH_GATE_PERF:-}                   # file: perf profile of the trawl process during one more gate run
 STRICT=${BENCH_STRICT:-0}                        # 1: exit 1 when a target is missed
 RESULTS=${BENCH_RESULTS:-$BENCH/results.md}
 
@@ -41,7 +49,7 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 # The pipeline, scrape and job parts read the corpus through the file server.
-want_corpus() { want pipeline || want scrape || want job; }
+want_corpus() { want pipeline || want scrape || want job || want gate; }
 
 # ---------------------------------------------------------------- setup
 
@@ -138,7 +146,10 @@ fi
 if want ledger; then
 	go build -o "$WORK/bin/" ./bench/ledger || die "bench/ledger does not build (ledger)"
 fi
-if want scrape || want job; then
+if want gate; then
+	go build -o "$WORK/bin/" ./bench/caddyplain || die "bench/caddyplain does not build (Caddy)"
+fi
+if want scrape || want job || want gate; then
 	if [[ ! -x $TRAWL ]]; then
 		log "bin/trawl missing: make build"
 		make build
@@ -272,6 +283,190 @@ if want ledger; then
 	rm -rf "$WORK/ledger-throughput" "$WORK/ledger-latency"
 fi
 
+# ------------------------------------------------ 5. gate overhead
+
+if want gate; then
+	# The same corpus setup as part 2: pages off the file server, scraped once
+	# through the cell so every timed request is a cache hit (cost 0.000, but
+	# through the gate it still passes auth, the rate limit, the meter's hold
+	# check and its charge path with a usage line, route and the proxy).
+	head -n "$GATE_URLS" "$WORK/paths.txt" | sed "s|^|$FS|" >"$WORK/gate-urls.txt"
+	jq -Rc '{url: ., format: "md"}' "$WORK/gate-urls.txt" >"$WORK/gate-bodies.txt"
+	n=$(wc -l <"$WORK/gate-urls.txt")
+	R[gate_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
+	# A copy of the binary: a rebuild of bin/trawl during the run changes
+	# nothing, and a profile can still read its symbols.
+	cp "$TRAWL" "$WORK/bin/trawl-gate"
+	# The launch table with the plans' limits off (0 = no limit) and a large
+	# sign-up grant, so neither the rate limit nor the balance interferes.
+	cat >"$WORK/gate-prices.json" <<-'EOF'
+	{
+	  "grants": {"signup": "1000000000.000"},
+	  "plans": {
+	    "free": {"rate_per_minute": 0, "concurrency": 0, "keys": 2, "monthly_cap": "0.000"},
+	    "supporter": {"rate_per_minute": 0, "concurrency": 0, "keys": 10, "monthly_cap": "0.000"}
+	  }
+	}
+	EOF
+	GATE_KEY=trawl_dev_$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
+	gport=$("$LG" freeport); cport=$("$LG" freeport); rport=$("$LG" freeport); pport=$("$LG" freeport)
+	qport=$("$LG" freeport); qcport=$("$LG" freeport)
+	mkdir -p "$WORK/gate-data"
+
+	log "5/5 gate: trawl dev (gate + cell + one-voter ledger), cell on 127.0.0.1:$cport"
+	# Tracing off (the default) whatever the caller's environment says.
+	start gate-dev env -u OTEL_TRACES_EXPORTER -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT \
+		TRAWL_DEV_KEY="$GATE_KEY" "$WORK/bin/trawl-gate" dev --listen "127.0.0.1:$gport" --cell-listen "127.0.0.1:$cport" \
+		--ledger-raft "127.0.0.1:$rport" --data "$WORK/gate-data" --prices "$WORK/gate-prices.json" --allow-private-networks
+	DEV_PID=$LAST_PID
+	wait_until "trawl dev" 90 "$DEV_PID" grep -q '"msg":"gate serving"' "$WORK/gate-dev.log"
+	GATE=http://127.0.0.1:$gport
+	CELL=http://$(grep -m1 '"msg":"gate serving"' "$WORK/gate-dev.log" | jq -r .cell)
+	wait_until "trawl dev (gate)" 30 "$DEV_PID" curl -fsS --max-time 2 -o /dev/null -H "Authorization: Bearer $GATE_KEY" "$GATE/v1/billing/balance"
+	wait_until "trawl dev (cell)" 30 "$DEV_PID" curl -fsS --max-time 2 -o /dev/null "$CELL/health"
+	plan=$(curl -fsS "$GATE/v1/prices" | jq -c '.plans.free | {rate_per_minute, concurrency}')
+	[[ $plan == '{"rate_per_minute":0,"concurrency":0}' ]] || die "the gate did not take the bench price table (free plan: $plan)"
+
+	log "5/5 gate: plain Caddy reverse_proxy (bench/caddyplain) on 127.0.0.1:$pport -> $CELL"
+	start caddyplain "$WORK/bin/caddyplain" -listen "127.0.0.1:$pport" -upstream "${CELL#http://}" -storage "$WORK/caddyplain-storage"
+	PLAIN_PID=$LAST_PID
+	PLAIN=http://127.0.0.1:$pport
+	wait_until "caddyplain" 30 "$PLAIN_PID" curl -fsS --max-time 2 -o /dev/null "$PLAIN/health"
+	# The same plain Caddy with a cell of its own in its process: the shape
+	# of trawl dev (proxy and cell in one Go runtime), without our modules.
+	log "5/5 gate: plain Caddy + a cell in one process (bench/caddyplain -cell-listen) on 127.0.0.1:$qport -> 127.0.0.1:$qcport"
+	start plaincell "$WORK/bin/caddyplain" -listen "127.0.0.1:$qport" -cell-listen "127.0.0.1:$qcport" -cell-data "$WORK/plaincell-data" -storage "$WORK/caddyplain-storage"
+	PC_PID=$LAST_PID
+	PLAINCELL=http://127.0.0.1:$qport
+	wait_until "caddyplain -cell-listen" 30 "$PC_PID" curl -fsS --max-time 2 -o /dev/null "$PLAINCELL/health"
+
+	log "5/5 gate: warm the cells' caches with $n URLs"
+	"$LG" warm -api "$CELL" -urls "$WORK/gate-urls.txt" -c 8 -format md
+	"$LG" warm -api "http://127.0.0.1:$qcport" -urls "$WORK/gate-urls.txt" -c 8 -format md
+
+	# Spot checks: each side answers 200 from the cache; the gate's answer
+	# carries the receipt headers (a cache hit costs 0.000).
+	body=$(head -n1 "$WORK/gate-bodies.txt")
+	for side in direct:$CELL plain:$PLAIN plaincell:$PLAINCELL gate:$GATE; do
+		curl -sS -o "$WORK/gate-spot-${side%%:*}.json" -D "$WORK/gate-spot-${side%%:*}.headers" \
+			-H "Authorization: Bearer $GATE_KEY" -H 'Content-Type: application/json' -d "$body" "${side#*:}/scrape"
+		awk 'NR == 1 { exit !/ 200/ }' "$WORK/gate-spot-${side%%:*}.headers" || { cat "$WORK/gate-spot-${side%%:*}.headers" >&2; die "${side%%:*}: /scrape did not answer 200"; }
+	done
+	for side in direct plain plaincell; do
+		grep -qi '^trawl-usage:.*"cache":"hit"' "$WORK/gate-spot-$side.headers" || { cat "$WORK/gate-spot-$side.headers" >&2; die "$side: the cell's answer is not a cache hit"; }
+	done
+	R[gate_cost]=$(awk -F': *' 'tolower($1) == "x-svc-cost" {gsub(/\r/, "", $2); print $2}' "$WORK/gate-spot-gate.headers")
+	[[ -n ${R[gate_cost]} ]] || { cat "$WORK/gate-spot-gate.headers" >&2; die "the gate's answer has no x-svc-cost"; }
+	grep -qi '^x-svc-receipt:' "$WORK/gate-spot-gate.headers" || die "the gate's answer has no x-svc-receipt"
+	! grep -qi '^trawl-usage:' "$WORK/gate-spot-gate.headers" || die "the gate passed the cell's usage header on"
+	echo "gate spot check: 200, x-svc-cost ${R[gate_cost]}, $(grep -i '^x-svc-balance:' "$WORK/gate-spot-gate.headers" | tr -d '\r')" >&2
+	# What the account spent this month: cache hits must leave it unchanged
+	# (the balance itself may move: the monthly grant lands after start-up).
+	spent0=$(curl -fsS -H "Authorization: Bearer $GATE_KEY" "$GATE/v1/billing/balance" | jq -r .month_spent)
+
+	TCK=$(getconf CLK_TCK)
+	ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # user+system, all threads, in clock ticks
+	declare -A URL_OF=([direct]=$CELL [plain]=$PLAIN [plaincell]=$PLAINCELL [gate]=$GATE)
+	# gate_run SIDE LOAD ROUND THREADS CONNS DURATION: one wrk run; appends a
+	# JSON line (wrk's figures + CPU per request of the trawl process, of
+	# caddyplain and of caddyplain -cell-listen) to gate-runs.jsonl. Fails on
+	# any error or non-2xx answer.
+	gate_run() {
+		local side=$1 load=$2 round=$3 t=$4 c=$5 d=$6 name="gate-$2-$1-r$3" out t0 p0 q0 t1 p1 q1 errs
+		t0=$(ticks "$DEV_PID"); p0=$(ticks "$PLAIN_PID"); q0=$(ticks "$PC_PID")
+		wrk -t"$t" -c"$c" -d"$d" --latency -s "$BENCH/wrk/scrape.lua" "${URL_OF[$side]}" -- "$WORK/gate-bodies.txt" "$GATE_KEY" >"$WORK/$name.wrk" 2>&1 ||
+			{ cat "$WORK/$name.wrk" >&2; die "wrk $name failed"; }
+		t1=$(ticks "$DEV_PID"); p1=$(ticks "$PLAIN_PID"); q1=$(ticks "$PC_PID")
+		out=$(sed -n 's/^WRK_JSON //p' "$WORK/$name.wrk")
+		[[ -n $out ]] || { cat "$WORK/$name.wrk" >&2; die "wrk $name: no report"; }
+		errs=$(jq '(.errors | add) + (if .requests > 0 then 0 else 1 end)' <<<"$out")
+		((errs == 0)) || { cat "$WORK/$name.wrk" >&2; die "wrk $name saw $errs errors or non-2xx answers"; }
+		jq -c --arg side "$side" --arg load "$load" --argjson round "$round" --argjson tck "$TCK" \
+			--argjson dt "$((t1 - t0))" --argjson dp "$((p1 - p0))" --argjson dq "$((q1 - q0))" \
+			'. + {side: $side, load: $load, round: $round,
+			      cpu_trawl_us: ($dt * 1e6 / $tck / .requests), cpu_plain_us: ($dp * 1e6 / $tck / .requests),
+			      cpu_plaincell_us: ($dq * 1e6 / $tck / .requests), cpu_us: (($dt + $dp + $dq) * 1e6 / $tck / .requests)}' <<<"$out" | tee -a "$WORK/gate-runs.jsonl" >&2
+	}
+
+	log "5/5 gate: warm-up, 2 s per side"
+	for side in direct plain plaincell gate; do gate_run "$side" warmup 0 "$WRK_THREADS" "$WRK_CONNS" 2s; done
+	sides=(direct plain plaincell gate)
+	for ((r = 1; r <= GATE_ROUNDS; r++)); do
+		# Interleaved, and the order rotates each round so no side always
+		# runs right after the same neighbour.
+		order=("${sides[@]:$(((r - 1) % 4))}" "${sides[@]:0:$(((r - 1) % 4))}")
+		log "5/5 gate: round $r/$GATE_ROUNDS under load (wrk -t$WRK_THREADS -c$WRK_CONNS -d$GATE_DURATION): ${order[*]}"
+		for side in "${order[@]}"; do gate_run "$side" load "$r" "$WRK_THREADS" "$WRK_CONNS" "$GATE_DURATION"; done
+		log "5/5 gate: round $r/$GATE_ROUNDS at low load (wrk -t1 -c1 -d$GATE_LOW_DURATION): ${order[*]}"
+		for side in "${order[@]}"; do gate_run "$side" low "$r" 1 1 "$GATE_LOW_DURATION"; done
+	done
+
+	if [[ -n $GATE_PERF ]]; then
+		command -v perf >/dev/null || die "BENCH_GATE_PERF needs perf (linux-perf)"
+		log "5/5 gate: perf profile of the trawl process during one more gate run -> $GATE_PERF"
+		wrk -t"$WRK_THREADS" -c"$WRK_CONNS" -d"$GATE_DURATION" -s "$BENCH/wrk/scrape.lua" "$GATE" -- "$WORK/gate-bodies.txt" "$GATE_KEY" >"$WORK/gate-perf.wrk" 2>&1 &
+		wpid=$!
+		sleep 1
+		secs=${GATE_DURATION%s}; [[ $secs =~ ^[0-9]+$ ]] || secs=8
+		perf record -q -F 999 -g -p "$DEV_PID" -o "$GATE_PERF" -- sleep "$((secs > 3 ? secs - 2 : 1))" >/dev/null 2>&1 || die "perf record failed"
+		wait "$wpid" || true
+		perf report -i "$GATE_PERF" --no-children --sort sym --stdio -g none >"$WORK/gate-perf-self.txt" 2>/dev/null || true
+		perf report -i "$GATE_PERF" --children --sort sym --stdio -g none >"$WORK/gate-perf-children.txt" 2>/dev/null || true
+		{
+			echo "# perf report --no-children --sort sym (self time), trawl dev under the gate load"
+			awk '!/^#/ && NF { print; if (++n == 60) exit }' "$WORK/gate-perf-self.txt"
+			echo
+			echo "# perf report --children --sort sym (inclusive time)"
+			awk '!/^#/ && NF { print; if (++n == 150) exit }' "$WORK/gate-perf-children.txt"
+		} >"$GATE_PERF.txt"
+		echo "perf report: $GATE_PERF.txt" >&2
+	fi
+
+	spent1=$(curl -fsS -H "Authorization: Bearer $GATE_KEY" "$GATE/v1/billing/balance" | jq -r .month_spent)
+	[[ $spent0 == "$spent1" ]] || echo "gate: month_spent moved from $spent0 to $spent1 during the cache-hit runs" >&2
+	R[gate_spent]="$spent0 → $spent1"
+	R[gate_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
+	R[gate_n]=$n
+	stop "$PC_PID"
+	stop "$PLAIN_PID"
+	stop "$DEV_PID"
+
+	# Medians over the rounds: of each side's figures, and of the per-round
+	# ratios and differences (the sides of one round ran back to back).
+	jq -s '
+	  def med: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+	  def r3: . * 1000 | round / 1000;
+	  [.[] | select(.load != "warmup")] as $runs
+	  | ([$runs[].round] | unique) as $rounds
+	  | def run(s; l; r): first($runs[] | select(.side == s and .load == l and .round == r));
+	    def side(s; l): [$runs[] | select(.side == s and .load == l)] as $x
+	      | {rps: ([$x[].rps] | med | . * 10 | round / 10), p50_ms: ([$x[].p50_ms] | med), p99_ms: ([$x[].p99_ms] | med),
+	         cpu_us: ([$x[].cpu_us] | med | round), cpu_trawl_us: ([$x[].cpu_trawl_us] | med | round),
+	         cpu_plain_us: ([$x[].cpu_plain_us] | med | round), cpu_plaincell_us: ([$x[].cpu_plaincell_us] | med | round)};
+	    def per(l; f): [$rounds[] as $r | {g: run("gate"; l; $r), p: run("plain"; l; $r), q: run("plaincell"; l; $r), d: run("direct"; l; $r)} | f];
+	    def rat: . * 1000 | round / 1000;
+	  {rounds: ($rounds | length),
+	   load: {direct: side("direct"; "load"), plain: side("plain"; "load"), plaincell: side("plaincell"; "load"), gate: side("gate"; "load")},
+	   low: {direct: side("direct"; "low"), plain: side("plain"; "low"), plaincell: side("plaincell"; "low"), gate: side("gate"; "low")},
+	   per_round: {
+	     load_gate_direct: per("load"; .g.rps / .d.rps | rat),
+	     load_gate_plain: per("load"; .g.rps / .p.rps | rat),
+	     load_gate_plaincell: per("load"; .g.rps / .q.rps | rat),
+	     load_plain_direct: per("load"; .p.rps / .d.rps | rat),
+	     load_plaincell_direct: per("load"; .q.rps / .d.rps | rat),
+	     load_gate_over_p50: per("load"; .g.p50_ms - .d.p50_ms | r3),
+	     load_plain_over_p50: per("load"; .p.p50_ms - .d.p50_ms | r3),
+	     load_plaincell_over_p50: per("load"; .q.p50_ms - .d.p50_ms | r3),
+	     low_gate_over_p50: per("low"; .g.p50_ms - .d.p50_ms | r3),
+	     low_plain_over_p50: per("low"; .p.p50_ms - .d.p50_ms | r3),
+	     low_plaincell_over_p50: per("low"; .q.p50_ms - .d.p50_ms | r3),
+	     low_gate_over_plaincell_p50: per("low"; .g.p50_ms - .q.p50_ms | r3),
+	     low_gate_over_plain_p50: per("low"; .g.p50_ms - .p.p50_ms | r3)}}
+	  | .median = (.per_round | map_values(med))
+	' "$WORK/gate-runs.jsonl" >"$WORK/gate.json"
+	cat "$WORK/gate.json" >&2
+fi
+
 # ------------------------------------------------ table
 
 # ratio A B: A/B to 2 decimals
@@ -330,6 +525,28 @@ if want ledger; then
 	rows+=("| Ledger: p99 ms of a charge, Client ${d} ms from the leader | $t | $b | $(ratio "$b" "$t")x faster | — | — |")
 fi
 
+if want gate; then
+	G=$WORK/gate.json
+	g() { jq -r "$1" "$G"; }
+	pct() { awk -v x="$1" 'BEGIN { printf "%.0f%%", x * 100 }'; }
+	sgn() { awk -v x="$1" 'BEGIN { printf "%+.3f", x }'; }
+	gl=$(g .load.gate.rps) dl=$(g .load.direct.rps) pl=$(g .load.plain.rps) ql=$(g .load.plaincell.rps) nr=$(g .rounds)
+	x=$(g .median.load_gate_direct)
+	rows+=("| Gate: \`/scrape\` cache hits through the gate (\`trawl dev\`), req/s under load (wrk -t$WRK_THREADS -c$WRK_CONNS, median of $nr rounds) | $gl | $dl (the same cell, direct) | $(pct "$x") | ≥ 70% | $(check "$x >= 0.7") |")
+	x=$(g .median.load_gate_plain)
+	rows+=("| Gate: the same vs a plain Caddy \`reverse_proxy\` to that cell, in its own process (bench/caddyplain) | $gl | $pl (plain Caddy) | $(pct "$x") | ≥ 70% (modules < 30%) | $(check "$x >= 0.7") |")
+	x=$(g .median.load_gate_plaincell)
+	rows+=("| Gate: the same vs plain Caddy with a cell in its own process, the shape of \`trawl dev\` (bench/caddyplain -cell-listen) | $gl | $ql (plain Caddy + cell) | $(pct "$x") | ≥ 70% (modules < 30%) | $(check "$x >= 0.7") |")
+	rows+=("| Gate, context: a plain Caddy hop alone vs the cell direct, req/s under load (own process / cell in its process) | $pl / $ql | $dl | $(pct "$(g .median.load_plain_direct)") / $(pct "$(g .median.load_plaincell_direct)") | — | — |")
+	x=$(g .median.low_gate_over_p50)
+	rows+=("| Gate overhead p50 at low load (wrk -t1 -c1, one request at a time): gate p50 − cell p50, ms | $(g .low.gate.p50_ms) | $(g .low.direct.p50_ms) (cell direct) | $(sgn "$x") ms | < 1 ms | $(check "$x < 1") |")
+	rows+=("| Gate, context: plain Caddy overhead p50 at low load, own process / cell in its process, ms (gate − these: $(sgn "$(g .median.low_gate_over_plain_p50)") / $(sgn "$(g .median.low_gate_over_plaincell_p50)")) | $(g .low.plain.p50_ms) / $(g .low.plaincell.p50_ms) | $(g .low.direct.p50_ms) | $(sgn "$(g .median.low_plain_over_p50)") / $(sgn "$(g .median.low_plaincell_over_p50)") ms | — | — |")
+	rows+=("| Gate p50 under load (c$WRK_CONNS: mostly queueing; the overhead target is judged at low load), ms | $(g .load.gate.p50_ms) | $(g .load.direct.p50_ms) direct / $(g .load.plain.p50_ms) plain / $(g .load.plaincell.p50_ms) plain+cell | $(sgn "$(g .median.load_gate_over_p50)") ms vs direct | — | — |")
+	rows+=("| Gate p99 under load, ms | $(g .load.gate.p99_ms) | $(g .load.direct.p99_ms) direct / $(g .load.plain.p99_ms) plain / $(g .load.plaincell.p99_ms) plain+cell | $(ratio "$(g .load.gate.p99_ms)" "$(g .load.direct.p99_ms)")x direct | — | — |")
+	rows+=("| Gate, req/s at low load (1 connection) | $(g .low.gate.rps) | $(g .low.direct.rps) direct / $(g .low.plain.rps) plain / $(g .low.plaincell.rps) plain+cell | $(pct "$(ratio "$(g .low.gate.rps)" "$(g .low.direct.rps)")") of direct | — | — |")
+	rows+=("| Gate, server CPU µs per request under load (user+system, all threads; gate = gate+cell process; plain = Caddy + cell processes) | $(g .load.gate.cpu_us) | $(g .load.direct.cpu_us) direct / $(g .load.plain.cpu_plain_us) + $(g .load.plain.cpu_trawl_us) plain / $(g .load.plaincell.cpu_us) plain+cell | $(ratio "$(g .load.gate.cpu_us)" "$(g .load.plaincell.cpu_us)")x plain+cell | — | — |")
+fi
+
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)
 git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 {
@@ -343,14 +560,14 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 	fi
 	if want_corpus; then
 		echo "Corpus: $CORPUS ($NPAGES pages), served by bench/fileserver (Go http.FileServer) on 127.0.0.1."
-		echo "wrk: -t$WRK_THREADS -c$WRK_CONNS -d$WRK_DURATION --latency, for both sides of row 2."
+		! want scrape || echo "wrk: -t$WRK_THREADS -c$WRK_CONNS -d$WRK_DURATION --latency, for both sides of row 2."
 	fi
 	echo
 	echo "| Measure | trawl | Baseline | Ratio | Target | Result |"
 	echo "|---|---|---|---|---|---|"
 	printf '%s\n' "${rows[@]}"
 	echo
-	if want_corpus; then
+	if want pipeline || want scrape || want job; then
 		echo "Baselines: row 1 = JSDOM 29 + @mozilla/readability + Turndown + turndown-plugin-gfm (bench/js), same pages, one at a time, after $PIPELINE_WARMUP warm-up pages;"
 		echo "row 2 = wrk GET on the file server over the same paths (the cache-hit ceiling: raw bytes, no JSON); row 3 = GETs of the same URLs from bench/loadgen at concurrency $JOB_CONCURRENCY."
 	fi
@@ -358,6 +575,16 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 		echo "Ledger rows (bench/ledger, one process each, loopback, data on disk): charges of $(jq .amount_mc "$LT") mc over $(jq .accounts "$LT") accounts, 1 s warm-up, Client defaults (settle every 1 s or 1,000 charges);"
 		echo "the baseline writes the same JSON charge with one \`store.Set(…, store.Sync)\` each (Pebble still shares an fsync among concurrent syncers). CPU = user+system of the process."
 		echo "Latency: voters eu (leader), sin, us on 127.0.0.1/2/3; us ↔ others $(jq .delay_ms "$LL") ms each way on Raft (delay proxies) and forwarded commands (delaying RoundTripper); the Client runs in us."
+	fi
+	if want gate; then
+		G=$WORK/gate.json
+		echo "Gate rows: \`trawl dev\` (gate + cell + one-voter ledger in one process, tracing off) with a bench price table (no rate or concurrency limit on the free plan, large sign-up grant);"
+		echo "bench/caddyplain = the same Caddy with only \`reverse_proxy\` to the cell and the gate's proxy settings (flush_interval -1, keepalive_idle_conns_per_host 256, …): \"plain\" in its own process"
+		echo "in front of trawl dev's cell; \"plain+cell\" with a cell of its own (same code and defaults) in its process, like trawl dev's gate and cell."
+		echo "${R[gate_n]} URLs warmed once, every timed request a cache hit (gate's x-svc-cost ${R[gate_cost]}; the account's month_spent ${R[gate_spent]}); all four sides get the same requests with the dev key."
+		echo "$(jq .rounds "$G") rounds of direct, plain, plain+cell, gate back to back (order rotating), $GATE_DURATION each under load, then $GATE_LOW_DURATION each at 1 connection; figures are medians per side,"
+		echo "ratios and differences the medians of the per-round ones: gate/direct req/s $(jq -c .per_round.load_gate_direct "$G"), gate/plain $(jq -c .per_round.load_gate_plain "$G"),"
+		echo "gate/plain+cell $(jq -c .per_round.load_gate_plaincell "$G"), gate − cell p50 at low load $(jq -c .per_round.low_gate_over_p50 "$G") ms. Load average at the gate part's start ${R[gate_load_start]}, at its end ${R[gate_load_end]}."
 	fi
 	if [[ $ONLY == "$ALL_PARTS" ]]; then
 		echo "Command: \`make bench\` (= \`bash bench/run.sh\`)."

@@ -19,6 +19,10 @@ type Site struct {
 	PricesFile string
 	// Public are extra paths that need no key (e.g. /demo/*).
 	Public []string
+	// SMTP is the mail server for sign-up mail (host:port); empty logs the
+	// mail instead. SMTPFrom is the sender. The login, if any, comes from
+	// {env.TRAWL_SMTP_USERNAME} and {env.TRAWL_SMTP_PASSWORD}.
+	SMTP, SMTPFrom string
 	// Admin is Caddy's admin address; "" turns the admin API off.
 	Admin string
 	// CellTimeout bounds the wait for a cell's response headers (a browser
@@ -75,6 +79,9 @@ func (s Site) Caddyfile() (string, error) {
 	}
 	if s.PricesFile != "" {
 		w("\t\tprices %s\n", quote(s.PricesFile))
+	}
+	if s.SMTP != "" {
+		w("\t\tsmtp %s %s {env.TRAWL_SMTP_USERNAME} {env.TRAWL_SMTP_PASSWORD}\n", s.SMTP, strconv.Quote(s.SMTPFrom))
 	}
 	w("\t}\n}\n\n")
 	w("http://:%s {\n", port)

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/signup"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/ledger/billing"
 )
@@ -52,9 +53,22 @@ type App struct {
 	MembersJoin []string `json:"members_join,omitempty"`
 	// Prices is a price table file (default: the built-in table).
 	Prices string `json:"prices,omitempty"`
+	// SMTP sends sign-up mail; without it each mail is logged instead.
+	SMTP *SMTP `json:"smtp,omitempty"`
 
 	rt  *gate.Runtime
 	key string
+}
+
+// SMTP is the mail server of sign-up mail. Placeholders such as
+// {env.TRAWL_SMTP_PASSWORD} are expanded in every field.
+type SMTP struct {
+	// Addr is host:port (a submission port, usually 587).
+	Addr string `json:"addr,omitempty"`
+	// From is the sender ("trawl <noreply@trawl.example>").
+	From     string `json:"from,omitempty"`
+	Username string `json:"username,omitempty"`
+	Password string `json:"password,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -76,6 +90,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 			LedgerRaft: a.LedgerRaft, LedgerSecret: secret, Peers: a.Peers, Bootstrap: a.Bootstrap,
 			Members: members.Config{Bind: a.MembersBind, Join: a.MembersJoin},
 			Logger:  slog.New(zapslog.NewHandler(ctx.Logger().Core())),
+		}
+		if a.SMTP != nil && a.SMTP.Addr != "" {
+			cfg.Mailer = &signup.SMTPMailer{
+				Addr: repl.ReplaceAll(a.SMTP.Addr, ""), From: repl.ReplaceAll(a.SMTP.From, ""),
+				Username: repl.ReplaceAll(a.SMTP.Username, ""), Password: repl.ReplaceAll(a.SMTP.Password, ""),
+			}
 		}
 		if a.Prices != "" {
 			p, err := billing.LoadPrices(a.Prices)

@@ -26,6 +26,7 @@ func init() {
 //		members_bind  127.0.0.1:7946
 //		members_join  127.0.0.1:7950 ...
 //		prices        /etc/trawl/prices.json
+//		smtp          smtp.example.com:587 "trawl <noreply@trawl.example>" {env.TRAWL_SMTP_USERNAME} {env.TRAWL_SMTP_PASSWORD}
 //	}
 func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 	a := new(App)
@@ -75,6 +76,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.MembersJoin = append(a.MembersJoin, d.RemainingArgs()...)
 			if len(a.MembersJoin) == 0 {
 				return d.ArgErr()
+			}
+		case "smtp":
+			args := d.RemainingArgs()
+			if len(args) != 2 && len(args) != 4 {
+				return d.Errf("smtp wants: addr from [username password]")
+			}
+			a.SMTP = &SMTP{Addr: args[0], From: args[1]}
+			if len(args) == 4 {
+				a.SMTP.Username, a.SMTP.Password = args[2], args[3]
 			}
 		case "bootstrap":
 			if d.NextArg() {

@@ -37,6 +37,9 @@ type devFlags struct {
 	peers      string
 	cellListen string
 	devAccount bool
+	prices     string
+	smtp       string
+	smtpFrom   string
 }
 
 // runDev starts the embedded default: for one region, a gate (Caddy with
@@ -57,6 +60,9 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&df.peers, "peers", "", "the other regions: region=raft_addr/gate_addr,… (used by --regions)")
 	fs.StringVar(&df.cellListen, "cell-listen", "127.0.0.1:0", "address of the region's cell")
 	fs.BoolVar(&df.devAccount, "dev-account", true, "create the dev account and print its key")
+	fs.StringVar(&df.prices, "prices", "", "price table file (default: the built-in launch table)")
+	fs.StringVar(&df.smtp, "smtp", "", "SMTP server for sign-up mail, host:port (default: mail is written to the log)")
+	fs.StringVar(&df.smtpFrom, "smtp-from", "trawl <noreply@localhost>", "sender of sign-up mail")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,7 +106,10 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 			Region: region, DataDir: filepath.Join(dataRoot, region, "gate"), LedgerRaft: df.ledgerRaft,
 			Peers: peers, Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"},
 		},
-		Public: []string{"/demo/*"},
+		Public:     []string{"/demo/*"},
+		PricesFile: df.prices,
+		SMTP:       df.smtp,
+		SMTPFrom:   df.smtpFrom,
 	}
 	text, err := site.Caddyfile()
 	if err != nil {
@@ -150,8 +159,8 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	for len(rt.Cells()) == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
-	logger.Info("gate serving", "addr", listen, "region", region, "cell", c.addr)
-	if key != "" {
+	logger.Info("gate serving", "addr", listen, "region", region, "cell", c.addr, "members", rt.MembersAddr())
+	if key != "" && df.region == "" { // a supervisor prints its own
 		fmt.Fprintf(stderr, "\ntrawl dev: region %s at http://%s  (data in %s)\n  dev API key: %s\n  try: curl -s http://%s/scrape -H 'Authorization: Bearer %s' -d '{\"url\":\"http://%s/demo/\"}'\n\n",
 			region, listen, dataRoot, key, listen, key, listen)
 	}
@@ -233,7 +242,7 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 	var pass []string
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "regions", "region", "listen", "ledger-raft", "peers", "dev-account":
+		case "regions", "region", "listen", "ledger-raft", "peers", "dev-account", "cell-listen":
 			return
 		}
 		pass = append(pass, "--"+f.Name+"="+f.Value.String())
@@ -280,6 +289,8 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 			"--peers", strings.Join(peers, ","), "--dev-account=" + strconv.FormatBool(i == 0)}, pass...)
 		cmd := exec.Command(self, args...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, stderr, stderr
+		// A region outlives no supervisor, even one killed with SIGKILL.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 		if err := cmd.Start(); err != nil {
 			stopAll()
 			return err
