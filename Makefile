@@ -7,7 +7,7 @@ PKGS    := ./...
 # TRAWL_BIN lets them reuse this one.
 export TRAWL_BIN := $(abspath $(BIN))
 
-.PHONY: all build run test bench lint deps deps-test deps-bench clean
+.PHONY: all build run test bench lint deps deps-test deps-bench deps-browser clean
 
 all: build
 
@@ -28,14 +28,20 @@ deps-test:
 deps-bench:
 	bash scripts/deps.sh bench
 
+# Debian's Chromium and the Playwright driver for the headless-browser tests.
+deps-browser:
+	bash scripts/deps.sh browser
+
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet $(PKGS)
 
-# Everything CI runs: lint, then every test under the race detector.
+# Everything CI runs: lint, then every test under the race detector. The
+# browser tests must run here: a missing Chromium fails them instead of
+# skipping.
 test: deps-test lint build
-	$(GO) test -race -count=1 -timeout 20m $(PKGS)
+	TRAWL_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 20m $(PKGS)
 
 bench: deps-bench build
 	bash bench/run.sh

@@ -1,9 +1,7 @@
 package content
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net/url"
 	"os"
@@ -12,9 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
+	"github.com/trawlhq/trawl/internal/golden"
+)
 
 var allParse = Options{Parse: ParseOptions{Links: true, Media: true, Metadata: true, Tables: true}}
 
@@ -167,30 +165,12 @@ func TestProcessGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, tc.name+".md", []byte(d.Markdown))
-			checkGolden(t, tc.name+".json", append(meta, '\n'))
+			golden.Check(t, filepath.Join("testdata", "golden", tc.name+".md"), []byte(d.Markdown))
+			golden.Check(t, filepath.Join("testdata", "golden", tc.name+".json"), append(meta, '\n'))
 			if t.Failed() {
 				t.Logf("Markdown:\n%s", d.Markdown)
 			}
 		})
-	}
-}
-
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", "golden", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from golden file; run with -update and review the diff\n--- got ---\n%s", name, got)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -100,17 +99,13 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	if err != nil {
 		return err
 	}
-	site := gate.Site{
-		Listen: listen,
-		Gate: gate.Config{
-			Region: region, DataDir: filepath.Join(dataRoot, region, "gate"), LedgerRaft: df.ledgerRaft,
-			Peers: peers, Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"},
-		},
-		Public:     []string{"/demo/*"},
-		PricesFile: df.prices,
-		SMTP:       df.smtp,
-		SMTPFrom:   df.smtpFrom,
+	sites, err := gate.Topology([]string{region}, listen, df.ledgerRaft, dataRoot)
+	if err != nil {
+		return err
 	}
+	site := sites[0]
+	site.Gate.Peers = peers
+	site.PricesFile, site.SMTP, site.SMTPFrom = df.prices, df.smtp, df.smtpFrom
 	text, err := site.Caddyfile()
 	if err != nil {
 		return err
@@ -230,13 +225,13 @@ func randomHex(n int) string {
 // stops them all when ctx ends or one of them exits.
 func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, listen, raft, dataRoot string,
 	stderr io.Writer, logger *slog.Logger) error {
-	gateAddrs, err := followPorts(listen, len(regions))
+	sites, err := gate.Topology(regions, listen, raft, dataRoot)
 	if err != nil {
-		return fmt.Errorf("--listen: %w", err)
+		return err
 	}
-	raftAddrs, err := followPorts(raft, len(regions))
-	if err != nil {
-		return fmt.Errorf("--ledger-raft: %w", err)
+	gateAddrs := make([]string, len(sites))
+	for i, s := range sites {
+		gateAddrs[i] = s.Listen
 	}
 	// Flags the user gave are passed on, except those set per region here.
 	var pass []string
@@ -278,14 +273,13 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 			<-done
 		}
 	}
-	for i, region := range regions {
+	for i, site := range sites {
+		region := site.Gate.Region
 		var peers []string
-		for j, other := range regions {
-			if j != i {
-				peers = append(peers, fmt.Sprintf("%s=%s/%s", other, raftAddrs[j], gateAddrs[j]))
-			}
+		for _, p := range site.Gate.Peers {
+			peers = append(peers, fmt.Sprintf("%s=%s/%s", p.Region, p.Raft, p.Gate))
 		}
-		args := append([]string{"dev", "--region", region, "--listen", gateAddrs[i], "--ledger-raft", raftAddrs[i],
+		args := append([]string{"dev", "--region", region, "--listen", site.Listen, "--ledger-raft", site.Gate.LedgerRaft,
 			"--peers", strings.Join(peers, ","), "--dev-account=" + strconv.FormatBool(i == 0)}, pass...)
 		cmd := exec.Command(self, args...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, stderr, stderr
@@ -344,22 +338,4 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 		stopAll()
 		return nil
 	}
-}
-
-// followPorts returns n addresses: addr, then the same host with the
-// following ports.
-func followPorts(addr string, n int) ([]string, error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port <= 0 || port+n-1 > 65535 {
-		return nil, fmt.Errorf("%q: want a fixed port", addr)
-	}
-	out := make([]string, n)
-	for i := range out {
-		out[i] = net.JoinHostPort(host, strconv.Itoa(port+i))
-	}
-	return out, nil
 }

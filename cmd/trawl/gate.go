@@ -13,17 +13,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
-	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile" // the Caddyfile adapter
-	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	_ "github.com/trawlhq/trawl/caddy-modules/api"
-	_ "github.com/trawlhq/trawl/caddy-modules/app"
-	_ "github.com/trawlhq/trawl/caddy-modules/auth"
-	_ "github.com/trawlhq/trawl/caddy-modules/meter"
-	_ "github.com/trawlhq/trawl/caddy-modules/ratelimit"
-	_ "github.com/trawlhq/trawl/caddy-modules/refusal"
-	_ "github.com/trawlhq/trawl/caddy-modules/route"
-	_ "github.com/trawlhq/trawl/caddy-modules/trace"
+	_ "github.com/trawlhq/trawl/caddy-modules/all"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/internal/telemetry"
 )

@@ -146,6 +146,15 @@ func TestDevThreeRegions(t *testing.T) {
 		t.Fatalf("dev serving at %s, want %s", p.base, gates["eu"])
 	}
 	for r, g := range gates {
+		resp, err := http.Post(g+"/scrape", "application/json", strings.NewReader(`{"url":"`+site.URL+`/"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !strings.HasPrefix(string(body), `{"error":"unauthorized"`) || resp.Header.Get("X-Svc-Cost") != "0.000" {
+			t.Fatalf("%s without a key: %d %s", r, resp.StatusCode, body)
+		}
 		a := gateCall(t, "POST", g+"/scrape", `{"url":"`+site.URL+`/`+r+`"}`)
 		if a.status != 200 || a.header.Get("X-Svc-Region") != r || a.header.Get("X-Svc-Cost") != "1.000" ||
 			!strings.Contains(string(a.body), "Page /"+r) {
@@ -185,6 +194,19 @@ func TestDevThreeRegions(t *testing.T) {
 	a = gateCall(t, "GET", gates["us"]+"/scrape/jobs/"+job.JobID+"/results", "")
 	if a.status != 200 || strings.Count(string(a.body), "\n") != 2 {
 		t.Fatalf("results via us: %d %s", a.status, a.body)
+	}
+
+	// Usage history stays in its region; asked of eu, sin's comes from sin.
+	a = gateCall(t, "GET", gates["eu"]+"/v1/billing/usage?region=sin", "")
+	var page struct {
+		Region string
+		Lines  []struct{ Region, Call, Units string }
+	}
+	if a.status != 200 || json.Unmarshal(a.body, &page) != nil || page.Region != "sin" || len(page.Lines) != 5 {
+		t.Fatalf("sin's usage via eu: %d %s", a.status, a.body)
+	}
+	if l := page.Lines[4]; l.Call != "job" || l.Units != "2.000" || l.Region != "sin" {
+		t.Fatalf("last sin line: %+v", l)
 	}
 }
 

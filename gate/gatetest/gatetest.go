@@ -16,17 +16,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
-	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	_ "github.com/trawlhq/trawl/caddy-modules/api"
+	_ "github.com/trawlhq/trawl/caddy-modules/all"
 	"github.com/trawlhq/trawl/caddy-modules/app"
-	_ "github.com/trawlhq/trawl/caddy-modules/auth"
-	_ "github.com/trawlhq/trawl/caddy-modules/meter"
-	_ "github.com/trawlhq/trawl/caddy-modules/ratelimit"
-	_ "github.com/trawlhq/trawl/caddy-modules/refusal"
-	_ "github.com/trawlhq/trawl/caddy-modules/route"
-	_ "github.com/trawlhq/trawl/caddy-modules/trace"
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/internal/members"
@@ -49,6 +41,9 @@ type Gate struct {
 	URL     string // http://127.0.0.1:port
 	Runtime *gate.Runtime
 	Cells   []*Cell
+	// Config is the Caddy JSON the gate runs; DataDir its data directory.
+	Config  []byte
+	DataDir string
 	t       testing.TB
 	n       int
 }
@@ -103,7 +98,7 @@ func Start(t testing.TB, o Options) *Gate {
 	if err := caddy.Load(cfgJSON, true); err != nil {
 		t.Fatal(err)
 	}
-	g := &Gate{URL: "http://" + listen, t: t}
+	g := &Gate{URL: "http://" + listen, t: t, Config: cfgJSON, DataDir: site.Gate.DataDir}
 	t.Cleanup(func() {
 		if err := caddy.Stop(); err != nil {
 			t.Errorf("stop caddy: %v", err)
@@ -214,5 +209,14 @@ func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Reload loads the gate's config again, as `caddy reload` would: new module
+// instances are provisioned before the old ones are cleaned up.
+func (g *Gate) Reload(t testing.TB) {
+	t.Helper()
+	if err := caddy.Load(g.Config, true); err != nil {
+		t.Fatal(err)
 	}
 }
