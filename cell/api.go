@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
 )
@@ -141,6 +142,18 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 	w.Write(tail)
 }
 
+// fetchable counts the URLs that pass the URL checks: a URL refused before
+// any fetch (bad syntax, a private host) is not billed.
+func (c *Cell) fetchable(urls []string) int {
+	n := 0
+	for _, u := range urls {
+		if _, err := fetch.ValidateURL(u, c.cfg.AllowPrivateNetworks); err == nil {
+			n++
+		}
+	}
+	return n
+}
+
 // countUsage is the usage of a call billed per URL at the light level
 // (batches, job submissions and retries): the gate charges it when the
 // response starts.
@@ -183,7 +196,7 @@ func (c *Cell) handleBatch(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	// A batch bills one unit per URL (spec section 4), known before the
 	// first line streams.
-	w.Header().Set(UsageHeader, countUsage("batch", len(req.URLs)))
+	w.Header().Set(UsageHeader, countUsage("batch", c.fetchable(req.URLs)))
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	rc.Flush()
@@ -205,7 +218,7 @@ func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/scrape/jobs/"+id)
-	w.Header().Set(UsageHeader, countUsage("job", len(req.URLs)))
+	w.Header().Set(UsageHeader, countUsage("job", c.fetchable(req.URLs)))
 	writeJSON(w, http.StatusAccepted, map[string]string{"job_id": id, "status": jobs.StatusPending})
 }
 

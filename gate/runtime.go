@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/store"
@@ -88,7 +89,7 @@ type Runtime struct {
 	signup  http.Handler
 	gates   map[string]string // region → gate host:port
 	stop    context.CancelFunc
-	done    chan struct{}
+	bg      sync.WaitGroup // maintenance and pruning
 }
 
 // Open starts the gate's runtime: the voter, the holds client and the
@@ -116,7 +117,7 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		cfg.PublicURL = "http://" + cfg.Addr
 	}
 	log := cfg.Logger.With("region", cfg.Region)
-	rt = &Runtime{cfg: cfg, gates: map[string]string{}, done: make(chan struct{})}
+	rt = &Runtime{cfg: cfg, gates: map[string]string{}}
 	defer func() {
 		if err != nil {
 			rt.closeParts()
@@ -193,13 +194,37 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	rt.signup = signup.New(signup.Config{Billing: rt.billing, Mailer: mailer, BaseURL: cfg.PublicURL, TokenSecret: mac.Sum(nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	rt.stop = cancel
+	rt.bg.Add(2)
 	go func() {
-		defer close(rt.done)
+		defer rt.bg.Done()
 		billing.RunMaintenance(ctx, rt.billing, rt.node.IsLeader, time.Minute)
+	}()
+	go func() {
+		defer rt.bg.Done()
+		rt.pruneUsage(ctx, 6*time.Hour)
 	}()
 	log.Info("gate runtime started", "addr", cfg.Addr, "ledger_raft", cfg.LedgerRaft,
 		"members", rt.members.LocalAddr(), "data", cfg.DataDir)
 	return rt, nil
+}
+
+// pruneUsage drops usage lines older than usage.Retention, now and every
+// interval, until ctx ends.
+func (rt *Runtime) pruneUsage(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if n, err := rt.usage.Prune(rt.cfg.Now().Add(-usage.Retention)); err != nil {
+			rt.cfg.Logger.Warn("usage history: prune failed", "err", err)
+		} else if n > 0 {
+			rt.cfg.Logger.Info("usage history: pruned old lines", "lines", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Destruct lets a caddy.UsagePool close the runtime.
@@ -210,7 +235,7 @@ func (rt *Runtime) Destruct() error { return rt.Close() }
 func (rt *Runtime) Close() error {
 	if rt.stop != nil {
 		rt.stop()
-		<-rt.done
+		rt.bg.Wait()
 		rt.stop = nil
 	}
 	return rt.closeParts()

@@ -187,7 +187,7 @@ type cellUsage struct {
 	Engine    string `json:"engine"`
 	Level     string `json:"level"`
 	Cache     string `json:"cache"`
-	Count     int    `json:"count"`
+	Count     *int   `json:"count"` // absent: the call's own count
 	InTokens  int    `json:"in_tokens"`
 	OutTokens int    `json:"out_tokens"`
 }
@@ -280,9 +280,12 @@ func (w *writer) bill(raw string, status int) (ledger.MC, error) {
 	if kind == "" {
 		return 0, nil // a free call the cell reported anyway
 	}
-	count := u.Count
+	count := max(w.call.count, 1)
+	if u.Count != nil {
+		count = *u.Count
+	}
 	if count == 0 {
-		count = max(w.call.count, 1)
+		return 0, nil // nothing the cell could fetch: nothing to bill
 	}
 	level := u.level()
 	price, err := w.m.rt.Prices().Quote(billing.Usage{Kind: kind, Level: level, Cache: u.Cache, Count: count, InTokens: u.InTokens, OutTokens: u.OutTokens})

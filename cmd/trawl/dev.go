@@ -186,6 +186,9 @@ func devAccount(ctx context.Context, n *ledger.Node, prices *billing.Prices) (st
 	if key == "" {
 		key = "trawl_dev_" + randomHex(24)
 	}
+	if len(key) < 16 || len(key) > 256 {
+		return "", errors.New("TRAWL_DEV_KEY must be 16 to 256 characters")
+	}
 	now := time.Now().UTC()
 	hash := billing.HashKey(key)
 	cmds := []*ledger.Command{

@@ -126,6 +126,8 @@ func runGateConfig(args []string, stdout, stderr io.Writer) error {
 	join := fs.String("members-join", "", "memberlist seeds, comma-separated")
 	fs.StringVar(&site.PricesFile, "prices", "", "price table file")
 	fs.StringVar(&site.Admin, "admin", "", "Caddy admin address (default off)")
+	fs.StringVar(&site.SMTP, "smtp", "", "SMTP server of sign-up mail, host:port (login from TRAWL_SMTP_USERNAME/TRAWL_SMTP_PASSWORD)")
+	fs.StringVar(&site.SMTPFrom, "smtp-from", "trawl <noreply@localhost>", "sender of sign-up mail")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

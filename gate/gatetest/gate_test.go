@@ -93,9 +93,16 @@ func TestScrapeThroughGate(t *testing.T) {
 		t.Fatalf("cache hit: %d cost %q balance %q", r.status, r.header.Get("X-Svc-Cost"), r.header.Get("X-Svc-Balance"))
 	}
 
-	// The usage history has both lines.
+	// A batch bills one unit per URL it could fetch; a URL refused before
+	// any fetch costs nothing.
+	r = call(t, "POST", g.URL+"/scrape/batch", key, `{"urls":["`+pages.URL+`/b1","`+pages.URL+`/b2","ftp://nope/"]}`)
+	if r.status != 200 || r.header.Get("X-Svc-Cost") != "2.000" || strings.Count(r.body, "\n") != 3 {
+		t.Fatalf("batch: %d cost %q\n%s", r.status, r.header.Get("X-Svc-Cost"), r.body)
+	}
+
+	// The usage history has the three lines.
 	r = call(t, "GET", g.URL+"/v1/billing/usage", key, "")
-	if r.status != 200 || strings.Count(r.body, `"receipt"`) != 2 {
+	if r.status != 200 || strings.Count(r.body, `"receipt"`) != 3 {
 		t.Fatalf("usage: %d %s", r.status, r.body)
 	}
 }

@@ -95,6 +95,10 @@ type env struct {
 // memory, with the default price table and a clock at t0 the test moves.
 func newEnv(t *testing.T) *env { return newEnvWithMailer(t, nil) }
 
+// perAddress, when set, is the per-address sign-up bound of the next env
+// (the tests sign up from 127.0.0.1 many times: unbounded by default).
+var perAddress = -1
+
 // newEnvWithMailer is newEnv sending mail with m (nil: the env's memMailer).
 func newEnvWithMailer(t *testing.T, m signup.Mailer) *env {
 	t.Helper()
@@ -117,7 +121,7 @@ func newEnvWithMailer(t *testing.T, m signup.Mailer) *env {
 	}
 	h = signup.New(signup.Config{
 		Billing: billing.Config{State: state, Ledger: e.led, Prices: e.prices, Now: e.clock, Logger: quiet()},
-		Mailer:  m, BaseURL: e.srv.URL + "/", TokenSecret: secret,
+		Mailer:  m, BaseURL: e.srv.URL + "/", TokenSecret: secret, PerAddressHour: perAddress,
 	})
 	return e
 }

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"net"
 	"net/http"
 	"net/mail"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -203,6 +205,18 @@ func (h *handler) signup(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.render(w, http.StatusBadRequest, pageForm, pageData{Title: "Sign up", Error: emailProblem(err), Email: r.PostForm.Get("email")})
 		return
+	}
+	if h.perAddr != nil {
+		ip, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			ip = r.RemoteAddr
+		}
+		if lc, err := h.perAddr.Get(r.Context(), ip); err == nil && lc.Reached {
+			w.Header().Set("Retry-After", strconv.FormatInt(max(lc.Reset-h.bc.Now().Unix(), 1), 10))
+			h.render(w, http.StatusTooManyRequests, pageForm, pageData{Title: "Sign up", Email: email,
+				Error: "Too many sign-ups from your network address in the last hour; try again later."})
+			return
+		}
 	}
 	acct, secret, ref := h.createAccount(r, email)
 	if ref != nil {

@@ -22,6 +22,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
+
 	"github.com/trawlhq/trawl/ledger"
 	"github.com/trawlhq/trawl/ledger/billing"
 )
@@ -46,6 +49,11 @@ type Config struct {
 	TokenTTL time.Duration
 	// MailTimeout bounds sending one mail (default 30 s).
 	MailTimeout time.Duration
+	// PerAddressHour bounds sign-ups from one client IP address per hour
+	// (default 5; negative: no bound): each sign-up hands out a pass key
+	// with credit before any verification, so farming them with throwaway
+	// mail addresses is stopped at the network address.
+	PerAddressHour int
 }
 
 // Defaults and bounds.
@@ -79,6 +87,8 @@ type handler struct {
 	// so the address and key-limit checks see each other's commands. Two
 	// gates may still race past a limit by one.
 	mu sync.Mutex
+	// perAddr counts sign-ups per client IP address (nil: unbounded).
+	perAddr *limiter.Limiter
 }
 
 // New returns the sign-up pages and the keys API:
@@ -116,9 +126,15 @@ func New(cfg Config) http.Handler {
 	if cfg.MailTimeout <= 0 {
 		cfg.MailTimeout = 30 * time.Second
 	}
+	if cfg.PerAddressHour == 0 {
+		cfg.PerAddressHour = 5
+	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	cfg.Billing = bc
 	h := &handler{cfg: cfg, bc: bc, mux: http.NewServeMux()}
+	if cfg.PerAddressHour > 0 {
+		h.perAddr = limiter.New(memory.NewStore(), limiter.Rate{Period: time.Hour, Limit: int64(cfg.PerAddressHour)})
+	}
 
 	// Form posts from another site are refused (the browser says where a
 	// request comes from); API clients send no such headers.

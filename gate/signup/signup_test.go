@@ -427,3 +427,23 @@ func TestSignupRefusesCrossSitePosts(t *testing.T) {
 		}
 	}
 }
+
+// One network address gets a few sign-ups an hour, whatever the e-mail
+// addresses: pass keys carry credit before any verification.
+func TestSignupBoundsSignupsPerNetworkAddress(t *testing.T) {
+	perAddress = 2
+	e := newEnv(t)
+	perAddress = -1
+	e.signup("a1@example.com")
+	e.signup("a2@example.com")
+	r := e.form("/signup", url.Values{"email": {"a3@example.com"}})
+	if r.status != http.StatusTooManyRequests || pageKey(r.body) != "" || r.header.Get("Retry-After") == "" {
+		t.Fatalf("third sign-up from one address in an hour: %d %v", r.status, r.header)
+	}
+	e.mailer.mu.Lock()
+	n := len(e.mailer.sent)
+	e.mailer.mu.Unlock()
+	if n != 2 {
+		t.Fatalf("%d mails sent, want 2", n)
+	}
+}
