@@ -133,7 +133,7 @@ func TestRefusals(t *testing.T) {
 		key := g.Account(t, ledger.PlanFree, 0)
 		bal := call(t, "GET", g.URL+"/v1/billing/balance", key, "")
 		r := call(t, "POST", g.URL+"/scrape", key, `{"url":"`+pages.URL+`/nc"}`)
-		want := `{"error":"no_credit","balance":"0.000","message":"You are out of credit (balance 0.000). Top up to continue: POST /v1/billing/topup?amount=5 charges your saved card, or add checkout=1 to pay on a checkout page.","actions":{"topup":"POST /v1/billing/topup?amount=5","checkout":"POST /v1/billing/topup?amount=5&checkout=1","prices":"GET /v1/prices","mcp":"topup tool"}}` + "\n"
+		want := `{"error":"no_credit","balance":"0.000","message":"Your balance (0.000) does not cover this call. Top up to continue: POST /v1/billing/topup?amount=5 charges your saved card, or add checkout=1 to pay on a checkout page.","actions":{"topup":"POST /v1/billing/topup?amount=5","checkout":"POST /v1/billing/topup?amount=5&checkout=1","prices":"GET /v1/prices","mcp":"topup tool"}}` + "\n"
 		if r.status != 402 || r.body != want {
 			t.Fatalf("got %d\n%s\nwant\n%s\n(balance %s)", r.status, r.body, want, bal.body)
 		}

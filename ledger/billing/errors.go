@@ -73,7 +73,7 @@ func NoCreditBody(balance ledger.MC, topup string) NoCredit {
 	b := NoCredit{
 		Error:   CodeNoCredit,
 		Balance: balance.String(),
-		Message: fmt.Sprintf("You are out of credit (balance %s). Top up to continue: %s charges your saved card, or add checkout=1 to pay on a checkout page.", balance, topup),
+		Message: fmt.Sprintf("Your balance (%s) does not cover this call. Top up to continue: %s charges your saved card, or add checkout=1 to pay on a checkout page.", balance, topup),
 	}
 	b.Actions.Topup = topup
 	b.Actions.Checkout = withCheckout(topup)
