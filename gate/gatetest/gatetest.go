@@ -132,6 +132,7 @@ func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Ce
 	if err != nil {
 		t.Fatal(err)
 	}
+	want := len(g.Runtime.Cells()) + 1 // before the cell can join
 	tc := &Cell{Cell: c, Addr: l.Addr().String(), srv: &http.Server{Handler: c.Handler()}}
 	go tc.srv.Serve(l)
 	tc.members, err = members.Start(members.Config{
@@ -143,7 +144,6 @@ func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Ce
 	}
 	t.Cleanup(func() { tc.Stop() })
 	g.Cells = append(g.Cells, tc)
-	want := len(g.Runtime.Cells()) + 1
 	WaitFor(t, 10*time.Second, "cell "+name+" in the upstream set", func() bool { return len(g.Runtime.Cells()) >= want })
 	return tc
 }
