@@ -18,6 +18,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$PWD
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg) # for the table's header
 BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
@@ -39,7 +40,7 @@ LEDGER_PROFILE=${BENCH_LEDGER_PROFILE:-}         # CPU profile of the first traw
 LEDGER_DIAGNOSE=${BENCH_LEDGER_DIAGNOSE:-1}      # 1: also the Client over a null ledger (no Raft): where the time goes
 GATE_URLS=${BENCH_GATE_URLS:-300}               # distinct warmed URLs the gate part rotates over
 GATE_ROUNDS=${BENCH_GATE_ROUNDS:-5}              # interleaved rounds (direct, plain, plaincell, gate); the median is reported
-GATE_DURATION=${BENCH_GATE_DURATION:-5s}         # wrk run under load (-t$WRK_THREADS -c$WRK_CONNS), per side and round
+GATE_DURATION=${BENCH_GATE_DURATION:-4s}         # wrk run under load (-t$WRK_THREADS -c$WRK_CONNS), per side and round
 GATE_LOW_DURATION=${BENCH_GATE_LOW_DURATION:-2s} # wrk run at low load (-t1 -c1: one request at a time), per side and round
 GATE_PERF=${BENCH_GATE_PERF:-}                   # file: perf profile of the trawl process during one more gate run
 STRICT=${BENCH_STRICT:-0}                        # 1: exit 1 when a target is missed
@@ -461,7 +462,9 @@ if want gate; then
 	     low_plain_over_p50: per("low"; .p.p50_ms - .d.p50_ms | r3),
 	     low_plaincell_over_p50: per("low"; .q.p50_ms - .d.p50_ms | r3),
 	     low_gate_over_plaincell_p50: per("low"; .g.p50_ms - .q.p50_ms | r3),
-	     low_gate_over_plain_p50: per("low"; .g.p50_ms - .p.p50_ms | r3)}}
+	     low_gate_over_plain_p50: per("low"; .g.p50_ms - .p.p50_ms | r3),
+	     load_cpu_gate_plaincell: per("load"; .g.cpu_us / .q.cpu_us | rat),
+	     load_cpu_gate_direct: per("load"; .g.cpu_us / .d.cpu_us | rat)}}
 	  | .median = (.per_round | map_values(med))
 	' "$WORK/gate-runs.jsonl" >"$WORK/gate.json"
 	cat "$WORK/gate.json" >&2
@@ -544,7 +547,7 @@ if want gate; then
 	rows+=("| Gate p50 under load (c$WRK_CONNS: mostly queueing; the overhead target is judged at low load), ms | $(g .load.gate.p50_ms) | $(g .load.direct.p50_ms) direct / $(g .load.plain.p50_ms) plain / $(g .load.plaincell.p50_ms) plain+cell | $(sgn "$(g .median.load_gate_over_p50)") ms vs direct | — | — |")
 	rows+=("| Gate p99 under load, ms | $(g .load.gate.p99_ms) | $(g .load.direct.p99_ms) direct / $(g .load.plain.p99_ms) plain / $(g .load.plaincell.p99_ms) plain+cell | $(ratio "$(g .load.gate.p99_ms)" "$(g .load.direct.p99_ms)")x direct | — | — |")
 	rows+=("| Gate, req/s at low load (1 connection) | $(g .low.gate.rps) | $(g .low.direct.rps) direct / $(g .low.plain.rps) plain / $(g .low.plaincell.rps) plain+cell | $(pct "$(ratio "$(g .low.gate.rps)" "$(g .low.direct.rps)")") of direct | — | — |")
-	rows+=("| Gate, server CPU µs per request under load (user+system, all threads; gate = gate+cell process; plain = Caddy + cell processes) | $(g .load.gate.cpu_us) | $(g .load.direct.cpu_us) direct / $(g .load.plain.cpu_plain_us) + $(g .load.plain.cpu_trawl_us) plain / $(g .load.plaincell.cpu_us) plain+cell | $(ratio "$(g .load.gate.cpu_us)" "$(g .load.plaincell.cpu_us)")x plain+cell | — | — |")
+	rows+=("| Gate, server CPU µs per request under load (user+system, all threads; gate = gate+cell process; plain = Caddy + cell processes) | $(g .load.gate.cpu_us) | $(g .load.direct.cpu_us) direct / $(g .load.plain.cpu_plain_us) + $(g .load.plain.cpu_trawl_us) plain / $(g .load.plaincell.cpu_us) plain+cell | $(g .median.load_cpu_gate_plaincell)x plain+cell | — | — |")
 fi
 
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)
@@ -552,7 +555,7 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 {
 	echo "## make bench — $(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo
-	echo "Machine: $(nproc) cores, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), load at start $(cut -d' ' -f1-3 /proc/loadavg)."
+	echo "Machine: $(nproc) cores, $(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo), load at start $LOAD_START, at the end $(cut -d' ' -f1-3 /proc/loadavg)."
 	if want_corpus; then
 		echo "Commit $commit; $(go env GOVERSION); node $(node --version 2>/dev/null || echo -); $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2)."
 	else
@@ -584,7 +587,7 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 		echo "${R[gate_n]} URLs warmed once, every timed request a cache hit (gate's x-svc-cost ${R[gate_cost]}; the account's month_spent ${R[gate_spent]}); all four sides get the same requests with the dev key."
 		echo "$(jq .rounds "$G") rounds of direct, plain, plain+cell, gate back to back (order rotating), $GATE_DURATION each under load, then $GATE_LOW_DURATION each at 1 connection; figures are medians per side,"
 		echo "ratios and differences the medians of the per-round ones: gate/direct req/s $(jq -c .per_round.load_gate_direct "$G"), gate/plain $(jq -c .per_round.load_gate_plain "$G"),"
-		echo "gate/plain+cell $(jq -c .per_round.load_gate_plaincell "$G"), gate − cell p50 at low load $(jq -c .per_round.low_gate_over_p50 "$G") ms. Load average at the gate part's start ${R[gate_load_start]}, at its end ${R[gate_load_end]}."
+		echo "gate/plain+cell $(jq -c .per_round.load_gate_plaincell "$G"), gate − cell p50 at low load $(jq -c .per_round.low_gate_over_p50 "$G") ms, gate/plain+cell CPU per request $(jq -c .per_round.load_cpu_gate_plaincell "$G"). Load average at the gate part's start ${R[gate_load_start]}, at its end ${R[gate_load_end]}."
 	fi
 	if [[ $ONLY == "$ALL_PARTS" ]]; then
 		echo "Command: \`make bench\` (= \`bash bench/run.sh\`)."

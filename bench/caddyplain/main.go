@@ -9,12 +9,14 @@
 //	caddyplain -listen 127.0.0.1:PORT -cell-listen 127.0.0.1:CELLPORT -cell-data DIR [-storage DIR]
 //
 // The second form also runs a trawl cell (cell.New, the defaults of `trawl
-// cell`, the same ServeMux in front as `trawl dev`) in this process and
+// cell`, a ServeMux in front like `trawl dev`'s) in this process and
 // proxies to it over loopback TCP: the shape of `trawl dev`, where the gate
 // and its cell share one Go runtime, so plain Caddy and the gate can be
 // compared without the cost of a second process on the same cores.
 //
-// It serves until SIGINT or SIGTERM. -print writes the Caddyfile and exits.
+// -flush-interval changes the gate's `flush_interval -1` ("" leaves Caddy's
+// default), for experiments. It serves until SIGINT or SIGTERM. -print
+// writes the Caddyfile and exits.
 package main
 
 import (
@@ -45,6 +47,7 @@ func main() {
 	printOnly := flag.Bool("print", false, "print the Caddyfile and exit")
 	cellListen := flag.String("cell-listen", "", "run a trawl cell in this process on this host:port and proxy to it")
 	cellData := flag.String("cell-data", "", "data directory of that cell")
+	flush := flag.String("flush-interval", "-1", "reverse_proxy flush_interval, as the gate's (\"\": leave Caddy's default)")
 	flag.Parse()
 	if *cellListen != "" {
 		*upstream = *cellListen
@@ -53,7 +56,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: caddyplain -listen 127.0.0.1:PORT (-upstream HOST:PORT | -cell-listen HOST:PORT -cell-data DIR) [-storage DIR] [-print]")
 		os.Exit(2)
 	}
-	text, err := caddyfile(*listen, *upstream, *storage)
+	text, err := caddyfile(*listen, *upstream, *storage, *flush)
 	if err == nil && *printOnly {
 		fmt.Print(text)
 		return
@@ -77,7 +80,7 @@ func main() {
 // caddyfile is the plain proxy: the gate's global options (admin off, no
 // automatic HTTPS) and its reverse_proxy block, with a static upstream in
 // place of `dynamic trawl_cells` and no route/handle_errors chain.
-func caddyfile(listen, upstream, storage string) (string, error) {
+func caddyfile(listen, upstream, storage, flush string) (string, error) {
 	host, port, err := net.SplitHostPort(listen)
 	if err != nil {
 		return "", fmt.Errorf("listen %q: %w", listen, err)
@@ -88,6 +91,10 @@ func caddyfile(listen, upstream, storage string) (string, error) {
 	st := ""
 	if storage != "" {
 		st = fmt.Sprintf("\tstorage file_system %s\n", strconv.Quote(storage))
+	}
+	fl := ""
+	if flush != "" {
+		fl = fmt.Sprintf("\t\tflush_interval %s\n", flush)
 	}
 	return fmt.Sprintf(`{
 	admin off
@@ -103,15 +110,14 @@ http://:%s {
 		lb_try_duration 5s
 		lb_try_interval 50ms
 		fail_duration 5s
-		flush_interval -1
-		transport http {
+%s		transport http {
 			dial_timeout 2s
 			response_header_timeout 125s
 			keepalive_idle_conns_per_host 256
 		}
 	}
 }
-`, st, port, host, upstream), nil
+`, st, port, host, upstream, fl), nil
 }
 
 func run(text string) error {
