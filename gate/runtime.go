@@ -84,6 +84,7 @@ type Runtime struct {
 	st      *store.Store
 	members *members.Cluster
 	billing billing.Config
+	replica *replicaCache
 	usage   *usage.Log
 	obs     *estimate.Observer
 	signup  http.Handler
@@ -177,6 +178,7 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		State: rt.node.State(), Ledger: rt.node, Holds: rt.holds, Prices: cfg.Prices,
 		Region: cfg.Region, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: log,
 	}
+	rt.replica = newReplicaCache(rt.node.State())
 	if rt.usage, err = usage.Open(rt.st); err != nil {
 		return nil, fmt.Errorf("gate: usage history: %w", err)
 	}

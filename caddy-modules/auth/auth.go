@@ -98,7 +98,7 @@ func (a *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return next.ServeHTTP(w, r)
 	}
 	_, span := tracer.Start(r.Context(), "trawl.auth")
-	k, acct, err := billing.Authenticate(a.rt.State(), r, a.rt.Now())
+	k, acct, err := a.rt.Authenticate(r)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		span.End()

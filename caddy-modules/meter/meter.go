@@ -173,7 +173,7 @@ func (m *Meter) refusal(id *gate.Identity, err error) error {
 		left, _ := billing.CapLeft(cfg, id.Account)
 		return caddyhttp.Error(http.StatusPaymentRequired, &gate.Refusal{Status: http.StatusPaymentRequired, Body: billing.SpendCapBody(left)})
 	case errors.Is(err, ledger.ErrNoCredit):
-		bal, _ := billing.BalanceOf(cfg, id.Account)
+		bal, _ := m.rt.Balance(id.Account)
 		return caddyhttp.Error(http.StatusPaymentRequired, &gate.Refusal{Status: http.StatusPaymentRequired, Body: billing.NoCreditBody(max(bal, 0), m.topup)})
 	}
 	m.rt.Logger().Error("meter: charge not recorded", "account", id.Account.ID, "err", err)
@@ -252,7 +252,7 @@ func (w *writer) WriteHeader(status int) {
 				ref = gate.Refuse(http.StatusServiceUnavailable, "meter_unavailable", "try again")
 			}
 			h.Set(HeaderCost, "0.000")
-			if bal, err := billing.BalanceOf(w.m.rt.Billing(), w.id.Account); err == nil {
+			if bal, err := w.m.rt.Balance(w.id.Account); err == nil {
 				h.Set(HeaderBalance, bal.String())
 			}
 			ref.Write(w.ResponseWriter)
@@ -260,7 +260,7 @@ func (w *writer) WriteHeader(status int) {
 		}
 	}
 	h.Set(HeaderCost, cost.String())
-	if bal, err := billing.BalanceOf(w.m.rt.Billing(), w.id.Account); err == nil {
+	if bal, err := w.m.rt.Balance(w.id.Account); err == nil {
 		h.Set(HeaderBalance, bal.String())
 	}
 	w.ResponseWriter.WriteHeader(status)

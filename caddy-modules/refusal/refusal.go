@@ -51,7 +51,7 @@ func (e *Errors) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.H
 		id, _ = caddyhttp.GetVar(r.Context(), gate.IdentityVar).(*gate.Identity)
 	}
 	if id != nil {
-		if bal, err := billing.BalanceOf(e.rt.Billing(), id.Account); err == nil {
+		if bal, err := e.rt.Balance(id.Account); err == nil {
 			h.Set("X-Svc-Balance", bal.String())
 		}
 	}

@@ -2,7 +2,9 @@ package gatetest
 
 import (
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/ledger"
@@ -34,5 +36,25 @@ func TestReloadKeepsRuntimeAndLimits(t *testing.T) {
 	}
 	if r := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); r.status != 429 {
 		t.Fatalf("21st call in the minute: %d, want 429", r.status)
+	}
+}
+
+// The gate caches key lookups per applied index of the replica: a revoked
+// key is refused on the very next request.
+func TestRevokedKeyRefusedAtOnce(t *testing.T) {
+	g := Start(t, Options{})
+	key := g.Account(t, ledger.PlanFree, 10)
+	for range 3 {
+		if r := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); r.status != 200 {
+			t.Fatalf("before: %d %s", r.status, r.body)
+		}
+	}
+	id := "key_acct" + strconv.Itoa(1)
+	if err := Submit(g.Runtime.Node(), &ledger.Command{ID: "revoke/" + id, Type: ledger.CmdRevokeKey, Time: time.Now().UTC(),
+		RevokeKey: &ledger.RevokeKey{KeyID: id}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); r.status != 401 || !strings.Contains(r.body, "revoked") {
+		t.Fatalf("after revocation: %d %s", r.status, r.body)
 	}
 }

@@ -55,14 +55,38 @@ func HashKey(key string) string {
 // hash is compared in constant time all the same. The gate's auth module
 // calls this too.
 func Authenticate(state *ledger.State, r *http.Request, now time.Time) (*ledger.Key, *ledger.Account, error) {
+	hash, err := RequestKeyHash(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	k, a, err := LookupKey(state, hash)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := CheckKey(k, now); err != nil {
+		return nil, nil, err
+	}
+	return k, a, nil
+}
+
+// RequestKeyHash is the hash of r's API key (HashKey); ErrMissingKey or
+// ErrInvalidKey when there is none or it is too long to be one.
+func RequestKeyHash(r *http.Request) (string, error) {
 	key := KeyFromRequest(r)
 	if key == "" {
-		return nil, nil, ErrMissingKey
+		return "", ErrMissingKey
 	}
 	if len(key) > maxKeyLen {
-		return nil, nil, ErrInvalidKey
+		return "", ErrInvalidKey
 	}
-	hash := HashKey(key)
+	return HashKey(key), nil
+}
+
+// LookupKey finds a key by its hash in the replica, with its account. It
+// does not check whether the key may be used now: CheckKey does. The
+// results may be cached for as long as the replica's applied index has
+// not moved.
+func LookupKey(state *ledger.State, hash string) (*ledger.Key, *ledger.Account, error) {
 	k, err := state.KeyByHash(hash)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil, ErrInvalidKey
@@ -73,16 +97,6 @@ func Authenticate(state *ledger.State, r *http.Request, now time.Time) (*ledger.
 	if subtle.ConstantTimeCompare([]byte(k.Hash), []byte(hash)) != 1 {
 		return nil, nil, ErrInvalidKey
 	}
-	if k.Revoked {
-		return nil, nil, ErrRevokedKey
-	}
-	expires := k.ExpiresAt
-	if expires.IsZero() && k.Kind == "pass" {
-		expires = k.CreatedAt.Add(PassTTL)
-	}
-	if !expires.IsZero() && !now.Before(expires) {
-		return nil, nil, ErrExpiredKey
-	}
 	a, err := state.Account(k.Account)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return nil, nil, ErrInvalidKey
@@ -91,6 +105,22 @@ func Authenticate(state *ledger.State, r *http.Request, now time.Time) (*ledger.
 		return nil, nil, fmt.Errorf("read account: %w", err)
 	}
 	return k, a, nil
+}
+
+// CheckKey refuses a revoked key, a key past ExpiresAt, and a pass key
+// older than PassTTL when it carries no expiry.
+func CheckKey(k *ledger.Key, now time.Time) error {
+	if k.Revoked {
+		return ErrRevokedKey
+	}
+	expires := k.ExpiresAt
+	if expires.IsZero() && k.Kind == "pass" {
+		expires = k.CreatedAt.Add(PassTTL)
+	}
+	if !expires.IsZero() && !now.Before(expires) {
+		return ErrExpiredKey
+	}
+	return nil
 }
 
 // IsAuthError reports whether err from Authenticate is a 401 (any other
