@@ -306,16 +306,27 @@ func TestConcurrency(t *testing.T) {
 		t.Fatalf("another account: %v", err)
 	}
 
+	// Release one of the two (whichever takes the release) and wait for it.
 	b.release <- struct{}{}
-	if err := <-first; err != nil {
-		t.Fatal(err)
+	var still <-chan error
+	select {
+	case err := <-first:
+		if err != nil {
+			t.Fatal(err)
+		}
+		still = second
+	case err := <-second:
+		if err != nil {
+			t.Fatal(err)
+		}
+		still = first
 	}
 	third := start(h, free, b)
 	if _, err := serve(h, free, ok); err == nil {
 		t.Fatal("a third request in flight allowed")
 	}
 	close(b.release)
-	for _, done := range []<-chan error{second, third} {
+	for _, done := range []<-chan error{still, third} {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
