@@ -11,6 +11,9 @@
 #   5. gate: /scrape cache hits through `trawl dev`'s gate  vs  the same
 #      requests straight at its cell and through a plain Caddy reverse_proxy
 #      (bench/caddyplain), interleaved rounds, under load and at 1 connection
+#   6. browser (bench/browser): browser-engine pages/s, p50/p99, Chromium
+#      PSS after 1,000 pages vs 10, bursts of 100 at 10/50/100 concurrent
+#      vs  the same cell's plain HTTP engine and bare Chromium (playwright-go)
 #
 # Prints a Markdown table and writes it to bench/results.md. See bench/README.md
 # for the knobs (environment variables below) and for running one part alone.
@@ -22,7 +25,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg) # for the table's header
 BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
-ALL_PARTS=pipeline,scrape,job,ledger,gate
+ALL_PARTS=pipeline,scrape,job,ledger,gate,browser
 ONLY=${BENCH_ONLY:-$ALL_PARTS}                   # comma list of parts to run
 PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
@@ -50,7 +53,7 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 # The pipeline, scrape and job parts read the corpus through the file server.
-want_corpus() { want pipeline || want scrape || want job || want gate; }
+want_corpus() { want pipeline || want scrape || want job || want gate || want browser; }
 
 # ---------------------------------------------------------------- setup
 
@@ -150,7 +153,10 @@ fi
 if want gate; then
 	go build -o "$WORK/bin/" ./bench/caddyplain || die "bench/caddyplain does not build (Caddy)"
 fi
-if want scrape || want job || want gate; then
+if want browser; then
+	go build -o "$WORK/bin/" ./bench/browser || die "bench/browser does not build (cell/fetch/browser)"
+fi
+if want scrape || want job || want gate || want browser; then
 	if [[ ! -x $TRAWL ]]; then
 		log "bin/trawl missing: make build"
 		make build
@@ -470,6 +476,31 @@ if want gate; then
 	cat "$WORK/gate.json" >&2
 fi
 
+# ------------------------------------------------ 6. browser engine (issue 5)
+
+# A `trawl cell` with the default browser pool (one Chromium, 4 pages) and
+# its cache off; corpus pages forced onto the browser with a browser field
+# (wait_for), so the ladder sends them straight there. Baselines in the same
+# run: the same pages through the same cell's plain HTTP engine, and bare
+# Chromium driven by playwright-go without the pool (bench/browser).
+if want browser; then
+	BROWSER_PAGES=${BENCH_BROWSER_PAGES:-1000}   # pages of the throughput run (PSS after 10 and after these)
+	BROWSER_BURST=${BENCH_BROWSER_BURST:-100}    # requests of each burst
+	BROWSER_LEVELS=${BENCH_BROWSER_LEVELS:-10,50,100}
+	((BROWSER_PAGES <= NPAGES)) || die "BENCH_BROWSER_PAGES=$BROWSER_PAGES is more than the corpus's $NPAGES pages"
+	head -n "$BROWSER_PAGES" "$WORK/paths.txt" | sed "s|^|$FS|" >"$WORK/browser-urls.txt"
+	R[br_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
+	log "6/6 browser: a cell with the default browser pool, cache off"
+	start_cell cell-browser --fresh-for -1s --browsers 1
+	log "6/6 browser: $BROWSER_PAGES pages, then bursts of $BROWSER_BURST at $BROWSER_LEVELS concurrent, then the baselines"
+	"$WORK/bin/browser" -api "$CELL" -urls "$WORK/browser-urls.txt" -pages "$BROWSER_PAGES" -burst "$BROWSER_BURST" -levels "$BROWSER_LEVELS" >"$WORK/browser.json" ||
+		{ tail -n 30 "$WORK/cell-browser.log" >&2; die "bench/browser failed"; }
+	cat "$WORK/browser.json" >&2
+	R[br_health]=$(curl -fsS "$CELL/health" | jq -c .browser)
+	stop "$CELL_PID"
+	R[br_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
+fi
+
 # ------------------------------------------------ table
 
 # ratio A B: A/B to 2 decimals
@@ -550,6 +581,23 @@ if want gate; then
 	rows+=("| Gate, server CPU µs per request under load (user+system, all threads; gate = gate+cell process; plain = Caddy + cell processes) | $(g .load.gate.cpu_us) | $(g .load.direct.cpu_us) direct / $(g .load.plain.cpu_plain_us) + $(g .load.plain.cpu_trawl_us) plain / $(g .load.plaincell.cpu_us) plain+cell | $(g .median.load_cpu_gate_plaincell)x plain+cell | — | — |")
 fi
 
+if want browser; then
+	B=$WORK/browser.json
+	bj() { jq -r "$1" "$B"; }
+	n=$(bj .pages)
+	bp=$(bj .browser.pages_per_s) hp=$(bj .http.pages_per_s) xp=$(bj '.bare.pages_per_s // 0')
+	rows+=("| Browser engine: pages/s, $n corpus pages through \`/scrape\` (default pool: 1 Chromium × 4 pages; c=$(bj .concurrency); $(bj .browser.ok)/$(bj .browser.requests) ok) | $bp | $xp (bare Chromium, playwright-go) / $hp (same cell, plain HTTP) | $(ratio "$bp" "$xp")x bare / $(ratio "$bp" "$hp")x HTTP | — | — |")
+	rows+=("| Browser engine: p50 / p99 ms per page | $(bj .browser.p50_ms) / $(bj .browser.p99_ms) | $(bj '.bare.p50_ms // "—"') / $(bj '.bare.p99_ms // "—"') bare; $(bj .http.p50_ms) / $(bj .http.p99_ms) HTTP | — | — | — |")
+	g=$(bj .pss_mb_growth)
+	rows+=("| Chromium memory (PSS of the browser trees), MB: after $n pages vs after 10 (peak during the part $(bj .pss_mb_peak)) | $(bj ".pss_mb_after_$n") | $(bj .pss_mb_after_10) | $(awk -v x="$g" 'BEGIN{printf "%+.1f MB", x}') | growth < 300 MB | $(check "$g < 300") |")
+	while read -r run; do
+		l=$(jq .level <<<"$run") s=$(jq .success_pct <<<"$run") p99=$(jq .p99_ms <<<"$run") bg=$(jq .pss_mb_growth <<<"$run")
+		rows+=("| Burst: the same $(jq .requests <<<"$run") pages at $l concurrent: success % (503 fleet-busy answers seen and repeated after Retry-After: $(jq .fleet_busy_seen <<<"$run")) | $s | — | — | ≥ 99% | $(check "$s >= 99") |")
+		rows+=("| Burst at $l concurrent: p50 / p99 ms (whole request, waits included) | $(jq .p50_ms <<<"$run") / $p99 | — | — | p99 ≤ 10 s | $(check "$p99 <= 10000") |")
+		rows+=("| Burst at $l concurrent: Chromium PSS after, MB (growth over the 10-page figure) | $(jq .pss_mb_after <<<"$run") | $(bj .pss_mb_after_10) | $(awk -v x="$bg" 'BEGIN{printf "%+.1f MB", x}') | growth < 300 MB | $(check "$bg < 300") |")
+	done < <(jq -c '.bursts[]' "$B")
+fi
+
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)
 git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 {
@@ -588,6 +636,10 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 		echo "$(jq .rounds "$G") rounds of direct, plain, plain+cell, gate back to back (order rotating), $GATE_DURATION each under load, then $GATE_LOW_DURATION each at 1 connection; figures are medians per side,"
 		echo "ratios and differences the medians of the per-round ones: gate/direct req/s $(jq -c .per_round.load_gate_direct "$G"), gate/plain $(jq -c .per_round.load_gate_plain "$G"),"
 		echo "gate/plain+cell $(jq -c .per_round.load_gate_plaincell "$G"), gate − cell p50 at low load $(jq -c .per_round.low_gate_over_p50 "$G") ms, gate/plain+cell CPU per request $(jq -c .per_round.load_cpu_gate_plaincell "$G"). Load average at the gate part's start ${R[gate_load_start]}, at its end ${R[gate_load_end]}."
+	fi
+	if want browser; then
+		echo "Browser rows (bench/browser): \`trawl cell --browsers 1 --fresh-for -1s\` (pool defaults), each page POSTed with \`wait_for: body\` (straight to the browser) and a query of its own; 503 fleet-busy answers are repeated after Retry-After, as the API asks, and count as failures only after 120 s."
+		echo "Bare Chromium: one Debian Chromium launched by playwright-go in the bench process, $(jq .concurrency "$WORK/browser.json") pages at a time, a fresh context each (goto, load, content), no pool, guard proxy or cell. Pool counters at the end: ${R[br_health]}. Load average at the part's start ${R[br_load_start]}, at its end ${R[br_load_end]}."
 	fi
 	if [[ $ONLY == "$ALL_PARTS" ]]; then
 		echo "Command: \`make bench\` (= \`bash bench/run.sh\`)."

@@ -96,10 +96,27 @@ func (c *Cell) recoverer(next http.Handler) http.Handler {
 }
 
 func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{
+	body := map[string]any{
 		"status":     "ok",
 		"store_disk": c.store.Metrics().DiskBytes,
-	})
+	}
+	if c.pool != nil {
+		st := c.pool.Stats()
+		pss := st.PSS
+		if r.URL.Query().Get("browser_pss") == "1" {
+			// Measured now rather than at the pool's last check (benchmarks).
+			if v, err := c.pool.PSS(); err == nil {
+				pss = v
+			}
+		}
+		body["browser"] = map[string]any{
+			"browsers": st.Browsers, "draining": st.Draining, "pages_in_use": st.PagesInUse,
+			"pages_served": st.PagesServed, "launches": st.Launches, "launch_failures": st.LaunchFailures,
+			"recycles": st.Recycles, "crashes": st.Crashes, "retries": st.Retries,
+			"fleet_busy": st.FleetBusy, "pss_bytes": pss,
+		}
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
@@ -116,6 +133,12 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 	if req.URL == "" {
 		writeError(w, scrape.BadInput("url is required"))
 		return
+	}
+	if req.Proxy != fetch.ProxyNone || req.NeedsBrowser() {
+		if err := c.scrape.Check(req.Options); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	bp := bufPool.Get().(*[]byte)
 	out, err := c.scrape.ScrapeAppend(r.Context(), *bp, req.URL, req.Options)
@@ -181,6 +204,9 @@ func (c *Cell) decodeMany(w http.ResponseWriter, r *http.Request, limit int64, m
 		return nil, scrape.BadInput(fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", max, len(req.URLs)))
 	}
 	if err := req.Normalize(); err != nil {
+		return nil, err
+	}
+	if err := c.scrape.Check(req.Options); err != nil {
 		return nil, err
 	}
 	return &req, nil
@@ -301,7 +327,7 @@ func jobError(err error) error {
 
 func (c *Cell) logFailure(r *http.Request, url string, err error) {
 	e := scrape.AsError(err)
-	if e.Status >= 500 {
+	if e.Status >= 500 && e.Code != "fleet-busy" { // a busy fleet is counted in /health, not logged per request
 		c.cfg.Logger.Warn("scrape failed", "url", url, "status", e.Status, "err", err)
 	}
 }
@@ -363,8 +389,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeError(w http.ResponseWriter, err error) {
 	e := scrape.AsError(err)
 	msg := e.Message
-	if e.Err != nil && e.Status == http.StatusBadGateway {
+	if e.Err != nil && e.Status == http.StatusBadGateway && !e.Private {
 		msg += ": " + e.Err.Error()
+	}
+	if e.Code == "fleet-busy" {
+		w.Header().Set("Retry-After", "5")
 	}
 	writeJSON(w, e.Status, map[string]string{"error": e.Code, "message": msg})
 }

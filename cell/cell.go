@@ -3,6 +3,7 @@
 package cell
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/fetch/browser"
+	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/jobs/jobid"
 	"github.com/trawlhq/trawl/cell/scrape"
@@ -46,8 +49,35 @@ type Config struct {
 	// SweepEvery is how often expired cache entries and old jobs are removed
 	// (default 10m).
 	SweepEvery time.Duration
-	Now        func() time.Time
-	Logger     *slog.Logger
+
+	// Browsers is the number of Chromium processes in the browser pool:
+	// 0 runs no browser (the engine ladder stops at plain HTTP); negative
+	// means one when Chromium and the Playwright driver are installed, and
+	// none (with a warning) when they are not.
+	Browsers int
+	// BrowserPages is how many pages each browser renders at once (default
+	// 4); beyond Browsers × BrowserPages a request waits up to 5 s for a
+	// page, then gets 503 fleet-busy.
+	BrowserPages int
+	// BrowserEngine, when set, is the browser engine to use instead of a
+	// pool started from Browsers (tests use a fake). The cell does not
+	// close it.
+	BrowserEngine fetch.Engine
+	// Proxies are the upstream proxies, pooled by kind and country
+	// (`--proxy isp:us=http://user:pass@host:port`).
+	Proxies []fetch.ProxySpec
+	// EscalateProxy is the proxy kind (isp or residential) the engine
+	// ladder may use as its last step for requests that ask for no proxy:
+	// the browser through that kind of proxy, when the browser alone met a
+	// bot wall. Empty: such requests never use a proxy.
+	EscalateProxy string
+	// StepDown is how long a site that needed the browser goes straight to
+	// it before one request tries plain HTTP again (default 24h; negative:
+	// never).
+	StepDown time.Duration
+
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -76,6 +106,8 @@ type Cell struct {
 	cfg    Config
 	store  *store.Store
 	engine *fetch.HTTP
+	pool   *browser.Pool // nil without a browser, or with Config.BrowserEngine
+	ladder *ladder.Ladder
 	scrape *scrape.Service
 	jobs   *jobs.Manager
 
@@ -109,7 +141,36 @@ func New(cfg Config) (*Cell, error) {
 		MaxBodyBytes:         cfg.MaxPageBytes,
 		Timeout:              cfg.FetchTimeout,
 	})
-	svc := scrape.New(st, engine, scrape.Config{
+	proxies, err := fetch.NewProxyPools(cfg.Proxies)
+	if err != nil {
+		st.Close()
+		return nil, fmt.Errorf("cell: %w", err)
+	}
+	brEngine, pool, err := startBrowser(cfg)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	lad, err := ladder.New(st, ladder.Config{
+		HTTP:          engine,
+		Browser:       brEngine,
+		Proxies:       proxies,
+		EscalateProxy: cfg.EscalateProxy,
+		StepDown:      cfg.StepDown,
+		Now:           cfg.Now,
+		Logger:        cfg.Logger,
+	})
+	if err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		st.Close()
+		return nil, fmt.Errorf("cell: %w", err)
+	}
+	if n := proxies.Len(); n > 0 {
+		cfg.Logger.Info("proxy pools", "proxies", n, "pools", proxies.Configured(), "escalate", cfg.EscalateProxy)
+	}
+	svc := scrape.New(st, lad, scrape.Config{
 		FreshFor:             cfg.FreshFor,
 		AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 		Now:                  cfg.Now,
@@ -124,14 +185,57 @@ func New(cfg Config) (*Cell, error) {
 		Logger:      cfg.Logger,
 	})
 	if err != nil {
+		svc.Close()
+		if pool != nil {
+			pool.Close()
+		}
 		st.Close()
 		return nil, err
 	}
-	c := &Cell{cfg: cfg, store: st, engine: engine, scrape: svc, jobs: mgr,
+	c := &Cell{cfg: cfg, store: st, engine: engine, pool: pool, ladder: lad, scrape: svc, jobs: mgr,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	mgr.Start()
 	go c.janitor()
 	return c, nil
+}
+
+// startBrowser starts the browser pool Config asks for, and returns its
+// engine; a nil engine means the cell runs no browser.
+func startBrowser(cfg Config) (fetch.Engine, *browser.Pool, error) {
+	if cfg.BrowserEngine != nil {
+		return cfg.BrowserEngine, nil, nil
+	}
+	if cfg.Browsers == 0 {
+		return nil, nil, nil
+	}
+	bcfg := browser.Config{
+		Browsers:             cfg.Browsers,
+		PagesPerBrowser:      cfg.BrowserPages,
+		AllowPrivateNetworks: cfg.AllowPrivateNetworks,
+		Logger:               cfg.Logger.With("component", "browser"),
+	}
+	if cfg.Browsers < 0 {
+		bcfg.Browsers = 1
+		if err := browser.CheckInstall(bcfg); err != nil {
+			cfg.Logger.Warn("no browser engine: pages that need JavaScript or meet a bot wall will not be rendered", "why", err.Error())
+			return nil, nil, nil
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pool, err := browser.NewPool(ctx, bcfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cell: browser engine: %w (run without one with --browsers 0)", err)
+	}
+	cfg.Logger.Info("browser engine", "browsers", bcfg.Browsers, "pages_per_browser", cmpOr(cfg.BrowserPages, browser.DefaultPagesPerBrowser))
+	return browser.NewEngine(pool, browser.EngineConfig{MaxBodyBytes: cfg.MaxPageBytes}), pool, nil
+}
+
+func cmpOr(v, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 func (c *Cell) janitor() {
@@ -153,6 +257,11 @@ func (c *Cell) sweep() {
 		c.cfg.Logger.Warn("cache sweep failed", "err", err)
 	} else if n > 0 {
 		c.cfg.Logger.Info("cache sweep", "removed", n)
+	}
+	if n, err := c.ladder.Sweep(); err != nil {
+		c.cfg.Logger.Warn("engine memory sweep failed", "err", err)
+	} else if n > 0 {
+		c.cfg.Logger.Info("engine memory sweep", "removed", n)
 	}
 	if n, err := c.jobs.Sweep(); err != nil {
 		c.cfg.Logger.Warn("job sweep failed", "err", err)
@@ -176,7 +285,12 @@ func (c *Cell) Close() error {
 		c.jobs.Close()
 		c.scrape.Close()
 		c.engine.Close()
-		c.closeErr = c.store.Close()
+		var errs []error
+		if c.pool != nil {
+			errs = append(errs, c.pool.Close())
+		}
+		errs = append(errs, c.store.Close())
+		c.closeErr = errors.Join(errs...)
 	})
 	return c.closeErr
 }

@@ -10,7 +10,7 @@ want() { dpkg -s "$1" >/dev/null 2>&1 || need_apt+=("$1"); }
 
 case "$what" in
 build) ;;
-test) want postgresql-doc-15; want chromium ;;
+test) want postgresql-doc-15; want chromium; want tinyproxy ;;
 browser) want chromium ;;
 bench) want postgresql-doc-15; want wrk; want jq; want curl ;;
 *) echo "deps.sh: unknown target $what" >&2; exit 2 ;;
@@ -24,6 +24,14 @@ if ((${#need_apt[@]})); then
   # The image may delete downloaded archives between batches: try twice.
   $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null ||
     $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  # The tinyproxy package starts a system proxy on :8888; the proxy tests
+  # start their own instance on a free loopback port, so stop it (there may
+  # be no systemd in a container).
+  if [[ " ${need_apt[*]} " == *" tinyproxy "* ]]; then
+    $SUDO service tinyproxy stop >/dev/null 2>&1 || true
+    $SUDO update-rc.d tinyproxy disable >/dev/null 2>&1 || true
+    $SUDO systemctl disable --now tinyproxy >/dev/null 2>&1 || true
+  fi
 fi
 
 command -v go >/dev/null || { echo "deps: Go is required (https://go.dev/dl)" >&2; exit 1; }

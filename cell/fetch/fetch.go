@@ -14,7 +14,11 @@ package fetch
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
+	"net/url"
+	"time"
 )
 
 // Request is one page to fetch.
@@ -25,6 +29,97 @@ type Request struct {
 	// defaults of the same name, except Accept-Encoding, which the engine
 	// owns because it must be able to decode what it asked for.
 	Header http.Header
+	// Browser holds what only the browser engine does with a page; nil
+	// means its defaults. Other engines ignore it.
+	Browser *BrowserOptions
+}
+
+// BrowserOptions tell the browser engine how to render a page. The zero
+// value renders the page with the engine's defaults.
+//
+// Cookies and Proxy are secrets (a recipe's session, a proxy's
+// credentials): the engine uses them for this one request and never logs
+// or stores them, and String and LogValue leave them out.
+type BrowserOptions struct {
+	// WaitFor delays the capture until a condition holds: a CSS selector
+	// that must match an element, or "js:" followed by a JavaScript
+	// expression, function or function body whose result must be truthy
+	// (evaluated again on every animation frame, so it must not return a
+	// promise).
+	WaitFor string
+	// JS is a script run after the page has loaded and before WaitFor is
+	// checked: an expression, a function or a function body (which may use
+	// await). Its result is ignored; a thrown error fails the fetch.
+	JS string
+	// Screenshot asks for a full-page PNG in Response.Screenshot.
+	Screenshot bool
+	// Viewport is the window size in CSS pixels; zero means the engine's
+	// default (1280x720).
+	Viewport Viewport
+	// UserAgent replaces the browser's user agent, and any User-Agent in
+	// Request.Header.
+	UserAgent string
+	// Cookies are set in the page's fresh browser context before it
+	// navigates, and die with it.
+	Cookies []Cookie
+	// Timeout is the deadline for the whole page: navigation, JS, WaitFor,
+	// Delay and capture. Zero means the engine's default.
+	Timeout time.Duration
+	// Delay is a pause after WaitFor is met and before the capture, for
+	// pages that keep moving (animations, late widgets).
+	Delay time.Duration
+	// Proxy is the URL of an upstream proxy (http, https or socks5, with
+	// credentials) for all of this page's traffic. It must come from the
+	// cell's configuration, never from a caller: the engine trusts the
+	// address. Empty means the page connects directly.
+	Proxy string
+}
+
+// Viewport is a browser window size in CSS pixels.
+type Viewport struct {
+	Width, Height int
+}
+
+// Cookie is a cookie to send with a browser request. An empty Domain means
+// the host of Request.URL, an empty Path means "/".
+type Cookie struct {
+	Name, Value, Domain, Path string
+}
+
+// String leaves the cookie's value out.
+func (c Cookie) String() string {
+	return fmt.Sprintf("%s=<redacted> (domain %q, path %q)", c.Name, c.Domain, c.Path)
+}
+
+// LogValue leaves the cookie's value out.
+func (c Cookie) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("name", c.Name), slog.String("domain", c.Domain), slog.String("path", c.Path))
+}
+
+// String describes the options without their secrets: cookie values and
+// the proxy's credentials.
+func (o BrowserOptions) String() string {
+	return fmt.Sprintf("{WaitFor:%q JS:%d bytes Screenshot:%v Viewport:%dx%d UserAgent:%q Cookies:%v Timeout:%v Delay:%v Proxy:%q}",
+		o.WaitFor, len(o.JS), o.Screenshot, o.Viewport.Width, o.Viewport.Height, o.UserAgent, o.Cookies, o.Timeout, o.Delay, redactProxy(o.Proxy))
+}
+
+// LogValue describes the options without their secrets.
+func (o BrowserOptions) LogValue() slog.Value {
+	return slog.StringValue(o.String())
+}
+
+func redactProxy(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable>"
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	return u.String()
 }
 
 // Response is a fetched page. It owns its fields: nothing in it is shared
@@ -49,13 +144,17 @@ type Response struct {
 	// from ("utf-8", "windows-1252", "shift_jis"...); empty for types that
 	// are not text. Note that the WHATWG maps iso-8859-1 to windows-1252.
 	Charset string
-	// Engine names the engine that produced the response: "http".
+	// Engine names the engine that produced the response: "http" or
+	// "browser".
 	Engine string
 	// Redirects is the number of redirects followed.
 	Redirects int
 	// Proto is the protocol of the final response, such as "HTTP/1.1" or
 	// "HTTP/2.0".
 	Proto string
+	// Screenshot is a full-page PNG, when BrowserOptions.Screenshot asked
+	// for one.
+	Screenshot []byte
 }
 
 // Engine fetches pages. Implementations are safe for concurrent use.
@@ -77,4 +176,7 @@ var (
 	// ErrDecode means the body could not be decompressed: a corrupt stream
 	// or a Content-Encoding the engine does not support.
 	ErrDecode = errors.New("response body could not be decoded")
+	// ErrFleetBusy means no browser page came free in time. The API answers
+	// 503 fleet-busy and does not charge: the caller repeats the request.
+	ErrFleetBusy = errors.New("no browser free")
 )

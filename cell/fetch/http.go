@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -68,9 +69,11 @@ type HTTPConfig struct {
 // HTTP is the net/http fetch engine. It is safe for concurrent use and
 // keeps connections alive between fetches; call Close when done with it.
 type HTTP struct {
-	cfg       HTTPConfig
-	public    func(netip.Addr) bool // the guard's notion of public; tests widen it
-	transport *http.Transport
+	cfg         HTTPConfig
+	public      func(netip.Addr) bool // the guard's notion of public; tests widen it
+	transport   *http.Transport
+	dialer      *net.Dialer // guarded: refuses addresses that are not public
+	proxyDialer *net.Dialer // for configured proxies only (see dial)
 }
 
 // NewHTTP returns an HTTP engine configured by cfg.
@@ -107,17 +110,23 @@ func newHTTP(cfg HTTPConfig, public func(netip.Addr) bool) *HTTP {
 	}
 
 	h := &HTTP{cfg: cfg, public: public}
-	dialer := &net.Dialer{
+	h.dialer = &net.Dialer{
 		Timeout:        10 * time.Second,
 		KeepAlive:      30 * time.Second,
 		Resolver:       cfg.Resolver,
 		ControlContext: h.checkDial,
 	}
+	h.proxyDialer = &net.Dialer{
+		Timeout:   10 * time.Second,
+		KeepAlive: 30 * time.Second,
+		Resolver:  cfg.Resolver,
+	}
 	h.transport = &http.Transport{
-		// Never a proxy from the environment: the guard must see the
-		// address of the site itself.
-		Proxy:       nil,
-		DialContext: dialer.DialContext,
+		// Never a proxy from the environment: only the proxy a fetch was
+		// given (FetchVia), and then the site is checked by name instead.
+		Proxy:                  h.proxyFor,
+		OnProxyConnectResponse: onProxyConnect,
+		DialContext:            h.dial,
 		// A custom DialContext turns HTTP/2 off unless forced back on.
 		ForceAttemptHTTP2:      true,
 		TLSClientConfig:        tlsConfig,
@@ -212,6 +221,14 @@ func (h *HTTP) Fetch(ctx context.Context, req *Request) (*Response, error) {
 		return nil, h.fetchError(ctx, reqCtx, u, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusProxyAuthRequired && proxyFrom(ctx) != nil {
+		// The proxy refused our credentials; the site was never asked.
+		return nil, fmt.Errorf("fetch %s: %w: it answered %s", u, ErrProxy, resp.Status)
+	}
+	if ps := resp.Header.Get("Proxy-Status"); ps != "" && proxyFrom(ctx) != nil && strings.Contains(ps, "error=") {
+		// RFC 9209: the proxy, not the site, wrote this answer.
+		return nil, fmt.Errorf("fetch %s: %w: the proxy reports %q", u, ErrUnreachable, ps)
+	}
 
 	limit := h.cfg.MaxBodyBytes
 	if resp.ContentLength > limit {
@@ -274,8 +291,14 @@ func (h *HTTP) fetchError(parent, reqCtx context.Context, u *url.URL, err error)
 	case parent.Err() != nil:
 		// The caller gave up; that says nothing about the site.
 		return fmt.Errorf("fetch %s: %w", u, parent.Err())
+	case errors.Is(err, ErrProxy):
+		return fmt.Errorf("fetch %s: %w", u, err)
+	case proxyError(err):
+		return fmt.Errorf("fetch %s: %w: %w", u, ErrProxy, err)
 	case reqCtx.Err() != nil:
 		return fmt.Errorf("fetch %s: %w: no answer within %s: %w", u, ErrUnreachable, h.cfg.Timeout, context.DeadlineExceeded)
+	case errors.Is(err, ErrUnreachable):
+		return fmt.Errorf("fetch %s: %w", u, err)
 	default:
 		return fmt.Errorf("fetch %s: %w: %w", u, ErrUnreachable, err)
 	}

@@ -42,6 +42,12 @@ var (
 	}
 )
 
+// IsPublic reports whether a is an address on the public internet: the
+// policy every engine's dial-time guard applies (see isPublic). Other
+// packages that open connections for a fetch (the browser engine's proxy)
+// use it so that one policy guards every path.
+func IsPublic(a netip.Addr) bool { return isPublic(a) }
+
 // isPublic reports whether a is an address on the public internet, the
 // only kind of address the engine may connect to unless private networks
 // are allowed. IPv6 forms that embed an IPv4 address (mapped, NAT64, 6to4,

@@ -12,14 +12,49 @@ import (
 	"strings"
 
 	"github.com/trawlhq/trawl/cell/content"
+	"github.com/trawlhq/trawl/cell/fetch"
 )
 
-// Options are the per-URL fields of spec 2.1 that every scrape route accepts.
+// Options are the per-URL fields of spec 2.1 that every scrape route accepts,
+// and trawl's browser fields (docs/api.md, "Engines"): asking for any of
+// WaitFor, JS, Screenshot or Viewport sends the page to the browser.
 type Options struct {
 	Format  string     `json:"format,omitempty"`
 	Proxy   string     `json:"proxy,omitempty"`
 	Country string     `json:"country,omitempty"`
 	Parse   ParseField `json:"parse,omitzero"`
+
+	// WaitFor is a CSS selector, or "js:" and a JavaScript expression, that
+	// must hold before the page is captured.
+	WaitFor string `json:"wait_for,omitempty"`
+	// JS is JavaScript run in the page after it loads, before WaitFor.
+	JS string `json:"js,omitempty"`
+	// Screenshot asks for a full-page PNG (base64 in `screenshot`).
+	Screenshot bool `json:"screenshot,omitempty"`
+	// Viewport is the browser window in CSS pixels.
+	Viewport Viewport `json:"viewport,omitzero"`
+}
+
+// Viewport is the `viewport` field: {"width": W, "height": H}.
+type Viewport struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
+// Bounds of the browser fields.
+const (
+	maxWaitFor = 4 << 10
+	maxJS      = 64 << 10
+	minWidth   = 320
+	maxWidth   = 3840
+	minHeight  = 200
+	maxHeight  = 4320
+)
+
+// NeedsBrowser reports whether the options ask for what only the browser
+// does.
+func (o *Options) NeedsBrowser() bool {
+	return o.WaitFor != "" || o.JS != "" || o.Screenshot || o.Viewport != (Viewport{})
 }
 
 // Request is the body of POST /scrape.
@@ -47,30 +82,64 @@ func (o *Options) Normalize() error {
 		return BadInput(fmt.Sprintf("format must be one of both, md, html (got %q)", o.Format))
 	}
 	switch o.Proxy {
-	case "", "none":
-		o.Proxy = "none"
-	case "isp", "residential":
-		// Proxy pools arrive with the browser engine; until a pool is
-		// configured a request for one cannot be served as asked.
-		return BadInput(fmt.Sprintf("no %s proxy pool is configured on this cell", o.Proxy))
+	case "", fetch.ProxyNone:
+		o.Proxy = fetch.ProxyNone
+	case fetch.ProxyISP, fetch.ProxyResidential:
+		// Whether this cell has such a pool is the service's check
+		// (Service.Check): the answer depends on its configuration.
 	default:
 		return BadInput(fmt.Sprintf("proxy must be one of none, isp, residential (got %q)", o.Proxy))
 	}
 	if o.Country != "" {
 		c := strings.ToLower(o.Country)
-		if len(c) != 2 || c[0] < 'a' || c[0] > 'z' || c[1] < 'a' || c[1] > 'z' {
+		if !fetch.ValidCountry(c) {
 			return BadInput(fmt.Sprintf("country must be a two-letter country code (got %q)", o.Country))
 		}
 		o.Country = c
 	}
+	if len(o.WaitFor) > maxWaitFor {
+		return BadInput(fmt.Sprintf("wait_for must be at most %d bytes", maxWaitFor))
+	}
+	if o.WaitFor != "" && strings.TrimSpace(strings.TrimPrefix(o.WaitFor, "js:")) == "" {
+		return BadInput("wait_for must be a CSS selector or js: followed by an expression")
+	}
+	if len(o.JS) > maxJS {
+		return BadInput(fmt.Sprintf("js must be at most %d bytes", maxJS))
+	}
+	if v := o.Viewport; v != (Viewport{}) {
+		if v.Width < minWidth || v.Width > maxWidth || v.Height < minHeight || v.Height > maxHeight {
+			return BadInput(fmt.Sprintf("viewport must have width %d to %d and height %d to %d (got %dx%d)",
+				minWidth, maxWidth, minHeight, maxHeight, v.Width, v.Height))
+		}
+	}
 	return nil
 }
 
-// cacheKey identifies everything that shapes the result of a URL.
+// browserOptions are the fetch engine's form of the browser fields; nil
+// when none is set.
+func (o *Options) browserOptions() *fetch.BrowserOptions {
+	if !o.NeedsBrowser() {
+		return nil
+	}
+	return &fetch.BrowserOptions{
+		WaitFor:    o.WaitFor,
+		JS:         o.JS,
+		Screenshot: o.Screenshot,
+		Viewport:   fetch.Viewport{Width: o.Viewport.Width, Height: o.Viewport.Height},
+	}
+}
+
+// cacheKey identifies everything that shapes the result of a URL. The
+// browser fields are appended only when set, so the keys of requests
+// without them are those they always were.
 func (o *Options) cacheKey(url string) string {
 	p := o.Parse
-	return fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%t%t%t%t", url, o.Format, o.Proxy, o.Country,
+	k := fmt.Sprintf("%s\x00%s\x00%s\x00%s\x00%t%t%t%t", url, o.Format, o.Proxy, o.Country,
 		p.Links, p.Media, p.Metadata, p.Tables)
+	if o.NeedsBrowser() {
+		k += fmt.Sprintf("\x00b\x00%q\x00%q\x00%t\x00%dx%d", o.WaitFor, o.JS, o.Screenshot, o.Viewport.Width, o.Viewport.Height)
+	}
+	return k
 }
 
 // ParseField is the `parse` field: true (everything), false, or an object of
@@ -118,6 +187,9 @@ type Error struct {
 	Code    string
 	Message string
 	Err     error
+	// Private keeps Err out of the answer (it is logged): a cause that
+	// names the cell's own infrastructure, such as a proxy's address.
+	Private bool
 }
 
 func (e *Error) Error() string {

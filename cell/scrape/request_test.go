@@ -21,8 +21,17 @@ func TestRequestDecoding(t *testing.T) {
 		{`{"url":"http://a/","parse":{"pdf":true}}`, Options{}, "pdf"},
 		{`{"url":"http://a/","parse":1}`, Options{}, "parse must be"},
 		{`{"url":"http://a/","format":"text"}`, Options{}, "format must be"},
-		{`{"url":"http://a/","proxy":"isp"}`, Options{}, "no isp proxy pool"},
+		{`{"url":"http://a/","proxy":"isp","country":"DE"}`, Options{Format: "both", Proxy: "isp", Country: "de"}, ""},
+		{`{"url":"http://a/","proxy":"residential"}`, Options{Format: "both", Proxy: "residential"}, ""},
+		{`{"url":"http://a/","proxy":"datacenter"}`, Options{}, "proxy must be one of none, isp, residential"},
 		{`{"url":"http://a/","country":"u1"}`, Options{}, "country"},
+		{`{"url":"http://a/","wait_for":"#main","js":"window.scrollTo(0, 1e6)","screenshot":true,"viewport":{"width":800,"height":600}}`,
+			Options{Format: "both", Proxy: "none", WaitFor: "#main", JS: "window.scrollTo(0, 1e6)", Screenshot: true, Viewport: Viewport{800, 600}}, ""},
+		{`{"url":"http://a/","wait_for":"js:"}`, Options{}, "wait_for must be a CSS selector"},
+		{`{"url":"http://a/","wait_for":"` + strings.Repeat("a", 4097) + `"}`, Options{}, "wait_for must be at most 4096 bytes"},
+		{`{"url":"http://a/","js":"` + strings.Repeat("a", 64<<10+1) + `"}`, Options{}, "js must be at most 65536 bytes"},
+		{`{"url":"http://a/","viewport":{"width":100,"height":600}}`, Options{}, "viewport must have width 320 to 3840"},
+		{`{"url":"http://a/","viewport":{"width":800}}`, Options{}, "viewport must have"},
 	} {
 		var r Request
 		err := json.Unmarshal([]byte(tc.in), &r)
@@ -53,6 +62,12 @@ func TestCacheKeyCoversEveryOption(t *testing.T) {
 		{Format: "both", Proxy: "none", Country: "us"},
 		{Format: "both", Proxy: "none", Parse: ParseField{Links: true}},
 		{Format: "both", Proxy: "none", Parse: ParseField{Tables: true}},
+		{Format: "both", Proxy: "isp"},
+		{Format: "both", Proxy: "none", WaitFor: "h1"},
+		{Format: "both", Proxy: "none", JS: "1"},
+		{Format: "both", Proxy: "none", Screenshot: true},
+		{Format: "both", Proxy: "none", Viewport: Viewport{800, 600}},
+		{Format: "both", Proxy: "none", Viewport: Viewport{600, 800}},
 	} {
 		k := o.cacheKey("http://a/")
 		if seen[k] {
@@ -63,10 +78,21 @@ func TestCacheKeyCoversEveryOption(t *testing.T) {
 	if base.cacheKey("http://a/") == base.cacheKey("http://a/b") {
 		t.Error("URLs share a cache key")
 	}
+	// Keys of requests without browser fields are those they always were,
+	// so an upgrade keeps the cache.
+	if got := base.cacheKey("http://a/"); got != "http://a/\x00both\x00none\x00\x00falsefalsefalsefalse" {
+		t.Errorf("key changed: %q", got)
+	}
 }
 
 func TestUsageString(t *testing.T) {
-	for _, u := range []Usage{{Engine: "cache", Cache: "hit"}, {Engine: "http", Cache: "miss", Units: 1}} {
+	if got := (Usage{Engine: "cache", Cache: "hit"}).String(); got != `{"engine":"cache","cache":"hit","units":0}` {
+		t.Errorf("cache hit: %s", got)
+	}
+	if got := (Usage{Engine: "browser", Level: "browser_proxy", Proxy: "isp", Cache: "miss", Units: 1}).String(); got != `{"engine":"browser","level":"browser_proxy","proxy":"isp","cache":"miss","units":1}` {
+		t.Errorf("browser through a proxy: %s", got)
+	}
+	for _, u := range []Usage{{Engine: "cache", Cache: "hit"}, {Engine: "http", Level: "light", Cache: "miss", Units: 1}} {
 		want, _ := json.Marshal(u)
 		if u.String() != string(want) {
 			t.Errorf("%+v: %s, want %s", u, u.String(), want)

@@ -20,6 +20,8 @@ import (
 
 	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/fetch/browser"
+	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/store"
 )
 
@@ -47,7 +49,7 @@ type Config struct {
 type Service struct {
 	cfg    Config
 	store  *store.Store
-	engine fetch.Engine
+	ladder *ladder.Ladder
 	flight singleflight.Group
 
 	// Shared fetches outlive their callers; they run on ctx and Close waits
@@ -62,8 +64,8 @@ type Service struct {
 // ErrClosed is returned by Scrape after Close.
 var ErrClosed = &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "the cell is shutting down"}
 
-// New builds a Service over a store and a fetch engine.
-func New(st *store.Store, engine fetch.Engine, cfg Config) *Service {
+// New builds a Service over a store and the engine ladder.
+func New(st *store.Store, l *ladder.Ladder, cfg Config) *Service {
 	if cfg.FreshFor == 0 {
 		cfg.FreshFor = 10 * time.Minute
 	}
@@ -74,7 +76,7 @@ func New(st *store.Store, engine fetch.Engine, cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, store: st, engine: engine, ctx: ctx, cancel: cancel}
+	return &Service{cfg: cfg, store: st, ladder: l, ctx: ctx, cancel: cancel}
 }
 
 // Close cancels fetches in flight and waits for them to finish.
@@ -108,14 +110,20 @@ type Result struct {
 	HTML        *string         `json:"html,omitempty"`
 	ContentHash string          `json:"content_hash"`
 	Parsed      *content.Parsed `json:"parsed,omitempty"`
-	FetchedAt   time.Time       `json:"fetched_at"`
+	// Screenshot is the full-page PNG asked for with `screenshot`; JSON
+	// carries it in base64.
+	Screenshot []byte    `json:"screenshot,omitempty"`
+	FetchedAt  time.Time `json:"fetched_at"`
 }
 
-// Usage says how a result was produced; the gate prices it.
+// Usage says how a result was produced; the gate prices it by its level
+// (the cell never prices).
 type Usage struct {
-	Engine string `json:"engine"` // cache, http
-	Cache  string `json:"cache"`  // hit, miss
-	Units  int    `json:"units"`  // effort units: 1 for a plain page
+	Engine string `json:"engine"`          // cache, http, browser
+	Level  string `json:"level,omitempty"` // light, browser, browser_proxy; absent on a cache hit
+	Proxy  string `json:"proxy,omitempty"` // isp, residential: the proxy kind a fetch went through
+	Cache  string `json:"cache"`           // hit, miss
+	Units  int    `json:"units"`           // pages fetched: 1 on a miss, 0 on a hit
 }
 
 var usageHit = `{"engine":"cache","cache":"hit","units":0}`
@@ -193,15 +201,35 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 	}
 }
 
+// ladderRequest is the ladder's form of a scrape of u.
+func ladderRequest(u *url.URL, opts *Options) *ladder.Request {
+	return &ladder.Request{URL: u, Proxy: opts.Proxy, Country: opts.Country, Browser: opts.browserOptions()}
+}
+
+// Check refuses options this cell cannot serve as asked: a proxy kind and
+// country it has no pool for, or browser fields without a browser. The
+// routes call it once per request (a batch or job as a whole), after
+// Normalize; Scrape checks again.
+func (s *Service) Check(opts Options) error {
+	if err := s.ladder.Check(&ladder.Request{Proxy: opts.Proxy, Country: opts.Country, Browser: opts.browserOptions()}); err != nil {
+		return fetchError(err)
+	}
+	return nil
+}
+
 func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opts Options) (*Outcome, error) {
-	resp, err := s.engine.Fetch(ctx, &fetch.Request{URL: u.String()})
+	lr, err := s.ladder.Fetch(ctx, ladderRequest(u, &opts))
 	if err != nil {
 		return nil, fetchError(err)
 	}
+	resp := lr.Response
 	now := s.cfg.Now()
 	res, err := buildResult(u.String(), resp, opts, now)
 	if err != nil {
 		return nil, err
+	}
+	if opts.Screenshot {
+		res.Screenshot = resp.Screenshot
 	}
 	// Markdown is full of < > &: keep them readable rather than \u003c.
 	var buf bytes.Buffer
@@ -224,7 +252,7 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 		// The caller still gets the page; only reuse is lost.
 		s.cfg.Logger.Warn("cache/archive write failed", "url", u.String(), "err", err)
 	}
-	return &Outcome{Body: body, Usage: Usage{Engine: resp.Engine, Cache: "miss", Units: 1}}, nil
+	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: "miss", Units: 1}}, nil
 }
 
 func buildResult(requested string, resp *fetch.Response, opts Options, now time.Time) (*Result, error) {
@@ -362,6 +390,30 @@ func fetchError(err error) error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return err
+	case errors.As(err, new(*fetch.NoProxyError)), errors.Is(err, ladder.ErrNeedsBrowser):
+		return BadInput(err.Error())
+	case errors.Is(err, ladder.ErrBlocked):
+		return &Error{Status: http.StatusForbidden, Code: "blocked",
+			Message: err.Error() + "; nothing was charged"}
+	case errors.Is(err, fetch.ErrFleetBusy):
+		return &Error{Status: http.StatusServiceUnavailable, Code: "fleet-busy",
+			Message: "no browser is free right now; nothing was charged, repeat the same request in a few seconds", Err: err}
+	case errors.Is(err, browser.ErrOptions):
+		return &Error{Status: http.StatusBadRequest, Code: "bad_input", Message: "the browser could not use these options: " + err.Error()}
+	case errors.Is(err, browser.ErrWaitFor):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "wait_for_failed",
+			Message: "the wait_for condition did not hold before the page's deadline; nothing was charged", Err: err}
+	case errors.Is(err, browser.ErrScript):
+		return &Error{Status: http.StatusUnprocessableEntity, Code: "script_failed",
+			Message: "the js option threw or did not finish; nothing was charged: " + err.Error()}
+	case errors.Is(err, browser.ErrCrashed):
+		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the browser crashed on this page twice", Err: err}
+	case errors.Is(err, browser.ErrClosed):
+		return ErrClosed
+	case errors.Is(err, fetch.ErrProxy):
+		// The cause names the proxy's address: logged, not shown.
+		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed",
+			Message: "the cell's proxy did not answer or refused the cell; nothing was charged, repeat the request", Err: err, Private: true}
 	case errors.Is(err, fetch.ErrNotPublic):
 		// Reached only through a redirect or DNS answer: the URL itself passed.
 		return &Error{Status: http.StatusBadRequest, Code: "bad_input", Message: fetch.ErrNotPublic.Error(), Err: err}

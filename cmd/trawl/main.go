@@ -15,10 +15,13 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/trawlhq/trawl/cell"
+	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/telemetry"
 )
@@ -87,6 +90,124 @@ func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *str
 		return nil
 	})
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
+
+	// The browser engine and the engine ladder (docs/api.md, "Engines").
+	cfg.Browsers = -1
+	fs.Var((*browsersFlag)(&cfg.Browsers), "browsers", "Chromium processes of the browser pool: auto (1 when Chromium and the Playwright driver are installed, else 0 with a warning), or a number (0: no browser)")
+	fs.IntVar(&cfg.BrowserPages, "browser-pages", 4, "pages each browser renders at once; more wait up to 5 s, then get 503 fleet-busy")
+	fs.DurationVar(&cfg.StepDown, "step-down", 24*time.Hour, "a site that needed the browser goes straight to it for this long, then one request tries plain HTTP again (negative: never)")
+	fs.Var(&proxiesFlag{dst: &cfg.Proxies}, "proxy", "an upstream proxy, KIND[:COUNTRY]=URL, e.g. isp:us=http://user:pass@host:port (kind isp or residential; no country: any exit); repeat it, or separate several with spaces. Command lines are visible to other users: prefer --proxies-file for credentials")
+	fs.Var(&proxiesFileFlag{dst: &cfg.Proxies}, "proxies-file", "a file of upstream proxies, one KIND[:COUNTRY]=URL a line (# comments)")
+	fs.Var((*escalateFlag)(&cfg.EscalateProxy), "escalate-proxy", "proxy kind (isp or residential) the ladder may use, the browser through such a proxy, for requests that ask for no proxy when the browser alone is blocked; needs a pool of that kind (default none)")
+}
+
+// browsersFlag is --browsers: "auto" (stored as -1) or a count.
+type browsersFlag int
+
+func (b *browsersFlag) String() string {
+	if b == nil || *b < 0 {
+		return "auto"
+	}
+	return strconv.Itoa(int(*b))
+}
+
+func (b *browsersFlag) Set(s string) error {
+	if s == "auto" {
+		*b = -1
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 64 {
+		return fmt.Errorf("want auto or 0 to 64, not %q", s)
+	}
+	*b = browsersFlag(n)
+	return nil
+}
+
+// proxiesFlag is --proxy, repeatable. String joins the proxies given with
+// it by spaces (which no URL holds), so dev can pass them on to its region
+// processes; it shows credentials, as the command line that set them did.
+type proxiesFlag struct {
+	dst *[]fetch.ProxySpec
+	own []fetch.ProxySpec
+}
+
+func (p *proxiesFlag) String() string {
+	if p == nil {
+		return ""
+	}
+	parts := make([]string, len(p.own))
+	for i, s := range p.own {
+		parts[i] = s.Label() + "=" + s.URL.String()
+	}
+	return strings.Join(parts, " ")
+}
+
+func (p *proxiesFlag) Set(s string) error {
+	for _, f := range strings.Fields(s) {
+		spec, err := fetch.ParseProxySpec(f)
+		if err != nil {
+			return err
+		}
+		p.own = append(p.own, spec)
+		*p.dst = append(*p.dst, spec)
+	}
+	return nil
+}
+
+// proxiesFileFlag is --proxies-file.
+type proxiesFileFlag struct {
+	dst  *[]fetch.ProxySpec
+	path string
+}
+
+func (p *proxiesFileFlag) String() string {
+	if p == nil {
+		return ""
+	}
+	return p.path
+}
+
+func (p *proxiesFileFlag) Set(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		spec, err := fetch.ParseProxySpec(line)
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, i+1, err)
+		}
+		*p.dst = append(*p.dst, spec)
+	}
+	p.path = path
+	return nil
+}
+
+// escalateFlag is --escalate-proxy.
+type escalateFlag string
+
+func (e *escalateFlag) String() string {
+	if e == nil || *e == "" {
+		return "none"
+	}
+	return string(*e)
+}
+
+func (e *escalateFlag) Set(s string) error {
+	switch s {
+	case "none":
+		*e = ""
+	case fetch.ProxyISP, fetch.ProxyResidential:
+		*e = escalateFlag(s)
+	default:
+		return fmt.Errorf("want isp, residential or none, not %q", s)
+	}
+	return nil
 }
 
 func runCell(ctx context.Context, args []string, stderr io.Writer) error {

@@ -1,0 +1,113 @@
+// Package browser is trawl's browser fetch engine: pages rendered by
+// headless Chromium (Debian's chromium, driven through playwright-go and the
+// playwright-core driver), in a pool that bounds what they cost and never
+// leaves a process behind.
+//
+// # Use
+//
+//	pool, err := browser.NewPool(ctx, browser.Config{})   // starts the driver and the browsers
+//	defer pool.Close()
+//	eng := browser.NewEngine(pool, browser.EngineConfig{})
+//	resp, err := eng.Fetch(ctx, &fetch.Request{URL: u, Browser: &fetch.BrowserOptions{WaitFor: "#app li"}})
+//
+// Engine implements fetch.Engine. Response.Body is the DOM after the page's
+// scripts, the request's JS, WaitFor and Delay, serialised by the browser
+// (always UTF-8 text/html); Status and Header are the main document's.
+// Response.Proto is empty: the browser does not report it.
+//
+// # Pool
+//
+// A Pool runs Config.Browsers browsers (default 1, which suits 2 cores)
+// and lends out at most Browsers × PagesPerBrowser pages (default 4) at a
+// time. A request waits for a page slot at most AcquireTimeout (default 5
+// s), first come first served, and then fails with fetch.ErrFleetBusy (the
+// API's 503 fleet-busy, not charged). It then goes to the serving browser
+// with the fewest pages open.
+//
+// Every request gets a browser context of its own, created for it with its
+// user agent, viewport, extra headers, cookies and proxy route, and closed
+// after it: no cookie, storage or cache passes between callers. Cookies
+// (a recipe's session) live only in that context and are never logged; a
+// cookie the browser refuses is reported without its value.
+//
+// # Deadlines
+//
+// Each page has a deadline (BrowserOptions.Timeout, else
+// EngineConfig.Timeout, default 60 s), bounded by the caller's context.
+// Every playwright call that takes a timeout gets the time left. Calls
+// that take none (evaluate, content, new context or page) are covered by a
+// watchdog: when the deadline passes or the caller gives up, the page's
+// context is closed, which fails whatever call is pending on it, a script
+// stuck in `new Promise(() => {})` or `while (true) {}` included. If even
+// that does not end the request within CloseGrace (default 5 s), the
+// browser is killed and handled as crashed. The same bound applies to
+// closing a context after a page: a browser that cannot close one dies.
+//
+// # Recycling
+//
+// A browser is replaced after RecycleAfterPages pages (default 200) or
+// when its memory passes RecycleAboveMB (default 1024 MiB), read every
+// MemoryCheckInterval (default 5 s) as the PSS of all its processes (from
+// /proc/<pid>/smaps_rollup). The replacement is started first; then new
+// pages go to it while the old browser drains: it finishes the pages it
+// has and is closed when the last one ends. Pool.Stats counts browsers,
+// pages in use and served, launches, recycles, crashes, retries and
+// fleet-busy refusals; Pool.PSS measures memory now.
+//
+// # Crashes
+//
+// A browser that dies (its process killed, its connection lost) is
+// removed at once, what is left of its processes is killed, and a
+// replacement is started. Each request that was on it runs once more, on
+// the replacement, keeping its page slot; a second crash fails it with
+// ErrCrashed. A browser that does not start is retried with backoff;
+// requests waiting for it fail with the launch error.
+//
+// # Processes
+//
+// Playwright starts each browser as the leader of a process group, and
+// Chromium's zygotes, renderers, GPU and utility processes stay in it.
+// Debian's build also starts two crashpad handlers that daemonise out of
+// the group; each browser gets its own dump directory
+// (BREAKPAD_DUMP_LOCATION), which names them on their command line. A
+// browser's processes are its group plus those handlers: that is what
+// PSS sums and what is killed when a browser is closed, recycled or dead,
+// with a check of the executable so that a reused group id never hits an
+// unrelated process. Close closes every browser, kills what is left,
+// stops the driver and removes the pool's temporary directory; when it
+// returns nothing of the pool runs. If the process owning the pool is
+// killed, the driver sees its input close and closes the browsers itself.
+//
+// The driver runs from a private directory of two symbolic links (node and
+// the unpacked playwright-core package), so the pool needs no environment
+// variable; it never installs anything (no playwright.Install). CheckInstall
+// says what is missing: `bash scripts/deps.sh browser` installs it all.
+//
+// # Network guard
+//
+// The browser must never reach a non-public address, on any hop:
+// redirects, subresources, fetch and XHR, frames, WebSockets. Chromium is
+// therefore launched with the pool's own forward proxy as its proxy
+// server (loopback included, <-loopback>), and no name resolution of its
+// own (--host-resolver-rules maps every name to nothing) nor WebRTC UDP
+// outside the proxy. The proxy, in this process, speaks HTTP forward
+// proxying and CONNECT (TLS, WebSockets), checks every target's host like
+// fetch.ValidateURL, resolves names itself and checks every address it
+// dials with fetch.IsPublic at connect time, exactly as the HTTP engine's
+// dialer does; so DNS rebinding and redirects to private addresses are
+// refused wherever they occur. Config.AllowPrivateNetworks turns the guard
+// off (tests, local use), like the HTTP engine's flag. A main document the
+// guard refused fails with fetch.ErrNotPublic; refused subresources fail
+// inside the page (a 403 from the proxy, or a failed tunnel).
+//
+// Each browser context gets a route of the proxy: a listener on its own
+// loopback port, passed to the context as its proxy server. The route
+// carries the context's upstream proxy (BrowserOptions.Proxy: an http,
+// https or socks5 URL with credentials, from the cell's proxy pools), so
+// one browser serves pages through different upstreams at once, and a
+// page cannot choose or forge its route: the port it reaches is fixed by
+// the browser per context. With an upstream, the guard still checks the
+// target's host, and refuses a name that resolves here to a private
+// address, before handing it to the upstream, which resolves and dials
+// it on its own network.
+package browser

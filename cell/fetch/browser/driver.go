@@ -1,0 +1,151 @@
+package browser
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+
+	"github.com/playwright-community/playwright-go"
+)
+
+// DriverVersion is the playwright-core release playwright-go v0.5200.x
+// speaks to; `bash scripts/deps.sh browser` unpacks it.
+const DriverVersion = "1.52.0"
+
+// DefaultExecutablePath is Debian's chromium.
+const DefaultExecutablePath = "/usr/bin/chromium"
+
+// DefaultDriverDir is where scripts/deps.sh unpacks the driver: the
+// directory that holds package/cli.js. Empty when there is no home
+// directory.
+func DefaultDriverDir() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".cache", "trawl", "playwright-driver-"+DriverVersion)
+}
+
+// CheckInstall reports, as an error naming what is missing and how to
+// install it, whether NewPool can start browsers with cfg (defaults
+// applied). It starts nothing.
+func CheckInstall(cfg Config) error {
+	cfg = cfg.withDefaults()
+	if fi, err := os.Stat(cfg.ExecutablePath); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+		return fmt.Errorf("no browser at %s (run: bash scripts/deps.sh browser)", cfg.ExecutablePath)
+	}
+	if cfg.DriverDir == "" {
+		return errors.New("no driver directory (no home directory): set Config.DriverDir")
+	}
+	var pkg struct{ Version string }
+	b, err := os.ReadFile(filepath.Join(cfg.DriverDir, "package", "package.json"))
+	if err != nil || json.Unmarshal(b, &pkg) != nil || pkg.Version != DriverVersion {
+		return fmt.Errorf("no playwright driver %s in %s (found %q; run: bash scripts/deps.sh browser)", DriverVersion, cfg.DriverDir, pkg.Version)
+	}
+	if _, err := nodePath(cfg); err != nil {
+		return err
+	}
+	return nil
+}
+
+// nodePath is the node that runs the driver.
+func nodePath(cfg Config) (string, error) {
+	if cfg.NodePath != "" {
+		return cfg.NodePath, nil
+	}
+	p, err := exec.LookPath("node")
+	if err != nil {
+		return "", errors.New("no node on PATH to run the playwright driver: set Config.NodePath")
+	}
+	return p, nil
+}
+
+// driver is a running playwright driver (a node process) of one pool.
+type driver struct {
+	pw     *playwright.Playwright
+	dir    string // private driver directory, removed on stop
+	stderr *tailBuffer
+}
+
+// startDriver runs the playwright driver. playwright-go finds node only
+// through PLAYWRIGHT_NODEJS_PATH or beside the driver, so rather than
+// change the process environment the pool gets a private driver directory
+// of two symbolic links: node and the unpacked package. A
+// PLAYWRIGHT_NODEJS_PATH set by the operator still wins.
+func startDriver(cfg Config, log *slog.Logger) (*driver, error) {
+	node, err := nodePath(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "trawl-playwright-")
+	if err != nil {
+		return nil, fmt.Errorf("playwright driver: %w", err)
+	}
+	pkg, err := filepath.Abs(filepath.Join(cfg.DriverDir, "package"))
+	if err == nil {
+		err = os.Symlink(pkg, filepath.Join(dir, "package"))
+	}
+	if err == nil {
+		err = os.Symlink(node, filepath.Join(dir, "node"))
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("playwright driver: %w", err)
+	}
+	d := &driver{dir: dir, stderr: &tailBuffer{max: 16 << 10}}
+	d.pw, err = playwright.Run(&playwright.RunOptions{
+		DriverDirectory:     dir,
+		SkipInstallBrowsers: true,
+		Verbose:             false,
+		Stdout:              io.Discard,
+		Stderr:              d.stderr,
+		// Without a Logger, a Stderr makes playwright-go redirect the
+		// standard logger of the whole process.
+		Logger: log,
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start playwright driver: %w (stderr: %s)", err, d.stderr)
+	}
+	return d, nil
+}
+
+// stop ends the driver process and removes its directory.
+func (d *driver) stop() error {
+	err := d.pw.Stop()
+	os.RemoveAll(d.dir)
+	if err != nil {
+		return fmt.Errorf("stop playwright driver: %w", err)
+	}
+	return nil
+}
+
+// tailBuffer keeps the last bytes written to it, for error messages.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   bytes.Buffer
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b.Write(p)
+	if over := t.b.Len() - t.max; over > 0 {
+		t.b.Next(over)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.b.String()
+}

@@ -1,0 +1,410 @@
+package browser
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/playwright-community/playwright-go"
+
+	"github.com/trawlhq/trawl/cell/fetch"
+)
+
+// Defaults for EngineConfig.
+const (
+	// DefaultTimeout is the page deadline when the request sets none.
+	DefaultTimeout = 60 * time.Second
+	// DefaultLoadWait bounds the wait for the load event once the
+	// document has been parsed; a page whose load never fires (a stalled
+	// image, an ad) is captured as it is.
+	DefaultLoadWait = 10 * time.Second
+	// MaxViewport bounds each side of a requested viewport.
+	MaxViewport = 8192
+)
+
+// Errors of the engine, to be tested with errors.Is. Fetch also returns
+// the fetch package's errors (ErrInvalidURL, ErrNotPublic, ErrUnreachable,
+// ErrTooLarge, ErrFleetBusy) and the pool's.
+var (
+	// ErrOptions means the BrowserOptions are not usable: a viewport out
+	// of range, a cookie the browser refused, a bad proxy URL. The caller
+	// must change the request.
+	ErrOptions = errors.New("invalid browser options")
+	// ErrWaitFor means the WaitFor condition did not hold before the page
+	// deadline, or could not be evaluated (a malformed selector).
+	ErrWaitFor = errors.New("wait_for condition not met")
+	// ErrScript means the JS option threw, or did not finish before the
+	// page deadline.
+	ErrScript = errors.New("page script failed")
+)
+
+// EngineConfig configures an Engine. The zero value is usable.
+type EngineConfig struct {
+	// Timeout is the page deadline when BrowserOptions.Timeout is zero.
+	// Default DefaultTimeout.
+	Timeout time.Duration
+	// LoadWait bounds the wait for the load event after
+	// DOMContentLoaded. Default DefaultLoadWait.
+	LoadWait time.Duration
+	// UserAgent is sent when the request names none. Default: the
+	// browser's own, with "HeadlessChrome" spelt "Chrome".
+	UserAgent string
+	// Locale sets Accept-Language and navigator.language. Default "en-US".
+	Locale string
+	// MaxBodyBytes caps the rendered HTML; over it Fetch fails with
+	// fetch.ErrTooLarge. Default fetch.DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// Engine is the browser fetch engine: it renders pages in a Pool's
+// browsers. It is safe for concurrent use; closing the pool stops it.
+type Engine struct {
+	pool *Pool
+	cfg  EngineConfig
+}
+
+// NewEngine returns an engine rendering pages in pool.
+func NewEngine(pool *Pool, cfg EngineConfig) *Engine {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.LoadWait <= 0 {
+		cfg.LoadWait = DefaultLoadWait
+	}
+	if cfg.Locale == "" {
+		cfg.Locale = "en-US"
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = fetch.DefaultMaxBodyBytes
+	}
+	return &Engine{pool: pool, cfg: cfg}
+}
+
+// Fetch renders req.URL in a fresh browser context and returns the DOM as
+// it stands after req.Browser's JS, WaitFor and Delay, serialised as HTML
+// (Body, always UTF-8 text/html), with the main document's status and
+// headers, the final URL and, when asked, a full-page screenshot.
+//
+// The URL is validated like the HTTP engine's, and every connection the
+// page makes (redirects, subresources, fetch/XHR, frames, WebSockets)
+// passes the pool's guard; a main document refused by it fails with
+// fetch.ErrNotPublic, while refused subresources just fail inside the
+// page, as network errors. A main document the upstream proxy could not
+// fetch (not answering, refusing the credentials) fails with
+// fetch.ErrProxy. A navigation that fails or does not finish in time wraps
+// fetch.ErrUnreachable (and context.DeadlineExceeded); a JS option that
+// throws or hangs wraps ErrScript; a WaitFor that never holds wraps
+// ErrWaitFor. When ctx ends first the error wraps ctx.Err() alone. With no
+// page free within the pool's AcquireTimeout it fails with
+// fetch.ErrFleetBusy.
+func (e *Engine) Fetch(ctx context.Context, req *fetch.Request) (*fetch.Response, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: no request", fetch.ErrInvalidURL)
+	}
+	u, err := e.pool.guard.checkURL(req.URL)
+	if err != nil {
+		return nil, err
+	}
+	var o fetch.BrowserOptions
+	if req.Browser != nil {
+		o = *req.Browser
+	}
+	spec, err := e.spec(u, req.Header, &o)
+	if err != nil {
+		return nil, fmt.Errorf("browser fetch %s: %w", u, err)
+	}
+	var resp *fetch.Response
+	err = e.pool.run(ctx, spec, func(pctx context.Context, s *session) error {
+		r, err := e.render(ctx, pctx, s, u, &o)
+		resp = r
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("browser fetch %s: %w", u, err)
+	}
+	return resp, nil
+}
+
+// hopHeaders are request headers the browser owns.
+var hopHeaders = map[string]bool{
+	"Accept-Encoding": true, "Connection": true, "Content-Length": true, "Host": true,
+	"Keep-Alive": true, "Proxy-Authorization": true, "Proxy-Connection": true, "Te": true,
+	"Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "User-Agent": true,
+}
+
+// spec turns the request into the page's context options.
+func (e *Engine) spec(u *url.URL, h http.Header, o *fetch.BrowserOptions) (*pageSpec, error) {
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = e.cfg.Timeout
+	}
+	if o.Delay < 0 || o.Delay >= timeout {
+		return nil, fmt.Errorf("%w: delay %s is not within the page timeout %s", ErrOptions, o.Delay, timeout)
+	}
+	ua := o.UserAgent
+	if ua == "" {
+		ua = h.Get("User-Agent")
+	}
+	if ua == "" {
+		ua = e.cfg.UserAgent
+	}
+	if ua == "" {
+		e.pool.mu.Lock()
+		ua = e.pool.ua
+		e.pool.mu.Unlock()
+	}
+	opts := playwright.BrowserNewContextOptions{
+		UserAgent: playwright.String(ua),
+		Locale:    playwright.String(e.cfg.Locale),
+		// Our waits and scripts must work on pages whose CSP forbids eval.
+		BypassCSP:       playwright.Bool(true),
+		AcceptDownloads: playwright.Bool(false),
+		ServiceWorkers:  playwright.ServiceWorkerPolicyBlock,
+	}
+	if v := o.Viewport; v != (fetch.Viewport{}) {
+		if v.Width < 1 || v.Height < 1 || v.Width > MaxViewport || v.Height > MaxViewport {
+			return nil, fmt.Errorf("%w: viewport %dx%d is not within 1x1 and %dx%d", ErrOptions, v.Width, v.Height, MaxViewport, MaxViewport)
+		}
+		opts.Viewport = &playwright.Size{Width: v.Width, Height: v.Height}
+	}
+	if len(h) > 0 {
+		extra := make(map[string]string, len(h))
+		for k, vs := range h {
+			k = http.CanonicalHeaderKey(k)
+			if hopHeaders[k] || strings.HasPrefix(k, "Proxy-") || len(vs) == 0 {
+				continue
+			}
+			extra[k] = strings.Join(vs, ", ")
+		}
+		if len(extra) > 0 {
+			opts.ExtraHttpHeaders = extra
+		}
+	}
+	spec := &pageSpec{timeout: timeout, options: opts}
+	if o.Proxy != "" {
+		if _, err := parseUpstream(o.Proxy); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
+		}
+		spec.upstream = o.Proxy
+	}
+	for _, c := range o.Cookies {
+		if c.Name == "" {
+			return nil, fmt.Errorf("%w: a cookie has no name", ErrOptions)
+		}
+		oc := playwright.OptionalCookie{Name: c.Name, Value: c.Value}
+		path := c.Path
+		if path == "" {
+			path = "/"
+		}
+		if c.Domain == "" {
+			// Host-only, for the page's own host.
+			cu := url.URL{Scheme: u.Scheme, Host: u.Host, Path: path}
+			oc.URL = playwright.String(cu.String())
+		} else {
+			oc.Domain = playwright.String(c.Domain)
+			oc.Path = playwright.String(path)
+		}
+		spec.cookies = append(spec.cookies, oc)
+	}
+	return spec, nil
+}
+
+// render loads the page and captures it. ctx is the caller's, pctx ends at
+// the page deadline.
+func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fetch.BrowserOptions) (*fetch.Response, error) {
+	page := s.page
+
+	// The main frame's latest navigation, to tell why a navigation failed:
+	// the proxy knows whether it refused the target (the guard), could not
+	// use the upstream, or could not reach the site.
+	var navMu sync.Mutex
+	lastNav := u.String()
+	page.OnRequest(func(r playwright.Request) {
+		if r.IsNavigationRequest() {
+			if f := r.Frame(); f != nil && f.ParentFrame() == nil {
+				navMu.Lock()
+				lastNav = r.URL()
+				navMu.Unlock()
+			}
+		}
+	})
+	why := func() error {
+		navMu.Lock()
+		defer navMu.Unlock()
+		return s.route.failure(lastNav)
+	}
+
+	main, err := page.Goto(u.String(), playwright.PageGotoOptions{
+		WaitUntil: playwright.WaitUntilStateDomcontentloaded,
+		Timeout:   playwright.Float(msUntil(pctx)),
+	})
+	if err != nil {
+		if cause := why(); cause != nil && pctx.Err() == nil {
+			return nil, fmt.Errorf("navigate: %w", cause)
+		}
+		return nil, e.failed(ctx, pctx, "navigate", fetch.ErrUnreachable, err)
+	}
+	if main == nil {
+		return nil, fmt.Errorf("%w: navigation gave no document", fetch.ErrUnreachable)
+	}
+
+	// Give the load event a bounded chance; a page that never finishes
+	// loading is captured as it is.
+	loadWait := min(e.cfg.LoadWait, time.Until(deadline(pctx))/2)
+	if loadWait > 0 {
+		err := page.WaitForLoadState(playwright.PageWaitForLoadStateOptions{
+			State:   playwright.LoadStateLoad,
+			Timeout: playwright.Float(float64(max(loadWait.Milliseconds(), 1))),
+		})
+		if err != nil && !errors.Is(err, playwright.ErrTimeout) {
+			return nil, e.failed(ctx, pctx, "load", fetch.ErrUnreachable, err)
+		}
+	}
+
+	if o.JS != "" {
+		if err := runScript(page, o.JS); err != nil {
+			return nil, e.failed(ctx, pctx, "js", ErrScript, err)
+		}
+	}
+	if o.WaitFor != "" {
+		if err := waitFor(pctx, page, o.WaitFor); err != nil {
+			return nil, e.failed(ctx, pctx, "wait_for", ErrWaitFor, err)
+		}
+	}
+	if o.Delay > 0 {
+		t := time.NewTimer(o.Delay)
+		select {
+		case <-t.C:
+		case <-pctx.Done():
+			t.Stop()
+			return nil, e.failed(ctx, pctx, "delay", fetch.ErrUnreachable, pctx.Err())
+		}
+	}
+
+	html, err := page.Content()
+	if err != nil {
+		return nil, e.failed(ctx, pctx, "capture", fetch.ErrUnreachable, err)
+	}
+	if int64(len(html)) > e.cfg.MaxBodyBytes {
+		return nil, fmt.Errorf("%w: rendered page of %d bytes over %d", fetch.ErrTooLarge, len(html), e.cfg.MaxBodyBytes)
+	}
+	var shot []byte
+	if o.Screenshot {
+		shot, err = page.Screenshot(playwright.PageScreenshotOptions{
+			FullPage: playwright.Bool(true),
+			Type:     playwright.ScreenshotTypePng,
+			Timeout:  playwright.Float(msUntil(pctx)),
+		})
+		if err != nil {
+			return nil, e.failed(ctx, pctx, "screenshot", fetch.ErrUnreachable, err)
+		}
+	}
+	header := make(http.Header)
+	if hs, err := main.HeadersArray(); err == nil {
+		for _, h := range hs {
+			header.Add(h.Name, h.Value)
+		}
+	} else if pctx.Err() != nil {
+		return nil, e.failed(ctx, pctx, "capture", fetch.ErrUnreachable, err)
+	}
+	// Body is the serialised DOM, not the bytes on the wire.
+	header.Del("Content-Encoding")
+	header.Del("Content-Length")
+	redirects := 0
+	for r := main.Request().RedirectedFrom(); r != nil; r = r.RedirectedFrom() {
+		redirects++
+	}
+	return &fetch.Response{
+		URL:         page.URL(),
+		Status:      main.Status(),
+		Header:      header,
+		Body:        []byte(html),
+		ContentType: "text/html",
+		Charset:     "utf-8",
+		Engine:      "browser",
+		Redirects:   redirects,
+		Screenshot:  shot,
+	}, nil
+}
+
+// failed classifies an error of one step of rendering: the caller gone
+// (ctx.Err alone), the page deadline passed (kind and
+// context.DeadlineExceeded), or the step's own failure (kind and the
+// browser's message).
+func (e *Engine) failed(ctx, pctx context.Context, step string, kind, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", step, ctx.Err())
+	case pctx.Err() != nil:
+		return fmt.Errorf("%s: %w: page deadline passed: %w", step, kind, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("%s: %w: %w", step, kind, trim(err))
+}
+
+func deadline(ctx context.Context) time.Time {
+	if dl, ok := ctx.Deadline(); ok {
+		return dl
+	}
+	return time.Now().Add(DefaultTimeout)
+}
+
+// looksLikeFunction reports whether src is a function expression, which
+// playwright calls rather than evaluates.
+func looksLikeFunction(src string) bool {
+	return functionRE.MatchString(src)
+}
+
+var functionRE = regexp.MustCompile(`^\s*(async\s+)?(function\b|\([^()]*\)\s*=>|[A-Za-z_$][\w$]*\s*=>)`)
+
+// isSyntaxError reports whether the page could not parse a script.
+func isSyntaxError(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "SyntaxError")
+}
+
+// runScript runs the JS option: an expression or statements (evaluated,
+// promises awaited), a function (called), or a function body with return
+// or await at its top level (wrapped in an async function). Its result is
+// dropped. A script that never settles is ended by the page deadline's
+// watchdog, which closes the context.
+func runScript(page playwright.Page, src string) error {
+	_, err := page.Evaluate(src)
+	if isSyntaxError(err) && !looksLikeFunction(src) {
+		_, err = page.Evaluate("async () => {\n" + src + "\n}")
+	}
+	return err
+}
+
+// cssPredicate checks a CSS selector; an invalid selector throws, which
+// fails the wait at once instead of at the deadline.
+const cssPredicate = `sel => document.querySelector(sel) !== null`
+
+// waitFor waits, checking on every animation frame, until cond holds:
+// "js:" and a JavaScript condition, or a CSS selector.
+func waitFor(pctx context.Context, page playwright.Page, cond string) error {
+	opts := playwright.PageWaitForFunctionOptions{
+		Polling: "raf",
+		Timeout: playwright.Float(msUntil(pctx)),
+	}
+	if src, ok := strings.CutPrefix(cond, "js:"); ok {
+		src = strings.TrimSpace(src)
+		if src == "" {
+			return fmt.Errorf("%w: empty js: condition", ErrOptions)
+		}
+		_, err := page.WaitForFunction(src, nil, opts)
+		if isSyntaxError(err) && !looksLikeFunction(src) {
+			opts.Timeout = playwright.Float(msUntil(pctx))
+			_, err = page.WaitForFunction("() => {\n"+src+"\n}", nil, opts)
+		}
+		return err
+	}
+	_, err := page.WaitForFunction(cssPredicate, strings.TrimSpace(cond), opts)
+	return err
+}
+
+var _ fetch.Engine = (*Engine)(nil)
