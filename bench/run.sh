@@ -235,7 +235,7 @@ if want scrape; then
 	n=$(wc -l <"$WORK/scrape-urls.txt")
 
 	log "2/3 /scrape cache hits: start cell, warm the cache with $n URLs"
-	start_cell cell-scrape
+	start_cell cell-scrape --browsers 0
 	"$LG" warm -api "$CELL" -urls "$WORK/scrape-urls.txt" -c 8 -format md
 
 	log "2/3 baseline: wrk GET on the file server, same $n paths"
@@ -267,7 +267,7 @@ if want job; then
 	[[ $(jq .errors "$WORK/fetch.json") == 0 ]] || die "raw fetch baseline saw errors"
 
 	log "3/3 trawl: one job of $JOB_URLS URLs on a fresh cell"
-	start_cell cell-job --job-concurrency "$JOB_CONCURRENCY"
+	start_cell cell-job --job-concurrency "$JOB_CONCURRENCY" --browsers 0
 	"$LG" job -api "$CELL" -urls "$WORK/job-urls.txt" -pid "$CELL_PID" -format md -timeout "$JOB_TIMEOUT" >"$WORK/job.json"
 	cat "$WORK/job.json" >&2
 	stop "$CELL_PID"
