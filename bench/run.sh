@@ -324,7 +324,7 @@ if want gate; then
 	# Tracing off (the default) whatever the caller's environment says.
 	start gate-dev env -u OTEL_TRACES_EXPORTER -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT \
 		TRAWL_DEV_KEY="$GATE_KEY" "$WORK/bin/trawl-gate" dev --listen "127.0.0.1:$gport" --cell-listen "127.0.0.1:$cport" \
-		--ledger-raft "127.0.0.1:$rport" --data "$WORK/gate-data" --prices "$WORK/gate-prices.json" --allow-private-networks
+		--ledger-raft "127.0.0.1:$rport" --data "$WORK/gate-data" --prices "$WORK/gate-prices.json" --allow-private-networks --browsers 0
 	DEV_PID=$LAST_PID
 	wait_until "trawl dev" 90 "$DEV_PID" grep -q '"msg":"gate serving"' "$WORK/gate-dev.log"
 	GATE=http://127.0.0.1:$gport
