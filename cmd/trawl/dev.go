@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -150,7 +151,7 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	}
 	defer c.stop(logger)
 	// Serve once the gate sees its cell.
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for len(rt.Cells()) == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -300,18 +301,29 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 			exited <- fmt.Errorf("region %s exited: %v", region, err)
 		}()
 	}
-	// Ready when every gate answers the dev key (the account has reached
-	// every replica).
+	// Ready when every gate is healthy (a ledger leader, a live cell) and
+	// answers the dev key (the account has reached every replica).
 	ready := make(chan struct{})
 	go func() {
 		client := &http.Client{Timeout: 2 * time.Second}
+		get := func(url string, auth bool) (int, []byte) {
+			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
+			if auth {
+				req.Header.Set("Authorization", "Bearer "+key)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return 0, nil
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, b
+		}
 		for _, addr := range gateAddrs {
 			for ctx.Err() == nil {
-				req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+addr+"/v1/billing/balance", nil)
-				req.Header.Set("Authorization", "Bearer "+key)
-				if resp, err := client.Do(req); err == nil {
-					resp.Body.Close()
-					if resp.StatusCode == http.StatusOK {
+				var h gate.Health
+				if code, b := get("http://"+addr+"/health", false); code == http.StatusOK && json.Unmarshal(b, &h) == nil && h.Status == "ok" {
+					if code, _ := get("http://"+addr+"/v1/billing/balance", true); code == http.StatusOK {
 						break
 					}
 				}

@@ -137,7 +137,7 @@ func TestDevThreeRegions(t *testing.T) {
 	gp, rp := freeRun(t, 3), freeRun(t, 3)
 	p := launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey}, "dev serving", "dev", "--regions", "eu,sin,us",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", gp), "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", rp),
-		"--data", t.TempDir(), "--allow-private-networks", "--prices", pricesFile(t, 100))
+		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", pricesFile(t, 100))
 	gates := map[string]string{}
 	for i, r := range []string{"eu", "sin", "us"} {
 		gates[r] = fmt.Sprintf("http://127.0.0.1:%d", gp+i)
@@ -234,10 +234,10 @@ func TestCellKilledUnderLoad(t *testing.T) {
 	gateAddr := fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1))
 	dev := launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey}, "gate serving", "dev",
 		"--listen", gateAddr, "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)),
-		"--data", t.TempDir(), "--allow-private-networks", "--prices", pricesFile(t, 100000))
+		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", pricesFile(t, 100000))
 	seed := dev.logField(t, "gate serving", "members")
 	c2 := launch(t, nil, "cell serving", "cell", "--name", "c2", "--region", "eu", "--listen", "127.0.0.1:0",
-		"--members-join", seed, "--data", t.TempDir(), "--allow-private-networks")
+		"--members-join", seed, "--data", t.TempDir(), "--allow-private-networks", "--browsers", "0")
 	cells := func() int {
 		resp, err := http.Get(dev.base + "/health")
 		if err != nil {
@@ -356,7 +356,7 @@ func TestPartitionedRegionServesFromHold(t *testing.T) {
 			defer wg.Done()
 			p := launch(t, env, "gate serving", "dev", "--region", r, "--listen", fmt.Sprintf("127.0.0.1:%d", gp+i),
 				"--ledger-raft", fmt.Sprintf("127.0.0.1:%d", rp+i), "--peers", strings.Join(peers, ","),
-				"--dev-account="+strconv.FormatBool(r == "eu"), "--data", data, "--allow-private-networks", "--prices", prices)
+				"--dev-account="+strconv.FormatBool(r == "eu"), "--data", data, "--allow-private-networks", "--browsers", "0", "--prices", prices)
 			mu.Lock()
 			procs[r] = p
 			mu.Unlock()
