@@ -76,7 +76,8 @@
 // unrelated process. Close closes every browser, kills what is left,
 // stops the driver and removes the pool's temporary directory; when it
 // returns nothing of the pool runs. If the process owning the pool is
-// killed, the driver sees its input close and closes the browsers itself.
+// killed, the driver sees its input close and closes the browsers itself,
+// and the next pool on the machine removes the directory it left.
 //
 // The driver runs from a private directory of two symbolic links (node and
 // the unpacked playwright-core package), so the pool needs no environment

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/playwright-community/playwright-go"
@@ -84,11 +86,14 @@ func startDriver(cfg Config, log *slog.Logger) (*driver, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "trawl-playwright-")
+	sweepDriverDirs(log)
+	dir, err := os.MkdirTemp("", driverDirPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("playwright driver: %w", err)
 	}
-	pkg, err := filepath.Abs(filepath.Join(cfg.DriverDir, "package"))
+	err = os.WriteFile(filepath.Join(dir, ownerFile), []byte(processID(os.Getpid())), 0o600)
+	pkg, err2 := filepath.Abs(filepath.Join(cfg.DriverDir, "package"))
+	err = errors.Join(err, err2)
 	if err == nil {
 		err = os.Symlink(pkg, filepath.Join(dir, "package"))
 	}
@@ -125,6 +130,52 @@ func (d *driver) stop() error {
 		return fmt.Errorf("stop playwright driver: %w", err)
 	}
 	return nil
+}
+
+// driverDirPrefix names pools' private directories in the temporary
+// directory.
+const driverDirPrefix = "trawl-playwright-"
+
+// ownerFile, in a pool's directory, identifies the process that made it.
+const ownerFile = "owner"
+
+// processID identifies a process across pid reuse: its pid and its start
+// time in clock ticks since boot.
+func processID(pid int) string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return ""
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 > len(b) {
+		return ""
+	}
+	f := strings.Fields(string(b[i+2:]))
+	if len(f) < 20 {
+		return ""
+	}
+	return strconv.Itoa(pid) + " " + f[19] // field 22, starttime
+}
+
+// sweepDriverDirs removes the directories of pools whose process is gone
+// (killed before it could close them); their browsers went with their
+// driver.
+func sweepDriverDirs(log *slog.Logger) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), driverDirPrefix+"*"))
+	for _, dir := range dirs {
+		owner, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue // not ours to judge, or being made
+		}
+		pidStr, _, _ := strings.Cut(string(owner), " ")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || processID(pid) == string(owner) {
+			continue // its process still runs
+		}
+		if err := os.RemoveAll(dir); err == nil {
+			log.Info("removed the directory of a pool whose process is gone", "dir", dir)
+		}
+	}
 }
 
 // tailBuffer keeps the last bytes written to it, for error messages.

@@ -130,7 +130,9 @@ func TestHungEvaluateEndsAtItsDeadline(t *testing.T) {
 		`while (true) {}`,
 	} {
 		t.Run(js, func(t *testing.T) {
-			const deadline = 2 * time.Second
+			// Long enough for the navigation on a loaded machine: the deadline must
+			// fall in the script.
+			const deadline = 8 * time.Second
 			start := time.Now()
 			_, err := eng.Fetch(t.Context(), &fetch.Request{
 				URL:     srv.URL,

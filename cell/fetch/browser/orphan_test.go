@@ -114,6 +114,15 @@ func TestKilledOwnerLeavesNoBrowsers(t *testing.T) {
 		return running(insts) == 0 && !anyProcessMentions(driverDir)
 	})
 	t.Logf("owner killed with %d browser processes running: all gone %s later", before, time.Since(killed).Round(time.Millisecond))
+
+	// The killed pool could not remove its directory; the next pool does.
+	if _, err := os.Stat(driverDir); err != nil {
+		t.Fatalf("the killed pool's directory: %v", err)
+	}
+	newTestPool(t, Config{})
+	if _, err := os.Stat(driverDir); !os.IsNotExist(err) {
+		t.Errorf("the killed pool's directory %s is still there: %v", driverDir, err)
+	}
 }
 
 // anyProcessMentions reports whether a live process has s in its command
