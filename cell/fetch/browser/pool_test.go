@@ -178,7 +178,9 @@ func TestFiveHundredPagesLeaveNoProcesses(t *testing.T) {
 	if st.PagesServed != int64(pages) || st.PagesInUse != 0 || st.Crashes != 0 {
 		t.Errorf("stats: %+v", st)
 	}
-	if want := int64(pages / recycleAfter); st.Recycles < want {
+	// The last recycle may still be under way when the run ends (it counts
+	// once the replacement is up), so one fewer is allowed.
+	if want := max(int64(pages/recycleAfter)-1, 1); st.Recycles < want {
 		t.Errorf("%d recycles; want at least %d (one per %d pages)", st.Recycles, want, recycleAfter)
 	}
 	if left != 0 || after.ours != 0 {
