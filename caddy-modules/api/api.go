@@ -58,11 +58,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 
 // UnmarshalCaddyfile reads "trawl_api" (no options).
 func (a *API) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() || d.NextBlock(0) {
-		return d.ArgErr()
-	}
-	return nil
+	return app.NoOptions(d)
 }
 
 // Interface guards.

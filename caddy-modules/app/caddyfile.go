@@ -108,3 +108,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 var _ caddyfile.Unmarshaler = (*App)(nil)
+
+// NoOptions reads a directive that takes no arguments and no block (the
+// gate's handler directives other than trawl_auth and trawl_ratelimit).
+func NoOptions(d *caddyfile.Dispenser) error {
+	d.Next()
+	if d.NextArg() || d.NextBlock(0) {
+		return d.ArgErr()
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/trawlhq/trawl/caddy-modules/app"
 )
 
 func init() {
@@ -19,11 +20,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 // UnmarshalCaddyfile reads "trawl_meter" (no options: prices come from the
 // trawl app's price table).
 func (m *Meter) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() || d.NextBlock(0) {
-		return d.ArgErr()
-	}
-	return nil
+	return app.NoOptions(d)
 }
 
 var _ caddyfile.Unmarshaler = (*Meter)(nil)

@@ -4,6 +4,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/trawlhq/trawl/caddy-modules/app"
 )
 
 func init() {
@@ -18,11 +19,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 
 // UnmarshalCaddyfile reads "trawl_errors" (no options).
 func (e *Errors) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() || d.NextBlock(0) {
-		return d.ArgErr()
-	}
-	return nil
+	return app.NoOptions(d)
 }
 
 var _ caddyfile.Unmarshaler = (*Errors)(nil)

@@ -4,6 +4,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/trawlhq/trawl/caddy-modules/app"
 )
 
 func init() {
@@ -18,20 +19,12 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 
 // UnmarshalCaddyfile reads "trawl_route" (no options).
 func (rt *Route) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() || d.NextBlock(0) {
-		return d.ArgErr()
-	}
-	return nil
+	return app.NoOptions(d)
 }
 
 // UnmarshalCaddyfile reads "dynamic trawl_cells" inside reverse_proxy.
 func (c *Cells) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // "trawl_cells"
-	if d.NextArg() || d.NextBlock(0) {
-		return d.ArgErr()
-	}
-	return nil
+	return app.NoOptions(d)
 }
 
 var (

@@ -9,6 +9,8 @@ package trace
 import (
 	"net/http"
 
+	"github.com/trawlhq/trawl/caddy-modules/app"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -72,11 +74,7 @@ func (w *statusWriter) WriteHeader(status int) {
 
 // UnmarshalCaddyfile reads "trawl_trace" (no options).
 func (t *Trace) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next()
-	if d.NextArg() || d.NextBlock(0) {
-		return d.ArgErr()
-	}
-	return nil
+	return app.NoOptions(d)
 }
 
 // Interface guards.
