@@ -40,6 +40,7 @@ type devFlags struct {
 	prices     string
 	smtp       string
 	smtpFrom   string
+	crawl      crawlOpts
 }
 
 // runDev starts the embedded default: for one region, a gate (Caddy with
@@ -53,7 +54,7 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	var listen, logLevel string
 	var mcfg members.Config
 	var df devFlags
-	cellFlags(fs, &cfg, &listen, &logLevel, &mcfg)
+	cellFlags(fs, &cfg, &listen, &logLevel, &mcfg, &df.crawl)
 	fs.StringVar(&df.regions, "regions", "eu", "regions to run, comma-separated (eu,sin,us: three gates, three cells, a three-voter ledger)")
 	fs.StringVar(&df.region, "region", "", "run this one region of a multi-region topology (used by --regions)")
 	fs.StringVar(&df.ledgerRaft, "ledger-raft", "127.0.0.1:7001", "Raft address of the first region's voter (the others follow)")
@@ -150,6 +151,11 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 		return err
 	}
 	defer c.stop(logger)
+	cr, err := startCrawlBeside(ctx, &df.crawl, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer cr.stop(logger)
 	// Serve once the gate sees its cell.
 	deadline := time.Now().Add(60 * time.Second)
 	for len(rt.Cells()) == 0 && time.Now().Before(deadline) && ctx.Err() == nil {
@@ -239,9 +245,13 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 	}
 	// Flags the user gave are passed on, except those set per region here.
 	var pass []string
+	crawlListen := ""
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "regions", "region", "listen", "ledger-raft", "peers", "dev-account", "cell-listen":
+			return
+		case "crawl-listen": // one crawl server, beside the first region's cell
+			crawlListen = f.Value.String()
 			return
 		}
 		pass = append(pass, "--"+f.Name+"="+f.Value.String())
@@ -285,6 +295,9 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 		}
 		args := append([]string{"dev", "--region", region, "--listen", site.Listen, "--ledger-raft", site.Gate.LedgerRaft,
 			"--peers", strings.Join(peers, ","), "--dev-account=" + strconv.FormatBool(i == 0)}, pass...)
+		if i == 0 && crawlListen != "" {
+			args = append(args, "--crawl-listen="+crawlListen)
+		}
 		cmd := exec.Command(self, args...)
 		cmd.Env, cmd.Stdout, cmd.Stderr = env, stderr, stderr
 		// A region outlives no supervisor, even one killed with SIGKILL.

@@ -34,6 +34,8 @@ usage:
   trawl gate --config FILE   a region's gate (Caddy with trawl's modules)
   trawl gate config [flags]  print a region's gate Caddyfile
   trawl cell [flags]   serve the cell API (scrape, batch, jobs) and join the region
+  trawl crawl [flags]  the self-hosted crawl server alone (task API, browser pool,
+                       monitor and dashboard) on 127.0.0.1:11235
   trawl ledger serve|audit|join|remove|status   a ledger voter with no gate; audits
 
 Run "trawl <command> -h" for the flags of a command.
@@ -52,6 +54,8 @@ func main() {
 		err = runCell(ctx, os.Args[2:], os.Stderr)
 	case "dev":
 		err = runDev(ctx, os.Args[2:], os.Stderr)
+	case "crawl":
+		err = runCrawl(ctx, os.Args[2:], os.Stderr)
 	case "gate":
 		err = runGate(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "ledger":
@@ -73,7 +77,8 @@ func main() {
 }
 
 // cellFlags registers the cell's flags on fs; dev and cell share them.
-func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *string, mcfg *members.Config) {
+func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *string, mcfg *members.Config, co *crawlOpts) {
+	crawlFlags(fs, co, "crawl-listen", "", "also serve the self-hosted crawl server (docs/crawl-server.md) on this address, e.g. 127.0.0.1:11235 (default: off)")
 	fs.StringVar(listen, "listen", "127.0.0.1:8080", "address to serve on (dev: the gate's)")
 	fs.StringVar(&cfg.DataDir, "data", "./data", "data directory (the Pebble store lives in DATA/store)")
 	fs.BoolVar(&cfg.AllowPrivateNetworks, "allow-private-networks", false, "allow fetching loopback and private addresses (local use and tests only)")
@@ -216,7 +221,8 @@ func runCell(ctx context.Context, args []string, stderr io.Writer) error {
 	var cfg cell.Config
 	var listen, logLevel string
 	var mcfg members.Config
-	cellFlags(fs, &cfg, &listen, &logLevel, &mcfg)
+	var co crawlOpts
+	cellFlags(fs, &cfg, &listen, &logLevel, &mcfg, &co)
 	fs.StringVar(&cfg.Region, "region", "eu", "the cell's region")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -238,8 +244,13 @@ func runCell(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cr, err := startCrawlBeside(ctx, &co, cfg, logger)
+	if err != nil {
+		c.stop(logger)
+		return err
+	}
 	<-ctx.Done()
-	return c.stop(logger)
+	return errors.Join(cr.stop(logger), c.stop(logger))
 }
 
 // runningCell is a cell serving HTTP, and its membership.
@@ -341,4 +352,17 @@ func withDemo(api http.Handler) http.Handler {
 	mux.Handle("GET /demo/", http.StripPrefix("/demo/", http.FileServerFS(sub)))
 	mux.Handle("/", api)
 	return mux
+}
+
+// startCrawlBeside starts the crawl server next to a cell when
+// --crawl-listen is set: it takes the cell's data directory and fetch flags.
+func startCrawlBeside(ctx context.Context, co *crawlOpts, cfg cell.Config, logger *slog.Logger) (*runningCrawl, error) {
+	if co.listen == "" {
+		return nil, nil
+	}
+	ccfg, err := co.config(cfg.DataDir, cfg.AllowPrivateNetworks, cfg.MaxPageBytes, cfg.BrowserPages, logger)
+	if err != nil {
+		return nil, err
+	}
+	return startCrawl(ctx, ccfg, co.listen, logger)
 }

@@ -193,3 +193,16 @@ func (b *Browser) NewPage() playwright.Page {
 	}
 	return p
 }
+
+// Require skips t when no browser is installed here, or fails it when
+// RequireEnv is set (make test sets it: a missing browser must not pass
+// as a skipped test).
+func Require(t testing.TB) {
+	t.Helper()
+	if ok, why := Available(); !ok {
+		if v := os.Getenv(RequireEnv); v != "" && v != "0" {
+			t.Fatalf("browser required (%s is set) but not available: %s", RequireEnv, why)
+		}
+		t.Skipf("browser not available: %s", why)
+	}
+}

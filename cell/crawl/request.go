@@ -1,0 +1,497 @@
+package crawl
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/andybalholm/cascadia"
+
+	"github.com/trawlhq/trawl/cell/crawl/extract"
+	"github.com/trawlhq/trawl/cell/fetch"
+)
+
+// Limits of a crawl request.
+const (
+	MaxURLs            = 100
+	MinPriority        = 1
+	MaxPriority        = 10
+	DefaultPriority    = 5
+	DefaultTTL         = time.Hour
+	MaxTTL             = 30 * 24 * time.Hour
+	DefaultSemaphore   = 5
+	MaxSemaphore       = 20
+	MaxJSSnippets      = 32
+	maxRequestBytes    = 1 << 20
+	defaultPageTimeout = 60 * time.Second
+	maxPageTimeout     = 5 * time.Minute
+	maxDelay           = 60 * time.Second
+)
+
+// Request is the body of POST /crawl and POST /crawl/stream (spec 2.1). It
+// is kept as received in the task record, so a task resumed after a
+// restart runs exactly what was accepted.
+type Request struct {
+	URLs             stringOrList     `json:"urls"`
+	Priority         *int             `json:"priority,omitempty"`
+	TTL              *int             `json:"ttl,omitempty"`
+	ExtractionConfig *ExtractionConfig `json:"extraction_config,omitempty"`
+	CrawlerParams    *CrawlerParams   `json:"crawler_params,omitempty"`
+	Extra            *Extra           `json:"extra,omitempty"`
+	CSSSelector      string           `json:"css_selector,omitempty"`
+	JSCode           stringOrList     `json:"js_code,omitempty"`
+	WaitFor          string           `json:"wait_for,omitempty"`
+	Screenshot       bool             `json:"screenshot,omitempty"`
+	BrowserConfig    *BrowserConfig   `json:"browser_config,omitempty"`
+	// Session is accepted for compatibility (a Crawl4AI client may send
+	// it) and has no effect: every page gets a fresh browser context.
+	SessionID string `json:"session_id,omitempty"`
+}
+
+// ExtractionConfig selects an extraction strategy.
+type ExtractionConfig struct {
+	Type   string          `json:"type"`
+	Params json.RawMessage `json:"params,omitempty"`
+}
+
+// CrawlerParams are spec 2.2's browser and behaviour settings.
+type CrawlerParams struct {
+	Headless              *bool             `json:"headless,omitempty"`
+	BrowserType           string            `json:"browser_type,omitempty"`
+	UserAgent             string            `json:"user_agent,omitempty"`
+	Proxy                 string            `json:"proxy,omitempty"`
+	Headers               map[string]string `json:"headers,omitempty"`
+	PageTimeout           *float64          `json:"page_timeout,omitempty"`
+	SemaphoreCount        *int              `json:"semaphore_count,omitempty"`
+	Verbose               bool              `json:"verbose,omitempty"`
+	LogConsole            bool              `json:"log_console,omitempty"`
+	SimulateUser          bool              `json:"simulate_user,omitempty"`
+	Magic                 bool              `json:"magic,omitempty"`
+	OverrideNavigator     bool              `json:"override_navigator,omitempty"`
+	SessionID             string            `json:"session_id,omitempty"`
+	UserDataDir           string            `json:"user_data_dir,omitempty"`
+	UseManagedBrowser     bool              `json:"use_managed_browser,omitempty"`
+	RemoveOverlayElements bool              `json:"remove_overlay_elements,omitempty"`
+	ScreenshotWaitFor     string            `json:"screenshot_wait_for,omitempty"`
+}
+
+// Extra are spec 2.3's arguments of the crawler's run call.
+type Extra struct {
+	WordCountThreshold    *int     `json:"word_count_threshold,omitempty"`
+	OnlyText              bool     `json:"only_text,omitempty"`
+	BypassCache           bool     `json:"bypass_cache,omitempty"`
+	ProcessIframes        bool     `json:"process_iframes,omitempty"`
+	DelayBeforeReturnHTML *float64 `json:"delay_before_return_html,omitempty"`
+}
+
+// BrowserConfig is the browser-level configuration; a non-default one is
+// served by a hot or cold pool browser rather than the permanent one.
+type BrowserConfig struct {
+	Viewport    *Viewport `json:"viewport,omitempty"`
+	UserAgent   string    `json:"user_agent,omitempty"`
+	BrowserType string    `json:"browser_type,omitempty"`
+	Headless    *bool     `json:"headless,omitempty"`
+}
+
+// Viewport is a window size in CSS pixels.
+type Viewport struct {
+	Width  int `json:"width"`
+	Height int `json:"height"`
+}
+
+// stringOrList decodes a JSON string or array of strings.
+type stringOrList []string
+
+func (s *stringOrList) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var one string
+		if err := json.Unmarshal(b, &one); err != nil {
+			return err
+		}
+		*s = stringOrList{one}
+		return nil
+	}
+	if bytes.Equal(b, []byte("null")) {
+		*s = nil
+		return nil
+	}
+	var many []string
+	if err := json.Unmarshal(b, &many); err != nil {
+		return errors.New("want a string or an array of strings")
+	}
+	*s = many
+	return nil
+}
+
+// BadRequest is an invalid crawl request: the server answers 400 with
+// Message and changes nothing.
+type BadRequest struct{ Message string }
+
+func (e *BadRequest) Error() string { return e.Message }
+
+func bad(format string, args ...any) error { return &BadRequest{Message: fmt.Sprintf(format, args...)} }
+
+// plan is a validated request, ready to run.
+type plan struct {
+	urls      []*url.URL
+	priority  int
+	ttl       time.Duration
+	semaphore int
+	// sig is the browser configuration signature: "" for the default
+	// configuration (the permanent browser), else a stable text naming
+	// what differs (the pool key of a hot or cold browser).
+	sig      string
+	opts     fetch.BrowserOptions
+	header   http.Header
+	selector string
+	onlyText bool
+	minWords int
+	strategy extract.Strategy
+}
+
+// decodeRequest parses a request body strictly enough to catch type errors
+// and loosely enough that unknown fields (a newer client's) pass.
+func decodeRequest(body []byte) (*Request, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, bad("request body is empty: want a JSON object with urls")
+	}
+	var r Request
+	if err := json.Unmarshal(body, &r); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return nil, bad("field %s: want %s, got %s", te.Field, jsonType(te.Type.String()), te.Value)
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, bad("request body is not valid JSON (at byte %d): %v", se.Offset, se)
+		}
+		return nil, bad("request body: %v", err)
+	}
+	return &r, nil
+}
+
+func jsonType(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
+		return "an integer"
+	case strings.Contains(goType, "float"):
+		return "a number"
+	case strings.Contains(goType, "bool"):
+		return "true or false"
+	case strings.Contains(goType, "string"):
+		return "a string"
+	case strings.HasPrefix(goType, "map"), strings.Contains(goType, "crawl."):
+		return "an object"
+	}
+	return goType
+}
+
+// compile validates r and turns it into a plan. Every error is a
+// *BadRequest whose message names the field.
+func (s *Server) compile(r *Request) (*plan, error) {
+	p := &plan{priority: DefaultPriority, ttl: s.cfg.DefaultTTL, semaphore: DefaultSemaphore, header: http.Header{}}
+	if len(r.URLs) == 0 {
+		return nil, bad("urls is required: a URL or an array of URLs")
+	}
+	if len(r.URLs) > MaxURLs {
+		return nil, bad("urls has %d entries; at most %d per request", len(r.URLs), MaxURLs)
+	}
+	for i, raw := range r.URLs {
+		u, err := fetch.ValidateURL(strings.TrimSpace(raw), s.cfg.AllowPrivateNetworks)
+		if err != nil {
+			if len(r.URLs) == 1 {
+				return nil, bad("urls: %v", err)
+			}
+			return nil, bad("urls[%d]: %v", i, err)
+		}
+		p.urls = append(p.urls, u)
+	}
+	if r.Priority != nil {
+		if *r.Priority < MinPriority || *r.Priority > MaxPriority {
+			return nil, bad("priority must be between %d and %d, got %d", MinPriority, MaxPriority, *r.Priority)
+		}
+		p.priority = *r.Priority
+	}
+	if r.TTL != nil {
+		switch {
+		case *r.TTL < 0:
+			return nil, bad("ttl is in seconds and must not be negative, got %d", *r.TTL)
+		case *r.TTL == 0:
+		case time.Duration(*r.TTL)*time.Second > MaxTTL:
+			return nil, bad("ttl is in seconds and at most %d (30 days), got %d", int(MaxTTL/time.Second), *r.TTL)
+		default:
+			p.ttl = time.Duration(*r.TTL) * time.Second
+		}
+	}
+	var sig []string
+	cp := r.CrawlerParams
+	if cp == nil {
+		cp = &CrawlerParams{}
+	}
+	bc := r.BrowserConfig
+	if bc == nil {
+		bc = &BrowserConfig{}
+	}
+	for _, bt := range []struct{ field, v string }{{"crawler_params.browser_type", cp.BrowserType}, {"browser_config.browser_type", bc.BrowserType}} {
+		if bt.v != "" && !strings.EqualFold(bt.v, "chromium") {
+			return nil, bad("%s %q is not available: this server runs Chromium only (use \"chromium\" or leave it out)", bt.field, bt.v)
+		}
+	}
+	if cp.UserDataDir != "" {
+		return nil, bad("crawler_params.user_data_dir is not supported: every page gets a fresh browser context and no profile is kept on the server")
+	}
+	if cp.UseManagedBrowser {
+		return nil, bad("crawler_params.use_managed_browser is not supported: the server's own pool manages its browsers")
+	}
+	ua := bc.UserAgent
+	if cp.UserAgent != "" {
+		ua = cp.UserAgent
+	}
+	if ua != "" {
+		if len(ua) > 512 || strings.ContainsAny(ua, "\r\n") {
+			return nil, bad("user_agent must be one line of at most 512 characters")
+		}
+		p.opts.UserAgent = ua
+		sig = append(sig, "ua="+ua)
+	}
+	if vp := bc.Viewport; vp != nil {
+		if vp.Width < 100 || vp.Width > 7680 || vp.Height < 100 || vp.Height > 7680 {
+			return nil, bad("browser_config.viewport: width and height must be integers from 100 to 7680, got %dx%d", vp.Width, vp.Height)
+		}
+		p.opts.Viewport = fetch.Viewport{Width: vp.Width, Height: vp.Height}
+		if vp.Width != defaultViewport.Width || vp.Height != defaultViewport.Height {
+			sig = append(sig, fmt.Sprintf("viewport=%dx%d", vp.Width, vp.Height))
+		}
+	}
+	if cp.Proxy != "" {
+		pu, err := s.checkProxy(cp.Proxy)
+		if err != nil {
+			return nil, err
+		}
+		p.opts.Proxy = pu
+		sig = append(sig, "proxy="+redactURL(pu))
+	}
+	if len(cp.Headers) > 0 {
+		for k, v := range cp.Headers {
+			if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(v, "\r\n") {
+				return nil, bad("crawler_params.headers: %q is not a valid header", k)
+			}
+			p.header.Set(k, v)
+		}
+	}
+	if cp.PageTimeout != nil {
+		ms := *cp.PageTimeout
+		if ms <= 0 || time.Duration(ms)*time.Millisecond > maxPageTimeout {
+			return nil, bad("crawler_params.page_timeout is in milliseconds, from 1 to %d, got %v", maxPageTimeout.Milliseconds(), ms)
+		}
+		p.opts.Timeout = time.Duration(ms * float64(time.Millisecond))
+	} else {
+		p.opts.Timeout = defaultPageTimeout
+	}
+	if cp.SemaphoreCount != nil {
+		if *cp.SemaphoreCount < 1 || *cp.SemaphoreCount > MaxSemaphore {
+			return nil, bad("crawler_params.semaphore_count must be from 1 to %d, got %d", MaxSemaphore, *cp.SemaphoreCount)
+		}
+		p.semaphore = *cp.SemaphoreCount
+	}
+	var js []string
+	if len(r.JSCode) > MaxJSSnippets {
+		return nil, bad("js_code has %d snippets; at most %d", len(r.JSCode), MaxJSSnippets)
+	}
+	if cp.RemoveOverlayElements {
+		js = append(js, removeOverlaysJS)
+	}
+	for _, c := range r.JSCode {
+		if strings.TrimSpace(c) != "" {
+			js = append(js, c)
+		}
+	}
+	if r.Extra != nil && r.Extra.ProcessIframes {
+		js = append(js, inlineIframesJS)
+	}
+	p.opts.JS = joinScripts(js)
+	waitFor, err := combineWaits(r.WaitFor, cp.ScreenshotWaitFor, r.Screenshot)
+	if err != nil {
+		return nil, err
+	}
+	p.opts.WaitFor = waitFor
+	p.opts.Screenshot = r.Screenshot
+	if e := r.Extra; e != nil {
+		if e.DelayBeforeReturnHTML != nil {
+			d := *e.DelayBeforeReturnHTML
+			if d < 0 || time.Duration(d*float64(time.Second)) > maxDelay {
+				return nil, bad("extra.delay_before_return_html is in seconds, from 0 to %d, got %v", int(maxDelay/time.Second), d)
+			}
+			p.opts.Delay = time.Duration(d * float64(time.Second))
+		}
+		if e.WordCountThreshold != nil {
+			if *e.WordCountThreshold < 0 || *e.WordCountThreshold > 1000 {
+				return nil, bad("extra.word_count_threshold must be from 0 to 1000, got %d", *e.WordCountThreshold)
+			}
+			p.minWords = *e.WordCountThreshold
+		}
+		p.onlyText = e.OnlyText
+	}
+	if sel := strings.TrimSpace(r.CSSSelector); sel != "" {
+		if err := checkSelector(sel); err != nil {
+			return nil, bad("css_selector %q: %v", sel, err)
+		}
+		p.selector = sel
+	}
+	if ec := r.ExtractionConfig; ec != nil && ec.Type != "" {
+		st, err := extract.New(s.cfg.Extract, ec.Type, ec.Params)
+		if err != nil {
+			return nil, bad("extraction_config: %v", err)
+		}
+		p.strategy = st
+	}
+	sort.Strings(sig)
+	p.sig = strings.Join(sig, " ")
+	return p, nil
+}
+
+// defaultViewport is the permanent browser's window; a request asking for
+// exactly this size still counts as the default configuration.
+var defaultViewport = fetch.Viewport{Width: 1280, Height: 720}
+
+// checkProxy accepts a caller's proxy URL: http, https or socks5, with a
+// host that the server may reach (public, unless private networks are
+// allowed: a proxy on the operator's LAN is the operator's choice).
+func (s *Server) checkProxy(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || u.Host == "" {
+		return "", bad("crawler_params.proxy must be a URL such as http://user:pass@host:port")
+	}
+	switch u.Scheme {
+	case "http", "https", "socks5":
+	default:
+		return "", bad("crawler_params.proxy: scheme %q is not supported (http, https or socks5)", u.Scheme)
+	}
+	check := *u
+	check.Scheme = "http"
+	check.User = nil
+	if _, err := fetch.ValidateURL(check.String(), s.cfg.AllowPrivateNetworks); err != nil {
+		return "", bad("crawler_params.proxy: %v", err)
+	}
+	return u.String(), nil
+}
+
+// joinScripts runs the snippets one after the other in one async
+// function (which the engine calls): each is its own async function, so a snippet's `return` or `await` stays
+// inside it and one snippet's variables cannot clash with the next one's.
+func joinScripts(js []string) string {
+	if len(js) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("async () => {\n")
+	for _, c := range js {
+		b.WriteString("await (async () => {\n")
+		b.WriteString(c)
+		b.WriteString("\n})();\n")
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// combineWaits merges wait_for with screenshot_wait_for (which only
+// matters when a screenshot is taken) into one condition.
+func combineWaits(waitFor, shotWait string, screenshot bool) (string, error) {
+	var conds []string
+	for _, w := range []struct{ field, v string }{{"wait_for", waitFor}, {"crawler_params.screenshot_wait_for", shotWait}} {
+		v := strings.TrimSpace(w.v)
+		if v == "" || (w.field != "wait_for" && !screenshot) {
+			continue
+		}
+		if len(v) > 10000 {
+			return "", bad("%s is longer than 10000 characters", w.field)
+		}
+		conds = append(conds, v)
+	}
+	switch len(conds) {
+	case 0:
+		return "", nil
+	case 1:
+		if !strings.HasPrefix(conds[0], "js:") {
+			if err := checkSelector(conds[0]); err != nil {
+				return "", bad("wait_for %q: %v", conds[0], err)
+			}
+		}
+		return conds[0], nil
+	}
+	var parts []string
+	for _, c := range conds {
+		if js, ok := strings.CutPrefix(c, "js:"); ok {
+			parts = append(parts, "(() => { const f = ("+js+"); return typeof f === 'function' ? f() : f; })()")
+		} else {
+			if err := checkSelector(c); err != nil {
+				return "", bad("wait condition %q: %v", c, err)
+			}
+			parts = append(parts, "!!document.querySelector("+strconv.Quote(c)+")")
+		}
+	}
+	return "js:() => " + strings.Join(parts, " && "), nil
+}
+
+// removeOverlaysJS removes what covers the page: fixed or sticky elements
+// above the content (cookie banners, newsletter pop-ups, modals) and the
+// scroll locks they put on <body>.
+const removeOverlaysJS = `
+const vw = window.innerWidth, vh = window.innerHeight;
+for (const el of Array.from(document.querySelectorAll('body *'))) {
+  const cs = getComputedStyle(el);
+  if (cs.position !== 'fixed' && cs.position !== 'sticky') continue;
+  const r = el.getBoundingClientRect();
+  const z = parseInt(cs.zIndex, 10) || 0;
+  const big = r.width * r.height > 0.25 * vw * vh;
+  const banner = r.width > 0.8 * vw && (r.top <= 1 || r.bottom >= vh - 1);
+  if (z >= 10 || big || banner) el.remove();
+}
+for (const el of Array.from(document.querySelectorAll('[role=dialog],[aria-modal=true],.modal,.popup,.overlay,#cookie-banner,.cookie-banner'))) el.remove();
+document.documentElement.style.overflow = '';
+document.body.style.overflow = '';
+`
+
+// inlineIframesJS replaces each same-origin iframe by its document's body,
+// so its content is part of the captured HTML. A cross-origin frame's
+// document cannot be read from the page; it stays as it is.
+const inlineIframesJS = `
+for (const f of Array.from(document.querySelectorAll('iframe'))) {
+  let doc = null;
+  try { doc = f.contentDocument; } catch (e) {}
+  if (!doc || !doc.body) continue;
+  const div = document.createElement('div');
+  div.setAttribute('data-trawl-iframe', f.src || '');
+  div.innerHTML = doc.body.innerHTML;
+  f.replaceWith(div);
+}
+`
+
+// redactURL drops a URL's password, for the pool key, logs and answers.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparsable>"
+	}
+	if u.User != nil {
+		u.User = url.User("redacted")
+	}
+	return u.String()
+}
+
+// checkSelector reports whether sel is a CSS selector the server can use.
+func checkSelector(sel string) error {
+	if len(sel) > 2000 {
+		return errors.New("longer than 2000 characters")
+	}
+	_, err := cascadia.ParseGroup(sel)
+	return err
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/crawl"
+	"github.com/trawlhq/trawl/cell/fetch/browser"
+	"github.com/trawlhq/trawl/internal/telemetry"
+)
+
+// crawlOpts are the crawl server's own flags; trawl cell and trawl dev
+// take them with --crawl-listen.
+type crawlOpts struct {
+	listen       string
+	maxTasks     int
+	maxQueued    int
+	pages        int
+	maxBrowsers  int
+	ttl          time.Duration
+	janitorEvery time.Duration
+	llmBase      map[string]string
+}
+
+func crawlFlags(fs *flag.FlagSet, o *crawlOpts, listenName, listenDefault, listenUsage string) {
+	fs.StringVar(&o.listen, listenName, listenDefault, listenUsage)
+	fs.IntVar(&o.maxTasks, "max-concurrent-tasks", 0, "crawl tasks running at once (default $MAX_CONCURRENT_TASKS, else 5)")
+	fs.IntVar(&o.maxQueued, "max-queued-tasks", crawl.DefaultMaxQueuedTasks, "crawl tasks waiting for a slot; beyond it POST /crawl answers 503 \"No available slots\"")
+	fs.IntVar(&o.maxBrowsers, "crawl-browsers", 6, "hot and cold browsers of the crawl pool besides the permanent one")
+	fs.DurationVar(&o.ttl, "task-ttl", crawl.DefaultTTL, "how long a finished crawl task is kept when its request sets no ttl")
+	fs.DurationVar(&o.janitorEvery, "janitor-every", crawl.DefaultJanitorEvery, "period of the crawl pool's janitor")
+	o.llmBase = map[string]string{}
+	fs.Var(vendorURLs(o.llmBase), "llm-base-url", "VENDOR=URL: OpenAI-compatible endpoint of an LLM vendor (repeat; also $<VENDOR>_BASE_URL); the key comes from $<VENDOR>_API_KEY")
+}
+
+// vendorURLs is --llm-base-url, VENDOR=URL, repeated.
+type vendorURLs map[string]string
+
+func (v vendorURLs) String() string {
+	var parts []string
+	for k, u := range v {
+		parts = append(parts, k+"="+u)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func (v vendorURLs) Set(s string) error {
+	for _, one := range strings.Split(s, ",") {
+		k, u, ok := strings.Cut(strings.TrimSpace(one), "=")
+		if !ok || k == "" || u == "" {
+			return errors.New("want VENDOR=URL, e.g. openai=http://127.0.0.1:8000/v1")
+		}
+		v[strings.ToLower(k)] = u
+	}
+	return nil
+}
+
+// config turns the flags into a crawl.Config; env supplies
+// SERVICE_API_TOKEN and MAX_CONCURRENT_TASKS (a flag wins over the env).
+func (o *crawlOpts) config(dataDir string, allowPrivate bool, maxPage int64, pages int, logger *slog.Logger) (crawl.Config, error) {
+	cfg := crawl.Config{DataDir: dataDir, AllowPrivateNetworks: allowPrivate, MaxQueuedTasks: o.maxQueued,
+		DefaultTTL: o.ttl, PagesPerBrowser: pages, MaxBrowsers: o.maxBrowsers, JanitorEvery: o.janitorEvery, Logger: logger}
+	cfg.Engine.MaxBodyBytes = maxPage
+	cfg.Extract.BaseURLs = o.llmBase
+	if err := cfg.FromEnv(os.Getenv); err != nil {
+		return cfg, err
+	}
+	if o.maxTasks > 0 {
+		cfg.MaxConcurrentTasks = o.maxTasks
+	}
+	if err := browser.CheckInstall(cfg.Browser); err != nil {
+		return cfg, fmt.Errorf("the crawl server renders every page in Chromium: %w (run `make deps-browser`)", err)
+	}
+	return cfg, nil
+}
+
+// runningCrawl is a crawl server serving HTTP.
+type runningCrawl struct {
+	srv    *crawl.Server
+	addr   string
+	errc   chan error
+	cancel context.CancelFunc
+}
+
+func startCrawl(ctx context.Context, cfg crawl.Config, listen string, logger *slog.Logger) (*runningCrawl, error) {
+	l, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := crawl.New(ctx, cfg)
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	rc := &runningCrawl{srv: srv, addr: l.Addr().String(), errc: make(chan error, 1)}
+	sctx, cancel := context.WithCancel(context.Background())
+	rc.cancel = cancel
+	go func() { rc.errc <- serve(sctx, l, srv.Handler(), logger) }()
+	logger.Info("crawl server serving", "addr", rc.addr, "data", cfg.DataDir, "token", cfg.Token != "",
+		"max_concurrent_tasks", cfg.MaxConcurrentTasks, "allow_private_networks", cfg.AllowPrivateNetworks)
+	return rc, nil
+}
+
+func (rc *runningCrawl) stop(logger *slog.Logger) error {
+	if rc == nil {
+		return nil
+	}
+	rc.cancel()
+	err := errors.Join(<-rc.errc, rc.srv.Close())
+	logger.Info("crawl server stopped")
+	return err
+}
+
+func runCrawl(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("crawl", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o crawlOpts
+	crawlFlags(fs, &o, "listen", crawl.DefaultListen, "address of the crawl server")
+	data := fs.String("data", "./data", "data directory (tasks live in DATA/crawl)")
+	allowPrivate := fs.Bool("allow-private-networks", false, "allow crawling loopback and private addresses (local use and tests only)")
+	maxPage := fs.Int64("max-page-bytes", 10<<20, "largest rendered page accepted")
+	pages := fs.Int("browser-pages", 4, "pages each pool browser renders at once")
+	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	logger, err := newLogger(stderr, *logLevel)
+	if err != nil {
+		return err
+	}
+	shutdown, err := telemetry.Setup(ctx, "trawl-crawl")
+	if err != nil {
+		return err
+	}
+	defer shutdown(context.Background())
+	cfg, err := o.config(*data, *allowPrivate, *maxPage, *pages, logger)
+	if err != nil {
+		return err
+	}
+	rc, err := startCrawl(ctx, cfg, o.listen, logger)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-rc.errc:
+		rc.errc <- err
+	}
+	return rc.stop(logger)
+}
