@@ -72,6 +72,9 @@ type Config struct {
 	// WebSocket's (default 2 s).
 	JanitorEvery time.Duration
 	PushEvery    time.Duration
+	// Pressure reports memory use from 0 to 1; nil means the process
+	// tree against its cgroup limit, as measured (tests inject one).
+	Pressure func() float64
 	// Now is the clock of every time-driven decision (idle browsers, task
 	// expiry). Default time.Now.
 	Now    func() time.Time
@@ -169,8 +172,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		sampler: sysstat.New(), started: cfg.Now()}
 	s.life, s.endLife = context.WithCancel(context.Background())
 	s.refreshSample()
+	if cfg.Pressure == nil {
+		cfg.Pressure = s.pressure
+	}
 	s.pool, err = NewPool(ctx, PoolConfig{Launch: cfg.Launch, PagesPerBrowser: cfg.PagesPerBrowser, MaxBrowsers: cfg.MaxBrowsers,
-		Now: cfg.Now, Pressure: s.pressure, Logger: cfg.Logger, Janitor: s.mon.logJanitor})
+		Now: cfg.Now, Pressure: cfg.Pressure, Logger: cfg.Logger, Janitor: s.mon.logJanitor})
 	if err != nil {
 		st.Close()
 		return nil, fmt.Errorf("crawl: %w", err)
@@ -291,7 +297,7 @@ func (s *Server) Handler() http.Handler {
 	route("/monitor/actions/cleanup", http.MethodPost, s.tracked("/monitor/actions/cleanup", s.handleCleanup))
 	route("/monitor/actions/kill_browser", http.MethodPost, s.tracked("/monitor/actions/kill_browser", s.handleKill))
 	route("/monitor/actions/restart_browser", http.MethodPost, s.tracked("/monitor/actions/restart_browser", s.handleRestart))
-	route("/monitor/stats/reset", http.MethodPost, s.tracked("/monitor/stats/reset", s.handleReset))
+	route("/monitor/stats/reset", http.MethodPost, s.handleReset) // not tracked: it would count itself
 	route("/monitor/ws", http.MethodGet, s.handleWS)
 	dash := dashboard.Handler()
 	mux.Handle("/dashboard", s.only(http.MethodGet, dash.ServeHTTP))
