@@ -149,3 +149,18 @@ func TestCrawlServerProcess(t *testing.T) {
 		t.Fatalf("%d processes left after SIGTERM", n)
 	}
 }
+
+// TestCellServesCrawlServer: `trawl cell --crawl-listen` serves the crawl
+// server beside the cell API, with the cell's data directory.
+func TestCellServesCrawlServer(t *testing.T) {
+	browsertest.Require(t)
+	data := t.TempDir()
+	p := launch(t, nil, "crawl server serving", "cell", "--listen", "127.0.0.1:0", "--data", data,
+		"--browsers", "0", "--crawl-listen", "127.0.0.1:0", "--allow-private-networks")
+	if code, m := crawlCall(t, p.base, "", "GET", "/monitor/health", ""); code != 200 || m["pool"] == nil {
+		t.Fatalf("/monitor/health: %d %v", code, m)
+	}
+	if _, err := os.Stat(filepath.Join(data, "crawl")); err != nil {
+		t.Fatalf("tasks not under the cell's data directory: %v", err)
+	}
+}
