@@ -25,23 +25,23 @@ import (
 // Result is one crawled URL, as in a task's result or results and in a
 // stream's lines. The field names are Crawl4AI's.
 type Result struct {
-	URL             string            `json:"url"`
-	RedirectedURL   string            `json:"redirected_url,omitempty"`
-	Success         bool              `json:"success"`
-	StatusCode      int               `json:"status_code,omitempty"`
-	HTML            string            `json:"html"`
-	CleanedHTML     string            `json:"cleaned_html"`
-	Markdown        string            `json:"markdown"`
-	FitMarkdown     string            `json:"fit_markdown"`
-	Links           Links             `json:"links"`
-	Media           MediaSet          `json:"media"`
-	Metadata        map[string]any    `json:"metadata"`
-	Screenshot      string            `json:"screenshot,omitempty"`
-	ExtractedContent *string          `json:"extracted_content"`
-	ErrorMessage    string            `json:"error_message,omitempty"`
-	ResponseHeaders map[string]string `json:"response_headers,omitempty"`
-	BrowserID       string            `json:"browser_id,omitempty"`
-	DurationMS      float64           `json:"duration_ms"`
+	URL              string            `json:"url"`
+	RedirectedURL    string            `json:"redirected_url,omitempty"`
+	Success          bool              `json:"success"`
+	StatusCode       int               `json:"status_code,omitempty"`
+	HTML             string            `json:"html"`
+	CleanedHTML      string            `json:"cleaned_html"`
+	Markdown         string            `json:"markdown"`
+	FitMarkdown      string            `json:"fit_markdown"`
+	Links            Links             `json:"links"`
+	Media            MediaSet          `json:"media"`
+	Metadata         map[string]any    `json:"metadata"`
+	Screenshot       string            `json:"screenshot,omitempty"`
+	ExtractedContent *string           `json:"extracted_content"`
+	ErrorMessage     string            `json:"error_message,omitempty"`
+	ResponseHeaders  map[string]string `json:"response_headers,omitempty"`
+	BrowserID        string            `json:"browser_id,omitempty"`
+	DurationMS       float64           `json:"duration_ms"`
 }
 
 // Links are the page's links, split as Crawl4AI does.

@@ -156,7 +156,7 @@ func NewPool(ctx context.Context, cfg PoolConfig) (*Pool, error) {
 func (p *Pool) newEntryLocked(tier, sig string) *entry {
 	p.nextID++
 	now := p.now()
-	return &entry{id: tier + "-" + strconv.Itoa(p.nextID), tier: tier, sig: sig, created: now, lastUsed: now,
+	return &entry{id: "browser-" + strconv.Itoa(p.nextID), tier: tier, sig: sig, created: now, lastUsed: now,
 		slots: make(chan struct{}, p.pages), ready: make(chan struct{})}
 }
 
@@ -533,7 +533,11 @@ func (p *Pool) Browsers() (permanent, hot, cold []BrowserInfo, reuseRate float64
 			bi.IdleSeconds = round1(now.Sub(e.lastUsed).Seconds())
 		}
 		if bi.Ready {
-			bi.MemoryMB = round1(mbOf(e.br.MemoryBytes()))
+			n := e.br.MemoryBytes()
+			if n == 0 { // not measured yet (the pool measures every few seconds)
+				n = e.br.Measure()
+			}
+			bi.MemoryMB = round1(mbOf(n))
 		}
 		return bi
 	}

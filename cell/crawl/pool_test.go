@@ -69,7 +69,7 @@ func TestPoolTiers(t *testing.T) {
 		b := browsers(t, ts)
 		if use == 1 {
 			coldID = r.BrowserID
-			if !strings.HasPrefix(coldID, "cold-") {
+			if !strings.HasPrefix(coldID, "browser-") {
 				t.Fatalf("first use served by %s", coldID)
 			}
 		} else if r.BrowserID != coldID {

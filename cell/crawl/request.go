@@ -39,17 +39,17 @@ const (
 // is kept as received in the task record, so a task resumed after a
 // restart runs exactly what was accepted.
 type Request struct {
-	URLs             stringOrList     `json:"urls"`
-	Priority         *int             `json:"priority,omitempty"`
-	TTL              *int             `json:"ttl,omitempty"`
+	URLs             stringOrList      `json:"urls"`
+	Priority         *int              `json:"priority,omitempty"`
+	TTL              *int              `json:"ttl,omitempty"`
 	ExtractionConfig *ExtractionConfig `json:"extraction_config,omitempty"`
-	CrawlerParams    *CrawlerParams   `json:"crawler_params,omitempty"`
-	Extra            *Extra           `json:"extra,omitempty"`
-	CSSSelector      string           `json:"css_selector,omitempty"`
-	JSCode           stringOrList     `json:"js_code,omitempty"`
-	WaitFor          string           `json:"wait_for,omitempty"`
-	Screenshot       bool             `json:"screenshot,omitempty"`
-	BrowserConfig    *BrowserConfig   `json:"browser_config,omitempty"`
+	CrawlerParams    *CrawlerParams    `json:"crawler_params,omitempty"`
+	Extra            *Extra            `json:"extra,omitempty"`
+	CSSSelector      string            `json:"css_selector,omitempty"`
+	JSCode           stringOrList      `json:"js_code,omitempty"`
+	WaitFor          string            `json:"wait_for,omitempty"`
+	Screenshot       bool              `json:"screenshot,omitempty"`
+	BrowserConfig    *BrowserConfig    `json:"browser_config,omitempty"`
 	// Session is accepted for compatibility (a Crawl4AI client may send
 	// it) and has no effect: every page gets a fresh browser context.
 	SessionID string `json:"session_id,omitempty"`

@@ -329,12 +329,14 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	}
 	want := []byte(s.cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/health" {
+		// The dashboard's script and style sheet are static and hold no
+		// data; the page's <script> and <link> tags cannot carry the token.
+		if r.URL.Path == "/health" || strings.HasPrefix(r.URL.Path, "/dashboard/") {
 			next.ServeHTTP(w, r)
 			return
 		}
 		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok && (r.URL.Path == "/monitor/ws" || r.URL.Path == "/dashboard" || strings.HasPrefix(r.URL.Path, "/dashboard/")) {
+		if !ok && (r.URL.Path == "/monitor/ws" || r.URL.Path == "/dashboard") {
 			got, ok = r.URL.Query().Get("token"), r.URL.Query().Has("token")
 		}
 		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
@@ -486,7 +488,7 @@ func (s *Server) runTask(id string) {
 	finish := func() {
 		t.FinishedAt = unixSeconds(s.cfg.Now())
 		t.ExpiresAt = t.FinishedAt + float64(t.TTL)
-		if err := s.tasks.put(t); err != nil {
+		if err := s.tasks.putFinished(t); err != nil {
 			s.log.Error("crawl: task result not stored", "task_id", id, "err", err)
 		}
 	}
@@ -629,8 +631,12 @@ type healthPayload struct {
 			Active    bool   `json:"active"`
 			BrowserID string `json:"browser_id"`
 		} `json:"permanent"`
-		Hot  struct{ Count int `json:"count"` } `json:"hot"`
-		Cold struct{ Count int `json:"count"` } `json:"cold"`
+		Hot struct {
+			Count int `json:"count"`
+		} `json:"hot"`
+		Cold struct {
+			Count int `json:"count"`
+		} `json:"cold"`
 	} `json:"pool"`
 	Stats stats `json:"stats"`
 }
@@ -736,7 +742,11 @@ func (s *Server) handleErrorLog(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleCleanup(w http.ResponseWriter, r *http.Request) {
 	n, mb := s.pool.Sweep(true)
-	msg := fmt.Sprintf("cleanup: %d idle browsers removed, %.1f MB freed", n, mb)
+	noun := "browsers"
+	if n == 1 {
+		noun = "browser"
+	}
+	msg := fmt.Sprintf("cleanup: %d idle %s removed, %.1f MB freed", n, noun, mb)
 	s.mon.logJanitor(JanitorEntry{Timestamp: unixSeconds(s.cfg.Now()), Message: msg, Action: "cleanup", MemoryFreedMB: mb})
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "cleaned_count": n, "memory_freed_mb": mb})
 }

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"bytes"
 	"container/heap"
 	"crypto/rand"
 	"encoding/json"
@@ -93,17 +94,45 @@ func (s taskStore) each(fn func(*Task) error) error {
 	})
 }
 
+// expiryPrefix indexes finished tasks by expiry:
+// crawlexp/<expiry in Unix ms, 20 digits>/<task id>, so the sweep reads
+// only what has expired, not every task and its results.
+var expiryPrefix = []byte("crawlexp/")
+
+func expiryKey(t *Task) []byte {
+	ms := int64(t.ExpiresAt * 1000)
+	return fmt.Appendf(append([]byte{}, expiryPrefix...), "%020d/%s", max(ms, 0), t.ID)
+}
+
+// putFinished stores a finished task and its expiry entry in one synced
+// batch.
+func (s taskStore) putFinished(t *Task) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	batch := s.st.NewBatch()
+	defer batch.Discard()
+	batch.Set(taskKey(t.ID), b)
+	batch.Set(expiryKey(t), nil)
+	return batch.Commit(store.Sync)
+}
+
 // sweep deletes finished tasks past their expiry.
 func (s taskStore) sweep(now time.Time) (int, error) {
+	cut := fmt.Appendf(append([]byte{}, expiryPrefix...), "%020d/", max(now.UnixMilli(), 0))
 	b := s.st.NewBatch()
 	defer b.Discard()
 	n := 0
-	err := s.each(func(t *Task) error {
-		if t.ExpiresAt > 0 && t.ExpiresAt <= unixSeconds(now) {
-			b.Delete(taskKey(t.ID))
-			n++
+	err := s.st.Scan(expiryPrefix, nil, func(k, _ []byte) (bool, error) {
+		if bytes.Compare(k, cut) >= 0 {
+			return false, nil
 		}
-		return nil
+		id := k[len(expiryPrefix)+21:]
+		b.Delete(append([]byte{}, k...))
+		b.Delete(taskKey(string(id)))
+		n++
+		return n < 10000, nil
 	})
 	if err != nil || n == 0 {
 		return 0, err

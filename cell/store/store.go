@@ -139,7 +139,8 @@ func (s *Store) Delete(key []byte, d Durability) error {
 // safe for concurrent use; it copies keys and values on Set, so callers may
 // reuse their buffers.
 type Batch struct {
-	b *pebble.Batch
+	b      *pebble.Batch
+	closed bool
 }
 
 // NewBatch starts an empty batch.
@@ -153,15 +154,22 @@ func (b *Batch) Len() int { return int(b.b.Count()) }
 
 // Commit applies the batch atomically and releases it.
 func (b *Batch) Commit(d Durability) error {
-	defer b.b.Close()
+	defer b.Discard()
 	if err := b.b.Commit(d.opts()); err != nil {
 		return fmt.Errorf("store commit: %w", err)
 	}
 	return nil
 }
 
-// Discard releases an uncommitted batch.
-func (b *Batch) Discard() { b.b.Close() }
+// Discard releases an uncommitted batch; after Commit it does nothing, so
+// `defer b.Discard()` is safe on every path. (Pebble pools its batches:
+// closing one twice would hand it to two users.)
+func (b *Batch) Discard() {
+	if !b.closed {
+		b.closed = true
+		b.b.Close()
+	}
+}
 
 // Scan calls fn for every key with the given prefix, in key order, starting at
 // the first key >= start (start may be nil, meaning the prefix itself). The
