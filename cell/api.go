@@ -113,7 +113,14 @@ func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
 			"browsers": st.Browsers, "draining": st.Draining, "pages_in_use": st.PagesInUse,
 			"pages_served": st.PagesServed, "launches": st.Launches, "launch_failures": st.LaunchFailures,
 			"recycles": st.Recycles, "crashes": st.Crashes, "retries": st.Retries,
-			"fleet_busy": st.FleetBusy, "pss_bytes": pss,
+			"fleet_busy": st.FleetBusy, "driver_restarts": st.DriverRestarts, "healthy": st.Healthy,
+			"pss_bytes": pss,
+		}
+		if !st.Healthy {
+			// Still 200: plain pages, cached ones and jobs' bookkeeping
+			// work, and the pool keeps retrying. Pages that need the
+			// browser fail until it recovers.
+			body["status"] = "degraded"
 		}
 	}
 	writeJSON(w, http.StatusOK, body)
@@ -226,7 +233,7 @@ func (c *Cell) handleBatch(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	rc.Flush()
-	err = jobs.Batch(r.Context(), c.scrape.Scrape, req.URLs, req.Options, c.cfg.BatchConcurrency, w, func() { rc.Flush() })
+	err = jobs.Batch(r.Context(), c.scrape.Scrape, req.URLs, req.Options, c.cfg.BatchConcurrency, c.cfg.busy(), w, func() { rc.Flush() })
 	if err != nil && r.Context().Err() == nil {
 		c.cfg.Logger.Warn("batch stream ended early", "err", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -180,10 +181,10 @@ func TestLadderWithRealBrowser(t *testing.T) {
 		})
 		resp, r, u := scrape(t, fmt.Sprintf(`{"url":%q}`, site.URL+"/a"))
 		wantEngine(t, resp, r, u, "browser", "browser")
-		// (status is the first navigation's, the challenge's 503: the
-		// engine reports the main document of the Goto.)
-		if !strings.Contains(*r.Markdown, "four minutes for black tea") {
-			t.Errorf("markdown:\n%s", *r.Markdown)
+		// The status is the document's shown, after the reload: not the
+		// challenge's 503.
+		if !strings.Contains(*r.Markdown, "four minutes for black tea") || r.Status != 200 {
+			t.Errorf("status %d, markdown:\n%s", r.Status, *r.Markdown)
 		}
 		if got := log.take(); got != "/a http, /a browser, /a browser cookie" {
 			t.Errorf("site saw %s", got)
@@ -272,4 +273,81 @@ func countLines(lines []string, prefix string) int {
 		}
 	}
 	return n
+}
+
+// TestBrowserProxyFailover: the browser through a pool of two proxies, the
+// first dead: the page comes through the second. Through a pool of dead
+// proxies only: 502, free, and the message names no proxy.
+func TestBrowserProxyFailover(t *testing.T) {
+	requireBrowser(t)
+	px := proxytest.Start(t, proxytest.Options{Auth: true})
+	dead := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		return l.Addr().String()
+	}
+	dead1, dead2, dead3 := dead(), dead(), dead()
+	var specs []fetch.ProxySpec
+	for _, s := range []string{
+		"isp=http://pool:s3cret@" + dead1, "isp=" + px.URL(),
+		"residential=http://pool:s3cret@" + dead2, "residential=socks5://pool:s3cret@" + dead3,
+	} {
+		spec, err := fetch.ParseProxySpec(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, spec)
+	}
+	tc := newTestCell(t, func(c *Config) {
+		c.Browsers = 1
+		c.BrowserPages = 2
+		c.Proxies = specs
+	})
+	var log hitLog
+	site := newHTMLSite(t, &log, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, jsPageHTML) })
+
+	// wait_for asks for the browser: plain HTTP is not tried.
+	resp, b := tc.post(t, "/scrape", fmt.Sprintf(`{"url":%q,"proxy":"isp","wait_for":"main h1"}`, site.URL+"/p"))
+	u := usageOf(t, resp)
+	if resp.StatusCode != 200 || u == nil || u.Engine != "browser" || u.Level != "browser_proxy" {
+		t.Fatalf("through the pool with a dead proxy first: %d %q %s", resp.StatusCode, resp.Header.Get(UsageHeader), b)
+	}
+	if r := decode[browserScrape](t, b); !strings.Contains(*r.Markdown, "Rendered tea") {
+		t.Errorf("markdown:\n%s", *r.Markdown)
+	}
+	if n := countLines(px.Requests(), "GET "+site.URL+"/p "); n != 1 {
+		t.Errorf("the live proxy logged %d requests for the page, want 1: %q", n, px.Requests())
+	}
+
+	resp, b = tc.post(t, "/scrape", fmt.Sprintf(`{"url":%q,"proxy":"residential","wait_for":"main h1"}`, site.URL+"/q"))
+	r := decode[browserScrape](t, b)
+	if resp.StatusCode != 502 || r.Error != "fetch_failed" || resp.Header.Get(UsageHeader) != "" {
+		t.Fatalf("through dead proxies only: %d %q %s", resp.StatusCode, resp.Header.Get(UsageHeader), b)
+	}
+	for _, secret := range []string{dead1, dead2, dead3, "s3cret", px.Addr, px.Password} {
+		if strings.Contains(string(b), secret) {
+			t.Errorf("the answer shows %q: %s", secret, b)
+		}
+	}
+	if got := log.take(); got != "/p browser" {
+		t.Errorf("site saw %s", got)
+	}
+
+	// The pool's health, in the cell's.
+	resp, b = tc.get(t, "/health")
+	h := decode[struct {
+		Status  string
+		Browser struct {
+			Browsers       int  `json:"browsers"`
+			LaunchFailures int  `json:"launch_failures"`
+			DriverRestarts int  `json:"driver_restarts"`
+			Healthy        bool `json:"healthy"`
+		}
+	}](t, b)
+	if resp.StatusCode != 200 || h.Status != "ok" || !h.Browser.Healthy || h.Browser.Browsers != 1 || h.Browser.DriverRestarts != 0 {
+		t.Errorf("health: %d %s", resp.StatusCode, b)
+	}
 }

@@ -46,6 +46,12 @@ type Config struct {
 	JobConcurrency int
 	// JobRetention is how long jobs and their results are kept (default 7d).
 	JobRetention time.Duration
+	// FleetBusyWait bounds how long one URL of a batch or a job waits out
+	// a busy browser fleet (no page free) before 503 fleet-busy becomes its
+	// result; they ask again with jittered backoff meanwhile. Default 2m;
+	// negative: no wait. A single /scrape never waits: it answers 503
+	// fleet-busy at once, uncharged, for its caller to repeat.
+	FleetBusyWait time.Duration
 	// SweepEvery is how often expired cache entries and old jobs are removed
 	// (default 10m).
 	SweepEvery time.Duration
@@ -78,6 +84,13 @@ type Config struct {
 
 	Now    func() time.Time
 	Logger *slog.Logger
+
+	busyBackoff time.Duration // tests: the first fleet-busy pause
+}
+
+// busy is how batches and jobs wait out a busy browser fleet.
+func (c *Config) busy() jobs.BusyRetry {
+	return jobs.BusyRetry{Wait: c.FleetBusyWait, Backoff: c.busyBackoff}
 }
 
 func (c *Config) defaults() {
@@ -181,6 +194,7 @@ func New(cfg Config) (*Cell, error) {
 		Cell:        cfg.Name,
 		Concurrency: cfg.JobConcurrency,
 		Retention:   cfg.JobRetention,
+		Busy:        cfg.busy(),
 		Now:         cfg.Now,
 		Logger:      cfg.Logger,
 	})

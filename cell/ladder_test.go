@@ -83,13 +83,14 @@ func (s *wallSite) hits() []string {
 // fakeBrowser stands in for the browser engine where the API, not the
 // rendering, is under test (the real one: browser_test.go).
 type fakeBrowser struct {
-	busy  atomic.Bool
-	calls atomic.Int64
+	busy    atomic.Bool
+	busyFor atomic.Int64 // how many more calls to refuse as fleet-busy
+	calls   atomic.Int64
 }
 
 func (b *fakeBrowser) Fetch(ctx context.Context, req *fetch.Request) (*fetch.Response, error) {
 	b.calls.Add(1)
-	if b.busy.Load() {
+	if b.busy.Load() || b.busyFor.Add(-1) >= 0 {
 		return nil, fmt.Errorf("fetch %s: %w", req.URL, fetch.ErrFleetBusy)
 	}
 	tr := &http.Transport{}

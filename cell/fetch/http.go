@@ -294,7 +294,7 @@ func (h *HTTP) fetchError(parent, reqCtx context.Context, u *url.URL, err error)
 	case errors.Is(err, ErrProxy):
 		return fmt.Errorf("fetch %s: %w", u, err)
 	case proxyError(err):
-		return fmt.Errorf("fetch %s: %w: %w", u, ErrProxy, err)
+		return fmt.Errorf("fetch %s: %w: %s", u, ErrProxy, ProxyCause(err))
 	case reqCtx.Err() != nil:
 		return fmt.Errorf("fetch %s: %w: no answer within %s: %w", u, ErrUnreachable, h.cfg.Timeout, context.DeadlineExceeded)
 	case errors.Is(err, ErrUnreachable):

@@ -346,15 +346,27 @@ func (h *HTTP) dial(ctx context.Context, network, addr string) (net.Conn, error)
 	return h.dialer.DialContext(ctx, network, addr)
 }
 
-// onProxyConnect types a refused CONNECT: the proxy refusing the cell
-// (407, and 401 or 403, which some proxies send instead) is the proxy's
-// failure; anything else (500, 502, 504...) means it could not reach the
-// site.
+// ProxyRefusedConnect reports whether a proxy's answer to CONNECT is a
+// failure of the proxy itself, for another proxy of the pool to be tried:
+// it refused the cell (407, and 401 or 403, which some proxies send
+// instead) or failed as a gateway (502 Bad Gateway: its own exit or
+// upstream failed). Other refusals (500, 503, 504: tinyproxy, Squid and
+// most others for a site that does not answer or resolve) mean the site is
+// out of reach. Both engines use it.
+func ProxyRefusedConnect(status int) bool {
+	switch status {
+	case http.StatusProxyAuthRequired, http.StatusUnauthorized, http.StatusForbidden, http.StatusBadGateway:
+		return true
+	}
+	return false
+}
+
+// onProxyConnect types a refused CONNECT (see ProxyRefusedConnect).
 func onProxyConnect(_ context.Context, _ *url.URL, _ *http.Request, resp *http.Response) error {
-	switch resp.StatusCode {
-	case http.StatusOK:
+	switch {
+	case resp.StatusCode == http.StatusOK:
 		return nil
-	case http.StatusProxyAuthRequired, http.StatusUnauthorized, http.StatusForbidden:
+	case ProxyRefusedConnect(resp.StatusCode):
 		return fmt.Errorf("%w: it answered CONNECT with %s", ErrProxy, resp.Status)
 	default:
 		return fmt.Errorf("%w: the proxy answered CONNECT with %s", ErrUnreachable, resp.Status)
@@ -365,6 +377,25 @@ func onProxyConnect(_ context.Context, _ *url.URL, _ *http.Request, resp *http.R
 func proxyError(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "proxyconnect"
+}
+
+// ProxyCause is the cause of a failure to reach a proxy without the
+// addresses a network error names ("connect: connection refused"): the
+// error reaches callers, the proxy's address is the cell's secret. Both
+// engines use it.
+func ProxyCause(err error) string {
+	for {
+		var op *net.OpError
+		if !errors.As(err, &op) || op.Err == nil {
+			break
+		}
+		err = op.Err
+	}
+	var dns *net.DNSError
+	if errors.As(err, &dns) {
+		return "cannot resolve the proxy's name"
+	}
+	return err.Error()
 }
 
 // Size is the number of proxies Pick chooses among for kind and country.

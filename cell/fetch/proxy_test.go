@@ -199,6 +199,14 @@ func TestFetchViaProxyFailures(t *testing.T) {
 	closed := l.Addr().String()
 	l.Close()
 
+	// A proxy whose own exit fails: 502 to every CONNECT.
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusBadGateway)
+	}))
+	t.Cleanup(bad.Close)
+	badAddr := bad.Listener.Addr().String()
+
 	wrong := strings.Replace(px.URL(), px.Password, "wrong-password", 1)
 	for _, tc := range []struct {
 		name, proxy, url string
@@ -212,6 +220,7 @@ func TestFetchViaProxyFailures(t *testing.T) {
 		// site may send too, so that one comes back as a response.)
 		{"wrong credentials, https", wrong, tlsSite.URL + "/", ErrProxy},
 		{"site down, https", px.URL(), "https://" + closed + "/", ErrUnreachable},
+		{"502 on CONNECT", "http://u:secret@" + badAddr, tlsSite.URL + "/", ErrProxy},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := h.FetchVia(t.Context(), &Request{URL: tc.url}, pickOne(t, tc.proxy))
@@ -221,6 +230,13 @@ func TestFetchViaProxyFailures(t *testing.T) {
 			for _, secret := range []string{"secret", "wrong-password", px.Password} {
 				if strings.Contains(err.Error(), secret) {
 					t.Errorf("the error shows a password: %v", err)
+				}
+			}
+			if tc.err == ErrProxy {
+				for _, addr := range []string{closed, px.Addr, badAddr} {
+					if strings.Contains(err.Error(), addr) {
+						t.Errorf("the error shows the proxy's address %s: %v", addr, err)
+					}
 				}
 			}
 		})

@@ -13,9 +13,11 @@ const MaxBatchURLs = 50
 
 // Batch scrapes urls with at most concurrency fetches at a time and writes one
 // NDJSON line per URL to w as each finishes, calling flush after every line.
-// Cancelling ctx (the client went away) stops the fetches not yet finished;
-// Batch then returns ctx's error.
-func Batch(ctx context.Context, fn ScrapeFunc, urls []string, opts scrape.Options, concurrency int, w io.Writer, flush func()) error {
+// A URL that meets a busy browser fleet waits it out as busy says, rather
+// than failing at once. Cancelling ctx (the client went away) stops the
+// fetches not yet finished, and their waits; Batch then returns ctx's
+// error.
+func Batch(ctx context.Context, fn ScrapeFunc, urls []string, opts scrape.Options, concurrency int, busy BusyRetry, w io.Writer, flush func()) error {
 	if concurrency < 1 {
 		concurrency = 1
 	}
@@ -38,7 +40,7 @@ func Batch(ctx context.Context, fn ScrapeFunc, urls []string, opts scrape.Option
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				line, _ := runOne(ctx, fn, u, opts)
+				line, _ := runOne(ctx, fn, u, opts, busy)
 				if ctx.Err() != nil {
 					return // the client is gone; nobody reads this line
 				}

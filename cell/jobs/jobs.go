@@ -73,8 +73,13 @@ type Config struct {
 	// Retention is how long a job and its results are kept after creation.
 	// Default 7 days.
 	Retention time.Duration
-	Now       func() time.Time
-	Logger    *slog.Logger
+	// Busy is how a URL waits out a busy browser fleet (see BusyRetry)
+	// before fleet-busy becomes its result; the zero value waits up to
+	// DefaultBusyWait. Shutting down ends the wait and leaves the URL
+	// pending.
+	Busy   BusyRetry
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // Manager owns every job of the cell.
@@ -356,7 +361,7 @@ func (m *Manager) run(t task) {
 	attempts := 0
 	for attempts < m.cfg.Attempts {
 		attempts++
-		line, serr = runOne(m.ctx, m.scrape, t.url, opts)
+		line, serr = runOne(m.ctx, m.scrape, t.url, opts, m.cfg.Busy)
 		if m.ctx.Err() != nil {
 			// Shutting down: leave the URL pending for the next start.
 			t.job.mu.Lock()

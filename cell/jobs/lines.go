@@ -26,12 +26,12 @@ type Line struct {
 	Message string          `json:"message,omitempty"`
 }
 
-// runOne scrapes u and renders its line (without the trailing newline). The
-// returned error is the scrape error (nil when ok) so callers can decide on
-// retries.
-func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options) ([]byte, *scrape.Error) {
+// runOne scrapes u, waiting out a busy browser fleet as busy says, and
+// renders its line (without the trailing newline). The returned error is
+// the scrape error (nil when ok) so callers can decide on retries.
+func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, busy BusyRetry) ([]byte, *scrape.Error) {
 	start := time.Now()
-	out, err := fn(ctx, u, opts)
+	out, err := scrapeWaiting(ctx, fn, u, opts, busy)
 	var line []byte
 	if err == nil {
 		line = append(line, `{"url":`...)

@@ -12,8 +12,14 @@
 //
 // Engine implements fetch.Engine. Response.Body is the DOM after the page's
 // scripts, the request's JS, WaitFor and Delay, serialised by the browser
-// (always UTF-8 text/html); Status and Header are the main document's.
-// Response.Proto is empty: the browser does not report it.
+// (always UTF-8 text/html). Status and Header are those of the document
+// captured: the main frame's last navigation response, so a challenge
+// page that answers 503, sets a cookie and reloads reports the 200 of the
+// page it reloads to (redirect hops and 204/205 answers, which replace no
+// document, are skipped; Redirects counts the hops of that last
+// navigation). A capture that meets the page mid-navigation waits for the
+// new document and tries again. Response.Proto is empty: the browser does
+// not report it.
 //
 // # Pool
 //
@@ -22,7 +28,13 @@
 // time. A request waits for a page slot at most AcquireTimeout (default 5
 // s), first come first served, and then fails with fetch.ErrFleetBusy (the
 // API's 503 fleet-busy, not charged). It then goes to the serving browser
-// with the fewest pages open.
+// with the fewest pages open. A single /scrape answers that 503 at once;
+// batches and jobs, which run more fetches than there are pages (16 job
+// workers by default), wait it out instead: their URLs ask again with
+// jittered, doubling pauses (from 1 s, at most 15 s) for up to 2 minutes
+// per URL (cell.Config.FleetBusyWait, jobs.BusyRetry), and only then
+// record fleet-busy. Closing the cell ends the wait and leaves a job's URL
+// pending.
 //
 // Every request gets a browser context of its own, created for it with its
 // user agent, viewport, extra headers, cookies and proxy route, and closed
@@ -62,6 +74,28 @@
 // the replacement, keeping its page slot; a second crash fails it with
 // ErrCrashed. A browser that does not start is retried with backoff;
 // requests waiting for it fail with the launch error.
+//
+// The playwright driver (the node process every browser hangs on) is
+// watched too: its process is found among this process's children by its
+// private directory and looked at every 200 ms (and a launch that fails
+// on a closed connection says the same when it could not be found). When
+// it dies, every browser died with it: each is reaped and handled as
+// crashed (its requests retried once), then a new driver is started and
+// browsers on it, with the same backoff (500 ms doubling to 30 s) while
+// that fails. Stats.DriverRestarts counts the restarts.
+//
+// # Health
+//
+// Stats.Healthy is false while no browser serves and the last attempt to
+// start one, or the driver, failed: browser requests then fail at once
+// with that error instead of waiting. A pool between a crash and its
+// replacement is healthy. The cell's /health shows the pool under
+// "browser" (browsers, pages_in_use, launch_failures, crashes, retries,
+// fleet_busy, driver_restarts, healthy...). An unhealthy pool makes the
+// cell's status "degraded", still with 200: plain pages, cache hits and
+// jobs' bookkeeping work, and the pool recovers by itself, so the cell
+// must not be taken out of service for it; the field is for operators and
+// alerts.
 //
 // # Processes
 //
@@ -111,4 +145,27 @@
 // target's host, and refuses a name that resolves here to a private
 // address, before handing it to the upstream, which resolves and dials
 // it on its own network.
+//
+// A main document the upstream proxy itself failed (nothing listens, it
+// refuses the credentials with 407, 401 or 403, or answers CONNECT with
+// 502 Bad Gateway) fails with fetch.ErrProxy, as in the HTTP engine
+// (fetch.ProxyRefusedConnect), so the ladder tries the next proxy of the
+// pool; other refusals of CONNECT (500, 503, 504: what proxies answer for
+// a site that does not answer) are fetch.ErrUnreachable. These errors
+// never name the proxy's address or credentials.
+//
+// # Tests and their cost
+//
+// Every page gets a fresh context, hence a fresh renderer process. On the
+// 2-core test machine (shared, measured under load) a tiny page with no
+// subresources costs Debian's Chromium 1.0 to 1.3 s of CPU: 0.4 to 0.5 s in
+// the browser process, 0.55 to 0.7 s in the renderers; the driver adds
+// 40 ms and this process 25 ms. 500 pages therefore need at least 250 s of
+// both cores; TestFiveHundredPagesLeaveNoProcesses runs 60 by default
+// (1 min 50 s measured under load, 0.6 pages/s) and the full 500 with
+// TRAWL_BROWSER_LEAK_PAGES=500 (about 6 minutes). Chromium switches that
+// drop the spare renderer or limit renderers saved 10 to 15 %, within the
+// noise, and more pages per browser do not help CPU-bound work: 500 pages
+// within 90 s would take sharing renderers between requests, which the
+// isolation above forbids.
 package browser

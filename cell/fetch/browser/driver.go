@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/playwright-community/playwright-go"
 )
@@ -74,7 +75,13 @@ type driver struct {
 	pw     *playwright.Playwright
 	dir    string // private driver directory, removed on stop
 	stderr *tailBuffer
+	pid    int           // the node process; 0 if it could not be found
+	dead   chan struct{} // closed when the node process is seen gone
+	quit   chan struct{} // closed by stop: the watch ends
 }
+
+// driverPoll is how often a driver's process is looked at.
+const driverPoll = 200 * time.Millisecond
 
 // startDriver runs the playwright driver. playwright-go finds node only
 // through PLAYWRIGHT_NODEJS_PATH or beside the driver, so rather than
@@ -119,11 +126,68 @@ func startDriver(cfg Config, log *slog.Logger) (*driver, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start playwright driver: %w (stderr: %s)", err, d.stderr)
 	}
+	d.dead, d.quit = make(chan struct{}), make(chan struct{})
+	if d.pid, err = findDriver(dir); err != nil {
+		// Its death is then noticed by the launches it fails.
+		log.Warn("playwright driver: its process is not watched", "err", err)
+	} else {
+		go d.watch()
+	}
 	return d, nil
+}
+
+// findDriver returns the driver process this process started from dir:
+// playwright-go runs <dir>/node <dir>/package/cli.js run-driver.
+func findDriver(dir string) (int, error) {
+	procs, err := readProcs()
+	if err != nil {
+		return 0, err
+	}
+	self := os.Getpid()
+	want := []byte(filepath.Join(dir, "node") + "\x00")
+	for _, p := range procs {
+		if p.ppid != self || p.state == 'Z' {
+			continue
+		}
+		cl, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/cmdline")
+		if err == nil && bytes.HasPrefix(cl, want) {
+			return p.pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no process of %s among this process's children", dir)
+}
+
+// watch closes d.dead when the driver process ends: a zombie, or gone
+// (playwright-go reaps it when its connection ends).
+func (d *driver) watch() {
+	t := time.NewTicker(driverPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.quit:
+			return
+		case <-t.C:
+		}
+		if st, err := readStat(d.pid); err != nil || st.state == 'Z' || st.state == 'X' {
+			close(d.dead)
+			return
+		}
+	}
+}
+
+// isDead reports whether the driver was seen gone.
+func (d *driver) isDead() bool {
+	select {
+	case <-d.dead:
+		return true
+	default:
+		return false
+	}
 }
 
 // stop ends the driver process and removes its directory.
 func (d *driver) stop() error {
+	close(d.quit)
 	err := d.pw.Stop()
 	os.RemoveAll(d.dir)
 	if err != nil {

@@ -88,8 +88,10 @@ func NewEngine(pool *Pool, cfg EngineConfig) *Engine {
 
 // Fetch renders req.URL in a fresh browser context and returns the DOM as
 // it stands after req.Browser's JS, WaitFor and Delay, serialised as HTML
-// (Body, always UTF-8 text/html), with the main document's status and
-// headers, the final URL and, when asked, a full-page screenshot.
+// (Body, always UTF-8 text/html), with the status and headers of the
+// document shown (the main frame's last navigation response, after any
+// reload or navigation by the page's scripts), the final URL and, when
+// asked, a full-page screenshot.
 //
 // The URL is validated like the HTTP engine's, and every connection the
 // page makes (redirects, subresources, fetch/XHR, frames, WebSockets)
@@ -223,16 +225,30 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 	// The main frame's latest navigation, to tell why a navigation failed:
 	// the proxy knows whether it refused the target (the guard), could not
 	// use the upstream, or could not reach the site.
+	// And its latest response: a page's script may reload or navigate
+	// (a challenge that sets a cookie and reloads answers 503, then 200),
+	// and the status and headers reported are the final document's.
 	var navMu sync.Mutex
 	lastNav := u.String()
+	var lastDoc playwright.Response
 	page.OnRequest(func(r playwright.Request) {
-		if r.IsNavigationRequest() {
-			if f := r.Frame(); f != nil && f.ParentFrame() == nil {
-				navMu.Lock()
-				lastNav = r.URL()
-				navMu.Unlock()
-			}
+		if r.IsNavigationRequest() && isMainFrame(r) {
+			navMu.Lock()
+			lastNav = r.URL()
+			navMu.Unlock()
 		}
+	})
+	// Events arrive in the driver's order on one goroutine, before the
+	// answers of later calls: when the new document's content or WaitFor
+	// is seen, its response has been recorded.
+	page.OnResponse(func(r playwright.Response) {
+		req := r.Request()
+		if !req.IsNavigationRequest() || !isMainFrame(req) || !commits(r.Status()) {
+			return
+		}
+		navMu.Lock()
+		lastDoc = r
+		navMu.Unlock()
 	})
 	why := func() error {
 		navMu.Lock()
@@ -287,7 +303,7 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 		}
 	}
 
-	html, err := page.Content()
+	html, err := capture(pctx, page)
 	if err != nil {
 		return nil, e.failed(ctx, pctx, "capture", fetch.ErrUnreachable, err)
 	}
@@ -305,6 +321,11 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 			return nil, e.failed(ctx, pctx, "screenshot", fetch.ErrUnreachable, err)
 		}
 	}
+	navMu.Lock()
+	if lastDoc != nil {
+		main = lastDoc
+	}
+	navMu.Unlock()
 	header := make(http.Header)
 	if hs, err := main.HeadersArray(); err == nil {
 		for _, h := range hs {
@@ -331,6 +352,56 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 		Redirects:   redirects,
 		Screenshot:  shot,
 	}, nil
+}
+
+// capture serialises the DOM. A page caught navigating (a script's reload
+// or redirect under way) cannot be read; the capture then waits for the
+// new document and tries again, a few times, within the page deadline.
+func capture(pctx context.Context, page playwright.Page) (string, error) {
+	for try := 0; ; try++ {
+		html, err := page.Content()
+		if err == nil || try == 4 || !navigatingRE.MatchString(err.Error()) || pctx.Err() != nil {
+			return html, err
+		}
+		wait := min(5*time.Second, time.Until(deadline(pctx))/2)
+		if wait <= 0 {
+			return html, err
+		}
+		// Until the new document commits the old one's load state
+		// stands: pause a little first.
+		t := time.NewTimer(time.Duration(try+1) * 100 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-pctx.Done():
+			t.Stop()
+			return html, err
+		}
+		page.WaitForLoadState(playwright.PageWaitForLoadStateOptions{
+			State:   playwright.LoadStateDomcontentloaded,
+			Timeout: playwright.Float(float64(max(wait.Milliseconds(), 1))),
+		})
+	}
+}
+
+// navigatingRE matches playwright's refusal to read a page mid-navigation.
+var navigatingRE = regexp.MustCompile(`(?i)page is navigating`)
+
+// isMainFrame reports whether r is the top frame's.
+func isMainFrame(r playwright.Request) bool {
+	f := r.Frame()
+	return f != nil && f.ParentFrame() == nil
+}
+
+// commits reports whether a navigation response of this status replaces
+// the document: redirects lead to another response, and 204 and 205 leave
+// the page as it was.
+func commits(status int) bool {
+	switch status {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect,
+		http.StatusPermanentRedirect, http.StatusNoContent, http.StatusResetContent:
+		return false
+	}
+	return true
 }
 
 // failed classifies an error of one step of rendering: the caller gone

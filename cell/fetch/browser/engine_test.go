@@ -331,3 +331,74 @@ func latePageHash() string {
 	sum := sha256.Sum256([]byte(script))
 	return base64.StdEncoding.EncodeToString(sum[:])
 }
+
+// challengePage answers 503 until the client runs its script, which sets
+// a cookie and reloads, as a bot challenge does.
+const challengePage = `<!doctype html><title>Just a moment...</title><p>Checking your browser.</p>
+<script>document.cookie = "passed=1; path=/"; setTimeout(() => location.reload(), 100);</script>`
+
+// TestStatusOfTheFinalDocument: when the page's script reloads or
+// navigates, the status and headers reported are those of the document
+// captured, not of the first navigation.
+func TestStatusOfTheFinalDocument(t *testing.T) {
+	pool := newTestPool(t, Config{})
+	eng := NewEngine(pool, EngineConfig{})
+	srv := newSite(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/leave":
+			w.Header().Set("X-Doc", "leaving")
+			html(`<!doctype html><p>leaving</p><script>setTimeout(() => location.href = "/moved", 100)</script>`)(w, r)
+			return
+		case "/moved":
+			http.Redirect(w, r, "/final", http.StatusFound)
+			return
+		case "/final":
+			w.Header().Set("X-Doc", "final")
+			html(`<!doctype html><p id="content">arrived</p>`)(w, r)
+			return
+		}
+		if c, err := r.Cookie("passed"); err != nil || c.Value != "1" {
+			w.Header().Set("X-Doc", "challenge")
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, challengePage)
+			return
+		}
+		w.Header().Set("X-Doc", "content")
+		html(`<!doctype html><title>Tea</title><p id="content">welcome</p>`)(w, r)
+	}))
+	for _, tt := range []struct {
+		name, path, wantDoc, wantText, wantPath string
+		wantRedirects                           int
+	}{
+		{"challenge then reload", "/tea", "content", "welcome", "/tea", 0},
+		{"script navigates through a redirect", "/leave", "final", "arrived", "/final", 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, err := eng.Fetch(t.Context(), &fetch.Request{
+				URL:     srv.URL + tt.path,
+				Browser: &fetch.BrowserOptions{WaitFor: "#content"},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Contains(resp.Body, []byte(tt.wantText)) {
+				t.Fatalf("body lacks %q:\n%s", tt.wantText, resp.Body)
+			}
+			if resp.Status != 200 || resp.Header.Get("X-Doc") != tt.wantDoc {
+				t.Errorf("status %d, X-Doc %q; want 200 and %q (the final document's)", resp.Status, resp.Header.Get("X-Doc"), tt.wantDoc)
+			}
+			if resp.URL != srv.URL+tt.wantPath || resp.Redirects != tt.wantRedirects {
+				t.Errorf("URL %s after %d redirects; want %s after %d", resp.URL, resp.Redirects, srv.URL+tt.wantPath, tt.wantRedirects)
+			}
+		})
+	}
+	// A page that stays on its challenge reports it.
+	resp, err := eng.Fetch(t.Context(), &fetch.Request{URL: srv.URL + "/tea"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Status != http.StatusServiceUnavailable || resp.Header.Get("X-Doc") != "challenge" {
+		t.Logf("without a wait: status %d, X-Doc %q (the reload came first on a slow machine?)", resp.Status, resp.Header.Get("X-Doc"))
+	}
+}

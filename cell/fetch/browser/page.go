@@ -314,7 +314,8 @@ func (p *Pool) browserDied(inst *instance, err error) bool {
 }
 
 // closedRE matches playwright's words for a browser gone under a call.
-var closedRE = regexp.MustCompile(`(?i)target (page, context or browser )?(has been )?closed|browser has (been closed|disconnected)`)
+// "Connection closed" is a call pending when the driver died.
+var closedRE = regexp.MustCompile(`(?i)target (page, context or browser )?(has been )?closed|browser has (been closed|disconnected)|connection closed`)
 
 // msUntil is the time left before ctx's deadline in milliseconds, for
 // playwright's timeout options; at least 1, since 0 means none.

@@ -95,7 +95,8 @@ type Config struct {
 	// Nil discards them.
 	Logger *slog.Logger
 
-	onLaunch func(*instance) // tests: every browser started
+	onLaunch     func(*instance) // tests: every browser started
+	beforeDriver func() error    // tests: a driver restart fails with its error
 }
 
 func (c Config) withDefaults() Config {
@@ -156,6 +157,14 @@ type Stats struct {
 	Crashes, Retries int64
 	// FleetBusy counts requests refused with fetch.ErrFleetBusy.
 	FleetBusy int64
+	// DriverRestarts counts playwright drivers started again after theirs
+	// died (its browsers die with it: each counts as a crash).
+	DriverRestarts int64
+	// Healthy is false while the pool has no browser serving and its last
+	// attempt to start one (or the driver) failed: browser requests fail
+	// until a retry succeeds. A pool between a crash and its replacement
+	// is still healthy.
+	Healthy bool
 	// PSS is the memory of all browsers' process trees in bytes, as last
 	// measured (every MemoryCheckInterval); Pool.PSS measures it now.
 	PSS int64
@@ -170,6 +179,8 @@ type Pool struct {
 	guard *guard
 	proxy *forwardProxy
 	defRt *route // the browsers' launch-time proxy
+	// drv is the running driver; nil while it is being restarted. Only
+	// newPool, the maintenance goroutine and then Close touch it.
 	drv   *driver
 	slots *semaphore.Weighted
 	token string // marks this pool's browsers' command lines
@@ -434,6 +445,10 @@ func (p *Pool) maintain() {
 	var backoff time.Duration
 	var retry <-chan time.Time
 	for {
+		var driverDead <-chan struct{}
+		if p.drv != nil {
+			driverDead = p.drv.dead
+		}
 		select {
 		case <-p.life.Done():
 			return
@@ -442,11 +457,30 @@ func (p *Pool) maintain() {
 			p.checkMemory()
 		case <-retry:
 			retry = nil
+		case <-driverDead:
+			p.driverDied()
+			retry, backoff = nil, 0 // start another at once
 		}
 		if retry != nil {
 			continue // waiting out a failed launch
 		}
-		if err := p.reconcile(); err != nil {
+		err := p.startDriver()
+		if err == nil {
+			err = p.reconcile()
+		}
+		if err != nil && p.drv != nil && p.drv.pid == 0 && closedRE.MatchString(err.Error()) {
+			// An unwatched driver: a launch failing on a closed
+			// connection says it died.
+			p.driverDied()
+			err = p.startDriver()
+			if err == nil {
+				err = p.reconcile()
+			}
+		}
+		if errors.Is(err, ErrClosed) {
+			return
+		}
+		if err != nil {
 			backoff = min(max(2*backoff, 500*time.Millisecond), 30*time.Second)
 			retry = time.After(backoff)
 			p.log.Error("browser pool: cannot start a browser", "err", err, "retry_in", backoff)
@@ -454,6 +488,59 @@ func (p *Pool) maintain() {
 			backoff = 0
 		}
 	}
+}
+
+// driverDied handles the death of the playwright driver (its node process
+// killed or crashed): every browser went with it, and is reaped and
+// counted as crashed, so requests on them are retried once on the next
+// driver's browsers. The maintenance goroutine then starts a new driver.
+func (p *Pool) driverDied() {
+	old := p.drv
+	p.log.Error("playwright driver died; starting another", "pid", old.pid, "stderr", old.stderr.String())
+	p.mu.Lock()
+	p.drv = nil
+	insts := make([]*instance, 0, len(p.all))
+	for in := range p.all {
+		insts = append(insts, in)
+	}
+	p.mu.Unlock()
+	for _, in := range insts {
+		p.onDisconnect(in)
+	}
+	old.stop() // collects what is left of it; its error is the death
+}
+
+// startDriver starts a driver when the pool has none (after its death).
+// A failure counts as a failed launch: requests waiting for a browser
+// fail with it rather than wait.
+func (p *Pool) startDriver() error {
+	if p.drv != nil {
+		return nil
+	}
+	var d *driver
+	var err error
+	if p.cfg.beforeDriver != nil {
+		err = p.cfg.beforeDriver()
+	}
+	if err == nil {
+		d, err = startDriver(p.cfg, p.log)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		p.st.LaunchFailures++
+		p.launchEr = err
+		p.broadcastLocked()
+		return err
+	}
+	if p.closed {
+		d.stop()
+		return ErrClosed
+	}
+	p.drv = d
+	p.st.DriverRestarts++
+	p.log.Info("playwright driver restarted", "pid", d.pid)
+	return nil
 }
 
 // reconcile brings the fleet to its size and closes drained browsers.
@@ -588,6 +675,7 @@ func (p *Pool) Stats() Stats {
 	s := p.st
 	s.Draining = len(p.draining)
 	s.Browsers = len(p.current) + len(p.draining)
+	s.Healthy = !p.closed && (len(p.current) > 0 || p.launchEr == nil)
 	return s
 }
 
@@ -656,7 +744,10 @@ func (p *Pool) Close() error {
 		p.log.Warn("browser pool: requests still running after close")
 	}
 	t.Stop()
-	err := p.drv.stop()
+	var err error
+	if p.drv != nil {
+		err = p.drv.stop()
+	}
 	p.proxy.Close()
 	// Belt and braces: nothing of ours outlives Close.
 	for _, in := range insts {

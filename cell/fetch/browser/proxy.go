@@ -207,11 +207,11 @@ func (fp *forwardProxy) open(upstream string, record bool) (*route, error) {
 			if resp.StatusCode == http.StatusProxyAuthRequired {
 				// The upstream refused our credentials. Passed on, a 407
 				// would read to the browser as our proxy asking for some.
-				return fmt.Errorf("%w: upstream %s answered %s", fetch.ErrProxy, r.upstream.Host, resp.Status)
+				return upstreamFailed(r.upstream, fmt.Errorf("it answered %s", resp.Status))
 			}
 			if ps := resp.Header.Get("Proxy-Status"); strings.Contains(ps, "error=") {
 				// RFC 9209: the upstream, not the site, wrote this answer.
-				return fmt.Errorf("%w: upstream %s reports %q", fetch.ErrUnreachable, r.upstream.Host, ps)
+				return fmt.Errorf("%w: the upstream proxy reports %s", fetch.ErrUnreachable, redactUpstream(r.upstream, fmt.Sprintf("%q", ps)))
 			}
 			return nil
 		},
@@ -387,7 +387,7 @@ func classify(err error, upstream *url.URL) error {
 	case errors.Is(err, fetch.ErrNotPublic), errors.Is(err, fetch.ErrProxy), errors.Is(err, fetch.ErrUnreachable):
 		return err
 	case upstream != nil && errors.As(err, &op) && op.Op == "proxyconnect":
-		return fmt.Errorf("%w: upstream %s: %w", fetch.ErrProxy, upstream.Host, err)
+		return upstreamFailed(upstream, err)
 	}
 	return fmt.Errorf("%w: %w", fetch.ErrUnreachable, err)
 }
@@ -456,12 +456,11 @@ func (r *route) dialTunnel(ctx context.Context, target, host string) (net.Conn, 
 }
 
 // dialUpstream opens a tunnel to target through the proxy up. Failures
-// of the proxy itself (not answering, refusing the credentials) wrap
-// fetch.ErrProxy; a proxy that could not reach the site, fetch.ErrUnreachable.
+// of the proxy itself (not answering, refusing the credentials, a 502 Bad
+// Gateway of its own) wrap fetch.ErrProxy; a proxy that says it could not
+// reach the site, fetch.ErrUnreachable. Neither names the proxy.
 func dialUpstream(ctx context.Context, d *net.Dialer, up *url.URL, target string) (net.Conn, error) {
-	failed := func(err error) error {
-		return fmt.Errorf("%w: upstream %s: %w", fetch.ErrProxy, up.Host, err)
-	}
+	failed := func(err error) error { return upstreamFailed(up, err) }
 	switch up.Scheme {
 	case "socks5", "socks5h":
 		pd, err := proxy.FromURL(up, d)
@@ -480,7 +479,7 @@ func dialUpstream(ctx context.Context, d *net.Dialer, up *url.URL, target string
 		// (no proxy, a failed handshake or login) is the proxy's failure.
 		var op, dial *net.OpError
 		if errors.As(err, &op) && !errors.As(op.Err, &dial) && socksSiteError.MatchString(op.Err.Error()) {
-			return nil, fmt.Errorf("%w: upstream %s: %w", fetch.ErrUnreachable, up.Host, err)
+			return nil, fmt.Errorf("%w: the upstream proxy could not reach %s: %s", fetch.ErrUnreachable, target, redactUpstream(up, fetch.ProxyCause(err)))
 		}
 		return nil, failed(err)
 	}
@@ -529,11 +528,10 @@ func dialUpstream(ctx context.Context, d *net.Dialer, up *url.URL, target string
 		// Not Body.Close: it would read to the end of a body that may
 		// only end when the proxy closes the connection.
 		c.Close()
-		switch resp.StatusCode {
-		case http.StatusProxyAuthRequired, http.StatusUnauthorized, http.StatusForbidden:
+		if fetch.ProxyRefusedConnect(resp.StatusCode) {
 			return nil, failed(fmt.Errorf("CONNECT answered %s", resp.Status))
 		}
-		return nil, fmt.Errorf("%w: upstream %s answered CONNECT with %s", fetch.ErrUnreachable, up.Host, resp.Status)
+		return nil, fmt.Errorf("%w: the upstream proxy answered CONNECT with %s", fetch.ErrUnreachable, resp.Status)
 	}
 	c.SetDeadline(time.Time{})
 	if br.Buffered() > 0 {
@@ -627,4 +625,36 @@ func (fp *forwardProxy) Close() {
 		r.Close()
 	}
 	fp.direct.CloseIdleConnections()
+}
+
+// upstreamFailed is the failure of an upstream proxy itself: an error
+// wrapping fetch.ErrProxy whose message names neither the proxy's address
+// nor its credentials. It reaches callers (the ladder logs the proxy,
+// redacted, beside it).
+func upstreamFailed(up *url.URL, err error) error {
+	return fmt.Errorf("%w: %s", fetch.ErrProxy, redactUpstream(up, fetch.ProxyCause(err)))
+}
+
+// redactUpstream removes the proxy's address, name and credentials from
+// msg, whatever else spelt them.
+func redactUpstream(up *url.URL, msg string) string {
+	if up == nil {
+		return msg
+	}
+	secrets := []string{up.Host, up.Hostname()}
+	if up.User != nil {
+		secrets = append(secrets, up.User.Username())
+		if pw, ok := up.User.Password(); ok {
+			secrets = append(secrets, pw)
+		}
+	}
+	if p := up.Port(); p != "" {
+		secrets = append(secrets, ":"+p)
+	}
+	for _, s := range secrets {
+		if len(s) >= 2 {
+			msg = strings.ReplaceAll(msg, s, "[proxy]")
+		}
+	}
+	return msg
 }
