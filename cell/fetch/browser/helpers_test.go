@@ -26,12 +26,7 @@ import (
 // TRAWL_REQUIRE_BROWSER is set, like internal/browsertest.
 func requireBrowser(t testing.TB) {
 	t.Helper()
-	if ok, why := browsertest.Available(); !ok {
-		if v := os.Getenv(browsertest.RequireEnv); v != "" && v != "0" {
-			t.Fatalf("browser required (%s is set) but not available: %s", browsertest.RequireEnv, why)
-		}
-		t.Skipf("browser not available: %s", why)
-	}
+	browsertest.Require(t)
 }
 
 // testConfig fills what tests need: the driver where the test setup puts
