@@ -42,6 +42,8 @@ lint:
 # skipping.
 test: deps-test lint build
 	TRAWL_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	# The crawl server's memory bound, measured without the race detector.
+	TRAWL_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 10m -run 'TestLoad100Concurrent$$' ./cell/crawl/
 
 bench: deps-bench build
 	bash bench/run.sh
