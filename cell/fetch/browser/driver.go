@@ -175,6 +175,19 @@ func (d *driver) watch() {
 	}
 }
 
+// exited reports whether the driver process is gone now, without waiting
+// for the watch to notice.
+func (d *driver) exited() bool {
+	if d.isDead() {
+		return true
+	}
+	if d.pid == 0 {
+		return false
+	}
+	st, err := readStat(d.pid)
+	return err != nil || st.state == 'Z' || st.state == 'X'
+}
+
 // isDead reports whether the driver was seen gone.
 func (d *driver) isDead() bool {
 	select {

@@ -301,7 +301,17 @@ func (p *Pool) browserDied(inst *instance, err error) bool {
 	if !errors.Is(err, playwright.ErrTargetClosed) && !closedRE.MatchString(err.Error()) {
 		return false
 	}
-	t := time.NewTimer(2 * time.Second)
+	// A call cut by the driver's death ("Connection closed") can arrive
+	// long before the maintenance goroutine has handled it (every browser
+	// on the driver marked dead) on a loaded machine: give it longer.
+	wait := 2 * time.Second
+	p.mu.Lock()
+	d := p.drv
+	p.mu.Unlock()
+	if d == nil || d.exited() {
+		wait = 15 * time.Second
+	}
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case <-inst.gone:
