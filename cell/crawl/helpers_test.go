@@ -189,7 +189,8 @@ func poll(t testing.TB, base, token, id string, interval, limit time.Duration) *
 	}
 }
 
-// site serves testdata/site and a few dynamic pages on loopback.
+// site serves testdata/site, the extraction fixtures and a few dynamic
+// pages on loopback.
 type site struct {
 	*httptest.Server
 	gate chan struct{} // /slow waits on it
@@ -204,6 +205,12 @@ func startSite(t testing.TB) *site {
 	files := http.FileServer(http.Dir("testdata/site"))
 	mux := http.NewServeMux()
 	mux.Handle("/", files)
+	// The extraction fixtures are pages of the site too.
+	for _, name := range []string{"products.html", "article.html"} {
+		mux.HandleFunc("/"+name, func(w http.ResponseWriter, r *http.Request) {
+			http.ServeFile(w, r, "extract/testdata/"+name)
+		})
+	}
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-s.gate:

@@ -327,7 +327,7 @@ func loadCorpus(t *testing.T, n int) ([]string, string) {
 		}
 		return urls, fmt.Sprintf("%s (%d of its %d pages)", testcorpus.PostgresDocs, n, len(names))
 	}
-	dirs := map[string]string{"/site/": "testdata/site", "/content/": "../content/testdata"}
+	dirs := map[string]string{"/site/": "testdata/site", "/extract/": "extract/testdata", "/content/": "../content/testdata"}
 	mux := http.NewServeMux()
 	var pages []string
 	for prefix, dir := range dirs {
