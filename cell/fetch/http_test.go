@@ -26,6 +26,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/nettest"
+
 	"github.com/andybalholm/brotli"
 )
 
@@ -121,7 +123,7 @@ func TestFetchContentEncoding(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var gotAE atomic.Value
-			srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				gotAE.Store(r.Header.Get("Accept-Encoding"))
 				w.Header().Set("Content-Type", "text/html; charset=utf-8")
 				for _, e := range tt.encodings {
@@ -190,7 +192,7 @@ func TestFetchCharset(t *testing.T) {
 				raw = gzipped(raw)
 				kv = append(kv, "Content-Encoding", "gzip")
 			}
-			srv := newServer(t, serveBytes(http.StatusOK, raw, kv...))
+			srv := nettest.NewServer(t, serveBytes(http.StatusOK, raw, kv...))
 			resp, err := newEngine(t, HTTPConfig{}).Fetch(t.Context(), &Request{URL: srv.URL})
 			if err != nil {
 				t.Fatal(err)
@@ -218,7 +220,7 @@ func TestFetchCharset(t *testing.T) {
 func TestFetchBinaryIsRaw(t *testing.T) {
 	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\x80")
 	for _, ct := range []string{"image/png", ""} {
-		srv := newServer(t, serveBytes(http.StatusOK, png, "Content-Type", ct))
+		srv := nettest.NewServer(t, serveBytes(http.StatusOK, png, "Content-Type", ct))
 		resp, err := newEngine(t, HTTPConfig{}).Fetch(t.Context(), &Request{URL: srv.URL})
 		if err != nil {
 			t.Fatal(err)
@@ -258,7 +260,7 @@ func redirector() http.Handler {
 }
 
 func TestFetchRedirects(t *testing.T) {
-	srv := newServer(t, redirector())
+	srv := nettest.NewServer(t, redirector())
 	tests := []struct {
 		name         string
 		maxRedirects int
@@ -330,7 +332,7 @@ func TestFetchBodyLimit(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newServer(t, tt.handler)
+			srv := nettest.NewServer(t, tt.handler)
 			resp, err := newEngine(t, HTTPConfig{MaxBodyBytes: limit}).Fetch(t.Context(), &Request{URL: srv.URL})
 			if tt.err != nil {
 				if !isOnly(err, tt.err) {
@@ -388,7 +390,7 @@ func TestFetchCompressionBomb(t *testing.T) {
 			if len(body) > limit {
 				t.Fatalf("bomb is %d bytes on the wire, over the cap", len(body))
 			}
-			srv := newServer(t, serveBytes(200, body, "Content-Type", "text/html", "Content-Encoding", enc))
+			srv := nettest.NewServer(t, serveBytes(200, body, "Content-Type", "text/html", "Content-Encoding", enc))
 			h := newEngine(t, HTTPConfig{MaxBodyBytes: limit})
 
 			var before, after runtime.MemStats
@@ -443,7 +445,7 @@ func TestFetchDeadline(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			srv := newServer(t, tt.handler)
+			srv := nettest.NewServer(t, tt.handler)
 			h := newEngine(t, HTTPConfig{Timeout: timeout})
 			start := time.Now()
 			_, err := h.Fetch(t.Context(), &Request{URL: srv.URL + "/"})
@@ -459,7 +461,7 @@ func TestFetchDeadline(t *testing.T) {
 
 	t.Run("caller cancels", func(t *testing.T) {
 		t.Parallel()
-		srv := newServer(t, http.HandlerFunc(hang))
+		srv := nettest.NewServer(t, http.HandlerFunc(hang))
 		h := newEngine(t, HTTPConfig{Timeout: time.Minute})
 		ctx, cancel := context.WithCancel(t.Context())
 		time.AfterFunc(50*time.Millisecond, cancel)
@@ -475,7 +477,7 @@ func TestFetchErrorStatusIsResponse(t *testing.T) {
 		t.Run(strconv.Itoa(status), func(t *testing.T) {
 			t.Parallel()
 			body := []byte(fmt.Sprintf("<h1>%d %s</h1>", status, http.StatusText(status)))
-			srv := newServer(t, serveBytes(status, gzipped(body), "Content-Type", "text/html", "Content-Encoding", "gzip", "Retry-After", "120"))
+			srv := nettest.NewServer(t, serveBytes(status, gzipped(body), "Content-Type", "text/html", "Content-Encoding", "gzip", "Retry-After", "120"))
 			resp, err := newEngine(t, HTTPConfig{}).Fetch(t.Context(), &Request{URL: srv.URL})
 			if err != nil {
 				t.Fatalf("Fetch: %v", err)
@@ -489,7 +491,7 @@ func TestFetchErrorStatusIsResponse(t *testing.T) {
 
 func TestFetchReusesConnections(t *testing.T) {
 	var i atomic.Int64
-	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch i.Add(1) % 3 {
 		case 0:
 			w.Header().Set("Content-Encoding", "gzip")
@@ -506,12 +508,12 @@ func TestFetchReusesConnections(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := srv.conns.Load(); n != 1 {
+	if n := srv.Conns.Load(); n != 1 {
 		t.Errorf("20 sequential fetches opened %d connections; want 1", n)
 	}
 
 	// Concurrent fetches share the pool too.
-	srv2 := newServer(t, serveBytes(200, page))
+	srv2 := nettest.NewServer(t, serveBytes(200, page))
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
@@ -523,7 +525,7 @@ func TestFetchReusesConnections(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	if n := srv2.conns.Load(); n > 8 {
+	if n := srv2.Conns.Load(); n > 8 {
 		t.Errorf("100 fetches from 4 goroutines opened %d connections", n)
 	}
 	h.Close()
@@ -535,7 +537,7 @@ func TestFetchReusesConnections(t *testing.T) {
 func TestFetchRequestHeaders(t *testing.T) {
 	var mu sync.Mutex
 	var hdr http.Header
-	srv := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		hdr = r.Header.Clone()
@@ -615,7 +617,7 @@ func TestFetchUnreachable(t *testing.T) {
 	closedPort := l.Addr().(*net.TCPAddr).Port
 	l.Close()
 
-	hangup := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hangup := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _, _ := w.(http.Hijacker).Hijack()
 		c.Close()
 	}))
@@ -623,7 +625,7 @@ func TestFetchUnreachable(t *testing.T) {
 	untrusted.Config.ErrorLog = log.New(io.Discard, "", 0) // the failed handshake is the point
 	untrusted.StartTLS()
 	t.Cleanup(untrusted.Close)
-	resolver := staticDNS(t, nil)
+	resolver := nettest.StaticDNS(t, nil)
 
 	tests := []struct {
 		name string
@@ -676,7 +678,7 @@ func BenchmarkFetch(b *testing.B) {
 		case "br":
 			body = brotlied(page)
 		}
-		srv := newServer(b, serveBytes(200, body, "Content-Type", "text/html; charset=utf-8", "Content-Encoding", enc))
+		srv := nettest.NewServer(b, serveBytes(200, body, "Content-Type", "text/html; charset=utf-8", "Content-Encoding", enc))
 		b.Run("engine/"+enc, func(b *testing.B) {
 			h := newEngine(b, HTTPConfig{})
 			b.ReportAllocs()

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/nettest"
+
 	"github.com/trawlhq/trawl/internal/proxytest"
 )
 
@@ -140,7 +142,7 @@ func pickOne(t *testing.T, raw string) *Proxy {
 // through a real tinyproxy that demands credentials, and reads its log.
 func TestFetchViaProxy(t *testing.T) {
 	px := proxytest.Start(t, proxytest.Options{Auth: true})
-	site := newServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	site := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprintf(w, "path=%s via=%s", r.URL.Path, r.Header.Get("Via"))
 	}))
@@ -189,7 +191,7 @@ func TestFetchViaProxy(t *testing.T) {
 
 func TestFetchViaProxyFailures(t *testing.T) {
 	px := proxytest.Start(t, proxytest.Options{Auth: true})
-	site := newServer(t, serveBytes(200, []byte("hello")))
+	site := nettest.NewServer(t, serveBytes(200, []byte("hello")))
 	tlsSite := httptest.NewTLSServer(serveBytes(200, []byte("hello")))
 	t.Cleanup(tlsSite.Close)
 	h := newEngine(t, HTTPConfig{Timeout: 10 * time.Second, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}})
@@ -251,8 +253,8 @@ func TestFetchViaProxyFailures(t *testing.T) {
 // proxy's address.
 func TestProxyKeepsTheGuard(t *testing.T) {
 	px := proxytest.Start(t, proxytest.Options{})
-	private := newServer(t, serveBytes(200, []byte("secret")))
-	public := newServerOn(t, "127.0.0.2:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	private := nettest.NewServer(t, serveBytes(200, []byte("secret")))
+	public := nettest.NewServerOn(t, "127.0.0.2:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/redirect" {
 			http.Redirect(w, r, r.URL.Query().Get("to"), http.StatusFound)
 			return
@@ -260,7 +262,7 @@ func TestProxyKeepsTheGuard(t *testing.T) {
 		w.Header().Set("Content-Type", "text/plain")
 		io.WriteString(w, "public")
 	}))
-	resolver := staticDNS(t, map[string][]netip.Addr{
+	resolver := nettest.StaticDNS(t, map[string][]netip.Addr{
 		"rebind.test": {loopback},
 		"proxy.test":  {loopback},
 	})
@@ -277,9 +279,9 @@ func TestProxyKeepsTheGuard(t *testing.T) {
 
 	for _, raw := range []string{
 		private.URL + "/", // by URL
-		"http://rebind.test:" + private.port() + "/",                           // by name
+		"http://rebind.test:" + private.Port() + "/",                           // by name
 		public.URL + "/redirect?to=" + private.URL + "/",                       // a hop by URL
-		public.URL + "/redirect?to=http://rebind.test:" + private.port() + "/", // a hop by name
+		public.URL + "/redirect?to=http://rebind.test:" + private.Port() + "/", // a hop by name
 	} {
 		_, err := h.FetchVia(t.Context(), &Request{URL: raw}, p)
 		if !isOnly(err, ErrNotPublic) {
@@ -287,11 +289,11 @@ func TestProxyKeepsTheGuard(t *testing.T) {
 		}
 	}
 	for _, r := range px.Requests() {
-		if f := strings.Fields(r); len(f) > 1 && strings.Contains(strings.SplitN(f[1], "/redirect", 2)[0], ":"+private.port()) {
+		if f := strings.Fields(r); len(f) > 1 && strings.Contains(strings.SplitN(f[1], "/redirect", 2)[0], ":"+private.Port()) {
 			t.Errorf("the proxy was asked for the private site: %s", r)
 		}
 	}
-	if n := private.requests.Load(); n != 0 {
+	if n := private.Requests.Load(); n != 0 {
 		t.Errorf("the private site saw %d requests", n)
 	}
 

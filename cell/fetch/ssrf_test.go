@@ -6,13 +6,15 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"testing"
+
+	"github.com/trawlhq/trawl/internal/nettest"
 )
 
 // TestFetchRefusesHostileURLs points every spelling of loopback at a live
 // server and checks the guarded engine refuses each one before connecting.
 func TestFetchRefusesHostileURLs(t *testing.T) {
-	srv := newServer(t, serveBytes(200, []byte("secret")))
-	p := srv.port()
+	srv := nettest.NewServer(t, serveBytes(200, []byte("secret")))
+	p := srv.Port()
 	h := NewHTTP(HTTPConfig{})
 	t.Cleanup(h.Close)
 	for _, raw := range []string{
@@ -33,7 +35,7 @@ func TestFetchRefusesHostileURLs(t *testing.T) {
 			t.Errorf("Fetch(%q) = %v, %v; want ErrNotPublic", raw, resp, err)
 		}
 	}
-	if n := srv.conns.Load(); n != 0 {
+	if n := srv.Conns.Load(); n != 0 {
 		t.Errorf("the server saw %d connections", n)
 	}
 }
@@ -42,7 +44,7 @@ func TestFetchRefusesHostileURLs(t *testing.T) {
 // through the engine's resolver: validation cannot know, so the refusal
 // must come from the dial-time check, before connecting.
 func TestDNSRebindingRefusedAtDial(t *testing.T) {
-	srv := newServer(t, serveBytes(200, []byte("secret")))
+	srv := nettest.NewServer(t, serveBytes(200, []byte("secret")))
 	tests := []struct {
 		name  string
 		addrs []netip.Addr
@@ -53,8 +55,8 @@ func TestDNSRebindingRefusedAtDial(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resolver := staticDNS(t, map[string][]netip.Addr{"public.test": tt.addrs})
-			url := "http://public.test:" + srv.port() + "/"
+			resolver := nettest.StaticDNS(t, map[string][]netip.Addr{"public.test": tt.addrs})
+			url := "http://public.test:" + srv.Port() + "/"
 
 			// The name really leads to the server...
 			open := NewHTTP(HTTPConfig{Resolver: resolver, AllowPrivateNetworks: true})
@@ -62,7 +64,7 @@ func TestDNSRebindingRefusedAtDial(t *testing.T) {
 			if resp, err := open.Fetch(t.Context(), &Request{URL: url}); err != nil || string(resp.Body) != "secret" {
 				t.Fatalf("with private networks allowed: %v", err)
 			}
-			before := srv.conns.Load()
+			before := srv.Conns.Load()
 
 			// ...and the guard refuses it.
 			h := NewHTTP(HTTPConfig{Resolver: resolver})
@@ -74,7 +76,7 @@ func TestDNSRebindingRefusedAtDial(t *testing.T) {
 			if _, ok := errors.AsType[*dialRefusedError](err); !ok {
 				t.Errorf("refusal did not come from the dial-time check: %v", err)
 			}
-			if n := srv.conns.Load() - before; n != 0 {
+			if n := srv.Conns.Load() - before; n != 0 {
 				t.Errorf("the server saw %d connections from the guarded engine", n)
 			}
 		})
@@ -85,10 +87,10 @@ func TestDNSRebindingRefusedAtDial(t *testing.T) {
 // loopback after: the second connection is refused even though the name
 // was fine a moment ago.
 func TestDNSRebindingBetweenFetches(t *testing.T) {
-	public := newServerOn(t, "127.0.0.2:0", serveBytes(200, []byte("public")))
-	private := newServerOn(t, "127.0.0.1:"+public.port(), serveBytes(200, []byte("secret")))
+	public := nettest.NewServerOn(t, "127.0.0.2:0", serveBytes(200, []byte("public")))
+	private := nettest.NewServerOn(t, "127.0.0.1:"+public.Port(), serveBytes(200, []byte("secret")))
 	var lookups atomic.Int64
-	resolver := fakeDNS(t, func(name string, v6 bool) []netip.Addr {
+	resolver := nettest.FakeDNS(t, func(name string, v6 bool) []netip.Addr {
 		if name != "rebind.test" {
 			return nil
 		}
@@ -101,7 +103,7 @@ func TestDNSRebindingBetweenFetches(t *testing.T) {
 		return []netip.Addr{loopback}
 	})
 	h := guardedEngine(t, HTTPConfig{Resolver: resolver}, loopback2)
-	url := "http://rebind.test:" + public.port() + "/"
+	url := "http://rebind.test:" + public.Port() + "/"
 
 	resp, err := h.Fetch(t.Context(), &Request{URL: url})
 	if err != nil || string(resp.Body) != "public" {
@@ -112,7 +114,7 @@ func TestDNSRebindingBetweenFetches(t *testing.T) {
 	if !isOnly(err, ErrNotPublic) {
 		t.Fatalf("second fetch = %v; want ErrNotPublic", err)
 	}
-	if n := private.conns.Load(); n != 0 {
+	if n := private.Conns.Load(); n != 0 {
 		t.Errorf("the private server saw %d connections", n)
 	}
 }
@@ -122,10 +124,10 @@ func TestDNSRebindingBetweenFetches(t *testing.T) {
 // to it is refused, by validation or at dial time, and the private server
 // never sees a connection.
 func TestRedirectToPrivateRefused(t *testing.T) {
-	private := newServer(t, serveBytes(200, []byte("secret")))
-	pp := private.port()
-	elsewhere := newServerOn(t, "127.0.0.2:0", serveBytes(200, []byte("fine")))
-	resolver := staticDNS(t, map[string][]netip.Addr{
+	private := nettest.NewServer(t, serveBytes(200, []byte("secret")))
+	pp := private.Port()
+	elsewhere := nettest.NewServerOn(t, "127.0.0.2:0", serveBytes(200, []byte("fine")))
+	resolver := nettest.StaticDNS(t, map[string][]netip.Addr{
 		"internal.test": {loopback},
 		"mapped.test":   {netip.MustParseAddr("::ffff:127.0.0.1")},
 		"fine.test":     {loopback2},
@@ -146,12 +148,12 @@ func TestRedirectToPrivateRefused(t *testing.T) {
 		{location: "http://169.254.169.254/latest/meta-data/", err: ErrNotPublic},
 		{location: "file:///etc/passwd", err: ErrScheme},
 		{location: "gopher://127.0.0.1:" + pp + "/", err: ErrScheme},
-		{location: "http://fine.test:" + elsewhere.port() + "/"},
-		{location: "http://127.0.0.2:" + elsewhere.port() + "/"},
+		{location: "http://fine.test:" + elsewhere.Port() + "/"},
+		{location: "http://127.0.0.2:" + elsewhere.Port() + "/"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.location, func(t *testing.T) {
-			origin := newServerOn(t, "127.0.0.2:0", http.RedirectHandler(tt.location, http.StatusFound))
+			origin := nettest.NewServerOn(t, "127.0.0.2:0", http.RedirectHandler(tt.location, http.StatusFound))
 			h := guardedEngine(t, HTTPConfig{Resolver: resolver}, loopback2)
 			resp, err := h.Fetch(t.Context(), &Request{URL: origin.URL + "/start"})
 			if tt.err == nil {
@@ -166,12 +168,12 @@ func TestRedirectToPrivateRefused(t *testing.T) {
 			if _, ok := errors.AsType[*dialRefusedError](err); ok != tt.dial {
 				t.Errorf("refused at dial time: %v; want %v (%v)", ok, tt.dial, err)
 			}
-			if origin.requests.Load() != 1 {
-				t.Errorf("origin saw %d requests; want 1", origin.requests.Load())
+			if origin.Requests.Load() != 1 {
+				t.Errorf("origin saw %d requests; want 1", origin.Requests.Load())
 			}
 		})
 	}
-	if n, r := private.conns.Load(), private.requests.Load(); n != 0 || r != 0 {
+	if n, r := private.Conns.Load(), private.Requests.Load(); n != 0 || r != 0 {
 		t.Errorf("the private server saw %d connections, %d requests", n, r)
 	}
 }
@@ -179,14 +181,14 @@ func TestRedirectToPrivateRefused(t *testing.T) {
 // TestGuardedEngineReachesPublic checks the guard does not refuse what it
 // should allow: a name resolving to an address the policy deems public.
 func TestGuardedEngineReachesPublic(t *testing.T) {
-	srv := newServerOn(t, "127.0.0.2:0", serveBytes(200, []byte("hello")))
-	resolver := staticDNS(t, map[string][]netip.Addr{"www.public.test": {loopback2}})
+	srv := nettest.NewServerOn(t, "127.0.0.2:0", serveBytes(200, []byte("hello")))
+	resolver := nettest.StaticDNS(t, map[string][]netip.Addr{"www.public.test": {loopback2}})
 	h := guardedEngine(t, HTTPConfig{Resolver: resolver}, loopback2)
-	resp, err := h.Fetch(t.Context(), &Request{URL: "http://WWW.Public.Test:" + srv.port()})
+	resp, err := h.Fetch(t.Context(), &Request{URL: "http://WWW.Public.Test:" + srv.Port()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(resp.Body) != "hello" || resp.URL != "http://www.public.test:"+srv.port()+"/" {
+	if string(resp.Body) != "hello" || resp.URL != "http://www.public.test:"+srv.Port()+"/" {
 		t.Errorf("got %q from %s", resp.Body, resp.URL)
 	}
 }

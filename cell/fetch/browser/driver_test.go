@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/nettest"
+
 	"github.com/trawlhq/trawl/cell/fetch"
 )
 
@@ -58,7 +60,7 @@ func TestKilledDriverIsRestarted(t *testing.T) {
 	eng := NewEngine(pool, EngineConfig{})
 	srv := smallSite(t)
 	g := newGate()
-	slow := newSite(t, g)
+	slow := nettest.NewServer(t, g)
 	defer g.release()
 	if _, err := eng.Fetch(t.Context(), &fetch.Request{URL: srv.URL + "/before"}); err != nil {
 		t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/nettest"
+
 	"github.com/trawlhq/trawl/cell/fetch"
 )
 
@@ -32,7 +34,7 @@ window.addEventListener("load", () => setTimeout(() => {
 func TestFetchRendersContentAddedAfterLoad(t *testing.T) {
 	pool := newTestPool(t, Config{})
 	eng := NewEngine(pool, EngineConfig{})
-	srv := newSite(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/old" {
 			http.Redirect(w, r, "/app", http.StatusFound)
 			return
@@ -84,7 +86,7 @@ func TestFetchRendersContentAddedAfterLoad(t *testing.T) {
 func TestWaitForFailures(t *testing.T) {
 	pool := newTestPool(t, Config{})
 	eng := NewEngine(pool, EngineConfig{})
-	srv := newSite(t, html(latePage))
+	srv := nettest.NewServer(t, html(latePage))
 	if _, err := eng.Fetch(t.Context(), &fetch.Request{URL: srv.URL}); err != nil {
 		t.Fatal(err) // warm up: the first page of a browser is the slowest
 	}
@@ -121,7 +123,7 @@ func TestWaitForFailures(t *testing.T) {
 func TestHungEvaluateEndsAtItsDeadline(t *testing.T) {
 	pool := newTestPool(t, Config{})
 	eng := NewEngine(pool, EngineConfig{})
-	srv := newSite(t, html(`<!doctype html><p id="x">page</p>`))
+	srv := nettest.NewServer(t, html(`<!doctype html><p id="x">page</p>`))
 	if _, err := eng.Fetch(t.Context(), &fetch.Request{URL: srv.URL}); err != nil {
 		t.Fatal(err) // warm up: the first page of a browser is the slowest
 	}
@@ -162,7 +164,7 @@ func TestHungEvaluateEndsAtItsDeadline(t *testing.T) {
 func TestScriptOption(t *testing.T) {
 	pool := newTestPool(t, Config{})
 	eng := NewEngine(pool, EngineConfig{})
-	srv := newSite(t, html(`<!doctype html><ul id="list"><li>one</li></ul>
+	srv := nettest.NewServer(t, html(`<!doctype html><ul id="list"><li>one</li></ul>
 <button id="more" onclick="const li = document.createElement('li'); li.textContent = 'two'; document.getElementById('list').appendChild(li)">more</button>`))
 	for _, tt := range []struct{ name, js string }{
 		{"statements", `document.getElementById("more").click(); document.title = "clicked";`},
@@ -191,7 +193,7 @@ func TestScriptOption(t *testing.T) {
 func TestScreenshotViewportAndDelay(t *testing.T) {
 	pool := newTestPool(t, Config{})
 	eng := NewEngine(pool, EngineConfig{})
-	srv := newSite(t, html(`<!doctype html><body style="margin:0"><div style="height:3000px;background:#c00">tall</div>
+	srv := nettest.NewServer(t, html(`<!doctype html><body style="margin:0"><div style="height:3000px;background:#c00">tall</div>
 <p id="w"></p><script>document.getElementById("w").textContent = "width=" + window.innerWidth + " height=" + window.innerHeight;</script></body>`))
 	resp, err := eng.Fetch(t.Context(), &fetch.Request{
 		URL: srv.URL,
@@ -237,7 +239,7 @@ func TestUserAgentHeadersAndCookies(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var got []seen
-	srv := newSite(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/" {
 			mu.Lock()
 			got = append(got, seen{r.UserAgent(), r.Header.Get("X-Extra"), r.Header.Get("Cookie")})
@@ -310,7 +312,7 @@ func TestUserAgentHeadersAndCookies(t *testing.T) {
 func TestWaitForWorksUnderStrictCSP(t *testing.T) {
 	pool := newTestPool(t, Config{})
 	eng := NewEngine(pool, EngineConfig{})
-	srv := newSite(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// No 'unsafe-eval': the page's own inline script may run, eval may not.
 		w.Header().Set("Content-Security-Policy", "script-src 'self' 'sha256-"+latePageHash()+"'")
 		html(latePage)(w, r)
@@ -343,7 +345,7 @@ const challengePage = `<!doctype html><title>Just a moment...</title><p>Checking
 func TestStatusOfTheFinalDocument(t *testing.T) {
 	pool := newTestPool(t, Config{})
 	eng := NewEngine(pool, EngineConfig{})
-	srv := newSite(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/leave":
 			w.Header().Set("X-Doc", "leaving")

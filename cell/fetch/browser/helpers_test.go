@@ -5,16 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,49 +110,6 @@ func (w *testWriter) Write(p []byte) (int, error) {
 		}()
 	}
 	return len(p), nil
-}
-
-// site is a loopback web server for pages under test. It counts the
-// connections and requests it sees.
-type site struct {
-	*httptest.Server
-	conns    atomic.Int64
-	requests atomic.Int64
-}
-
-func newSite(t testing.TB, h http.Handler) *site {
-	return newSiteOn(t, "127.0.0.1:0", h)
-}
-
-func newSiteOn(t testing.TB, addr string, h http.Handler) *site {
-	t.Helper()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatalf("listen %s: %v", addr, err)
-	}
-	s := &site{}
-	s.Server = &httptest.Server{
-		Listener: l,
-		Config: &http.Server{
-			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				s.requests.Add(1)
-				h.ServeHTTP(w, r)
-			}),
-			ConnState: func(_ net.Conn, st http.ConnState) {
-				if st == http.StateNew {
-					s.conns.Add(1)
-				}
-			},
-		},
-	}
-	s.Start()
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *site) port() string {
-	_, p, _ := net.SplitHostPort(s.Listener.Addr().String())
-	return p
 }
 
 // html answers with a page.

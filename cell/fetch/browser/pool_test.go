@@ -15,12 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/nettest"
+
 	"github.com/trawlhq/trawl/cell/fetch"
 )
 
 // smallSite serves small pages that run a little script, as most pages do.
-func smallSite(t *testing.T) *site {
-	return newSite(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func smallSite(t *testing.T) *nettest.Server {
+	return nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The data: icon spares each page a favicon request.
 		html(fmt.Sprintf(`<!doctype html><title>%[1]s</title><link rel="icon" href="data:,"><h1>page %[1]s</h1><p id="n"></p>
 <script>document.getElementById("n").textContent = "script ran on " + location.pathname</script>`, r.URL.Path))(w, r)
@@ -206,7 +208,7 @@ func TestKilledBrowserIsReplacedAndItsPagesRetried(t *testing.T) {
 	pool := newTestPool(t, Config{})
 	eng := NewEngine(pool, EngineConfig{})
 	g := newGate()
-	srv := newSite(t, g)
+	srv := nettest.NewServer(t, g)
 
 	pool.mu.Lock()
 	victim := pool.current[0]
@@ -264,7 +266,7 @@ func TestFleetBusy(t *testing.T) {
 	pool := newTestPool(t, Config{Browsers: 1, PagesPerBrowser: 1, AcquireTimeout: acquire})
 	eng := NewEngine(pool, EngineConfig{})
 	g := newGate()
-	srv := newSite(t, g)
+	srv := nettest.NewServer(t, g)
 	first := make(chan error, 1)
 	go func() {
 		_, err := eng.Fetch(t.Context(), &fetch.Request{URL: srv.URL + "/slow"})
@@ -301,7 +303,7 @@ func TestRecycleDrainsTheOldBrowser(t *testing.T) {
 	pool := newTestPool(t, Config{RecycleAfterPages: 3})
 	eng := NewEngine(pool, EngineConfig{})
 	g := newGate()
-	slow := newSite(t, g)
+	slow := nettest.NewServer(t, g)
 	fast := smallSite(t)
 
 	pool.mu.Lock()
@@ -375,7 +377,7 @@ func TestCloseWithPagesInFlight(t *testing.T) {
 	pool := newTestPool(t, Config{})
 	eng := NewEngine(pool, EngineConfig{})
 	g := newGate()
-	srv := newSite(t, g)
+	srv := nettest.NewServer(t, g)
 	defer g.release()
 	done := make(chan error, 1)
 	go func() {

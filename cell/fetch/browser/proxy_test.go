@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/nettest"
+
 	"github.com/trawlhq/trawl/cell/fetch"
 )
 
@@ -96,7 +98,7 @@ func TestGuardCheckURL(t *testing.T) {
 }
 
 func TestProxyForwardsAndRefuses(t *testing.T) {
-	site := newSiteOn(t, "127.0.0.1:0", html("<p>public</p>"))
+	site := nettest.NewServerOn(t, "127.0.0.1:0", html("<p>public</p>"))
 	tlsSite := httptest.NewUnstartedServer(html("<p>tls</p>"))
 	tlsSite.Listener, _ = net.Listen("tcp", "127.0.0.1:0")
 	tlsSite.StartTLS()
@@ -119,7 +121,7 @@ func TestProxyForwardsAndRefuses(t *testing.T) {
 	if code, _ := get(t, c, "https://"+secret.Listener.Addr().String()+"/"); code != 0 {
 		t.Errorf("CONNECT to a private address answered %d", code)
 	}
-	if n := secret.conns.Load(); n != 0 {
+	if n := secret.Conns.Load(); n != 0 {
 		t.Errorf("the private server saw %d connections", n)
 	}
 	for _, raw := range []string{secret.URL + "/", "https://" + secret.Listener.Addr().String() + "/"} {
@@ -214,7 +216,7 @@ func (u *upstreamProxy) seen() []string {
 }
 
 func TestProxyChainsToUpstream(t *testing.T) {
-	site := newSite(t, html("<p>via upstream</p>"))
+	site := nettest.NewServer(t, html("<p>via upstream</p>"))
 	tlsSite := httptest.NewTLSServer(html("<p>tls via upstream</p>"))
 	t.Cleanup(tlsSite.Close)
 	up := newUpstreamProxy(t, "user", "pa:ss")

@@ -5,15 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/net/dns/dnsmessage"
+	"github.com/trawlhq/trawl/internal/nettest"
 
 	"github.com/trawlhq/trawl/cell/fetch"
 )
@@ -68,8 +66,8 @@ Promise.all(probes).then(() => { document.body.dataset.done = "1"; });
 }
 
 // secretSite is a server on 127.0.0.2 that no guarded page may reach.
-func secretSite(t *testing.T) *site {
-	return newSiteOn(t, "127.0.0.2:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func secretSite(t *testing.T) *nettest.Server {
+	return nettest.NewServerOn(t, "127.0.0.2:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Access-Control-Allow-Origin", "*")
 		w.Header().Set("Content-Type", "text/plain")
 		fmt.Fprint(w, "secret-content")
@@ -82,7 +80,7 @@ func secretSite(t *testing.T) *site {
 // the same probes do, so they are real.
 func TestPageCannotReachPrivateAddresses(t *testing.T) {
 	secret := secretSite(t)
-	page := newSiteOn(t, "127.0.0.1:0", html(probePage(secret.port())))
+	page := nettest.NewServerOn(t, "127.0.0.1:0", html(probePage(secret.Port())))
 	opts := &fetch.BrowserOptions{WaitFor: `js: document.body.dataset.done === "1"`}
 
 	guarded := NewEngine(guardedPool(t, Config{}, loopback), EngineConfig{})
@@ -95,7 +93,7 @@ func TestPageCannotReachPrivateAddresses(t *testing.T) {
 	if strings.Contains(out, "secret-content") || strings.Contains(out, "open") {
 		t.Errorf("a probe got through: %s", out)
 	}
-	if n := secret.conns.Load(); n != 0 {
+	if n := secret.Conns.Load(); n != 0 {
 		t.Errorf("the private server saw %d connections", n)
 	}
 
@@ -106,7 +104,7 @@ func TestPageCannotReachPrivateAddresses(t *testing.T) {
 	}
 	out = probeResults(resp.Body)
 	t.Logf("private networks allowed: %s", out)
-	if !strings.Contains(out, `"fetch":"got secret-content"`) || secret.conns.Load() == 0 {
+	if !strings.Contains(out, `"fetch":"got secret-content"`) || secret.Conns.Load() == 0 {
 		t.Errorf("the probes do not work when allowed: %s", out)
 	}
 }
@@ -121,13 +119,13 @@ func probeResults(body []byte) string {
 // redirect to one (plain and TLS), and a name that resolves to one.
 func TestMainDocumentRefused(t *testing.T) {
 	secret := secretSite(t)
-	sp := secret.port()
+	sp := secret.Port()
 	var pagePort string
-	resolver := staticDNS(t, map[string][]netip.Addr{
+	resolver := nettest.StaticDNS(t, map[string][]netip.Addr{
 		"rebind.test": {loopback2},
 		"public.test": {loopback},
 	})
-	pageSite := newSiteOn(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	pageSite := nettest.NewServerOn(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/to-private":
 			http.Redirect(w, r, "http://127.0.0.2:"+sp+"/", http.StatusFound)
@@ -139,7 +137,7 @@ func TestMainDocumentRefused(t *testing.T) {
 			html(`<!doctype html><p>public page</p>`)(w, r)
 		}
 	}))
-	pagePort = pageSite.port()
+	pagePort = pageSite.Port()
 	eng := NewEngine(guardedPool(t, Config{Resolver: resolver}, loopback), EngineConfig{})
 
 	for _, raw := range []string{
@@ -161,7 +159,7 @@ func TestMainDocumentRefused(t *testing.T) {
 			t.Errorf("Fetch(%s) = status %d, %v; want ErrNotPublic", raw, status, err)
 		}
 	}
-	if n := secret.conns.Load(); n != 0 {
+	if n := secret.Conns.Load(); n != 0 {
 		t.Errorf("the private server saw %d connections", n)
 	}
 	// A name the proxy resolves to an allowed address works: the browser
@@ -172,79 +170,16 @@ func TestMainDocumentRefused(t *testing.T) {
 	}
 }
 
-// staticDNS answers A queries for names from records, over UDP on
-// loopback, for the pool's resolver.
-func staticDNS(t testing.TB, records map[string][]netip.Addr) *net.Resolver {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { pc.Close(); wg.Wait() })
-	wg.Go(func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			if resp, ok := dnsAnswer(buf[:n], records); ok {
-				pc.WriteTo(resp, from)
-			}
-		}
-	})
-	addr := pc.LocalAddr().String()
-	return &net.Resolver{
-		PreferGo: true,
-		Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "udp", addr)
-		},
-	}
-}
-
-func dnsAnswer(query []byte, records map[string][]netip.Addr) ([]byte, bool) {
-	var p dnsmessage.Parser
-	h, err := p.Start(query)
-	if err != nil {
-		return nil, false
-	}
-	q, err := p.Question()
-	if err != nil {
-		return nil, false
-	}
-	addrs, found := records[strings.TrimSuffix(strings.ToLower(q.Name.String()), ".")]
-	rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired}
-	if !found {
-		rh.RCode = dnsmessage.RCodeNameError
-	}
-	b := dnsmessage.NewBuilder(nil, rh)
-	if b.StartQuestions() != nil || b.Question(q) != nil || b.StartAnswers() != nil {
-		return nil, false
-	}
-	for _, a := range addrs {
-		if q.Type == dnsmessage.TypeA && a.Is4() {
-			rr := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET}
-			if b.AResource(rr, dnsmessage.AResource{A: a.As4()}) != nil {
-				return nil, false
-			}
-		}
-	}
-	resp, err := b.Finish()
-	return resp, err == nil
-}
-
 // TestUpstreamProxyPerRequest sends one page through an upstream proxy
 // (with credentials) and the next without: each context's traffic goes
 // where its request said, and the guard still applies before the upstream.
 func TestUpstreamProxyPerRequest(t *testing.T) {
 	secret := secretSite(t)
-	page := newSiteOn(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	page := nettest.NewServerOn(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		html(fmt.Sprintf(`<!doctype html><p id="out"></p><script>
 fetch("http://127.0.0.2:%s/").then(r => r.text()).then(t => "got " + t, e => "error").then(v => {
   document.getElementById("out").textContent = v; document.body.dataset.done = "1"; });
-</script>`, secret.port()))(w, r)
+</script>`, secret.Port()))(w, r)
 	}))
 	up := newUpstreamProxy(t, "pool-user", "s3cret")
 	upURL := strings.Replace(up.URL, "http://", "http://pool-user:s3cret@", 1)
@@ -257,7 +192,7 @@ fetch("http://127.0.0.2:%s/").then(r => r.text()).then(t => "got " + t, e => "er
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(resp.Body, []byte(">error<")) || secret.conns.Load() != 0 {
+	if !bytes.Contains(resp.Body, []byte(">error<")) || secret.Conns.Load() != 0 {
 		t.Errorf("the page reached the private server through the upstream: %s", resp.Body)
 	}
 	if _, err := eng.Fetch(t.Context(), &fetch.Request{URL: page.URL + "/direct", Browser: &opts}); err != nil {

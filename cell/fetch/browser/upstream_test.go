@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/nettest"
+
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/proxytest"
 )
@@ -37,7 +39,7 @@ func badGatewayProxy(t *testing.T) string {
 // nor its credentials.
 func TestUpstreamProxyFailuresAreTheProxys(t *testing.T) {
 	px := proxytest.Start(t, proxytest.Options{Auth: true})
-	site := newSite(t, html(`<!doctype html><p id="ok">through the proxy</p>`))
+	site := nettest.NewServer(t, html(`<!doctype html><p id="ok">through the proxy</p>`))
 	tlsSite := httptest.NewUnstartedServer(html(`<p>tls</p>`))
 	tlsSite.Listener, _ = net.Listen("tcp", "127.0.0.1:0")
 	tlsSite.StartTLS()
