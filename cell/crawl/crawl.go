@@ -103,9 +103,16 @@ func (s *Server) crawlAll(ctx context.Context, p *plan, taskID string, each func
 	return out
 }
 
-func failed(u string, err error) *Result {
-	return &Result{URL: u, ErrorMessage: err.Error(), Links: Links{Internal: []Link{}, External: []Link{}},
+// emptyResult is a result for u with empty (not null) lists and maps.
+func emptyResult(u string) *Result {
+	return &Result{URL: u, Links: Links{Internal: []Link{}, External: []Link{}},
 		Media: MediaSet{Images: []MediaItem{}, Videos: []MediaItem{}, Audios: []MediaItem{}}, Metadata: map[string]any{}}
+}
+
+func failed(u string, err error) *Result {
+	r := emptyResult(u)
+	r.ErrorMessage = err.Error()
+	return r
 }
 
 // crawlOne renders one URL in the pool and turns the page into a result.
@@ -161,8 +168,7 @@ func pageError(err error) error {
 // toResult processes a rendered page: selector, Markdown, links, media,
 // metadata, screenshot and extraction.
 func (s *Server) toResult(ctx context.Context, p *plan, u *url.URL, resp *fetch.Response) *Result {
-	r := failed(u.String(), errors.New(""))
-	r.ErrorMessage = ""
+	r := emptyResult(u.String())
 	r.StatusCode = resp.Status
 	if resp.URL != "" && resp.URL != u.String() {
 		r.RedirectedURL = resp.URL

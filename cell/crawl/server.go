@@ -533,6 +533,7 @@ func (s *Server) runTask(id string) {
 // results (several).
 type taskView struct {
 	*Task
+	// Request shadows the stored request, which is not answered back.
 	Request json.RawMessage `json:"request,omitempty"`
 	Result  *Result         `json:"result,omitempty"`
 	Results []*Result       `json:"results,omitempty"`

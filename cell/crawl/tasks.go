@@ -220,7 +220,7 @@ func (s *scheduler) nextSeq() uint64 {
 	return s.seq
 }
 
-// reserve checks there is room in the queue for one more item.
+// full reports whether the queue holds its limit of waiting items.
 func (s *scheduler) full() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
