@@ -16,9 +16,9 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/jobs"
-	"github.com/trawlhq/trawl/cell/jobs/jobid"
 	"github.com/trawlhq/trawl/cell/scrape"
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // Config is everything a cell needs; cmd/trawl builds it from flags.

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 // replicaCache keeps what every request reads from the ledger replica — the

@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 // Local reports whether the gate answers r itself: its health, the

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // Command is one change to the ledger, replicated through Raft. Everything

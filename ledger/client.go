@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // Submitter applies a command to the replicated ledger: through Raft on the

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // directLedger applies commands to one State in order: the ledger without

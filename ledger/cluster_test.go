@@ -17,7 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // testNet partitions regions: a cut region can neither send to nor receive

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // State is a replica of the ledger's state, kept in its own Pebble store and

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // ErrNotFound is returned by reads of a missing account or key.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // Plans.

@@ -7,7 +7,7 @@
 //	    journal write is synced; group commit; settle loop running) over a
 //	    real one-voter Raft ledger.Node, data on disk, and how fast the
 //	    ledger absorbs them; baseline: one store.Set(…, store.Sync) per charge
-//	    on cell/store at the same concurrency. CPU ms per 1,000 charges
+//	    on internal/store at the same concurrency. CPU ms per 1,000 charges
 //	    (user+system of the whole process). -diagnose adds the Client over a
 //	    null ledger (no Raft, no FSM): the Client's own share.
 //	ledger latency [-delay 150ms] [-rate 200] [-duration 5s] [-all-links]
@@ -48,7 +48,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trawlhq/trawl/bench/measure"
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
 )
 

@@ -15,9 +15,9 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/signup"
 	"github.com/trawlhq/trawl/internal/members"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 func init() {

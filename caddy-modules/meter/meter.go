@@ -26,10 +26,10 @@ import (
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 func init() {

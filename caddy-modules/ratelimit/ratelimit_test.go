@@ -20,8 +20,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 // priceTable is the launch table: free 20/min and 2 at a time, supporter

@@ -25,8 +25,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
-	"github.com/trawlhq/trawl/cell/jobs/jobid"
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/internal/jobid"
 )
 
 func init() {

@@ -22,7 +22,7 @@ import (
 	"github.com/trawlhq/trawl/cell/crawl/extract"
 	"github.com/trawlhq/trawl/cell/crawl/sysstat"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // DefaultListen is the crawl server's address (spec 9: port 11235).

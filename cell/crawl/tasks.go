@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // Task states. A task is pending from submission until a worker takes it,

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/jobs/jobid"
 	"github.com/trawlhq/trawl/cell/scrape"
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // Limits of spec section 8.

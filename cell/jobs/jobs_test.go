@@ -9,7 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/trawlhq/trawl/cell/scrape"
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 func TestIDsNameTheOwner(t *testing.T) {

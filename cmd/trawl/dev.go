@@ -23,10 +23,10 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/telemetry"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 // devFlags are the dev command's own flags; the cell's come from cellFlags.

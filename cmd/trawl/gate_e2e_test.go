@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/ledger/billing"
+	"github.com/trawlhq/trawl/gate/billing"
 )
 
 const e2eKey = "trawl_dev_e2e_0123456789abcdef"

@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 const ledgerUsage = `usage:

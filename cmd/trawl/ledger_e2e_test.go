@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 type ledgerRig struct {

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 // Limits of a request (spec 4, 8).

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trawlhq/trawl/ledger/billing"
+	"github.com/trawlhq/trawl/gate/billing"
 )
 
 // seenObserver has seen light.com at the light level only, mixed.com at

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/trawlhq/trawl/ledger/billing"
+	"github.com/trawlhq/trawl/gate/billing"
 )
 
 // Route is the path Handler serves.

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trawlhq/trawl/ledger/billing"
+	"github.com/trawlhq/trawl/gate/billing"
 )
 
 func serve(t *testing.T, obs *Observer) *httptest.Server {

@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/store"
-	"github.com/trawlhq/trawl/ledger/billing"
+	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // MaxDomains bounds how many domains an Observer remembers. When a shard

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/trawlhq/trawl/ledger/billing"
+	"github.com/trawlhq/trawl/gate/billing"
 )
 
 // The text of an estimate: what it costs, what that rests on, what the

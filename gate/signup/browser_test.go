@@ -13,10 +13,10 @@ import (
 	"github.com/hashicorp/raft"
 	"github.com/playwright-community/playwright-go"
 
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/signup"
 	"github.com/trawlhq/trawl/internal/browsertest"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 // startNode is a real one-voter ledger (Raft over TCP on 127.0.0.1, Pebble

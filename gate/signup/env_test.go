@@ -18,10 +18,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/signup"
+	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -29,7 +29,7 @@ var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 var secret = []byte("0123456789abcdef0123456789abcdef-test")
 
 // directLedger applies commands to one State in order: the ledger without
-// replication (as in ledger/billing's tests). down makes every submit fail
+// replication (as in gate/billing's tests). down makes every submit fail
 // before it reaches the state.
 type directLedger struct {
 	mu    sync.Mutex

@@ -10,8 +10,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 // Error codes of the keys API, besides billing's (bad_input, unauthorized,

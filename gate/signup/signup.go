@@ -25,8 +25,8 @@ import (
 	"github.com/ulule/limiter/v3"
 	"github.com/ulule/limiter/v3/drivers/store/memory"
 
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 // Config configures New. Billing (State, Ledger, Prices), Mailer, BaseURL and

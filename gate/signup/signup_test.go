@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/signup"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 func TestSignupFormPage(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/billing"
 )
 
 // Route is the path Handler serves.
@@ -55,7 +55,7 @@ type Page struct {
 	More bool `json:"more"`
 }
 
-// Error codes of the route (as in ledger/billing).
+// Error codes of the route (as in gate/billing).
 const (
 	codeBadInput     = "bad_input"
 	codeUnauthorized = "unauthorized"

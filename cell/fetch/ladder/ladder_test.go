@@ -20,8 +20,8 @@ import (
 
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/detect"
-	"github.com/trawlhq/trawl/cell/store"
 	"github.com/trawlhq/trawl/internal/proxytest"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 const article = `<!DOCTYPE html><html><head><title>Tea</title></head><body><main><h1>Brewing tea</h1>

@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawlhq/trawl/gate/payments"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/payments"
 )
 
 // Config configures the billing API and the functions that share it

@@ -3,7 +3,7 @@ package billing_test
 import (
 	"fmt"
 
-	"github.com/trawlhq/trawl/ledger/billing"
+	"github.com/trawlhq/trawl/gate/billing"
 )
 
 // The meter prices each usage line the cell reports.

@@ -7,7 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/trawlhq/trawl/ledger/payments"
+	"github.com/trawlhq/trawl/gate/payments"
 )
 
 // A self-hosted top-up: no saved card, so a checkout the operator confirms.

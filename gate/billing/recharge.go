@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/trawlhq/trawl/gate/payments"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/payments"
 )
 
 // RechargeReport is what one RunRecharges pass did.

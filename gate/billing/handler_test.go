@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/gate/payments"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/payments"
 )
 
 func TestPricesRoute(t *testing.T) {

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/trawlhq/trawl/gate/payments"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/payments"
 )
 
 // spend holds and settles amount of acct's credit in eu, as the gate's

@@ -17,9 +17,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
-	"github.com/trawlhq/trawl/cell/store"
+	"github.com/trawlhq/trawl/gate/payments"
+	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/payments"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawlhq/trawl/gate/payments"
 	"github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/payments"
 )
 
 // Topup is the body of a paid top-up (saved card, or a completed checkout).
