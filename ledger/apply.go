@@ -233,7 +233,7 @@ func (t *tx) flush() {
 		t.putJSON(keyAccount(k), t.accts[k])
 	}
 	for _, k := range slices.Sorted(maps.Keys(t.holds)) {
-		t.putJSON([]byte("L/hold/"+k), t.holds[k])
+		t.putJSON([]byte(store.PrefixLedger+"hold/"+k), t.holds[k])
 	}
 }
 

@@ -104,20 +104,22 @@ func (h *holdState) setHeld(v MC, idx uint64) {
 	}
 }
 
-// Local journal layout (the region's own store, "H/" prefix):
+// Local journal layout (the region's own store, store.PrefixHolds):
 //
 //	H/c/<seq>    a charge not yet settled (seq 8 bytes big-endian)
 //	H/h/<acct>   the account's hold balance and raft index from the latest result
 var (
-	prefixCharges = []byte("H/c/")
-	keyEpoch      = []byte("H/epoch")
+	prefixCharges = []byte(store.PrefixHolds + "c/")
+	keyEpoch      = []byte(store.PrefixHolds + "epoch")
 )
 
-func keyCharge(seq uint64) []byte { return binary.BigEndian.AppendUint64([]byte("H/c/"), seq) }
-func keyHeld(acct string) []byte  { return []byte("H/h/" + acct) }
-func keyRel(acct string) []byte   { return []byte("H/r/" + acct) }
+func keyCharge(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(store.PrefixHolds+"c/"), seq)
+}
+func keyHeld(acct string) []byte { return []byte(store.PrefixHolds + "h/" + acct) }
+func keyRel(acct string) []byte  { return []byte(store.PrefixHolds + "r/" + acct) }
 
-var keySeqHW = []byte("H/seqhw")
+var keySeqHW = []byte(store.PrefixHolds + "seqhw")
 
 type relRecord struct {
 	ID     string `json:"id"`
@@ -177,7 +179,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	} else {
 		return nil, err
 	}
-	err := cfg.Store.Scan([]byte("H/h/"), nil, func(k, v []byte) (bool, error) {
+	err := cfg.Store.Scan([]byte(store.PrefixHolds+"h/"), nil, func(k, v []byte) (bool, error) {
 		var r heldRecord
 		if err := json.Unmarshal(v, &r); err != nil {
 			return false, err
@@ -188,7 +190,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = cfg.Store.Scan([]byte("H/r/"), nil, func(k, v []byte) (bool, error) {
+	err = cfg.Store.Scan([]byte(store.PrefixHolds+"r/"), nil, func(k, v []byte) (bool, error) {
 		var r relRecord
 		if err := json.Unmarshal(v, &r); err != nil {
 			return false, err

@@ -95,7 +95,7 @@ func (s *State) AccountsByEmail(email string) ([]*Account, error) {
 	return out, err
 }
 
-func prefixKeys() []byte { return []byte("L/key/") }
+func prefixKeys() []byte { return []byte(store.PrefixLedger + "key/") }
 
 // Accounts calls fn for every account, in id order, until fn returns false.
 func (s *State) Accounts(fn func(*Account) (bool, error)) error {

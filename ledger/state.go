@@ -108,7 +108,7 @@ type Meta struct {
 	Month        string `json:"month"`     // month of the last reset
 }
 
-// Key layout of the ledger's state in its Pebble store ("L/" prefix):
+// Key layout of the ledger's state in its Pebble store (store.PrefixLedger, "L/"):
 //
 //	L/meta                 Meta
 //	L/bal/<ledger account> balance, 8 bytes big-endian two's complement
@@ -123,27 +123,29 @@ type Meta struct {
 //	L/mark/<region>/<epoch> highest journal sequence settled from that region's journal
 //	L/j/<index>            journal Entry, index 8 bytes big-endian from 1
 var (
-	prefixState = []byte("L/")
-	keyMeta     = []byte("L/meta")
+	prefixState = []byte(store.PrefixLedger)
+	keyMeta     = []byte(store.PrefixLedger + "meta")
 )
 
-func keyBal(acct string) []byte       { return []byte("L/bal/" + acct) }
-func keyAccount(id string) []byte     { return []byte("L/acct/" + id) }
-func keyKey(hash string) []byte       { return []byte("L/key/" + hash) }
-func keyKeyID(id string) []byte       { return []byte("L/keyid/" + id) }
-func keyHold(acct, reg string) []byte { return []byte("L/hold/" + acct + "/" + reg) }
-func keyReceipt(id string) []byte     { return []byte("L/rcpt/" + id) }
-func keyCommand(id string) []byte     { return []byte("L/cmd/" + id) }
-func keyPayment(id string) []byte     { return []byte("L/pay/" + id) }
-func keyPeer(id string) []byte        { return []byte("L/peer/" + id) }
+func keyBal(acct string) []byte       { return []byte(store.PrefixLedger + "bal/" + acct) }
+func keyAccount(id string) []byte     { return []byte(store.PrefixLedger + "acct/" + id) }
+func keyKey(hash string) []byte       { return []byte(store.PrefixLedger + "key/" + hash) }
+func keyKeyID(id string) []byte       { return []byte(store.PrefixLedger + "keyid/" + id) }
+func keyHold(acct, reg string) []byte { return []byte(store.PrefixLedger + "hold/" + acct + "/" + reg) }
+func keyReceipt(id string) []byte     { return []byte(store.PrefixLedger + "rcpt/" + id) }
+func keyCommand(id string) []byte     { return []byte(store.PrefixLedger + "cmd/" + id) }
+func keyPayment(id string) []byte     { return []byte(store.PrefixLedger + "pay/" + id) }
+func keyPeer(id string) []byte        { return []byte(store.PrefixLedger + "peer/" + id) }
 func keyMark(region, epoch string) []byte {
-	return []byte("L/mark/" + region + "/" + epoch)
+	return []byte(store.PrefixLedger + "mark/" + region + "/" + epoch)
 }
-func keyJournal(index uint64) []byte   { return binary.BigEndian.AppendUint64([]byte("L/j/"), index) }
-func prefixHolds(acct string) []byte   { return []byte("L/hold/" + acct + "/") }
-func prefixJournal() []byte            { return []byte("L/j/") }
-func prefixAccounts() []byte           { return []byte("L/acct/") }
-func prefixBalances() []byte           { return []byte("L/bal/") }
+func keyJournal(index uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(store.PrefixLedger+"j/"), index)
+}
+func prefixHolds(acct string) []byte   { return []byte(store.PrefixLedger + "hold/" + acct + "/") }
+func prefixJournal() []byte            { return []byte(store.PrefixLedger + "j/") }
+func prefixAccounts() []byte           { return []byte(store.PrefixLedger + "acct/") }
+func prefixBalances() []byte           { return []byte(store.PrefixLedger + "bal/") }
 func encodeBal(v MC) []byte            { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 func decodeBal(b []byte) MC            { return MC(binary.BigEndian.Uint64(b)) }
 func journalIndexOf(key []byte) uint64 { return binary.BigEndian.Uint64(key[len(key)-8:]) }

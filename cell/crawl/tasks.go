@@ -27,7 +27,7 @@ const (
 // slots").
 var ErrNoSlots = errors.New("No available slots")
 
-var taskPrefix = []byte("crawltask/")
+var taskPrefix = []byte(store.PrefixCrawlTask)
 
 // Task is a crawl task as stored and as answered by GET /task/{task_id}.
 type Task struct {
@@ -97,7 +97,7 @@ func (s taskStore) each(fn func(*Task) error) error {
 // expiryPrefix indexes finished tasks by expiry:
 // crawlexp/<expiry in Unix ms, 20 digits>/<task id>, so the sweep reads
 // only what has expired, not every task and its results.
-var expiryPrefix = []byte("crawlexp/")
+var expiryPrefix = []byte(store.PrefixCrawlExpiry)
 
 func expiryKey(t *Task) []byte {
 	ms := int64(t.ExpiresAt * 1000)

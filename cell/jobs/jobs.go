@@ -44,7 +44,7 @@ const (
 // ErrNoJob is returned for an unknown job id.
 var ErrNoJob = errors.New("no such job")
 
-// Storage layout, all under "j/":
+// Storage layout (store.PrefixJob and store.PrefixJobIndex):
 //
 //	j/<id>/m          job meta (JSON)
 //	j/<id>/u/<seq>    one record per submitted URL, seq = index in the submission
@@ -158,8 +158,8 @@ func NewManager(st *store.Store, fn ScrapeFunc, cfg Config) (*Manager, error) {
 	}
 	m := &Manager{cfg: cfg, st: st, scrape: fn, jobs: map[string]*job{}, work: make(chan task)}
 	var ids []string
-	err := st.Scan([]byte("ji/"), nil, func(k, _ []byte) (bool, error) {
-		ids = append(ids, string(k[len("ji/"):]))
+	err := st.Scan([]byte(store.PrefixJobIndex), nil, func(k, _ []byte) (bool, error) {
+		ids = append(ids, string(k[len(store.PrefixJobIndex):]))
 		return true, nil
 	})
 	if err != nil {
@@ -269,7 +269,7 @@ func (m *Manager) Submit(urls []string, opts scrape.Options) (string, error) {
 	b := m.st.NewBatch()
 	mb, _ := json.Marshal(j.meta)
 	b.Set(metaKey(id), mb)
-	b.Set([]byte("ji/"+id), nil)
+	b.Set([]byte(store.PrefixJobIndex+id), nil)
 	for i, u := range urls {
 		rec, _ := json.Marshal(urlRecord{URL: u, State: urlPending, Slot: -1})
 		b.Set(seqKey(id, 'u', uint64(i)), rec)
@@ -595,10 +595,10 @@ func (m *Manager) Sweep() (int, error) {
 		if !idle {
 			continue
 		}
-		if err := m.st.Delete([]byte("ji/"+id), store.Sync); err != nil {
+		if err := m.st.Delete([]byte(store.PrefixJobIndex+id), store.Sync); err != nil {
 			return 0, err
 		}
-		if err := m.st.DeletePrefix([]byte("j/"+id+"/"), store.NoSync); err != nil {
+		if err := m.st.DeletePrefix([]byte(store.PrefixJob+id+"/"), store.NoSync); err != nil {
 			return 0, err
 		}
 		m.mu.Lock()
@@ -615,10 +615,10 @@ func ParseJobID(id string) (region, cell string, ok bool) {
 	return jobid.Parse(id)
 }
 
-func metaKey(id string) []byte { return []byte("j/" + id + "/m") }
+func metaKey(id string) []byte { return []byte(store.PrefixJob + id + "/m") }
 
 func jobKey(id string, kind byte) []byte {
-	return []byte("j/" + id + "/" + string(kind) + "/")
+	return []byte(store.PrefixJob + id + "/" + string(kind) + "/")
 }
 
 func seqKey(id string, kind byte, n uint64) []byte {

@@ -27,8 +27,8 @@ import (
 
 // Key prefixes owned by this package.
 var (
-	prefixCache   = []byte("c/")
-	prefixArchive = []byte("a/")
+	prefixCache   = []byte(store.PrefixCache)
+	prefixArchive = []byte(store.PrefixArchive)
 )
 
 // Config configures a Service.

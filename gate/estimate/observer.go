@@ -34,8 +34,8 @@ const shardCount = 64
 // Store keys: E/d/<domain> holds a domain's level counts, E/t/<kind> a call
 // kind's token histograms.
 var (
-	prefixDomains = []byte("E/d/")
-	prefixTokens  = []byte("E/t/")
+	prefixDomains = []byte(store.PrefixEstimate + "d/")
+	prefixTokens  = []byte(store.PrefixEstimate + "t/")
 )
 
 // LevelCounts are how many live fetches of a domain were seen at each

@@ -41,8 +41,8 @@ const (
 // Keys. U/a/<account>/<seq, 8 bytes big-endian> holds a line; U/hw holds the
 // sequence ceiling (every seq handed out is below it).
 var (
-	prefixLines = []byte("U/a/")
-	keyHW       = []byte("U/hw")
+	prefixLines = []byte(store.PrefixUsage + "a/")
+	keyHW       = []byte(store.PrefixUsage + "hw")
 )
 
 // seqBlock is how many sequence numbers one write of U/hw reserves. A

@@ -1,9 +1,9 @@
-// Package store is the cell's persistent key/value store: Pebble behind a
+// Package store is trawl's persistent key/value store (the cell's, the gate's and the ledger's): Pebble behind a
 // small API of point reads and writes, atomic batches, prefix scans and
 // expiring entries.
 //
-// Every service of the cell keeps its data under its own key prefix (see the
-// Prefix constants); the store itself knows nothing about what the values
+// Every service keeps its data under its own key prefix (keys.go lists them
+// all, with their owners); the store itself knows nothing about what the values
 // mean.
 package store
 

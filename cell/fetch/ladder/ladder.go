@@ -58,9 +58,9 @@ const (
 const Settle = `js:(() => { const t = document.body ? document.body.innerText.trim() : ""; ` +
 	`return t.split(/\s+/).length >= 50 || t.length >= 600 || performance.now() > 5000; })()`
 
-// prefixMemory is the store prefix of the per-site memory: L/dom/<host>,
-// or L/dom/<host>|<proxy kind> for requests that named a proxy.
-var prefixMemory = []byte("L/dom/")
+// prefixMemory is the store prefix of the per-site memory: site/<host>,
+// or site/<host>|<proxy kind> for requests that named a proxy.
+var prefixMemory = []byte(store.PrefixSite)
 
 // HTTPEngine is the plain engine, which can go through a proxy
 // (*fetch.HTTP).

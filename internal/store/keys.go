@@ -1,0 +1,86 @@
+package store
+
+// Every key in a trawl store starts with one of the prefixes below, and
+// the package named beside it is the only one that reads or writes that
+// range. A process opens several stores (one directory each); a prefix
+// needs to be unique within its store only, but the prefixes are chosen
+// unique across all of them so a key read in a dump names its owner.
+// TestPrefixesDoNotOverlap fails when one prefix of a store begins
+// another. To add a range: a constant here, a row in Stores, and build
+// the package's keys from the constant.
+
+// The ledger's replicated state (<gate data>/ledger/state).
+const (
+	// PrefixLedger holds the FSM's state: accounts, keys, balances,
+	// holds, receipts, commands, payments, peers, journal (ledger/state.go).
+	PrefixLedger = "L/"
+)
+
+// The gate's own store (<gate data>/holds).
+const (
+	// PrefixHolds is the region's charge journal and hold balances
+	// (ledger.Client).
+	PrefixHolds = "H/"
+	// PrefixUsage is the region's receipt lines (gate/usage).
+	PrefixUsage = "U/"
+	// PrefixEstimate is the observed effort per site and tokens per call
+	// kind (gate/estimate).
+	PrefixEstimate = "E/"
+)
+
+// The cell's store (<cell data>/store).
+const (
+	// PrefixCache is the page cache (cell/scrape).
+	PrefixCache = "c/"
+	// PrefixArchive is the last version of each page (cell/scrape).
+	PrefixArchive = "a/"
+	// PrefixJob is a job's meta, URLs, pending set and results (cell/jobs).
+	PrefixJob = "j/"
+	// PrefixJobIndex lists the jobs, for start-up (cell/jobs).
+	PrefixJobIndex = "ji/"
+	// PrefixSite is the engine ladder's memory per site (cell/fetch/ladder).
+	PrefixSite = "site/"
+)
+
+// The crawl server's store (<data>/crawl).
+const (
+	// PrefixCrawlTask is a crawl task and its results (cell/crawl).
+	PrefixCrawlTask = "crawltask/"
+	// PrefixCrawlExpiry indexes finished tasks by expiry (cell/crawl).
+	PrefixCrawlExpiry = "crawlexp/"
+)
+
+// Range is one key range of a store and the package that owns it.
+type Range struct {
+	Prefix string
+	Owner  string
+}
+
+// Layout is one kind of store and its ranges.
+type Layout struct {
+	Store  string // the directory, relative to the process's data dir
+	Ranges []Range
+}
+
+// Stores is every kind of store trawl opens and the ranges in each.
+var Stores = []Layout{
+	{Store: "ledger/state", Ranges: []Range{
+		{PrefixLedger, "ledger"},
+	}},
+	{Store: "holds", Ranges: []Range{
+		{PrefixHolds, "ledger (Client)"},
+		{PrefixUsage, "gate/usage"},
+		{PrefixEstimate, "gate/estimate"},
+	}},
+	{Store: "store", Ranges: []Range{
+		{PrefixCache, "cell/scrape"},
+		{PrefixArchive, "cell/scrape"},
+		{PrefixJob, "cell/jobs"},
+		{PrefixJobIndex, "cell/jobs"},
+		{PrefixSite, "cell/fetch/ladder"},
+	}},
+	{Store: "crawl", Ranges: []Range{
+		{PrefixCrawlTask, "cell/crawl"},
+		{PrefixCrawlExpiry, "cell/crawl"},
+	}},
+}
