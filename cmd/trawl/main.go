@@ -1,5 +1,41 @@
-// Command trawl runs the parts of the service: a cell, or the embedded
-// default for local use (dev).
+// Command trawl runs every part of the service from one binary.
+//
+// Commands (each prints its flags with -h):
+//
+//	trawl dev [--regions eu,sin,us]
+//	    The embedded default for local use: a region's gate, a cell and a
+//	    one-voter ledger in one process on 127.0.0.1:8080, data in ./data,
+//	    a dev API key printed at start (`make run`). With --regions, one
+//	    `trawl dev --region R` process per region, supervised, with a
+//	    three-voter ledger (gates on 8081–8083). --crawl-listen adds the
+//	    crawl server beside the first region's cell.
+//
+//	trawl gate --config FILE [--region R]
+//	    A region's gate: Caddy v2 embedded with trawl's modules
+//	    (caddy-modules/), which holds the region's ledger voter, meters
+//	    against credit holds and routes to the region's cells.
+//
+//	trawl gate config [flags]
+//	    Prints a region's gate Caddyfile (gate.Site) for the flags given.
+//
+//	trawl cell [flags]
+//	    A cell: the work (scrape, batch, jobs; fetch engines, content) on its
+//	    own Pebble store, joined to its region by memberlist
+//	    (--members-join). --crawl-listen ADDR also serves the crawl server.
+//
+//	trawl crawl [--listen 127.0.0.1:11235] [--data DIR]
+//	    The self-hosted crawl-task server alone (docs/spec/crawl-server.md):
+//	    task API, browser pool, operations monitor and dashboard.
+//
+//	trawl ledger serve|audit|join|remove|status
+//	    serve: a ledger voter with no gate. audit: checks a stopped node's
+//	    state (--data) or a live gate's journal (--url, --key): chain,
+//	    double entry, balances. join/remove/status: membership of the Raft
+//	    group through its leader's API.
+//
+// Configuration enters through flags and the few environment variables
+// the docs name (TRAWL_LEDGER_SECRET, SERVICE_API_TOKEN, …); see
+// docs/operations.md.
 package main
 
 import (
