@@ -9,6 +9,13 @@
 // its role ("cell" or "gate"), region, name within the region and the
 // host:port of its HTTP API, which is what a gate proxies to. Memberlist caps
 // metadata at 512 bytes; Start refuses a larger Meta with ErrMetaTooLarge.
+//
+// # Keys
+//
+// All gossip, UDP and TCP, is encrypted and authenticated with the
+// region's keys (Config.Keys, memberlist's keyring): a process without
+// them cannot join, and its packets are dropped unread. Start refuses an
+// empty keyring.
 // A member's memberlist name defaults to "<role>:<region>.<name>" and must be
 // unique in the cluster. Packets are labelled "trawl/<region>", so a member
 // given another region's seeds cannot join it.
@@ -83,6 +90,10 @@ const (
 	RoleGate = "gate"
 )
 
+// ErrNoKeys is returned by Start without Keys: gossip is never in the
+// clear.
+var ErrNoKeys = errors.New("members: no keys: a region's gossip must be encrypted")
+
 // ErrMetaTooLarge is returned by Start for a Meta whose encoding exceeds
 // memberlist's 512-byte limit.
 var ErrMetaTooLarge = errors.New("member meta too large")
@@ -129,9 +140,12 @@ type Config struct {
 	// member waits for others to join it.
 	Join []string
 	Meta Meta
-	// Secret, when set, encrypts and authenticates all gossip (AES, a key of
-	// 16, 24 or 32 bytes). Every member of the region needs the same one.
-	Secret []byte
+	// Keys encrypt and authenticate all gossip (AES-GCM, memberlist's
+	// keyring): the first encrypts, every one decrypts, so a key can be
+	// rotated without a restart of the whole region at once (see
+	// docs/security.md). Required: a member without the region's keys
+	// can neither join nor be heard. Each key has 16, 24 or 32 bytes.
+	Keys [][]byte
 	// LeaveTimeout bounds how long Close waits for its departure to be
 	// gossiped. Default 1s.
 	LeaveTimeout time.Duration
@@ -197,10 +211,12 @@ func Start(cfg Config) (*Cluster, error) {
 	if len(meta) > memberlist.MetaMaxSize {
 		return nil, fmt.Errorf("members: %w: %d bytes, limit %d", ErrMetaTooLarge, len(meta), memberlist.MetaMaxSize)
 	}
-	switch len(cfg.Secret) {
-	case 0, 16, 24, 32:
-	default:
-		return nil, fmt.Errorf("members: secret of %d bytes: want 16, 24 or 32", len(cfg.Secret))
+	if len(cfg.Keys) == 0 {
+		return nil, ErrNoKeys
+	}
+	keyring, err := memberlist.NewKeyring(cfg.Keys, cfg.Keys[0])
+	if err != nil {
+		return nil, fmt.Errorf("members: keys: %w", err)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -229,7 +245,8 @@ func Start(cfg Config) (*Cluster, error) {
 			mc.AdvertisePort = mc.BindPort // memberlist sets it when it picks the port
 		}
 	}
-	mc.SecretKey = cfg.Secret
+	mc.Keyring = keyring
+	mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
 	mc.ProbeInterval = probeInterval
 	mc.ProbeTimeout = probeTimeout
 	mc.SuspicionMult = suspicionMult

@@ -3,8 +3,11 @@ package members
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"slices"
@@ -13,6 +16,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
 )
 
 // testLogger logs to t until the test ends; memberlist's goroutines may
@@ -46,10 +51,16 @@ func (w *testWriter) logged(s string) bool {
 	return strings.Contains(w.all.String(), s)
 }
 
+// testKeys is the test region's keyring.
+var testKeys = [][]byte{[]byte("0123456789abcdef0123456789abcdef")}
+
 func start(t *testing.T, log *slog.Logger, cfg Config) *Cluster {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = log
+	}
+	if cfg.Keys == nil {
+		cfg.Keys = testKeys
 	}
 	c, err := Start(cfg)
 	if err != nil {
@@ -108,10 +119,9 @@ func hasCells(c *Cluster, want ...string) bool {
 // member sees all three.
 func region(t *testing.T, log *slog.Logger) (gate, c1, c2 *Cluster) {
 	t.Helper()
-	secret := []byte("0123456789abcdef")
-	gate = start(t, log, Config{Meta: Meta{Role: RoleGate, Region: "eu", Name: "g1", API: "127.0.0.1:443"}, Secret: secret})
-	c1 = start(t, log, Config{Meta: cellMeta("c1"), Join: []string{gate.LocalAddr()}, Secret: secret})
-	c2 = start(t, log, Config{Meta: cellMeta("c2"), Join: []string{gate.LocalAddr()}, Secret: secret})
+	gate = start(t, log, Config{Meta: Meta{Role: RoleGate, Region: "eu", Name: "g1", API: "127.0.0.1:443"}})
+	c1 = start(t, log, Config{Meta: cellMeta("c1"), Join: []string{gate.LocalAddr()}})
+	c2 = start(t, log, Config{Meta: cellMeta("c2"), Join: []string{gate.LocalAddr()}})
 	for _, c := range []*Cluster{gate, c1, c2} {
 		waitFor(t, 10*time.Second, "all members join", func() bool {
 			return hasCells(c, "c1", "c2") && len(c.Live(RoleGate, "eu")) == 1
@@ -182,7 +192,7 @@ func TestRestartedMemberTakesOverItsName(t *testing.T) {
 	// declared the old one dead.
 	meta := cellMeta("c2")
 	meta.API = "127.0.0.1:9999"
-	start(t, log, Config{Meta: meta, Join: []string{gate.LocalAddr()}, Secret: []byte("0123456789abcdef")})
+	start(t, log, Config{Meta: meta, Join: []string{gate.LocalAddr()}})
 	for _, c := range []*Cluster{gate, c1} {
 		took := waitFor(t, 15*time.Second, "restarted cell is live", func() bool {
 			live := c.Live(RoleCell, "eu")
@@ -242,11 +252,15 @@ func TestStartRefuses(t *testing.T) {
 		{"no region", Config{Meta: Meta{Role: RoleGate, Name: "g1"}}, nil},
 		{"cell without API", Config{Meta: Meta{Role: RoleCell, Region: "eu", Name: "c1"}}, nil},
 		{"API without port", Config{Meta: Meta{Role: RoleCell, Region: "eu", Name: "c1", API: "127.0.0.1"}}, nil},
-		{"short secret", Config{Meta: gate, Secret: []byte("short")}, nil},
+		{"short key", Config{Meta: gate, Keys: [][]byte{[]byte("short")}}, nil},
+		{"no keys", Config{Meta: gate, Keys: [][]byte{}}, ErrNoKeys},
 		{"bind without port", Config{Meta: gate, Bind: "127.0.0.1"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.cfg.Keys == nil {
+				tt.cfg.Keys = testKeys
+			}
 			c, err := Start(tt.cfg)
 			if err == nil {
 				c.Close()
@@ -290,7 +304,9 @@ func dropTime(a slog.Attr) slog.Attr {
 
 func Example() {
 	log := slog.New(slog.DiscardHandler)
-	gate, err := Start(Config{Bind: "127.0.0.1:0", Meta: Meta{Role: RoleGate, Region: "eu", Name: "g1"}, Logger: log})
+	// The region's keys: in production, TRAWL_REGION_KEYS (internal/regionauth).
+	keys := [][]byte{[]byte("an example key of 32 bytes......")}
+	gate, err := Start(Config{Bind: "127.0.0.1:0", Meta: Meta{Role: RoleGate, Region: "eu", Name: "g1"}, Keys: keys, Logger: log})
 	if err != nil {
 		panic(err)
 	}
@@ -299,6 +315,7 @@ func Example() {
 		Bind:   "127.0.0.1:0",
 		Join:   []string{gate.LocalAddr()},
 		Meta:   Meta{Role: RoleCell, Region: "eu", Name: "c1", API: "127.0.0.1:8081"},
+		Keys:   keys,
 		Logger: log,
 	})
 	if err != nil {
@@ -323,4 +340,52 @@ func Example() {
 		fmt.Println(m.Name, m.API)
 	}
 	// Output: c1 127.0.0.1:8081
+}
+
+// A process that reaches the gate's gossip port but lacks the region's
+// keys must not become a member: not with a stock memberlist node that
+// sends in the clear, not with our own code and another key.
+func TestRogueMemberCannotJoin(t *testing.T) {
+	log, _ := testLogger(t)
+	gate, _, _ := region(t, log)
+
+	// A plain memberlist node claiming to be a cell, no encryption.
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = "cell:eu.rogue"
+	mc.BindAddr, mc.BindPort = "127.0.0.1", 0
+	mc.Label = "trawl/eu"
+	mc.Logger = stdlog.New(io.Discard, "", 0)
+	meta, _ := json.Marshal(Meta{Role: RoleCell, Region: "eu", Name: "rogue", API: "127.0.0.1:1"})
+	mc.Delegate = delegate{meta: meta}
+	plain, err := memberlist.Create(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { plain.Shutdown() })
+	if _, err := plain.Join([]string{gate.LocalAddr()}); err == nil {
+		t.Error("an unencrypted node joined the region")
+	}
+
+	// Our own member with a key of another region.
+	w, err := Start(Config{Meta: Meta{Role: RoleCell, Region: "eu", Name: "wrong", API: "127.0.0.1:2"}, Join: []string{gate.LocalAddr()}, Logger: log,
+		Keys: [][]byte{[]byte("another region's key, 32 bytes..")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+
+	// Give both a full probe and push-pull cycle's chance: a member that
+	// joins is seen well within this (TestLive: under a second).
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, m := range gate.Live(RoleCell, "eu") {
+			if m.Name == "rogue" || m.Name == "wrong" {
+				t.Fatalf("rogue member %q is live at the gate", m.Name)
+			}
+		}
+		if plain.NumMembers() > 1 || w.ml.NumMembers() > 1 {
+			t.Fatalf("rogue sees the region: plain %d, wrong key %d members", plain.NumMembers(), w.ml.NumMembers())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
