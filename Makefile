@@ -16,7 +16,9 @@ build:
 
 # The embedded default on 127.0.0.1:8080, data in ./data. It may fetch
 # loopback addresses so the README example works offline (see README.md).
-run: build
+# The whole engine ladder serves it, so Chromium and the Playwright driver
+# are installed first, as for the tests.
+run: deps-browser build
 	$(BIN) dev --listen 127.0.0.1:8080 --data ./data --allow-private-networks
 
 deps:

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -137,7 +138,10 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	}
 	var key string
 	if df.devAccount {
-		if key, err = devAccount(ctx, rt.Node(), rt.Prices()); err != nil {
+		if key, err = devKey(dataRoot); err != nil {
+			return err
+		}
+		if err = devAccount(ctx, rt.Node(), rt.Prices(), key); err != nil {
 			return err
 		}
 	}
@@ -185,17 +189,38 @@ func waitLeader(ctx context.Context, n *ledger.Node, within time.Duration) error
 	return nil
 }
 
-// devAccount creates the dev account holding the sign-up credit and its key
-// (TRAWL_DEV_KEY, or a new random one). Repeating it changes nothing: the
-// commands' ids are fixed.
-func devAccount(ctx context.Context, n *ledger.Node, prices *billing.Prices) (string, error) {
+// devKey is the dev API key: TRAWL_DEV_KEY, else the one kept in
+// <data>/dev-key, else a new random one kept there, so restarting dev on
+// the same data reuses its key instead of adding one more.
+func devKey(dataRoot string) (string, error) {
 	key := os.Getenv("TRAWL_DEV_KEY")
+	path := filepath.Join(dataRoot, "dev-key")
 	if key == "" {
-		key = "trawl_dev_" + randomHex(24)
+		b, err := os.ReadFile(path)
+		switch {
+		case err == nil:
+			key = strings.TrimSpace(string(b))
+		case errors.Is(err, fs.ErrNotExist):
+			key = "trawl_dev_" + randomHex(24)
+			if err := os.MkdirAll(dataRoot, 0o755); err != nil {
+				return "", err
+			}
+			if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+				return "", fmt.Errorf("keep the dev key: %w", err)
+			}
+		default:
+			return "", fmt.Errorf("read the dev key: %w", err)
+		}
 	}
 	if len(key) < 16 || len(key) > 256 {
 		return "", errors.New("TRAWL_DEV_KEY must be 16 to 256 characters")
 	}
+	return key, nil
+}
+
+// devAccount creates the dev account holding the sign-up credit and its
+// key. Repeating it changes nothing: the commands' ids are fixed.
+func devAccount(ctx context.Context, n *ledger.Node, prices *billing.Prices, key string) error {
 	now := time.Now().UTC()
 	hash := billing.HashKey(key)
 	cmds := []*ledger.Command{
@@ -216,13 +241,13 @@ func devAccount(ctx context.Context, n *ledger.Node, prices *billing.Prices) (st
 			time.Sleep(200 * time.Millisecond)
 		}
 		if err != nil {
-			return "", fmt.Errorf("dev account: %s: %w", c.ID, err)
+			return fmt.Errorf("dev account: %s: %w", c.ID, err)
 		}
 		if res.Error != "" && res.Error != ledger.ErrCodeExists {
-			return "", fmt.Errorf("dev account: %s: %s", c.ID, res.Message)
+			return fmt.Errorf("dev account: %s: %s", c.ID, res.Message)
 		}
 	}
-	return key, nil
+	return nil
 }
 
 func randomHex(n int) string {
@@ -260,11 +285,11 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 	if os.Getenv("TRAWL_LEDGER_SECRET") == "" {
 		env = append(env, "TRAWL_LEDGER_SECRET="+randomHex(16))
 	}
-	key := os.Getenv("TRAWL_DEV_KEY")
-	if key == "" {
-		key = "trawl_dev_" + randomHex(24)
-		env = append(env, "TRAWL_DEV_KEY="+key)
+	key, err := devKey(dataRoot)
+	if err != nil {
+		return err
 	}
+	env = append(env, "TRAWL_DEV_KEY="+key)
 	self, err := os.Executable()
 	if err != nil {
 		return err
