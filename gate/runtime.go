@@ -187,7 +187,7 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	}
 	mailer := cfg.Mailer
 	if mailer == nil {
-		mailer = logMailer{log}
+		mailer = signup.LogMailer{Logger: log}
 	}
 	// Every gate derives the same link key from the voters' shared secret,
 	// so a verification link works at any region's gate.
@@ -317,12 +317,3 @@ func (rt *Runtime) InternalHandler() http.Handler { return rt.node.Handler() }
 // MembersAddr is the address of the gate's memberlist node: the seed the
 // region's cells join.
 func (rt *Runtime) MembersAddr() string { return rt.members.LocalAddr() }
-
-// logMailer writes mail to the log instead of sending it: a gate with no
-// SMTP server configured (development) shows the verification link there.
-type logMailer struct{ log *slog.Logger }
-
-func (m logMailer) Send(_ context.Context, to, subject, body string) error {
-	m.log.Warn("no SMTP server configured; this mail was not sent", "to", to, "subject", subject, "body", body)
-	return nil
-}

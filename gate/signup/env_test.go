@@ -20,6 +20,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/signup"
+	"github.com/trawlhq/trawl/internal/clientip"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -95,6 +96,10 @@ type env struct {
 // memory, with the default price table and a clock at t0 the test moves.
 func newEnv(t *testing.T) *env { return newEnvWithMailer(t, nil) }
 
+// testClientHeader names the client address the env's server hands the
+// handler, as the gate's front would after reading trusted proxies.
+const testClientHeader = "X-Test-Client-Ip"
+
 // perAddress, when set, is the per-address sign-up bound of the next env
 // (the tests sign up from 127.0.0.1 many times: unbounded by default).
 var perAddress = -1
@@ -114,7 +119,14 @@ func newEnvWithMailer(t *testing.T, m signup.Mailer) *env {
 	e := &env{t: t, state: state, led: &directLedger{s: state}, mailer: &memMailer{}, prices: billing.DefaultPrices()}
 	e.now.Store(t0.UnixNano())
 	var h http.Handler
-	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// What the gate's front does with Caddy's client_ip (tests of the
+		// whole gate: gate/gatetest).
+		if ip := r.Header.Get(testClientHeader); ip != "" {
+			r = r.WithContext(clientip.With(r.Context(), ip))
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(e.srv.Close)
 	if m == nil {
 		m = e.mailer

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"mime"
 	"mime/quotedprintable"
 	"net"
@@ -20,6 +21,17 @@ import (
 // Mailer sends one plain-text mail. Send must be safe for concurrent use.
 type Mailer interface {
 	Send(ctx context.Context, to, subject, body string) error
+}
+
+// LogMailer writes mail to the log instead of sending it: a gate with no
+// SMTP server configured (development) shows the verification link there,
+// and the sign-up page says so instead of claiming a mail was sent.
+type LogMailer struct{ Logger *slog.Logger }
+
+// Send logs the mail.
+func (m LogMailer) Send(_ context.Context, to, subject, body string) error {
+	m.Logger.Warn("no SMTP server configured; this mail was not sent", "to", to, "subject", subject, "body", body)
+	return nil
 }
 
 // ErrNoTLS is returned by SMTPMailer.Send when a server that is not on

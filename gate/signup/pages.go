@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
-	"net"
 	"net/http"
 	"net/mail"
 	"net/url"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/clientip"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -38,6 +38,7 @@ type pageData struct {
 	Key           string
 	Token         string
 	MailSent      bool
+	MailLogged    bool // no SMTP server: the link is in the gate's log
 	PassHours     int
 	PassCredits   string
 	PassDays      int
@@ -88,7 +89,8 @@ var pageBodies = map[string]string{
 
 	pagePass: `<p>It works for {{.PassHours}} hours and comes with {{.PassCredits}} credits. <strong>It is shown only once:</strong> copy it now.</p>
 <code class="key" id="api-key">{{.Key}}</code>
-{{if .MailSent}}<p id="mail-sent">We sent a link to <strong>{{.Email}}</strong>. Open it to get a permanent key and {{.SignupCredits}} free credits; the pass key then stops working.</p>
+{{if .MailLogged}}<p id="mail-logged">This server sends no mail (no SMTP server is configured): the verification link for <strong>{{.Email}}</strong> is in the gate's log. Its operator can give it to you; opening it gets a permanent key and {{.SignupCredits}} free credits.</p>
+{{else if .MailSent}}<p id="mail-sent">We sent a link to <strong>{{.Email}}</strong>. Open it to get a permanent key and {{.SignupCredits}} free credits; the pass key then stops working.</p>
 {{else}}<p class="error" id="mail-failed">We could not send the mail to {{.Email}} just now. Your pass key works; sign up again in a few minutes to get a new link.</p>{{end}}
 <p>Try it:</p>
 <pre>curl -H "Authorization: Bearer {{.Key}}" {{.BaseURL}}/v1/billing/balance</pre>`,
@@ -207,11 +209,9 @@ func (h *handler) signup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h.perAddr != nil {
-		ip, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			ip = r.RemoteAddr
-		}
-		if lc, err := h.perAddr.Get(r.Context(), ip); err == nil && lc.Reached {
+		// The address Caddy found behind the trusted proxies; an IPv6
+		// /64 is one address.
+		if lc, err := h.perAddr.Get(r.Context(), clientip.Bucket(clientip.Of(r))); err == nil && lc.Reached {
 			w.Header().Set("Retry-After", strconv.FormatInt(max(lc.Reset-h.bc.Now().Unix(), 1), 10))
 			h.render(w, http.StatusTooManyRequests, pageForm, pageData{Title: "Sign up", Email: email,
 				Error: "Too many sign-ups from your network address in the last hour; try again later."})
@@ -234,8 +234,9 @@ func (h *handler) signup(w http.ResponseWriter, r *http.Request) {
 	if mailErr != nil {
 		h.bc.Logger.Warn("signup: send verification mail", "account", acct, "err", mailErr)
 	}
-	h.bc.Logger.Info("signup", "account", acct, "mail_sent", mailErr == nil)
-	h.render(w, http.StatusOK, pagePass, pageData{Title: "Your pass key", Email: email, Key: secret, MailSent: mailErr == nil})
+	_, logged := h.cfg.Mailer.(LogMailer)
+	h.bc.Logger.Info("signup", "account", acct, "mail_sent", mailErr == nil && !logged)
+	h.render(w, http.StatusOK, pagePass, pageData{Title: "Your pass key", Email: email, Key: secret, MailSent: mailErr == nil, MailLogged: logged})
 }
 
 // refusal is the page to answer with instead of an account.

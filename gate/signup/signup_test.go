@@ -447,3 +447,47 @@ func TestSignupBoundsSignupsPerNetworkAddress(t *testing.T) {
 		t.Fatalf("%d mails sent, want 2", n)
 	}
 }
+
+// The bound counts the client address the gate's front found (behind a
+// trusted proxy, the forwarded one), and a whole IPv6 /64 as one address.
+func TestSignupBoundsByClientAddressAndIPv6Prefix(t *testing.T) {
+	perAddress = 1
+	e := newEnv(t)
+	perAddress = -1
+	from := func(ip, email string) int {
+		req, _ := http.NewRequest(http.MethodPost, e.srv.URL+"/signup", strings.NewReader(url.Values{"email": {email}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set(testClientHeader, ip)
+		return e.send(req).status
+	}
+	// Two clients behind one proxy: one bucket each.
+	if s := from("198.51.100.1", "b1@example.com"); s != http.StatusOK {
+		t.Fatalf("first client: %d", s)
+	}
+	if s := from("198.51.100.2", "b2@example.com"); s != http.StatusOK {
+		t.Fatalf("second client behind the same proxy: %d, want its own bucket", s)
+	}
+	// Two addresses of one /64: one bucket.
+	if s := from("2001:db8:7:7::1", "b3@example.com"); s != http.StatusOK {
+		t.Fatalf("first IPv6 address: %d", s)
+	}
+	if s := from("2001:db8:7:7:dead:beef::2", "b4@example.com"); s != http.StatusTooManyRequests {
+		t.Fatalf("another address in the same /64: %d, want 429", s)
+	}
+	if s := from("2001:db8:7:8::1", "b5@example.com"); s != http.StatusOK {
+		t.Fatalf("the next /64: %d", s)
+	}
+}
+
+// A gate with no SMTP server logs the mail; its page must not claim the
+// mail was sent.
+func TestSignupWithoutSMTPSaysTheLinkIsInTheLog(t *testing.T) {
+	e := newEnvWithMailer(t, signup.LogMailer{Logger: quiet()})
+	r := e.form("/signup", url.Values{"email": {"nomail@example.com"}})
+	if r.status != http.StatusOK || pageKey(r.body) == "" {
+		t.Fatalf("sign-up: %d", r.status)
+	}
+	if strings.Contains(r.body, `id="mail-sent"`) || !strings.Contains(r.body, `id="mail-logged"`) {
+		t.Fatalf("page without SMTP claims a sent mail or does not say where the link is:\n%s", r.body)
+	}
+}
