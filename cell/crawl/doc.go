@@ -22,7 +22,7 @@
 //   - Operations monitor: /monitor/* (health, requests, browsers, endpoint
 //     statistics, timeline, janitor and error logs, actions), the
 //     WebSocket /monitor/ws and the dashboard (package dashboard). CPU and
-//     memory come from package sysstat.
+//     memory come from internal/sysstat.
 //   - Access: with SERVICE_API_TOKEN set, every route but /health needs it.
 //
 // # Files

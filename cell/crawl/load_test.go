@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/crawl/sysstat"
+	"github.com/trawlhq/trawl/internal/sysstat"
 	"github.com/trawlhq/trawl/internal/browsertest"
 	"github.com/trawlhq/trawl/internal/testcorpus"
 )

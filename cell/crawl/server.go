@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/crawl/extract"
-	"github.com/trawlhq/trawl/cell/crawl/sysstat"
+	"github.com/trawlhq/trawl/internal/sysstat"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/internal/store"
 )

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
 // Defaults for Config.
@@ -335,10 +336,10 @@ func (p *Pool) launch(ctx context.Context) (*instance, error) {
 	}
 	inst := &instance{id: id, browser: b, crashDir: crashDir, gone: make(chan struct{})}
 	b.OnDisconnected(func(playwright.Browser) { p.onDisconnect(inst) })
-	inst.pid, err = findMarked(marker)
+	inst.pid, err = sysstat.FindArg(marker)
 	if err == nil {
-		var st proc
-		if st, err = readStat(inst.pid); err == nil && st.pgid != inst.pid {
+		var st sysstat.Process
+		if st, err = sysstat.ReadProcess(inst.pid); err == nil && st.PGID != inst.pid {
 			err = fmt.Errorf("browser process %d is not its group's leader", inst.pid)
 		}
 	}
@@ -349,7 +350,7 @@ func (p *Pool) launch(ctx context.Context) (*instance, error) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("launch %s: %w", p.cfg.ExecutablePath, err)
 	}
-	inst.exeDir = filepath.Dir(exePath(inst.pid))
+	inst.exeDir = filepath.Dir(sysstat.Exe(inst.pid))
 	if p.cfg.onLaunch != nil {
 		p.cfg.onLaunch(inst)
 	}
@@ -604,7 +605,7 @@ func (p *Pool) checkMemory() {
 	p.mu.Lock()
 	insts := append([]*instance(nil), p.current...)
 	p.mu.Unlock()
-	procs, err := readProcs()
+	procs, err := sysstat.Processes()
 	if err != nil {
 		return
 	}
@@ -690,7 +691,7 @@ func (p *Pool) PSS() (int64, error) {
 		insts = append(insts, in)
 	}
 	p.mu.Unlock()
-	procs, err := readProcs()
+	procs, err := sysstat.Processes()
 	if err != nil {
 		return 0, err
 	}
