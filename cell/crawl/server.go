@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/crawl/extract"
-	"github.com/trawlhq/trawl/internal/sysstat"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
 // DefaultListen is the crawl server's address (spec 9: port 11235).
