@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/fetch/guardproxy"
 	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
@@ -177,9 +178,9 @@ type Stats struct {
 type Pool struct {
 	cfg   Config
 	log   *slog.Logger
-	guard *guard
-	proxy *forwardProxy
-	defRt *route // the browsers' launch-time proxy
+	guard *guardproxy.Guard
+	proxy *guardproxy.Proxy
+	defRt *guardproxy.Route // the browsers' launch-time proxy
 	// drv is the running driver; nil while it is being restarted. Only
 	// newPool, the maintenance goroutine and then Close touch it.
 	drv   *driver
@@ -248,7 +249,7 @@ func newPool(ctx context.Context, cfg Config, public func(netip.Addr) bool) (*Po
 	p := &Pool{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		guard:    &guard{allowPrivate: cfg.AllowPrivateNetworks, public: public, resolver: cfg.Resolver},
+		guard:    &guardproxy.Guard{AllowPrivate: cfg.AllowPrivateNetworks, Public: public, Resolver: cfg.Resolver},
 		slots:    semaphore.NewWeighted(int64(cfg.Browsers * cfg.PagesPerBrowser)),
 		token:    hex.EncodeToString(tok),
 		kick:     make(chan struct{}, 1),
@@ -259,9 +260,9 @@ func newPool(ctx context.Context, cfg Config, public func(netip.Addr) bool) (*Po
 		idle:     make(chan struct{}),
 	}
 	p.life, p.endLife = context.WithCancel(context.Background())
-	p.proxy = newForwardProxy(p.guard, p.log)
+	p.proxy = guardproxy.New(p.guard, p.log)
 	var err error
-	if p.defRt, err = p.proxy.open("", false); err != nil {
+	if p.defRt, err = p.proxy.Open("", false); err != nil {
 		return nil, err
 	}
 	if p.drv, err = startDriver(cfg, p.log); err != nil {
