@@ -17,12 +17,14 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	"github.com/trawlhq/trawl/internal/pwdriver"
 	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
-// DriverVersion is the playwright-core release playwright-go v0.5200.x
-// speaks to; `bash scripts/deps.sh browser` unpacks it.
-const DriverVersion = "1.52.0"
+// DriverVersion is the playwright-core release playwright-go speaks to;
+// `bash scripts/deps.sh browser` unpacks it. It is declared in
+// internal/pwdriver, which scripts/deps.sh reads too.
+const DriverVersion = pwdriver.Version
 
 // DefaultExecutablePath is Debian's chromium.
 const DefaultExecutablePath = "/usr/bin/chromium"
@@ -30,13 +32,7 @@ const DefaultExecutablePath = "/usr/bin/chromium"
 // DefaultDriverDir is where scripts/deps.sh unpacks the driver: the
 // directory that holds package/cli.js. Empty when there is no home
 // directory.
-func DefaultDriverDir() string {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "trawl", "playwright-driver-"+DriverVersion)
-}
+func DefaultDriverDir() string { return pwdriver.DefaultDir() }
 
 // CheckInstall reports, as an error naming what is missing and how to
 // install it, whether NewPool can start browsers with cfg (defaults
