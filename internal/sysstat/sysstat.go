@@ -1,5 +1,5 @@
-// Package sysstat is trawl's one reader of /proc and the cgroup filesystem.
-// Its Sampler measures the CPU and memory of this process tree — the Go
+// Package sysstat reads /proc and the cgroup filesystem: the cell's code
+// reads them only through it. Its Sampler measures the CPU and memory of this process tree — the Go
 // process and every descendant (Chromium browsers, driver processes) — against
 // the resources the process's cgroup grants, not the host's; the crawl
 // server's monitor and memory pressure use it. Its process functions
