@@ -5,10 +5,17 @@
 set -euo pipefail
 what=${1:-build}
 
+# The Playwright driver (playwright-core) the browser engine runs is declared
+# once, in Go: internal/pwdriver/pwdriver.go (checked by its tests).
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+pw_version=$(sed -n 's/^const Version = "\([0-9][0-9.]*\)"$/\1/p' "$root/internal/pwdriver/pwdriver.go")
+[[ -n $pw_version ]] || { echo "deps: no 'const Version = \"x.y.z\"' line in internal/pwdriver/pwdriver.go" >&2; exit 1; }
+
 need_apt=()
 want() { dpkg -s "$1" >/dev/null 2>&1 || need_apt+=("$1"); }
 
 case "$what" in
+driver-version) echo "$pw_version"; exit 0 ;;
 build) ;;
 test) want postgresql-doc-15; want chromium; want tinyproxy ;;
 browser) want chromium ;;
@@ -50,12 +57,12 @@ fi
 # downloads from a CDN, which is not reachable). The tests find it here, or
 # wherever PLAYWRIGHT_DRIVER_PATH points.
 if [[ $what == test || $what == browser ]]; then
-  driver="${HOME}/.cache/trawl/playwright-driver-1.52.0"
+  driver="${HOME}/.cache/trawl/playwright-driver-${pw_version}"
   if [[ ! -f $driver/package/cli.js ]]; then
     command -v npm >/dev/null || { echo "deps: npm (with Node 18+) is required for the browser tests" >&2; exit 1; }
-    echo "deps: unpacking playwright-core 1.52.0 into $driver"
+    echo "deps: unpacking playwright-core $pw_version into $driver"
     tmp=$(mktemp -d)
-    if ! out=$(cd "$tmp" && npm pack --silent playwright-core@1.52.0 2>&1 && mkdir -p x && tar -xzf playwright-core-1.52.0.tgz -C x 2>&1); then
+    if ! out=$(cd "$tmp" && npm pack --silent "playwright-core@$pw_version" 2>&1 && mkdir -p x && tar -xzf "playwright-core-$pw_version.tgz" -C x 2>&1); then
       echo "$out" >&2; rm -rf "$tmp"; exit 1
     fi
     rm -rf "$driver" && mkdir -p "$(dirname "$driver")" && mv "$tmp/x" "$driver"

@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/crawl/sysstat"
 	"github.com/trawlhq/trawl/internal/browsertest"
+	"github.com/trawlhq/trawl/internal/sysstat"
 	"github.com/trawlhq/trawl/internal/testcorpus"
 )
 

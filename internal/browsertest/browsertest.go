@@ -2,9 +2,9 @@
 // playwright-go.
 //
 // Nothing is downloaded at run time: the browser is Debian's chromium
-// (/usr/bin/chromium) and the driver is playwright-core 1.52.0 unpacked from
-// the npm registry by `scripts/deps.sh browser` (also run by `make test`)
-// into DriverDir, or wherever PLAYWRIGHT_DRIVER_PATH points. The machine's
+// (/usr/bin/chromium) and the driver is playwright-core DriverVersion
+// (declared in internal/pwdriver) unpacked from the npm registry by
+// `scripts/deps.sh browser` (also run by `make test`) into DriverDir, or wherever PLAYWRIGHT_DRIVER_PATH points. The machine's
 // node runs the driver (PLAYWRIGHT_NODEJS_PATH, else node on PATH).
 //
 // When either is missing, Launch skips the test, unless TRAWL_REQUIRE_BROWSER
@@ -28,11 +28,13 @@ import (
 	"testing"
 
 	"github.com/playwright-community/playwright-go"
+
+	"github.com/trawlhq/trawl/internal/pwdriver"
 )
 
-// DriverVersion is the playwright-core release playwright-go v0.5200.x
-// speaks to.
-const DriverVersion = "1.52.0"
+// DriverVersion is the playwright-core release playwright-go speaks to,
+// declared once in internal/pwdriver.
+const DriverVersion = pwdriver.Version
 
 // ChromiumPath is where Debian's chromium package puts the browser.
 const ChromiumPath = "/usr/bin/chromium"
@@ -47,11 +49,7 @@ func DriverDir() string {
 	if d := os.Getenv("PLAYWRIGHT_DRIVER_PATH"); d != "" {
 		return d
 	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "trawl", "playwright-driver-"+DriverVersion)
+	return pwdriver.DefaultDir()
 }
 
 // nodePath is the node that runs the driver.

@@ -1,7 +1,8 @@
 // Package nettest holds the loopback network fixtures that the fetch
 // engines' tests share: an HTTP server that counts the connections and
 // requests it sees (so a test can prove a guard refused before
-// connecting), and a DNS server on loopback for a net.Resolver.
+// connecting), a DNS server on loopback for a net.Resolver, and an
+// upstream forward proxy that demands credentials.
 package nettest
 
 import (

@@ -90,10 +90,11 @@
 // recommended way). base_url is refused: the server only calls endpoints
 // its operator configured.
 //
-// The vendor's variables are named from it upper-cased, with anything but
-// letters and digits as "_": the key is <VENDOR>_API_KEY (ollama needs
-// none); the OpenAI-compatible base URL is Config.BaseURLs[vendor], else
-// <VENDOR>_BASE_URL, else DefaultBaseURLs. The page Markdown is cut into
+// The calls go through the OpenAI-compatible client of package
+// cell/llm. The vendor's variables are named from it upper-cased, with
+// anything but letters and digits as "_": the key is <VENDOR>_API_KEY
+// (ollama needs none); the base URL is Config.BaseURLs[vendor], else
+// <VENDOR>_BASE_URL, else llm.DefaultBaseURLs. The page Markdown is cut into
 // chunks of Config.LLMChunkChars (at most Config.LLMMaxChunks; the rest of
 // a longer page is not sent), and each chunk is one POST
 // {base}/chat/completions with temperature 0, a system prompt asking for
@@ -110,6 +111,6 @@
 // A 429 or 5xx answer, or no answer, is retried Config.LLMRetries times,
 // after the Retry-After the provider asks for (up to a minute) or an
 // exponential backoff from a second. Any other non-2xx answer fails the
-// extraction with a *ProviderError carrying the status and the provider's
+// extraction with an *llm.ProviderError carrying the status and the provider's
 // message; the API key never appears in errors.
 package extract

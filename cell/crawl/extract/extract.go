@@ -8,10 +8,11 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/trawlhq/trawl/cell/llm"
 )
 
 // Page is what the crawler has after rendering.
@@ -55,19 +56,12 @@ type Config struct {
 
 // Defaults of Config.
 const (
-	DefaultLLMTimeout     = 2 * time.Minute
+	DefaultLLMTimeout     = llm.DefaultTimeout
 	DefaultLLMChunkChars  = 12000
 	DefaultLLMMaxChunks   = 16
 	DefaultLLMConcurrency = 4
-	DefaultLLMRetries     = 2
+	DefaultLLMRetries     = llm.DefaultRetries
 )
-
-func (c Config) getenv(k string) string {
-	if c.Getenv != nil {
-		return c.Getenv(k)
-	}
-	return os.Getenv(k)
-}
 
 // Strategy turns a rendered page into the text of extracted_content.
 // Strategies are immutable and safe for concurrent use.

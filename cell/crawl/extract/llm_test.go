@@ -5,71 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/cell/llm"
+	"github.com/trawlhq/trawl/cell/llm/llmtest"
 )
 
-// chatServer is a local OpenAI-compatible chat-completions endpoint whose
-// answers a test scripts; it records every request it gets.
-type chatServer struct {
-	*httptest.Server
-	mu       sync.Mutex
-	requests []recordedRequest
-	calls    atomic.Int32
-	answer   func(n int, r recordedRequest, w http.ResponseWriter) // n counts from 1
-}
-
-type recordedRequest struct {
-	Path, Auth string
-	Body       chatRequest
-	Raw        map[string]any
-}
-
-func newChatServer(t *testing.T, answer func(n int, r recordedRequest, w http.ResponseWriter)) *chatServer {
-	cs := &chatServer{answer: answer}
-	cs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rec := recordedRequest{Path: r.URL.Path, Auth: r.Header.Get("Authorization")}
-		if err := json.Unmarshal(body, &rec.Body); err != nil {
-			t.Errorf("request body is not a chat request: %v", err)
-		}
-		_ = json.Unmarshal(body, &rec.Raw)
-		cs.mu.Lock()
-		cs.requests = append(cs.requests, rec)
-		cs.mu.Unlock()
-		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
-			http.Error(w, "wrong route", http.StatusNotFound)
-			return
-		}
-		cs.answer(int(cs.calls.Add(1)), rec, w)
-	}))
-	t.Cleanup(cs.Close)
-	return cs
-}
-
-func completion(w http.ResponseWriter, content string) {
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id":      "chatcmpl-1",
-		"object":  "chat.completion",
-		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": content}}},
-	})
-}
-
-func apiError(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error","code":null}}`, msg)
-}
-
 // llmConfig points the openai vendor at cs with a test key.
-func llmConfig(cs *chatServer) Config {
+func llmConfig(cs *llmtest.Server) Config {
 	return Config{
 		Getenv:    func(k string) string { return map[string]string{"OPENAI_API_KEY": "sk-test-123456"}[k] },
 		BaseURLs:  map[string]string{"openai": cs.URL + "/v1"},
@@ -89,8 +35,8 @@ func newLLMStrategy(t *testing.T, cfg Config, params string) Strategy {
 const productSchema = `{"type":"object","properties":{"name":{"type":"string"},"price":{"type":"number"}},"required":["name"]}`
 
 func TestLLMExtract(t *testing.T) {
-	cs := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) {
-		completion(w, "Here you are:\n```json\n{\"items\": [{\"name\": \"Ridge Tent\", \"price\": 199}, {\"name\": \"Summit Sleeping Bag\", \"price\": 89.5}]}\n```")
+	cs := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
+		llmtest.Completion(w, "Here you are:\n```json\n{\"items\": [{\"name\": \"Ridge Tent\", \"price\": 199}, {\"name\": \"Summit Sleeping Bag\", \"price\": 89.5}]}\n```")
 	})
 	s := newLLMStrategy(t, llmConfig(cs), `{"provider": "openai/gpt-4o-mini", "instruction": "List the products with their prices.", "schema": `+productSchema+`}`)
 	out, err := s.Extract(context.Background(), Page{URL: "http://127.0.0.1/gear", Markdown: "# Camping gear\n\nRidge Tent, $199.00\n\nSummit Sleeping Bag, $89.50"})
@@ -104,10 +50,10 @@ func TestLLMExtract(t *testing.T) {
 	if printed := fmt.Sprintf("%v %+v %#v", s, s, s); strings.Contains(printed, "sk-test") {
 		t.Errorf("printing the strategy shows the key: %s", printed)
 	}
-	if len(cs.requests) != 1 {
-		t.Fatalf("got %d requests, want 1", len(cs.requests))
+	if len(cs.Requests()) != 1 {
+		t.Fatalf("got %d requests, want 1", len(cs.Requests()))
 	}
-	r := cs.requests[0]
+	r := cs.Requests()[0]
 	if r.Auth != "Bearer sk-test-123456" {
 		t.Errorf("Authorization = %q", r.Auth)
 	}
@@ -154,7 +100,7 @@ func TestLLMAnswers(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cs := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) { completion(w, tc.content) })
+			cs := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) { llmtest.Completion(w, tc.content) })
 			s := newLLMStrategy(t, llmConfig(cs), `{"provider": "openai/gpt-4o-mini"}`)
 			out, err := s.Extract(context.Background(), Page{Markdown: "some page"})
 			if err != nil {
@@ -163,7 +109,7 @@ func TestLLMAnswers(t *testing.T) {
 			if out != tc.want {
 				t.Errorf("got %s, want %s", out, tc.want)
 			}
-			rf := cs.requests[0].Raw["response_format"].(map[string]any)
+			rf := cs.Requests()[0].Raw["response_format"].(map[string]any)
 			if rf["type"] != "json_object" {
 				t.Errorf("without a schema response_format = %v, want json_object", rf)
 			}
@@ -171,35 +117,10 @@ func TestLLMAnswers(t *testing.T) {
 	}
 }
 
-func TestLLMRetry(t *testing.T) {
-	cs := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) {
-		switch n {
-		case 1:
-			w.Header().Set("Retry-After", "0")
-			apiError(w, http.StatusTooManyRequests, "Rate limit reached for gpt-4o-mini")
-		case 2:
-			apiError(w, http.StatusBadGateway, "upstream hiccup")
-		default:
-			completion(w, `{"items":[{"ok":true}]}`)
-		}
-	})
-	s := newLLMStrategy(t, llmConfig(cs), `{"provider": "openai/gpt-4o-mini"}`)
-	out, err := s.Extract(context.Background(), Page{Markdown: "page"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out != `[{"ok":true}]` {
-		t.Errorf("got %s", out)
-	}
-	if got := cs.calls.Load(); got != 3 {
-		t.Errorf("got %d calls, want 3 (429, 502, 200)", got)
-	}
-}
-
 func TestLLMErrors(t *testing.T) {
 	tests := []struct {
 		name      string
-		answer    func(n int, r recordedRequest, w http.ResponseWriter)
+		answer    func(n int, r llmtest.Request, w http.ResponseWriter)
 		wantCalls int32
 		status    int
 		want      []string
@@ -207,8 +128,8 @@ func TestLLMErrors(t *testing.T) {
 	}{
 		{
 			name: "401 with the message, key redacted, not retried",
-			answer: func(n int, r recordedRequest, w http.ResponseWriter) {
-				apiError(w, http.StatusUnauthorized, "Incorrect API key provided: sk-test-123456. You can find your API key at https://platform.openai.com/account/api-keys.")
+			answer: func(n int, r llmtest.Request, w http.ResponseWriter) {
+				llmtest.APIError(w, http.StatusUnauthorized, "Incorrect API key provided: sk-test-123456. You can find your API key at https://platform.openai.com/account/api-keys.")
 			},
 			wantCalls: 1, status: 401,
 			want:    []string{"401 Unauthorized", "Incorrect API key provided", "[redacted]", `"openai/gpt-4o-mini"`},
@@ -216,29 +137,31 @@ func TestLLMErrors(t *testing.T) {
 		},
 		{
 			name: "500 retried then surfaced",
-			answer: func(n int, r recordedRequest, w http.ResponseWriter) {
-				apiError(w, http.StatusInternalServerError, "The server had an error")
+			answer: func(n int, r llmtest.Request, w http.ResponseWriter) {
+				llmtest.APIError(w, http.StatusInternalServerError, "The server had an error")
 			},
 			wantCalls: 3, status: 500,
 			want: []string{"500 Internal Server Error", "The server had an error"},
 		},
 		{
 			name: "plain-text error body",
-			answer: func(n int, r recordedRequest, w http.ResponseWriter) {
+			answer: func(n int, r llmtest.Request, w http.ResponseWriter) {
 				http.Error(w, "model not found", http.StatusNotFound)
 			},
 			wantCalls: 1, status: 404,
 			want: []string{"404", "model not found"},
 		},
 		{
-			name:      "not JSON",
-			answer:    func(n int, r recordedRequest, w http.ResponseWriter) { completion(w, "I cannot help with that.") },
+			name: "not JSON",
+			answer: func(n int, r llmtest.Request, w http.ResponseWriter) {
+				llmtest.Completion(w, "I cannot help with that.")
+			},
 			wantCalls: 1,
 			want:      []string{"llm answer is not JSON", "I cannot help"},
 		},
 		{
 			name: "cut off",
-			answer: func(n int, r recordedRequest, w http.ResponseWriter) {
+			answer: func(n int, r llmtest.Request, w http.ResponseWriter) {
 				fmt.Fprint(w, `{"choices":[{"finish_reason":"length","message":{"content":"{\"items\":[{\"a\":"}}]}`)
 			},
 			wantCalls: 1,
@@ -246,14 +169,14 @@ func TestLLMErrors(t *testing.T) {
 		},
 		{
 			name:      "no choices",
-			answer:    func(n int, r recordedRequest, w http.ResponseWriter) { fmt.Fprint(w, `{"choices":[]}`) },
+			answer:    func(n int, r llmtest.Request, w http.ResponseWriter) { fmt.Fprint(w, `{"choices":[]}`) },
 			wantCalls: 1,
 			want:      []string{"no choices"},
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			cs := newChatServer(t, tc.answer)
+			cs := llmtest.NewServer(t, tc.answer)
 			s := newLLMStrategy(t, llmConfig(cs), `{"provider": "openai/gpt-4o-mini"}`)
 			_, err := s.Extract(context.Background(), Page{Markdown: "page"})
 			if err == nil {
@@ -270,11 +193,11 @@ func TestLLMErrors(t *testing.T) {
 			if tc.notWant != "" && strings.Contains(err.Error(), tc.notWant) {
 				t.Errorf("error %q contains %q", err, tc.notWant)
 			}
-			var pe *ProviderError
+			var pe *llm.ProviderError
 			if tc.status != 0 && (!errors.As(err, &pe) || pe.StatusCode != tc.status) {
 				t.Errorf("error %v is not a ProviderError with status %d", err, tc.status)
 			}
-			if got := cs.calls.Load(); got != tc.wantCalls {
+			if got := cs.Calls(); got != tc.wantCalls {
 				t.Errorf("got %d calls, want %d", got, tc.wantCalls)
 			}
 		})
@@ -282,22 +205,22 @@ func TestLLMErrors(t *testing.T) {
 }
 
 func TestLLMSchemaFallback(t *testing.T) {
-	cs := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) {
+	cs := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
 		if rf := r.Raw["response_format"].(map[string]any); rf["type"] == "json_schema" {
-			apiError(w, http.StatusBadRequest, "response_format json_schema is not supported by this model")
+			llmtest.APIError(w, http.StatusBadRequest, "response_format json_schema is not supported by this model")
 			return
 		}
-		completion(w, `{"items":[{"name":"x"}]}`)
+		llmtest.Completion(w, `{"items":[{"name":"x"}]}`)
 	})
 	s := newLLMStrategy(t, llmConfig(cs), `{"provider": "openai/gpt-4o-mini", "schema": `+productSchema+`}`)
 	out, err := s.Extract(context.Background(), Page{Markdown: "page"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out != `[{"name":"x"}]` || cs.calls.Load() != 2 {
-		t.Errorf("got %s after %d calls", out, cs.calls.Load())
+	if out != `[{"name":"x"}]` || cs.Calls() != 2 {
+		t.Errorf("got %s after %d calls", out, cs.Calls())
 	}
-	if !strings.Contains(cs.requests[1].Body.Messages[1].Content, productSchema) {
+	if !strings.Contains(cs.Requests()[1].Body.Messages[1].Content, productSchema) {
 		t.Error("the fallback request lost the schema from the prompt")
 	}
 }
@@ -306,7 +229,7 @@ func TestLLMChunks(t *testing.T) {
 	paraA := "Alpha " + strings.Repeat("aaaa ", 30)
 	paraB := "Bravo " + strings.Repeat("bbbb ", 30)
 	paraC := "Charlie " + strings.Repeat("cccc ", 30)
-	cs := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) {
+	cs := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
 		user := r.Body.Messages[1].Content
 		var names []string
 		for _, w := range []string{"Alpha", "Bravo", "Charlie"} {
@@ -319,7 +242,7 @@ func TestLLMChunks(t *testing.T) {
 		if strings.Contains(user, "part 1 of") {
 			time.Sleep(20 * time.Millisecond)
 		}
-		completion(w, `{"items":[`+strings.Join(names, ",")+`]}`)
+		llmtest.Completion(w, `{"items":[`+strings.Join(names, ",")+`]}`)
 	})
 	cfg := llmConfig(cs)
 	cfg.LLMChunkChars = 200
@@ -331,22 +254,22 @@ func TestLLMChunks(t *testing.T) {
 	if want := `[{"name":"Alpha"},{"name":"Bravo"},{"name":"Charlie"}]`; out != want {
 		t.Errorf("got %s, want %s", out, want)
 	}
-	if cs.calls.Load() != 3 {
-		t.Errorf("got %d calls, want 3 chunks", cs.calls.Load())
+	if cs.Calls() != 3 {
+		t.Errorf("got %d calls, want 3 chunks", cs.Calls())
 	}
-	for _, r := range cs.requests {
+	for _, r := range cs.Requests() {
 		if !strings.Contains(r.Body.Messages[1].Content, "of 3):") {
 			t.Errorf("chunk request does not say which part it is: %.200q", r.Body.Messages[1].Content)
 		}
 	}
 
 	// A failing chunk fails the extraction.
-	bad := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) {
+	bad := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
 		if strings.Contains(r.Body.Messages[1].Content, "Bravo") {
-			apiError(w, http.StatusForbidden, "content policy")
+			llmtest.APIError(w, http.StatusForbidden, "content policy")
 			return
 		}
-		completion(w, `[]`)
+		llmtest.Completion(w, `[]`)
 	})
 	cfg = llmConfig(bad)
 	cfg.LLMChunkChars = 200
@@ -357,48 +280,17 @@ func TestLLMChunks(t *testing.T) {
 }
 
 func TestLLMEmptyPageMakesNoCall(t *testing.T) {
-	cs := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) { completion(w, `[]`) })
+	cs := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) { llmtest.Completion(w, `[]`) })
 	s := newLLMStrategy(t, llmConfig(cs), `{"provider": "openai/gpt-4o-mini"}`)
 	out, err := s.Extract(context.Background(), Page{Markdown: "  \n"})
-	if err != nil || out != "[]" || cs.calls.Load() != 0 {
-		t.Errorf("got %q, %v after %d calls", out, err, cs.calls.Load())
-	}
-}
-
-func TestLLMContextCancelledDuringBackoff(t *testing.T) {
-	cs := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) {
-		w.Header().Set("Retry-After", "30")
-		apiError(w, http.StatusTooManyRequests, "slow down")
-	})
-	s := newLLMStrategy(t, llmConfig(cs), `{"provider": "openai/gpt-4o-mini"}`)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		_, err := s.Extract(ctx, Page{Markdown: "page"})
-		done <- err
-	}()
-	// Cancel once the first answer is in: the strategy is then waiting.
-	deadline := time.Now().Add(10 * time.Second)
-	for cs.calls.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("got %v, want context.Canceled", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Extract kept waiting after its context was cancelled")
-	}
-	if cs.calls.Load() != 1 {
-		t.Errorf("got %d calls, want 1", cs.calls.Load())
+	if err != nil || out != "[]" || cs.Calls() != 0 {
+		t.Errorf("got %q, %v after %d calls", out, err, cs.Calls())
 	}
 }
 
 func TestLLMTimeout(t *testing.T) {
 	release := make(chan struct{})
-	cs := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) {
+	cs := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
 		<-release
 	})
 	defer close(release)
@@ -413,7 +305,7 @@ func TestLLMTimeout(t *testing.T) {
 }
 
 func TestLLMProviders(t *testing.T) {
-	cs := newChatServer(t, func(n int, r recordedRequest, w http.ResponseWriter) { completion(w, `[]`) })
+	cs := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) { llmtest.Completion(w, `[]`) })
 	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 	tests := []struct {
 		name     string
@@ -457,12 +349,12 @@ func TestLLMProviders(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(cs.requests)
+			before := len(cs.Requests())
 			s := newLLMStrategy(t, tc.cfg, tc.params)
 			if _, err := s.Extract(context.Background(), Page{Markdown: "page"}); err != nil {
 				t.Fatal(err)
 			}
-			r := cs.requests[before]
+			r := cs.Requests()[before]
 			if r.Auth != tc.wantAuth {
 				t.Errorf("Authorization = %q, want %q", r.Auth, tc.wantAuth)
 			}
@@ -518,56 +410,5 @@ func TestLLMBadParams(t *testing.T) {
 				t.Errorf("error %q does not contain %q", err, tc.want)
 			}
 		})
-	}
-}
-
-func TestChunkText(t *testing.T) {
-	long := strings.Repeat("word ", 100) // 500 bytes, one line
-	tests := []struct {
-		name      string
-		md        string
-		size, max int
-		want      int
-	}{
-		{"small page", "a\n\nb", 100, 10, 1},
-		{"paragraph boundary", strings.Repeat("x", 60) + "\n\n" + strings.Repeat("y", 60), 100, 10, 2},
-		{"long line is cut at spaces", long, 100, 10, 6},
-		{"capped", long, 100, 2, 2},
-		{"empty", " \n ", 100, 10, 0},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			got := chunkText(tc.md, tc.size, tc.max)
-			if len(got) != tc.want {
-				t.Fatalf("got %d chunks, want %d: %q", len(got), tc.want, got)
-			}
-			for _, c := range got {
-				if len(c) > tc.size {
-					t.Errorf("chunk of %d bytes > %d", len(c), tc.size)
-				}
-			}
-		})
-	}
-	// Multi-byte text is never cut inside a rune.
-	for _, c := range chunkText(strings.Repeat("é", 500), 99, 100) {
-		if !json.Valid([]byte(`"`+c+`"`)) || strings.ContainsRune(c, '\uFFFD') {
-			t.Errorf("chunk cut inside a rune: %q", c)
-		}
-	}
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
-	for v, want := range map[string]time.Duration{
-		"":                              -1,
-		"7":                             7 * time.Second,
-		"-3":                            -1,
-		"soon":                          -1,
-		"Wed, 01 Jan 2025 12:00:09 GMT": 9 * time.Second,
-		"Wed, 01 Jan 2025 11:00:00 GMT": 0,
-	} {
-		if got := parseRetryAfter(v, now); got != want {
-			t.Errorf("parseRetryAfter(%q) = %v, want %v", v, got, want)
-		}
 	}
 }

@@ -125,8 +125,9 @@
 // therefore launched with the pool's own forward proxy as its proxy
 // server (loopback included, <-loopback>), and no name resolution of its
 // own (--host-resolver-rules maps every name to nothing) nor WebRTC UDP
-// outside the proxy. The proxy, in this process, speaks HTTP forward
-// proxying and CONNECT (TLS, WebSockets), checks every target's host like
+// outside the proxy. The proxy (package cell/fetch/guardproxy), in this
+// process, speaks HTTP forward proxying and CONNECT (TLS, WebSockets),
+// checks every target's host like
 // fetch.ValidateURL, resolves names itself and checks every address it
 // dials with fetch.IsPublic at connect time, exactly as the HTTP engine's
 // dialer does; so DNS rebinding and redirects to private addresses are

@@ -16,11 +16,15 @@ import (
 	"time"
 
 	"github.com/playwright-community/playwright-go"
+
+	"github.com/trawlhq/trawl/internal/pwdriver"
+	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
-// DriverVersion is the playwright-core release playwright-go v0.5200.x
-// speaks to; `bash scripts/deps.sh browser` unpacks it.
-const DriverVersion = "1.52.0"
+// DriverVersion is the playwright-core release playwright-go speaks to;
+// `bash scripts/deps.sh browser` unpacks it. It is declared in
+// internal/pwdriver, which scripts/deps.sh reads too.
+const DriverVersion = pwdriver.Version
 
 // DefaultExecutablePath is Debian's chromium.
 const DefaultExecutablePath = "/usr/bin/chromium"
@@ -28,13 +32,7 @@ const DefaultExecutablePath = "/usr/bin/chromium"
 // DefaultDriverDir is where scripts/deps.sh unpacks the driver: the
 // directory that holds package/cli.js. Empty when there is no home
 // directory.
-func DefaultDriverDir() string {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return ""
-	}
-	return filepath.Join(home, ".cache", "trawl", "playwright-driver-"+DriverVersion)
-}
+func DefaultDriverDir() string { return pwdriver.DefaultDir() }
 
 // CheckInstall reports, as an error naming what is missing and how to
 // install it, whether NewPool can start browsers with cfg (defaults
@@ -139,19 +137,18 @@ func startDriver(cfg Config, log *slog.Logger) (*driver, error) {
 // findDriver returns the driver process this process started from dir:
 // playwright-go runs <dir>/node <dir>/package/cli.js run-driver.
 func findDriver(dir string) (int, error) {
-	procs, err := readProcs()
+	procs, err := sysstat.Processes()
 	if err != nil {
 		return 0, err
 	}
 	self := os.Getpid()
-	want := []byte(filepath.Join(dir, "node") + "\x00")
+	want := filepath.Join(dir, "node")
 	for _, p := range procs {
-		if p.ppid != self || p.state == 'Z' {
+		if p.PPID != self || p.State == 'Z' {
 			continue
 		}
-		cl, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/cmdline")
-		if err == nil && bytes.HasPrefix(cl, want) {
-			return p.pid, nil
+		if args, err := sysstat.Cmdline(p.PID); err == nil && len(args) > 0 && args[0] == want {
+			return p.PID, nil
 		}
 	}
 	return 0, fmt.Errorf("no process of %s among this process's children", dir)
@@ -168,7 +165,7 @@ func (d *driver) watch() {
 			return
 		case <-t.C:
 		}
-		if st, err := readStat(d.pid); err != nil || st.state == 'Z' || st.state == 'X' {
+		if st, err := sysstat.ReadProcess(d.pid); err != nil || st.State == 'Z' || st.State == 'X' {
 			close(d.dead)
 			return
 		}
@@ -184,8 +181,8 @@ func (d *driver) exited() bool {
 	if d.pid == 0 {
 		return false
 	}
-	st, err := readStat(d.pid)
-	return err != nil || st.state == 'Z' || st.state == 'X'
+	st, err := sysstat.ReadProcess(d.pid)
+	return err != nil || st.State == 'Z' || st.State == 'X'
 }
 
 // isDead reports whether the driver was seen gone.
@@ -219,19 +216,11 @@ const ownerFile = "owner"
 // processID identifies a process across pid reuse: its pid and its start
 // time in clock ticks since boot.
 func processID(pid int) string {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	st, err := sysstat.ReadProcess(pid)
 	if err != nil {
 		return ""
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 > len(b) {
-		return ""
-	}
-	f := strings.Fields(string(b[i+2:]))
-	if len(f) < 20 {
-		return ""
-	}
-	return strconv.Itoa(pid) + " " + f[19] // field 22, starttime
+	return strconv.Itoa(pid) + " " + strconv.FormatUint(st.StartTime, 10)
 }
 
 // sweepDriverDirs removes the directories of pools whose process is gone

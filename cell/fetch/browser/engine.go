@@ -14,6 +14,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/fetch/guardproxy"
 )
 
 // Defaults for EngineConfig.
@@ -109,7 +110,7 @@ func (e *Engine) Fetch(ctx context.Context, req *fetch.Request) (*fetch.Response
 	if req == nil {
 		return nil, fmt.Errorf("%w: no request", fetch.ErrInvalidURL)
 	}
-	u, err := e.pool.guard.checkURL(req.URL)
+	u, err := e.pool.guard.CheckURL(req.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +191,7 @@ func (e *Engine) spec(u *url.URL, h http.Header, o *fetch.BrowserOptions) (*page
 	}
 	spec := &pageSpec{timeout: timeout, options: opts}
 	if o.Proxy != "" {
-		if _, err := parseUpstream(o.Proxy); err != nil {
+		if _, err := guardproxy.ParseUpstream(o.Proxy); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrOptions, err)
 		}
 		spec.upstream = o.Proxy
@@ -253,7 +254,7 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 	why := func() error {
 		navMu.Lock()
 		defer navMu.Unlock()
-		return s.route.failure(lastNav)
+		return s.route.Failure(lastNav)
 	}
 
 	main, err := page.Goto(u.String(), playwright.PageGotoOptions{

@@ -17,6 +17,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/browsertest"
+	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
 // requireBrowser skips t when no browser is installed, or fails it when
@@ -135,13 +136,13 @@ func (c chromiumCount) String() string {
 // test binary's pools, or below this process, are "ours".
 func countChromium(t testing.TB) chromiumCount {
 	t.Helper()
-	procs, err := readProcs()
+	procs, err := sysstat.Processes()
 	if err != nil {
 		t.Fatal(err)
 	}
 	parent := make(map[int]int, len(procs))
 	for _, p := range procs {
-		parent[p.pid] = p.ppid
+		parent[p.PID] = p.PPID
 	}
 	self := os.Getpid()
 	below := func(pid int) bool {
@@ -161,19 +162,19 @@ func countChromium(t testing.TB) chromiumCount {
 	}
 	var c chromiumCount
 	for _, p := range procs {
-		if p.state == 'Z' {
-			comm, _ := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/comm")
+		if p.State == 'Z' {
+			comm, _ := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/comm")
 			if strings.HasPrefix(string(comm), "chrom") {
 				c.zombies++
 			}
 			continue
 		}
-		exe := exePath(p.pid)
+		exe := sysstat.Exe(p.PID)
 		if exe == "" || filepath.Dir(exe) != "/usr/lib/chromium" {
 			continue
 		}
 		c.live++
-		if ours[p.pid] || below(p.pid) {
+		if ours[p.PID] || below(p.PID) {
 			c.ours++
 		}
 	}
@@ -201,7 +202,7 @@ func (l *browserLog) all() []*instance {
 // running counts the processes still running of the browsers in insts:
 // their process groups and their crashpad handlers.
 func running(insts []*instance) int {
-	procs, err := readProcs()
+	procs, err := sysstat.Processes()
 	if err != nil {
 		return -1
 	}

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
 // helperEnv makes the test binary run TestHelperPool as a stand-in for a
@@ -128,16 +128,16 @@ func TestKilledOwnerLeavesNoBrowsers(t *testing.T) {
 // anyProcessMentions reports whether a live process has s in its command
 // line (the driver runs from the pool's private directory).
 func anyProcessMentions(s string) bool {
-	procs, err := readProcs()
+	procs, err := sysstat.Processes()
 	if err != nil {
 		return false
 	}
 	for _, p := range procs {
-		if p.state == 'Z' {
+		if p.State == 'Z' {
 			continue
 		}
-		cl, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid) + "/cmdline")
-		if err == nil && bytes.Contains(cl, []byte(s)) {
+		args, err := sysstat.Cmdline(p.PID)
+		if err == nil && strings.Contains(strings.Join(args, "\x00"), s) {
 			return true
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/fetch/guardproxy"
 )
 
 // pageSpec describes the browser context a request gets.
@@ -25,7 +26,7 @@ type pageSpec struct {
 // session is a page lent to a request, in its own context.
 type session struct {
 	page  playwright.Page
-	route *route // the context's proxy route: what it refused
+	route *guardproxy.Route // the context's proxy route: what it refused
 }
 
 // run lends fn a fresh page in a fresh context, within spec.timeout. ctx
@@ -179,7 +180,7 @@ func (p *Pool) runOn(ctx context.Context, inst *instance, spec *pageSpec, fn fun
 	pctx, cancel := context.WithTimeout(ctx, spec.timeout)
 	defer cancel()
 
-	rt, err := p.proxy.open(spec.upstream, true)
+	rt, err := p.proxy.Open(spec.upstream, true)
 	if err != nil {
 		return false, err
 	}

@@ -19,6 +19,8 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/fetch/guardproxy"
+	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
 // Defaults for Config.
@@ -176,9 +178,9 @@ type Stats struct {
 type Pool struct {
 	cfg   Config
 	log   *slog.Logger
-	guard *guard
-	proxy *forwardProxy
-	defRt *route // the browsers' launch-time proxy
+	guard *guardproxy.Guard
+	proxy *guardproxy.Proxy
+	defRt *guardproxy.Route // the browsers' launch-time proxy
 	// drv is the running driver; nil while it is being restarted. Only
 	// newPool, the maintenance goroutine and then Close touch it.
 	drv   *driver
@@ -247,7 +249,7 @@ func newPool(ctx context.Context, cfg Config, public func(netip.Addr) bool) (*Po
 	p := &Pool{
 		cfg:      cfg,
 		log:      cfg.Logger,
-		guard:    &guard{allowPrivate: cfg.AllowPrivateNetworks, public: public, resolver: cfg.Resolver},
+		guard:    &guardproxy.Guard{AllowPrivate: cfg.AllowPrivateNetworks, Public: public, Resolver: cfg.Resolver},
 		slots:    semaphore.NewWeighted(int64(cfg.Browsers * cfg.PagesPerBrowser)),
 		token:    hex.EncodeToString(tok),
 		kick:     make(chan struct{}, 1),
@@ -258,9 +260,9 @@ func newPool(ctx context.Context, cfg Config, public func(netip.Addr) bool) (*Po
 		idle:     make(chan struct{}),
 	}
 	p.life, p.endLife = context.WithCancel(context.Background())
-	p.proxy = newForwardProxy(p.guard, p.log)
+	p.proxy = guardproxy.New(p.guard, p.log)
 	var err error
-	if p.defRt, err = p.proxy.open("", false); err != nil {
+	if p.defRt, err = p.proxy.Open("", false); err != nil {
 		return nil, err
 	}
 	if p.drv, err = startDriver(cfg, p.log); err != nil {
@@ -335,10 +337,10 @@ func (p *Pool) launch(ctx context.Context) (*instance, error) {
 	}
 	inst := &instance{id: id, browser: b, crashDir: crashDir, gone: make(chan struct{})}
 	b.OnDisconnected(func(playwright.Browser) { p.onDisconnect(inst) })
-	inst.pid, err = findMarked(marker)
+	inst.pid, err = sysstat.FindArg(marker)
 	if err == nil {
-		var st proc
-		if st, err = readStat(inst.pid); err == nil && st.pgid != inst.pid {
+		var st sysstat.Process
+		if st, err = sysstat.ReadProcess(inst.pid); err == nil && st.PGID != inst.pid {
 			err = fmt.Errorf("browser process %d is not its group's leader", inst.pid)
 		}
 	}
@@ -349,7 +351,7 @@ func (p *Pool) launch(ctx context.Context) (*instance, error) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("launch %s: %w", p.cfg.ExecutablePath, err)
 	}
-	inst.exeDir = filepath.Dir(exePath(inst.pid))
+	inst.exeDir = filepath.Dir(sysstat.Exe(inst.pid))
 	if p.cfg.onLaunch != nil {
 		p.cfg.onLaunch(inst)
 	}
@@ -604,7 +606,7 @@ func (p *Pool) checkMemory() {
 	p.mu.Lock()
 	insts := append([]*instance(nil), p.current...)
 	p.mu.Unlock()
-	procs, err := readProcs()
+	procs, err := sysstat.Processes()
 	if err != nil {
 		return
 	}
@@ -690,7 +692,7 @@ func (p *Pool) PSS() (int64, error) {
 		insts = append(insts, in)
 	}
 	p.mu.Unlock()
-	procs, err := readProcs()
+	procs, err := sysstat.Processes()
 	if err != nil {
 		return 0, err
 	}

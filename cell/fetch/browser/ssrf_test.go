@@ -181,7 +181,7 @@ fetch("http://127.0.0.2:%s/").then(r => r.text()).then(t => "got " + t, e => "er
   document.getElementById("out").textContent = v; document.body.dataset.done = "1"; });
 </script>`, secret.Port()))(w, r)
 	}))
-	up := newUpstreamProxy(t, "pool-user", "s3cret")
+	up := nettest.NewUpstreamProxy(t, "pool-user", "s3cret")
 	upURL := strings.Replace(up.URL, "http://", "http://pool-user:s3cret@", 1)
 	eng := NewEngine(guardedPool(t, Config{}, loopback), EngineConfig{})
 	opts := fetch.BrowserOptions{WaitFor: `js: document.body.dataset.done === "1"`}
@@ -198,7 +198,7 @@ fetch("http://127.0.0.2:%s/").then(r => r.text()).then(t => "got " + t, e => "er
 	if _, err := eng.Fetch(t.Context(), &fetch.Request{URL: page.URL + "/direct", Browser: &opts}); err != nil {
 		t.Fatal(err)
 	}
-	seen := strings.Join(up.seen(), "\n")
+	seen := strings.Join(up.Seen(), "\n")
 	if !strings.Contains(seen, "GET "+page.URL+"/via") {
 		t.Errorf("the upstream did not carry the page:\n%s", seen)
 	}
@@ -211,10 +211,10 @@ fetch("http://127.0.0.2:%s/").then(r => r.text()).then(t => "got " + t, e => "er
 		name, url, proxy string
 		want             error
 	}{
-		{"upstream down", page.URL + "/", "http://u:p@" + closedAddr(t), fetch.ErrProxy},
+		{"upstream down", page.URL + "/", "http://u:p@" + nettest.ClosedAddr(t), fetch.ErrProxy},
 		{"upstream refuses the credentials", page.URL + "/", strings.Replace(up.URL, "http://", "http://pool-user:wrong@", 1), fetch.ErrProxy},
-		{"site down", "http://" + closedAddr(t) + "/", "", fetch.ErrUnreachable},
-		{"site down, via the upstream", "http://" + closedAddr(t) + "/", upURL, fetch.ErrUnreachable},
+		{"site down", "http://" + nettest.ClosedAddr(t) + "/", "", fetch.ErrUnreachable},
+		{"site down, via the upstream", "http://" + nettest.ClosedAddr(t) + "/", upURL, fetch.ErrUnreachable},
 	} {
 		resp, err := eng.Fetch(t.Context(), &fetch.Request{URL: tt.url, Browser: &fetch.BrowserOptions{Proxy: tt.proxy, Timeout: 20 * time.Second}})
 		if !errors.Is(err, tt.want) || errors.Is(err, context.DeadlineExceeded) {

@@ -44,7 +44,7 @@ func TestUpstreamProxyFailuresAreTheProxys(t *testing.T) {
 	tlsSite.Listener, _ = net.Listen("tcp", "127.0.0.1:0")
 	tlsSite.StartTLS()
 	t.Cleanup(tlsSite.Close)
-	dead := closedAddr(t)
+	dead := nettest.ClosedAddr(t)
 	bad := badGatewayProxy(t)
 	wrong := strings.Replace(px.URL(), px.Password, "wrong-password", 1)
 	eng := NewEngine(newTestPool(t, Config{}), EngineConfig{})

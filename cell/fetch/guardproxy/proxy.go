@@ -1,4 +1,4 @@
-package browser
+package guardproxy
 
 import (
 	"bufio"
@@ -25,25 +25,37 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 )
 
-// guard is the IP policy of the browser's network: the same as the fetch
-// package's engines (fetch.IsPublic), applied by the forward proxy to every
-// connection the browser asks for.
-type guard struct {
-	allowPrivate bool
-	public       func(netip.Addr) bool // fetch.IsPublic; tests widen it
-	resolver     *net.Resolver
+// Guard is the IP policy of the proxy's clients' network: the same as the
+// fetch package's engines (fetch.IsPublic), applied by the proxy to every
+// connection a client asks for.
+type Guard struct {
+	// AllowPrivate turns the policy off: loopback and private addresses
+	// may be reached (tests and local use).
+	AllowPrivate bool
+	// Public says which addresses may be reached; nil means
+	// fetch.IsPublic. Tests widen it.
+	Public func(netip.Addr) bool
+	// Resolver resolves site names; nil means net.DefaultResolver.
+	Resolver *net.Resolver
 }
 
-// checkURL validates raw like fetch.ValidateURL and returns it in canonical
+func (g *Guard) public(a netip.Addr) bool {
+	if g.Public == nil {
+		return fetch.IsPublic(a)
+	}
+	return g.Public(a)
+}
+
+// CheckURL validates raw like fetch.ValidateURL and returns it in canonical
 // form, refusing hosts that are not public unless private networks are
 // allowed. Names are judged by their spelling here and by their addresses
 // when dialled.
-func (g *guard) checkURL(raw string) (*url.URL, error) {
+func (g *Guard) CheckURL(raw string) (*url.URL, error) {
 	u, err := fetch.ValidateURL(raw, true) // syntax, canonical form, blocked ports
 	if err != nil {
 		return nil, err
 	}
-	if g.allowPrivate {
+	if g.AllowPrivate {
 		return u, nil
 	}
 	if a, err := netip.ParseAddr(u.Hostname()); err == nil {
@@ -57,8 +69,8 @@ func (g *guard) checkURL(raw string) (*url.URL, error) {
 
 // control runs for every connection the proxy dials to a site, after name
 // resolution and before connect(2), so no DNS answer gets past the policy.
-func (g *guard) control(_ context.Context, network, address string, _ syscall.RawConn) error {
-	if g.allowPrivate {
+func (g *Guard) control(_ context.Context, network, address string, _ syscall.RawConn) error {
+	if g.AllowPrivate {
 		return nil
 	}
 	ap, err := netip.ParseAddrPort(address)
@@ -76,14 +88,14 @@ func (g *guard) control(_ context.Context, network, address string, _ syscall.Ra
 // resolves it again on its own network: a name of ours that points inside
 // is refused, and a name that does not resolve here is left to the
 // upstream.
-func (g *guard) checkResolved(ctx context.Context, host string) error {
-	if g.allowPrivate {
+func (g *Guard) checkResolved(ctx context.Context, host string) error {
+	if g.AllowPrivate {
 		return nil
 	}
 	if _, err := netip.ParseAddr(host); err == nil {
-		return nil // literals were judged by checkURL
+		return nil // literals were judged by CheckURL
 	}
-	r := g.resolver
+	r := g.Resolver
 	if r == nil {
 		r = net.DefaultResolver
 	}
@@ -99,34 +111,36 @@ func (g *guard) checkResolved(ctx context.Context, host string) error {
 	return nil
 }
 
-// forwardProxy is the only way out of the pool's browsers: Chromium is
+// Proxy is the only way out of the browser pool's browsers: Chromium is
 // launched with it as its proxy server, and every browser context gets a
 // route of its own. It speaks HTTP/1.1 forward proxying (absolute-form
 // requests) and CONNECT tunnels, dials through guard, and can chain a route
 // to an upstream proxy.
-type forwardProxy struct {
-	guard  *guard
+type Proxy struct {
+	guard  *Guard
 	log    *slog.Logger
 	dialer *net.Dialer // guarded: for sites
 	plain  *net.Dialer // unguarded: for configured upstream proxies only
 	direct *http.Transport
 
 	mu     sync.Mutex
-	routes map[*route]struct{}
+	routes map[*Route]struct{}
 	closed bool
 }
 
-func newForwardProxy(g *guard, log *slog.Logger) *forwardProxy {
-	fp := &forwardProxy{
+// New returns a proxy that dials sites through g and logs to log. It
+// listens on nothing until a route is opened; Close ends every route.
+func New(g *Guard, log *slog.Logger) *Proxy {
+	fp := &Proxy{
 		guard:  g,
 		log:    log,
 		plain:  &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second},
-		routes: make(map[*route]struct{}),
+		routes: make(map[*Route]struct{}),
 	}
 	fp.dialer = &net.Dialer{
 		Timeout:        10 * time.Second,
 		KeepAlive:      30 * time.Second,
-		Resolver:       g.resolver,
+		Resolver:       g.Resolver,
 		ControlContext: g.control,
 	}
 	fp.direct = &http.Transport{
@@ -143,12 +157,12 @@ func newForwardProxy(g *guard, log *slog.Logger) *forwardProxy {
 	return fp
 }
 
-// route is one listener of the proxy with its own upstream (or none) and
+// Route is one listener of the proxy with its own upstream (or none) and
 // its own record of refusals. Each browser context gets one, so the page's
 // upstream proxy is chosen by which port the browser connects to: nothing
 // a page can send selects or forges a route.
-type route struct {
-	fp        *forwardProxy
+type Route struct {
+	fp        *Proxy
 	ln        net.Listener
 	srv       *http.Server
 	upstream  *url.URL // nil: dial sites directly through the guard
@@ -170,13 +184,14 @@ type route struct {
 // private network does not grow it without end.
 const maxFailures = 256
 
-// open starts a route on a fresh loopback port. upstream is a proxy URL
-// (http, https, socks5) from the cell's configuration, or empty.
-func (fp *forwardProxy) open(upstream string, record bool) (*route, error) {
-	r := &route{fp: fp, record: record, failed: map[string]error{}, tunnels: map[net.Conn]struct{}{}}
+// Open starts a route on a fresh loopback port. upstream is a proxy URL
+// (http, https, socks5) from the cell's configuration, or empty. With
+// record, the route remembers why requests failed (see Route.Failure).
+func (fp *Proxy) Open(upstream string, record bool) (*Route, error) {
+	r := &Route{fp: fp, record: record, failed: map[string]error{}, tunnels: map[net.Conn]struct{}{}}
 	r.transport = fp.direct
 	if upstream != "" {
-		u, err := parseUpstream(upstream)
+		u, err := ParseUpstream(upstream)
 		if err != nil {
 			return nil, err
 		}
@@ -241,8 +256,8 @@ func (fp *forwardProxy) open(upstream string, record bool) (*route, error) {
 	return r, nil
 }
 
-// parseUpstream checks an upstream proxy URL.
-func parseUpstream(raw string) (*url.URL, error) {
+// ParseUpstream checks an upstream proxy URL.
+func ParseUpstream(raw string) (*url.URL, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("upstream proxy: %w", errors.New("malformed url")) // the url may hold credentials: not echoed
@@ -259,10 +274,10 @@ func parseUpstream(raw string) (*url.URL, error) {
 }
 
 // URL is the address to give the browser.
-func (r *route) URL() string { return "http://" + r.ln.Addr().String() }
+func (r *Route) URL() string { return "http://" + r.ln.Addr().String() }
 
 // Close stops the route: its listener, its connections and its tunnels.
-func (r *route) Close() {
+func (r *Route) Close() {
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -284,10 +299,10 @@ func (r *route) Close() {
 	r.fp.mu.Unlock()
 }
 
-// failure returns why the route could not carry a request for rawURL, or
+// Failure returns why the route could not carry a request for rawURL, or
 // nil: an error wrapping fetch.ErrNotPublic, fetch.ErrProxy or
 // fetch.ErrUnreachable.
-func (r *route) failure(rawURL string) error {
+func (r *Route) Failure(rawURL string) error {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" {
 		return nil
@@ -301,7 +316,7 @@ func (r *route) failure(rawURL string) error {
 }
 
 // note remembers why a request for key failed.
-func (r *route) note(key string, err error) {
+func (r *Route) note(key string, err error) {
 	if !r.record {
 		return
 	}
@@ -330,7 +345,7 @@ func hostPort(u *url.URL) string {
 // connection closes without an answer, so the page sees a network error,
 // as it would without a proxy, and not a response that could pass for the
 // site's.
-func (r *route) abort(key string, err error) {
+func (r *Route) abort(key string, err error) {
 	r.note(key, err)
 	r.fp.log.Debug("browser proxy: request failed", "target", key, "err", err)
 	panic(http.ErrAbortHandler)
@@ -338,7 +353,7 @@ func (r *route) abort(key string, err error) {
 
 // refuseTunnel answers a CONNECT the route cannot carry; the browser
 // reports a failed tunnel.
-func (r *route) refuseTunnel(w http.ResponseWriter, hostport string, err error) {
+func (r *Route) refuseTunnel(w http.ResponseWriter, hostport string, err error) {
 	r.note(hostport, err)
 	r.fp.log.Debug("browser proxy: tunnel failed", "target", hostport, "err", err)
 	status := http.StatusBadGateway
@@ -349,7 +364,7 @@ func (r *route) refuseTunnel(w http.ResponseWriter, hostport string, err error) 
 	w.WriteHeader(status)
 }
 
-func (r *route) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+func (r *Route) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method == http.MethodConnect {
 		r.connect(w, req)
 		return
@@ -359,7 +374,7 @@ func (r *route) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "trawl: not a proxy request", http.StatusBadRequest)
 		return
 	}
-	u, err := r.fp.guard.checkURL(req.URL.String())
+	u, err := r.fp.guard.CheckURL(req.URL.String())
 	if err != nil {
 		r.abort(req.URL.String(), err)
 	}
@@ -372,7 +387,7 @@ func (r *route) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 }
 
 // proxyError ends a forwarded request that failed.
-func (r *route) proxyError(_ http.ResponseWriter, req *http.Request, err error) {
+func (r *Route) proxyError(_ http.ResponseWriter, req *http.Request, err error) {
 	if req.Context().Err() != nil {
 		panic(http.ErrAbortHandler) // the browser went away
 	}
@@ -393,13 +408,13 @@ func classify(err error, upstream *url.URL) error {
 }
 
 // connect opens a tunnel: TLS (https, wss) and WebSockets go this way.
-func (r *route) connect(w http.ResponseWriter, req *http.Request) {
+func (r *Route) connect(w http.ResponseWriter, req *http.Request) {
 	target := req.Host
 	if _, _, err := net.SplitHostPort(target); err != nil {
 		http.Error(w, "trawl: CONNECT needs host:port", http.StatusBadRequest)
 		return
 	}
-	u, err := r.fp.guard.checkURL("https://" + target + "/")
+	u, err := r.fp.guard.CheckURL("https://" + target + "/")
 	if err != nil {
 		r.refuseTunnel(w, strings.ToLower(target), err)
 		return
@@ -445,7 +460,7 @@ func (r *route) connect(w http.ResponseWriter, req *http.Request) {
 
 // dialTunnel connects to target (host:port) directly through the guard, or
 // through the route's upstream proxy.
-func (r *route) dialTunnel(ctx context.Context, target, host string) (net.Conn, error) {
+func (r *Route) dialTunnel(ctx context.Context, target, host string) (net.Conn, error) {
 	if r.upstream == nil {
 		return r.fp.dialer.DialContext(ctx, "tcp", target)
 	}
@@ -559,7 +574,7 @@ func (c *bufferedConn) CloseWrite() error {
 	return c.Conn.Close()
 }
 
-func (r *route) track(cs ...net.Conn) bool {
+func (r *Route) track(cs ...net.Conn) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -571,7 +586,7 @@ func (r *route) track(cs ...net.Conn) bool {
 	return true
 }
 
-func (r *route) untrack(cs ...net.Conn) {
+func (r *Route) untrack(cs ...net.Conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range cs {
@@ -613,10 +628,10 @@ func closeWrite(c net.Conn) {
 }
 
 // Close closes every route and the idle connections to sites.
-func (fp *forwardProxy) Close() {
+func (fp *Proxy) Close() {
 	fp.mu.Lock()
 	fp.closed = true
-	routes := make([]*route, 0, len(fp.routes))
+	routes := make([]*Route, 0, len(fp.routes))
 	for r := range fp.routes {
 		routes = append(routes, r)
 	}

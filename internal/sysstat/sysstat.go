@@ -1,6 +1,11 @@
-// Package sysstat measures the CPU and memory of this process tree — the Go
+// Package sysstat reads /proc and the cgroup filesystem: the cell's code
+// reads them only through it. Its Sampler measures the CPU and memory of this process tree — the Go
 // process and every descendant (Chromium browsers, driver processes) — against
-// the resources the process's cgroup grants, not the host's.
+// the resources the process's cgroup grants, not the host's; the crawl
+// server's monitor and memory pressure use it. Its process functions
+// ([Processes], [ReadProcess], [Exe], [Cmdline], [FindArg], [PSS],
+// [SumPSS]) let the browser pool find, measure and reap the processes of
+// each browser.
 //
 // Everything is read from procfs and the cgroup filesystem (Linux only):
 //
@@ -23,8 +28,6 @@
 package sysstat
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -153,7 +156,7 @@ func (s *Sampler) Sample() (Sample, error) {
 	if !ok {
 		return Sample{}, fmt.Errorf("%w: pid %d under %s", ErrNoProcess, s.pid, s.proc)
 	}
-	tree := descendants(stats, root.pid)
+	tree := descendants(stats, root.PID)
 
 	var out Sample
 	out.UptimeSeconds = now.Sub(s.start).Seconds()
@@ -163,12 +166,12 @@ func (s *Sampler) Sample() (Sample, error) {
 	var delta uint64
 	next := make(map[int]procTicks, len(tree))
 	for _, st := range tree {
-		cur := procTicks{start: st.start, ticks: st.utime + st.stime}
-		next[st.pid] = cur
+		cur := procTicks{start: st.StartTime, ticks: st.UTime + st.STime}
+		next[st.PID] = cur
 		if !s.sampled {
 			continue
 		}
-		if last, ok := s.prev[st.pid]; ok && last.start == cur.start {
+		if last, ok := s.prev[st.PID]; ok && last.start == cur.start {
 			if cur.ticks > last.ticks {
 				delta += cur.ticks - last.ticks
 			}
@@ -196,7 +199,7 @@ func (s *Sampler) Sample() (Sample, error) {
 
 	// Memory.
 	for _, st := range tree {
-		out.MemoryBytes += s.memoryOf(st.pid)
+		out.MemoryBytes += s.memoryOf(st.PID)
 	}
 	total := s.memTotal()
 	out.MemoryLimitBytes = total
@@ -218,86 +221,31 @@ func clamp(v, lo, hi float64) float64 {
 	return min(max(v, lo), hi)
 }
 
-// procStat is the part of /proc/<pid>/stat a sample uses.
-type procStat struct {
-	pid, ppid    int
-	utime, stime uint64
-	start        uint64
-}
-
-// scan reads /proc/*/stat for every process. A process that exits while it
-// is being read is skipped.
-func (s *Sampler) scan() (map[int]procStat, error) {
-	entries, err := os.ReadDir(s.proc)
+// scan reads /proc/*/stat for every process, by pid.
+func (s *Sampler) scan() (map[int]Process, error) {
+	procs, err := readProcesses(s.proc)
 	if err != nil {
-		return nil, fmt.Errorf("sysstat: read %s: %w", s.proc, err)
+		return nil, err
 	}
-	out := make(map[int]procStat, len(entries))
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid <= 0 {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(s.proc, e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		st, err := parseStat(b)
-		if err != nil {
-			continue
-		}
-		out[st.pid] = st
+	out := make(map[int]Process, len(procs))
+	for _, p := range procs {
+		out[p.PID] = p
 	}
 	return out, nil
 }
 
-// parseStat parses /proc/<pid>/stat. The command name (field 2) is in
-// parentheses and may itself hold spaces and parentheses, so fields are
-// counted from the last ')'.
-func parseStat(b []byte) (procStat, error) {
-	var st procStat
-	open := bytes.IndexByte(b, '(')
-	end := bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return st, errors.New("sysstat: malformed stat")
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b[:open])))
-	if err != nil {
-		return st, fmt.Errorf("sysstat: malformed stat pid: %w", err)
-	}
-	f := strings.Fields(string(b[end+1:]))
-	// f[0] is field 3 (state); field n is f[n-3].
-	if len(f) < 20 {
-		return st, errors.New("sysstat: short stat")
-	}
-	st.pid = pid
-	if st.ppid, err = strconv.Atoi(f[1]); err != nil {
-		return st, fmt.Errorf("sysstat: stat ppid: %w", err)
-	}
-	if st.utime, err = strconv.ParseUint(f[11], 10, 64); err != nil {
-		return st, fmt.Errorf("sysstat: stat utime: %w", err)
-	}
-	if st.stime, err = strconv.ParseUint(f[12], 10, 64); err != nil {
-		return st, fmt.Errorf("sysstat: stat stime: %w", err)
-	}
-	if st.start, err = strconv.ParseUint(f[19], 10, 64); err != nil {
-		return st, fmt.Errorf("sysstat: stat starttime: %w", err)
-	}
-	return st, nil
-}
-
 // descendants returns root and every process below it.
-func descendants(all map[int]procStat, root int) []procStat {
+func descendants(all map[int]Process, root int) []Process {
 	children := make(map[int][]int, len(all))
 	for pid, st := range all {
 		if pid != root {
-			children[st.ppid] = append(children[st.ppid], pid)
+			children[st.PPID] = append(children[st.PPID], pid)
 		}
 	}
-	out := []procStat{all[root]}
+	out := []Process{all[root]}
 	seen := map[int]bool{root: true}
 	for i := 0; i < len(out); i++ {
-		for _, c := range children[out[i].pid] {
+		for _, c := range children[out[i].PID] {
 			if !seen[c] {
 				seen[c] = true
 				out = append(out, all[c])
@@ -317,36 +265,6 @@ func (s *Sampler) memoryOf(pid int) int64 {
 		return v
 	}
 	return 0
-}
-
-// kBField finds the line starting with key in a "Key:   123 kB" file and
-// returns the value in bytes.
-func kBField(path, key string) (int64, bool) {
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, key) {
-			continue
-		}
-		fs := strings.Fields(line[len(key):])
-		if len(fs) == 0 {
-			return 0, false
-		}
-		v, err := strconv.ParseInt(fs[0], 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		if len(fs) > 1 && strings.EqualFold(fs[1], "kB") {
-			v *= 1024
-		}
-		return v, true
-	}
-	return 0, false
 }
 
 func (s *Sampler) memTotal() int64 {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"log"
 
-	"github.com/trawlhq/trawl/cell/crawl/sysstat"
+	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
 // One sampler, sampled by one periodic caller (the monitor's 2 s tick); the

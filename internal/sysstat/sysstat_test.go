@@ -111,7 +111,7 @@ func TestParseStat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.pid != 4242 || st.ppid != 17 || st.utime != 31 || st.stime != 7 || st.start != 88123 {
+	if st.PID != 4242 || st.PPID != 17 || st.PGID != 4242 || st.State != 'R' || st.UTime != 31 || st.STime != 7 || st.StartTime != 88123 {
 		t.Fatalf("parseStat = %+v", st)
 	}
 	for _, bad := range []string{"", "12 noparen S 1", "12 (x) S 1 2 3", "x (y) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20"} {

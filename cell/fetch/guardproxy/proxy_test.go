@@ -1,10 +1,10 @@
-package browser
+package guardproxy
 
 import (
 	"bufio"
 	"crypto/tls"
-	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -13,7 +13,6 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,12 +21,32 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 )
 
-// These tests drive the pool's forward proxy with Go's own client, so they
-// run without a browser.
+// These tests drive the proxy with Go's own client, so they run without a
+// browser (cell/fetch/browser tests it under Chromium).
 
-func testProxy(t *testing.T, allowPrivate bool, public ...netip.Addr) *forwardProxy {
+// loopback is the address the tests treat as public.
+var loopback = netip.MustParseAddr("127.0.0.1")
+
+// html answers with a page.
+func html(body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, body)
+	}
+}
+
+// secretSite is a server on 127.0.0.2 that nothing guarded may reach.
+func secretSite(t *testing.T) *nettest.Server {
+	return nettest.NewServerOn(t, "127.0.0.2:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, "secret-content")
+	}))
+}
+
+func testProxy(t *testing.T, allowPrivate bool, public ...netip.Addr) *Proxy {
 	t.Helper()
-	g := &guard{allowPrivate: allowPrivate, public: func(a netip.Addr) bool {
+	g := &Guard{AllowPrivate: allowPrivate, Public: func(a netip.Addr) bool {
 		for _, p := range public {
 			if a.Unmap().WithZone("") == p {
 				return true
@@ -35,14 +54,14 @@ func testProxy(t *testing.T, allowPrivate bool, public ...netip.Addr) *forwardPr
 		}
 		return fetch.IsPublic(a)
 	}}
-	fp := newForwardProxy(g, slog.New(slog.DiscardHandler))
+	fp := New(g, slog.New(slog.DiscardHandler))
 	t.Cleanup(fp.Close)
 	return fp
 }
 
-func openRoute(t *testing.T, fp *forwardProxy, upstream string) *route {
+func openRoute(t *testing.T, fp *Proxy, upstream string) *Route {
 	t.Helper()
-	rt, err := fp.open(upstream, true)
+	rt, err := fp.Open(upstream, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +70,7 @@ func openRoute(t *testing.T, fp *forwardProxy, upstream string) *route {
 }
 
 // client sends everything through the route, trusting any certificate.
-func client(rt *route) *http.Client {
+func client(rt *Route) *http.Client {
 	u, _ := url.Parse(rt.URL())
 	return &http.Client{Transport: &http.Transport{
 		Proxy:           http.ProxyURL(u),
@@ -71,7 +90,7 @@ func get(t *testing.T, c *http.Client, raw string) (int, string) {
 }
 
 func TestGuardCheckURL(t *testing.T) {
-	g := &guard{public: func(a netip.Addr) bool { return a == loopback || fetch.IsPublic(a) }}
+	g := &Guard{Public: func(a netip.Addr) bool { return a == loopback || fetch.IsPublic(a) }}
 	for _, tt := range []struct {
 		raw  string
 		want error
@@ -90,7 +109,7 @@ func TestGuardCheckURL(t *testing.T) {
 		{"http://example.com:25/", fetch.ErrInvalidURL},
 		{"ftp://example.com/", fetch.ErrScheme},
 	} {
-		_, err := g.checkURL(tt.raw)
+		_, err := g.CheckURL(tt.raw)
 		if (tt.want == nil) != (err == nil) || (tt.want != nil && !errors.Is(err, tt.want)) {
 			t.Errorf("checkURL(%q) = %v; want %v", tt.raw, err, tt.want)
 		}
@@ -125,19 +144,19 @@ func TestProxyForwardsAndRefuses(t *testing.T) {
 		t.Errorf("the private server saw %d connections", n)
 	}
 	for _, raw := range []string{secret.URL + "/", "https://" + secret.Listener.Addr().String() + "/"} {
-		if err := rt.failure(raw); !errors.Is(err, fetch.ErrNotPublic) {
+		if err := rt.Failure(raw); !errors.Is(err, fetch.ErrNotPublic) {
 			t.Errorf("failure(%s) = %v; want ErrNotPublic", raw, err)
 		}
 	}
-	if err := rt.failure(site.URL + "/"); err != nil {
+	if err := rt.Failure(site.URL + "/"); err != nil {
 		t.Errorf("failure(%s) = %v", site.URL, err)
 	}
 	// A site that does not answer is a network error too, told apart.
-	closed := closedAddr(t)
+	closed := nettest.ClosedAddr(t)
 	if code, _ := get(t, c, "http://"+closed+"/"); code != 0 {
 		t.Errorf("GET of a closed port answered %d", code)
 	}
-	if err := rt.failure("http://" + closed + "/"); !errors.Is(err, fetch.ErrUnreachable) {
+	if err := rt.Failure("http://" + closed + "/"); !errors.Is(err, fetch.ErrUnreachable) {
 		t.Errorf("failure of a closed port: %v", err)
 	}
 
@@ -152,74 +171,11 @@ func TestProxyForwardsAndRefuses(t *testing.T) {
 	}
 }
 
-// upstreamProxy is a minimal forward proxy (absolute-form GET and
-// CONNECT) that requires basic credentials and logs what it forwards.
-type upstreamProxy struct {
-	*httptest.Server
-	mu  sync.Mutex
-	log []string
-}
-
-func newUpstreamProxy(t *testing.T, user, pass string) *upstreamProxy {
-	up := &upstreamProxy{}
-	want := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass))
-	up.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Proxy-Authorization") != want {
-			w.Header().Set("Proxy-Authenticate", `Basic realm="up"`)
-			w.WriteHeader(http.StatusProxyAuthRequired)
-			return
-		}
-		up.mu.Lock()
-		up.log = append(up.log, r.Method+" "+r.RequestURI)
-		up.mu.Unlock()
-		if r.Method == http.MethodConnect {
-			site, err := net.Dial("tcp", r.Host)
-			if err != nil {
-				w.WriteHeader(http.StatusBadGateway)
-				return
-			}
-			w.WriteHeader(http.StatusOK)
-			conn, brw, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				site.Close()
-				return
-			}
-			brw.Flush()
-			go func() { io.Copy(site, brw); site.Close() }()
-			io.Copy(conn, site)
-			conn.Close()
-			return
-		}
-		r.RequestURI = ""
-		r.Header.Del("Proxy-Authorization")
-		resp, err := http.DefaultTransport.RoundTrip(r)
-		if err != nil {
-			w.WriteHeader(http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			w.Header()[k] = v
-		}
-		w.Header().Set("Via", "upstream-test")
-		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
-	}))
-	t.Cleanup(up.Close)
-	return up
-}
-
-func (u *upstreamProxy) seen() []string {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return append([]string(nil), u.log...)
-}
-
 func TestProxyChainsToUpstream(t *testing.T) {
 	site := nettest.NewServer(t, html("<p>via upstream</p>"))
 	tlsSite := httptest.NewTLSServer(html("<p>tls via upstream</p>"))
 	t.Cleanup(tlsSite.Close)
-	up := newUpstreamProxy(t, "user", "pa:ss")
+	up := nettest.NewUpstreamProxy(t, "user", "pa:ss")
 	upURL := strings.Replace(up.URL, "http://", "http://user:pa%3Ass@", 1)
 
 	fp := testProxy(t, true)
@@ -231,7 +187,7 @@ func TestProxyChainsToUpstream(t *testing.T) {
 	if code, body := get(t, c, tlsSite.URL+"/y"); code != 200 || !strings.Contains(body, "tls via upstream") {
 		t.Errorf("CONNECT via upstream: %d %q", code, body)
 	}
-	seen := up.seen()
+	seen := up.Seen()
 	want := []string{"GET " + site.URL + "/x", "CONNECT " + strings.TrimPrefix(tlsSite.URL, "https://")}
 	if len(seen) != 2 || seen[0] != want[0] || seen[1] != want[1] {
 		t.Errorf("upstream saw %q; want %q", seen, want)
@@ -242,7 +198,7 @@ func TestProxyChainsToUpstream(t *testing.T) {
 	if code, _ := get(t, direct, site.URL+"/z"); code != 200 {
 		t.Errorf("direct route: %d", code)
 	}
-	if n := len(up.seen()); n != 2 {
+	if n := len(up.Seen()); n != 2 {
 		t.Errorf("the upstream saw a request of another route")
 	}
 
@@ -261,17 +217,17 @@ func TestProxyChainsToUpstream(t *testing.T) {
 		t.Errorf("refused CONNECT took %s", d)
 	}
 	for _, raw := range []string{site.URL + "/w", tlsSite.URL + "/w"} {
-		if err := badRt.failure(raw); !errors.Is(err, fetch.ErrProxy) {
+		if err := badRt.Failure(raw); !errors.Is(err, fetch.ErrProxy) {
 			t.Errorf("failure(%s) with bad credentials = %v; want ErrProxy", raw, err)
 		}
 	}
 	// An upstream that is down.
-	downRt := openRoute(t, fp, "http://u:p@"+closedAddr(t))
+	downRt := openRoute(t, fp, "http://u:p@"+nettest.ClosedAddr(t))
 	down := client(downRt)
 	get(t, down, site.URL+"/d")
 	get(t, down, tlsSite.URL+"/d")
 	for _, raw := range []string{site.URL + "/d", tlsSite.URL + "/d"} {
-		if err := downRt.failure(raw); !errors.Is(err, fetch.ErrProxy) {
+		if err := downRt.Failure(raw); !errors.Is(err, fetch.ErrProxy) {
 			t.Errorf("failure(%s) with the upstream down = %v; want ErrProxy", raw, err)
 		}
 	}
@@ -317,15 +273,4 @@ func TestProxyTunnelPassesBufferedBytes(t *testing.T) {
 	if _, err := io.ReadAll(br); err != nil && !errors.Is(err, net.ErrClosed) && !strings.Contains(err.Error(), "reset") {
 		t.Errorf("read after route close: %v", err)
 	}
-}
-
-// closedAddr is a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }

@@ -1,0 +1,237 @@
+package crawl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// healthPayload is GET /monitor/health (spec 2.5).
+type healthPayload struct {
+	Status    string `json:"status"`
+	Container struct {
+		CPUPercent    float64 `json:"cpu_percent"`
+		MemoryPercent float64 `json:"memory_percent"`
+		MemoryMB      float64 `json:"memory_mb"`
+		MemoryLimitMB float64 `json:"memory_limit_mb"`
+		UptimeSeconds float64 `json:"uptime_seconds"`
+		Processes     int     `json:"processes"`
+	} `json:"container"`
+	Pool struct {
+		Permanent struct {
+			Active    bool   `json:"active"`
+			BrowserID string `json:"browser_id"`
+		} `json:"permanent"`
+		Hot struct {
+			Count int `json:"count"`
+		} `json:"hot"`
+		Cold struct {
+			Count int `json:"count"`
+		} `json:"cold"`
+	} `json:"pool"`
+	Stats stats `json:"stats"`
+}
+
+func (s *Server) health() healthPayload {
+	var h healthPayload
+	smp := s.lastSample()
+	h.Container.CPUPercent = round1(smp.CPUPercent)
+	h.Container.MemoryPercent = round1(smp.MemoryPercent)
+	h.Container.MemoryMB = round1(mbOf(smp.MemoryBytes))
+	h.Container.MemoryLimitMB = round1(mbOf(smp.MemoryLimitBytes))
+	h.Container.UptimeSeconds = round1(s.cfg.Now().Sub(s.started).Seconds())
+	h.Container.Processes = smp.Processes
+	active, id := s.pool.PermanentActive()
+	h.Pool.Permanent.Active, h.Pool.Permanent.BrowserID = active, id
+	_, hot, cold, _ := s.pool.Browsers()
+	h.Pool.Hot.Count, h.Pool.Cold.Count = len(hot), len(cold)
+	h.Stats = s.mon.stats()
+	h.Stats.QueuedTasks, h.Stats.RunningTasks = s.sched.counts()
+	h.Status = "ok"
+	if !active {
+		h.Status = "degraded"
+	}
+	return h
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	active, _ := s.pool.PermanentActive()
+	status := "ok"
+	if !active {
+		status = "degraded"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "timestamp": unixSeconds(s.cfg.Now()), "version": Version})
+}
+
+// Version is reported by /health.
+var Version = "0.7.7-trawl"
+
+func (s *Server) handleMonitorHealth(w http.ResponseWriter, r *http.Request) {
+	s.refreshSample()
+	writeJSON(w, http.StatusOK, s.health())
+}
+
+// BrowsersPayload is GET /monitor/browsers.
+type BrowsersPayload struct {
+	Summary struct {
+		TotalCount       int     `json:"total_count"`
+		TotalMemoryMB    float64 `json:"total_memory_mb"`
+		ReuseRatePercent float64 `json:"reuse_rate_percent"`
+	} `json:"summary"`
+	Permanent []BrowserInfo `json:"permanent"`
+	Hot       []BrowserInfo `json:"hot"`
+	Cold      []BrowserInfo `json:"cold"`
+}
+
+func (s *Server) browsersPayload() BrowsersPayload {
+	var b BrowsersPayload
+	var rate float64
+	b.Permanent, b.Hot, b.Cold, rate = s.pool.Browsers()
+	b.Summary.ReuseRatePercent = rate
+	for _, l := range [][]BrowserInfo{b.Permanent, b.Hot, b.Cold} {
+		for _, bi := range l {
+			b.Summary.TotalCount++
+			b.Summary.TotalMemoryMB += bi.MemoryMB
+		}
+	}
+	b.Summary.TotalMemoryMB = round1(b.Summary.TotalMemoryMB)
+	return b
+}
+
+func (s *Server) handleTimeline(w http.ResponseWriter, r *http.Request) {
+	if n, ok := intParam(w, r, "minutes", 5, int(keepTimeline/time.Minute)); ok {
+		writeJSON(w, http.StatusOK, s.mon.timelineSince(n))
+	}
+}
+
+func (s *Server) handleJanitorLog(w http.ResponseWriter, r *http.Request) {
+	if n, ok := intParam(w, r, "limit", 100, keepJanitor); ok {
+		writeJSON(w, http.StatusOK, s.mon.janitorLog(n))
+	}
+}
+
+func (s *Server) handleErrorLog(w http.ResponseWriter, r *http.Request) {
+	if n, ok := intParam(w, r, "limit", 100, keepErrors); ok {
+		writeJSON(w, http.StatusOK, s.mon.errorLog(n))
+	}
+}
+
+func (s *Server) handleCleanup(w http.ResponseWriter, r *http.Request) {
+	n, mb := s.pool.Sweep(true)
+	noun := "browsers"
+	if n == 1 {
+		noun = "browser"
+	}
+	msg := fmt.Sprintf("cleanup: %d idle %s removed, %.1f MB freed", n, noun, mb)
+	s.mon.logJanitor(JanitorEntry{Timestamp: unixSeconds(s.cfg.Now()), Message: msg, Action: "cleanup", MemoryFreedMB: mb})
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "cleaned_count": n, "memory_freed_mb": mb})
+}
+
+// browserIDBody reads {"browser_id": "..."}.
+func browserIDBody(w http.ResponseWriter, r *http.Request) (string, bool) {
+	var b struct {
+		BrowserID string `json:"browser_id"`
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4096))
+	if err == nil {
+		err = json.Unmarshal(body, &b)
+	}
+	if err != nil || b.BrowserID == "" {
+		writeError(w, http.StatusBadRequest, "bad_input", `send {"browser_id": "<id from /monitor/browsers>"}`)
+		return "", false
+	}
+	return b.BrowserID, true
+}
+
+func (s *Server) handleKill(w http.ResponseWriter, r *http.Request) {
+	id, ok := browserIDBody(w, r)
+	if !ok {
+		return
+	}
+	if err := s.pool.Kill(id); err != nil {
+		s.browserActionError(w, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "browser_id": id, "message": "browser " + id + " killed"})
+}
+
+func (s *Server) handleRestart(w http.ResponseWriter, r *http.Request) {
+	id, ok := browserIDBody(w, r)
+	if !ok {
+		return
+	}
+	if err := s.pool.Restart(id); err != nil {
+		s.browserActionError(w, id, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "browser_id": id, "message": "browser " + id + " restarted"})
+}
+
+func (s *Server) browserActionError(w http.ResponseWriter, id string, err error) {
+	if errors.Is(err, errUnknownBrowser) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no browser %q in the pool; see /monitor/browsers", id))
+		return
+	}
+	s.log.Error("crawl: browser action failed", "browser_id", id, "err", err)
+	writeError(w, http.StatusInternalServerError, "internal", err.Error())
+}
+
+func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
+	s.mon.reset()
+	s.pool.ResetStats()
+	s.mon.logJanitor(JanitorEntry{Timestamp: unixSeconds(s.cfg.Now()), Message: "statistics reset on request", Action: "stats_reset"})
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "message": "statistics reset"})
+}
+
+// wsMessage is one push of /monitor/ws (spec 6).
+type wsMessage struct {
+	Timestamp float64         `json:"timestamp"`
+	Health    healthPayload   `json:"health"`
+	Requests  RequestsPayload `json:"requests"`
+	Browsers  BrowsersPayload `json:"browsers"`
+	Errors    []ErrorEntry    `json:"errors"`
+}
+
+func (s *Server) snapshot() wsMessage {
+	return wsMessage{Timestamp: unixSeconds(s.cfg.Now()), Health: s.health(), Requests: s.mon.requests(),
+		Browsers: s.browsersPayload(), Errors: s.mon.recentErrors(time.Minute)}
+}
+
+// handleWS pushes a snapshot at once and then every PushEvery until the
+// client leaves or the server stops.
+func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return // Accept wrote the answer
+	}
+	defer c.CloseNow()
+	ctx := c.CloseRead(r.Context())
+	stop := context.AfterFunc(s.life, func() { c.Close(websocket.StatusGoingAway, "server shutting down") })
+	defer stop()
+	t := time.NewTicker(s.cfg.PushEvery)
+	defer t.Stop()
+	for {
+		s.refreshSample()
+		b, err := json.Marshal(s.snapshot())
+		if err != nil {
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err = c.Write(wctx, websocket.MessageText, b)
+		cancel()
+		if err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

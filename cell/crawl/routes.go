@@ -1,0 +1,169 @@
+package crawl
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/trawlhq/trawl/cell/crawl/dashboard"
+)
+
+// Handler serves every route of the crawl server.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern, method string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.only(method, h))
+	}
+	mux.HandleFunc("/health", s.handleHealth)
+	route("/crawl", http.MethodPost, s.tracked("/crawl", s.handleCrawl))
+	route("/crawl/stream", http.MethodPost, s.handleStream)
+	route("/task/{task_id}", http.MethodGet, s.tracked("/task/{task_id}", s.handleTask))
+	route("/monitor/health", http.MethodGet, s.handleMonitorHealth)
+	route("/monitor/requests", http.MethodGet, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.mon.requests()) })
+	route("/monitor/browsers", http.MethodGet, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.browsersPayload()) })
+	route("/monitor/endpoints/stats", http.MethodGet, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.mon.endpointStats()) })
+	route("/monitor/timeline", http.MethodGet, s.handleTimeline)
+	route("/monitor/logs/janitor", http.MethodGet, s.handleJanitorLog)
+	route("/monitor/logs/errors", http.MethodGet, s.handleErrorLog)
+	route("/monitor/actions/cleanup", http.MethodPost, s.tracked("/monitor/actions/cleanup", s.handleCleanup))
+	route("/monitor/actions/kill_browser", http.MethodPost, s.tracked("/monitor/actions/kill_browser", s.handleKill))
+	route("/monitor/actions/restart_browser", http.MethodPost, s.tracked("/monitor/actions/restart_browser", s.handleRestart))
+	route("/monitor/stats/reset", http.MethodPost, s.handleReset) // not tracked: it would count itself
+	route("/monitor/ws", http.MethodGet, s.handleWS)
+	dash := dashboard.Handler()
+	mux.Handle("/dashboard", s.only(http.MethodGet, dash.ServeHTTP))
+	mux.Handle("/dashboard/", s.only(http.MethodGet, dash.ServeHTTP))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see docs/crawl-server.md", r.Method, r.URL.Path))
+	})
+	return s.auth(mux)
+}
+
+// only answers 405 with a JSON body for other methods.
+func (s *Server) only(method string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != method && !(method == http.MethodGet && r.Method == http.MethodHead) {
+			w.Header().Set("Allow", method)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s %s: use %s", r.Method, r.URL.Path, method))
+			return
+		}
+		h(w, r)
+	})
+}
+
+// auth enforces the token on every route but /health. The WebSocket and
+// the dashboard page also take it as ?token= (a browser cannot set the
+// header on them).
+func (s *Server) auth(next http.Handler) http.Handler {
+	if s.cfg.Token == "" {
+		return next
+	}
+	want := []byte(s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The dashboard's script and style sheet are static and hold no
+		// data; the page's <script> and <link> tags cannot carry the token.
+		if r.URL.Path == "/health" || strings.HasPrefix(r.URL.Path, "/dashboard/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok && (r.URL.Path == "/monitor/ws" || r.URL.Path == "/dashboard") {
+			got, ok = r.URL.Query().Get("token"), r.URL.Query().Has("token")
+		}
+		if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="trawl-crawl"`)
+			msg := "this server needs its API token: send Authorization: Bearer <SERVICE_API_TOKEN>"
+			if ok {
+				msg = "the API token is not valid"
+			}
+			writeError(w, http.StatusUnauthorized, "unauthorized", msg)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// statusWriter remembers the status of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// tracked records a request in the monitor under endpoint.
+func (s *Server) tracked(endpoint string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a := s.mon.begin(endpoint, "", "")
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		ok := sw.status < 500
+		msg := ""
+		if !ok {
+			msg = fmt.Sprintf("%s answered HTTP %d", endpoint, sw.status)
+		}
+		s.mon.finish(a, ok, sw.status, msg)
+	}
+}
+
+// errorBody is every error's JSON. detail repeats message for clients
+// written against FastAPI servers, which read "detail".
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	Detail  string `json:"detail"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, errorBody{Error: code, Message: msg, Detail: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		b = []byte(`{"error":"internal","message":"answer could not be encoded","detail":"answer could not be encoded"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// intParam reads a positive integer query parameter with a default and a
+// maximum; ok false means the answer (400) was written.
+func intParam(w http.ResponseWriter, r *http.Request, name string, def, max int) (int, bool) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		writeError(w, http.StatusBadRequest, "bad_input", fmt.Sprintf("%s must be an integer from 1 to %d, got %q", name, max, v))
+		return 0, false
+	}
+	return n, true
+}

@@ -1,0 +1,210 @@
+package crawl
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+// readPlan reads and validates a crawl request body.
+func (s *Server) readPlan(w http.ResponseWriter, r *http.Request) (*Request, *plan, []byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body is over %d bytes", maxRequestBytes))
+		} else {
+			writeError(w, http.StatusBadRequest, "bad_input", "request body could not be read")
+		}
+		return nil, nil, nil, false
+	}
+	req, err := decodeRequest(body)
+	var p *plan
+	if err == nil {
+		p, err = s.compile(req)
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_input", err.Error())
+		return nil, nil, nil, false
+	}
+	return req, p, body, true
+}
+
+func (s *Server) handleCrawl(w http.ResponseWriter, r *http.Request) {
+	_, p, body, ok := s.readPlan(w, r)
+	if !ok {
+		return
+	}
+	if s.sched.full() {
+		writeError(w, http.StatusServiceUnavailable, "no_slots", ErrNoSlots.Error())
+		return
+	}
+	t := &Task{ID: newTaskID(), Status: StatusPending, Priority: p.priority, TTL: int64(p.ttl / time.Second),
+		CreatedAt: unixSeconds(s.cfg.Now()), Request: json.RawMessage(body), Seq: s.sched.nextSeq()}
+	for _, u := range p.urls {
+		t.URLs = append(t.URLs, u.String())
+	}
+	if err := s.tasks.put(t); err != nil {
+		s.log.Error("crawl: task not stored", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the task could not be stored; nothing was queued")
+		return
+	}
+	if err := s.sched.push(&queued{priority: t.Priority, seq: t.Seq, taskID: t.ID}, true); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "no_slots", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task_id": t.ID, "status": t.Status})
+}
+
+// runTask runs a stored task on a worker.
+func (s *Server) runTask(id string) {
+	t, err := s.tasks.get(id)
+	if err != nil {
+		s.log.Warn("crawl: queued task not found", "task_id", id, "err", err)
+		return
+	}
+	if t.Status != StatusPending && t.Status != StatusProcessing {
+		return
+	}
+	t.Status = StatusProcessing
+	t.StartedAt = unixSeconds(s.cfg.Now())
+	if err := s.tasks.put(t); err != nil {
+		s.log.Error("crawl: task not updated", "task_id", id, "err", err)
+		return
+	}
+	finish := func() {
+		t.FinishedAt = unixSeconds(s.cfg.Now())
+		t.ExpiresAt = t.FinishedAt + float64(t.TTL)
+		if err := s.tasks.putFinished(t); err != nil {
+			s.log.Error("crawl: task result not stored", "task_id", id, "err", err)
+		}
+	}
+	req, err := decodeRequest(t.Request)
+	var p *plan
+	if err == nil {
+		p, err = s.compile(req)
+	}
+	if err != nil {
+		t.Status, t.Error = StatusFailed, "the stored request is no longer valid: "+err.Error()
+		finish()
+		return
+	}
+	first := ""
+	if len(t.URLs) > 0 {
+		first = t.URLs[0]
+		if len(t.URLs) > 1 {
+			first += fmt.Sprintf(" (+%d)", len(t.URLs)-1)
+		}
+	}
+	a := s.mon.begin("/crawl (task)", first, id)
+	ctx, cancel := context.WithTimeout(s.life, deadlineFor(p))
+	defer cancel()
+	results := s.crawlAll(ctx, p, id, nil)
+	if s.life.Err() != nil {
+		// Shutting down: the task stays processing and runs again after
+		// the restart.
+		s.mon.finish(a, false, 0, "server shut down; the task resumes at the next start")
+		return
+	}
+	t.Results = results
+	t.Status = StatusCompleted
+	okAll := true
+	for _, r := range results {
+		okAll = okAll && r.Success
+	}
+	s.mon.finish(a, okAll, 0, "")
+	finish()
+}
+
+// taskView is GET /task/{task_id}: the task, with result (one URL) or
+// results (several).
+type taskView struct {
+	*Task
+	// Request shadows the stored request, which is not answered back.
+	Request json.RawMessage `json:"request,omitempty"`
+	Result  *Result         `json:"result,omitempty"`
+	Results []*Result       `json:"results,omitempty"`
+}
+
+func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("task_id")
+	t, err := s.tasks.get(id)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && t.ExpiresAt > 0 && t.ExpiresAt <= unixSeconds(s.cfg.Now())) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no task %q (unknown, or expired after its ttl)", id))
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "the task could not be read")
+		return
+	}
+	v := taskView{Task: t}
+	if t.Status == StatusCompleted {
+		if len(t.URLs) == 1 && len(t.Results) == 1 {
+			v.Result = t.Results[0]
+		} else {
+			v.Results = t.Results
+		}
+	}
+	t.Results = nil
+	writeJSON(w, http.StatusOK, v)
+}
+
+// handleStream runs a crawl in a slot of the task workers and writes one
+// NDJSON line per URL as it completes, then {"status":"completed"}.
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
+	a := s.mon.begin("/crawl/stream", "", "")
+	sw := &statusWriter{ResponseWriter: w}
+	ok, msg := s.stream(sw, r)
+	s.mon.finish(a, ok, sw.status, msg)
+}
+
+func (s *Server) stream(w *statusWriter, r *http.Request) (bool, string) {
+	_, p, _, ok := s.readPlan(w, r)
+	if !ok {
+		return true, ""
+	}
+	done := make(chan struct{})
+	var okAll = true
+	q := &queued{priority: p.priority, run: func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(r.Context(), deadlineFor(p))
+		defer cancel()
+		stop := context.AfterFunc(s.life, cancel)
+		defer stop()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(http.StatusOK)
+		w.Flush()
+		enc := json.NewEncoder(w)
+		s.crawlAll(ctx, p, "", func(res *Result) {
+			okAll = okAll && res.Success
+			enc.Encode(res)
+			w.Flush()
+		})
+		status := StatusCompleted
+		if ctx.Err() != nil {
+			status = StatusFailed
+		}
+		enc.Encode(map[string]string{"status": status})
+		w.Flush()
+	}}
+	if err := s.sched.push(q, false); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "no_slots", err.Error())
+		return false, err.Error()
+	}
+	select {
+	case <-done:
+	case <-r.Context().Done():
+		if s.sched.remove(q) {
+			return false, "client went away while the stream was queued"
+		}
+		<-done
+	}
+	return okAll, ""
+}
