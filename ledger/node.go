@@ -108,7 +108,7 @@ type NodeConfig struct {
 	// RaftListener, when set, is where Raft accepts connections instead
 	// of a listener the node opens on RaftAddr (which it still
 	// advertises): a socket handed over by systemd, a TLS listener. The
-	// node closes it.
+	// node closes it, also when OpenNode fails.
 	RaftListener net.Listener
 	// RaftDialer connects to the other voters' Raft addresses; default a
 	// net.Dialer.
@@ -139,6 +139,9 @@ type Node struct {
 // OpenNode starts a voter.
 func OpenNode(cfg NodeConfig) (*Node, error) {
 	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
+		if cfg.RaftListener != nil {
+			cfg.RaftListener.Close()
+		}
 		return nil, errors.New("ledger: node needs id, data dir and raft address")
 	}
 	if cfg.Logger == nil {
@@ -152,6 +155,9 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	}
 	for _, d := range []string{"raft", "snapshots", "state"} {
 		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), 0o755); err != nil {
+			if cfg.RaftListener != nil {
+				cfg.RaftListener.Close()
+			}
 			return nil, fmt.Errorf("ledger: %w", err)
 		}
 	}
@@ -174,6 +180,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		}
 	}
 	if n.logs, err = raftpebble.Open(filepath.Join(cfg.DataDir, "raft"), &raftpebble.Options{Logger: cfg.Logger}); err != nil {
+		closeAll()
 		return nil, err
 	}
 	if n.st, err = store.Open(filepath.Join(cfg.DataDir, "state"), &store.Options{Logger: cfg.Logger}); err != nil {
