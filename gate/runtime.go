@@ -53,11 +53,7 @@ type Config struct {
 	// Mailer sends sign-up verification mail; nil logs each mail instead
 	// (development: the link is in the log).
 	Mailer signup.Mailer
-	// Tune adjusts the ledger node (tests shorten timeouts).
-	Tune func(*ledger.NodeConfig)
-	// Holds adjusts the holds client (tests).
-	Holds func(*ledger.ClientConfig)
-	Now   func() time.Time
+	Now    func() time.Time
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
 }
@@ -144,9 +140,6 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		ID: cfg.Region, DataDir: filepath.Join(cfg.DataDir, "ledger"), RaftAddr: cfg.LedgerRaft,
 		Peers: peers, Bootstrap: cfg.Bootstrap, Secret: cfg.LedgerSecret, Logger: log,
 	}
-	if cfg.Tune != nil {
-		cfg.Tune(&ncfg)
-	}
 	if rt.node, err = ledger.OpenNode(ncfg); err != nil {
 		return nil, fmt.Errorf("gate: open ledger voter: %w", err)
 	}
@@ -154,9 +147,6 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		return nil, err
 	}
 	hcfg := ledger.ClientConfig{Region: cfg.Region, Store: rt.st, Ledger: rt.node, Now: cfg.Now, Logger: log}
-	if cfg.Holds != nil {
-		cfg.Holds(&hcfg)
-	}
 	if rt.holds, err = ledger.NewClient(hcfg); err != nil {
 		return nil, fmt.Errorf("gate: holds client: %w", err)
 	}

@@ -1,4 +1,4 @@
-package ledger
+package ledger_test
 
 import (
 	"context"
@@ -6,6 +6,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/store"
+	. "github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/ledgertest"
 )
 
 // BenchmarkClientCharge measures durable charges through the holds client:
@@ -14,7 +18,7 @@ import (
 func BenchmarkClientCharge(b *testing.B) {
 	for _, par := range []int{1, 64, 512} {
 		b.Run(fmt.Sprintf("callers=%d", par*2), func(b *testing.B) {
-			d := &directLedger{s: newDiskState(b)}
+			d := ledgertest.NewDirect(newDiskState(b))
 			ctx := context.Background()
 			accts := make([]string, 100)
 			for i := range accts {
@@ -81,4 +85,13 @@ func BenchmarkApplySettle(b *testing.B) {
 		apply(&Command{ID: fmt.Sprintf("s%d", n), Type: CmdSettle, Time: t0, Settle: &Settle{Region: "eu", Epoch: "e1", Charges: charges}})
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "charges/s")
+}
+
+func openBenchStore(b *testing.B) *store.Store {
+	st, err := store.Open(b.TempDir(), &store.Options{Logger: quiet()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	return st
 }

@@ -1,14 +1,12 @@
-package ledger
+package ledger_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	. "github.com/trawlhq/trawl/ledger"
 )
 
 // TestClusterChaos runs seeded random fault schedules against a real 3-voter
@@ -264,7 +264,7 @@ func runChaos(t *testing.T, seed uint64) {
 
 	// Heal everything, stop charging, let every region settle.
 	for _, r := range regions {
-		s.c.net.set(r, false)
+		s.c.cut(r, false)
 		if s.down[r] {
 			s.c.start(r)
 		}
@@ -384,23 +384,15 @@ func (s *chaosSchedule) killClient(rig *chaosRig, drain bool) string {
 // record that says more than the Client knew lends a restarted Client
 // credit the ledger no longer holds.
 func (s *chaosSchedule) checkHeldRecords(rig *chaosRig, when string) {
-	cl := rig.client
-	cl.mu.Lock()
-	defer cl.mu.Unlock()
-	for _, a := range slices.Sorted(maps.Keys(cl.accts)) {
-		h := cl.accts[a]
-		h.mu.Lock()
-		held, idx := h.held, h.heldIdx
-		h.mu.Unlock()
-		var rec heldRecord
-		if _, err := getJSON(rig.st, keyHeld(a), &rec); err != nil {
-			s.t.Errorf("seed %d: %s: read held record of %s: %v", s.seed, rig.region, a, err)
+	for _, v := range rig.client.HeldViews() {
+		if v.Err != nil {
+			s.t.Errorf("seed %d: %s: %v", s.seed, rig.region, v.Err)
 			continue
 		}
-		if rec.Held > held {
+		if v.Recorded > v.Held {
 			s.rec.mu.Lock()
 			s.rec.findings = append(s.rec.findings, fmt.Sprintf("client %s (%s): journal records %s held for %s as of index %d, the client knew %s as of index %d: a restart starts with credit the ledger does not hold",
-				rig.region, when, rec.Held, a, rec.Index, held, idx))
+				rig.region, when, v.Recorded, v.Account, v.RecordedIndex, v.Held, v.Index))
 			s.rec.mu.Unlock()
 		}
 	}
@@ -486,12 +478,12 @@ func (s *chaosSchedule) fault(step int) {
 	switch kind {
 	case "cut":
 		r := pickFrom(func(r string) bool { return !s.cut[r] })
-		s.c.net.set(r, true)
+		s.c.cut(r, true)
 		s.cut[r] = true
 		what = "cut " + r
 	case "heal":
 		r := pickFrom(func(r string) bool { return s.cut[r] })
-		s.c.net.set(r, false)
+		s.c.cut(r, false)
 		delete(s.cut, r)
 		what = "heal " + r
 	case "stop-voter":
@@ -587,25 +579,11 @@ func (s *chaosSchedule) dupSettle(region, epoch string, charges []Charge) *Comma
 func (s *chaosSchedule) journalHead(rig *chaosRig, n int) (string, []Charge) {
 	rig.mu.RLock()
 	defer rig.mu.RUnlock()
-	durable := rig.client.durable.Load()
-	var charges []Charge
-	err := rig.st.Scan(prefixCharges, nil, func(k, v []byte) (bool, error) {
-		seq := journalIndexOf(k)
-		if seq > durable {
-			return false, nil
-		}
-		var ch Charge
-		if err := decodeCharge(v, &ch); err != nil {
-			return false, err
-		}
-		ch.Seq = seq
-		charges = append(charges, ch)
-		return len(charges) < n, nil
-	})
+	epoch, charges, err := rig.client.JournalHead(n)
 	if err != nil {
 		s.fatalf("read %s journal: %v", rig.region, err)
 	}
-	return rig.client.epoch, charges
+	return epoch, charges
 }
 
 // submitSomewhere sends cmd through a random running voter.
@@ -693,8 +671,7 @@ func (s *chaosSchedule) checkReplica(r string, reported map[string]Charge, total
 	unanswered := append([]string(nil), s.rec.unanswered...)
 	s.rec.mu.Unlock()
 	for _, id := range unanswered { // not wrong in itself; a clue when something is
-		var res Result
-		if ok, err := getJSON(st.st, keyCommand(id), &res); err == nil && ok && res.Error == "" {
+		if res, ok, err := st.CommandResult(id); err == nil && ok && res.Error == "" {
 			notes = append(notes, fmt.Sprintf("note: release %s was applied (index %d, hold now %v) but its client never had the answer", id, res.Index, res.Holds))
 		}
 	}
@@ -709,15 +686,11 @@ func (s *chaosSchedule) checkReplica(r string, reported map[string]Charge, total
 	}
 	// No settle, whoever sent it and whether or not its reply arrived,
 	// charged more than a hold had.
-	err = st.st.Scan([]byte("L/cmd/"), nil, func(k, v []byte) (bool, error) {
-		var res Result
-		if err := json.Unmarshal(v, &res); err != nil {
-			return false, err
-		}
+	err = st.CommandResults(func(id string, res *Result) error {
 		if res.Shortfall > 0 {
-			errf("settle %s had a shortfall of %s (settled %d, duplicates %d)", k[len("L/cmd/"):], res.Shortfall, res.Settled, res.Duplicates)
+			errf("settle %s had a shortfall of %s (settled %d, duplicates %d)", id, res.Shortfall, res.Settled, res.Duplicates)
 		}
-		return true, nil
+		return nil
 	})
 	if err != nil {
 		errf("results: %v", err)

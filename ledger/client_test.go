@@ -1,104 +1,16 @@
-package ledger
+package ledger_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/internal/store"
+	. "github.com/trawlhq/trawl/ledger"
 )
-
-// directLedger applies commands to one State in order: the ledger without
-// replication, for tests of the holds client. down cuts the region off;
-// loseReply applies a settle but reports a failure (the reply was lost).
-type directLedger struct {
-	mu        sync.Mutex
-	s         *State
-	index     uint64
-	down      atomic.Bool
-	loseReply atomic.Int32
-}
-
-var errCutOff = errors.New("cut off from the leader")
-
-func (d *directLedger) Submit(ctx context.Context, cmd *Command) (*Result, error) {
-	if d.down.Load() {
-		<-ctx.Done() // a partition looks like silence, not a refusal
-		return nil, errCutOff
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.index++
-	res, err := d.s.Apply(cmd, d.index)
-	if err != nil {
-		return nil, err
-	}
-	if cmd.Type == CmdSettle && d.loseReply.Add(-1) >= 0 {
-		return nil, errors.New("reply lost")
-	}
-	return res, nil
-}
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-// closeOnceStore lets a test close the store early (a "kill") without the
-// cleanup closing it again. Tests must not close it otherwise: the cleanup
-// closes the client first, then its store, so no background refill writes
-// to a closed store.
-type closeOnceStore struct {
-	*store.Store
-	once *sync.Once
-}
-
-func (s *closeOnceStore) Close() { s.once.Do(func() { s.Store.Close() }) }
-
-func newClient(t *testing.T, dir string, l Submitter, mod func(*ClientConfig)) (*Client, *closeOnceStore) {
-	t.Helper()
-	st, err := store.Open(dir, &store.Options{Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	t.Cleanup(func() { once.Do(func() { st.Close() }) })
-	cfg := ClientConfig{Region: "eu", Store: st, Ledger: l, MinHold: Credits(5), SubmitTimeout: 50 * time.Millisecond, Logger: quiet()}
-	if mod != nil {
-		mod(&cfg)
-	}
-	c, err := NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close) // cleanups run last-in first-out: the client, then its store
-	return c, &closeOnceStore{Store: st, once: &once}
-}
-
-func fundedLedger(t *testing.T, accts map[string]MC) *directLedger {
-	d := &directLedger{s: newState(t)}
-	ctx := context.Background()
-	for id, amount := range accts {
-		d.Submit(ctx, &Command{ID: "c-" + id, Type: CmdCreateAccount, Time: t0, CreateAccount: &CreateAccount{Account: id, Plan: PlanFree}})
-		d.Submit(ctx, &Command{ID: "g-" + id, Type: CmdGrant, Time: t0, Grant: &Grant{Account: id, Bucket: BucketSignup, Amount: amount}})
-	}
-	return d
-}
-
-func mustAudit(t *testing.T, s *State) *AuditReport {
-	t.Helper()
-	rep, err := s.Audit()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
-		t.Fatalf("audit: %v", rep.Violations)
-	}
-	return rep
-}
 
 func TestClientNeverOverdraws(t *testing.T) {
 	d := fundedLedger(t, map[string]MC{"a": Credits(10)})
@@ -127,10 +39,10 @@ func TestClientNeverOverdraws(t *testing.T) {
 	if n, err := c.Settle(context.Background()); err != nil || n != 14 {
 		t.Fatalf("settle %d %v", n, err)
 	}
-	if rev, _ := d.s.Balance(SysRevenue); rev != 14*700 {
+	if rev, _ := d.State().Balance(SysRevenue); rev != 14*700 {
 		t.Fatalf("revenue %s", rev)
 	}
-	mustAudit(t, d.s)
+	mustAudit(t, d.State())
 }
 
 func TestClientCutOffServesFromHoldThenRefuses(t *testing.T) {
@@ -141,7 +53,7 @@ func TestClientCutOffServesFromHoldThenRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := c.Available("a") + Credits(1)
-	d.down.Store(true)
+	d.SetCutOff(true)
 	n := 1
 	for ; ; n++ {
 		err := c.Charge(ctx, "a", fmt.Sprintf("r%d", n), Credits(1))
@@ -162,17 +74,17 @@ func TestClientCutOffServesFromHoldThenRefuses(t *testing.T) {
 		t.Fatal("settle succeeded while cut off")
 	}
 	// Healed: every local charge is settled exactly once.
-	d.down.Store(false)
+	d.SetCutOff(false)
 	if _, err := c.Settle(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if rev, _ := d.s.Balance(SysRevenue); rev != MC(n)*Credits(1) {
+	if rev, _ := d.State().Balance(SysRevenue); rev != MC(n)*Credits(1) {
 		t.Fatalf("revenue %s after heal, want %d credits", rev, n)
 	}
 	if err := c.Charge(ctx, "a", "after", Credits(1)); err != nil {
 		t.Fatalf("after heal: %v", err)
 	}
-	mustAudit(t, d.s)
+	mustAudit(t, d.State())
 }
 
 func TestClientSettlesJournalAfterRestartAndLostReplies(t *testing.T) {
@@ -188,7 +100,7 @@ func TestClientSettlesJournalAfterRestartAndLostReplies(t *testing.T) {
 	}
 	// The ledger applies the settle but the reply is lost, then the process
 	// dies before the journal is updated.
-	d.loseReply.Store(1)
+	d.LoseReplies(1, CmdSettle)
 	if _, err := c.Settle(ctx); err == nil {
 		t.Fatal("lost reply not reported")
 	}
@@ -206,10 +118,10 @@ func TestClientSettlesJournalAfterRestartAndLostReplies(t *testing.T) {
 	if n, err := c2.Settle(ctx); err != nil || n != 30 {
 		t.Fatalf("resettle %d %v", n, err)
 	}
-	if rev, _ := d.s.Balance(SysRevenue); rev != Credits(30) {
+	if rev, _ := d.State().Balance(SysRevenue); rev != Credits(30) {
 		t.Fatalf("revenue %s: charged twice or lost", rev)
 	}
-	rep := mustAudit(t, d.s)
+	rep := mustAudit(t, d.State())
 	if c2.Pending() != 0 {
 		t.Fatalf("pending %d", c2.Pending())
 	}
@@ -245,36 +157,11 @@ func TestClientReleasesIdleHolds(t *testing.T) {
 	mu.Lock()
 	now = now.Add(2 * time.Minute)
 	mu.Unlock()
-	c.releaseIdle(ctx)
-	if h, _ := d.s.Balance(HoldAccount("a", "eu")); h != 0 {
+	c.ReleaseIdle(ctx)
+	if h, _ := d.State().Balance(HoldAccount("a", "eu")); h != 0 {
 		t.Fatalf("hold %s after idle release", h)
 	}
-	if b, _ := d.s.Balance(BucketAccount("a", BucketSignup)); b != Credits(99) {
+	if b, _ := d.State().Balance(BucketAccount("a", BucketSignup)); b != Credits(99) {
 		t.Fatalf("signup %s", b)
-	}
-}
-
-func openBenchStore(b *testing.B) *store.Store {
-	st, err := store.Open(b.TempDir(), &store.Options{Logger: quiet()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	return st
-}
-
-func TestChargeEncoding(t *testing.T) {
-	now := time.Date(2026, 11, 22, 1, 2, 3, 4, time.UTC)
-	var ch Charge
-	if err := decodeCharge(encodeCharge("acct-é", "r/1", 1234, now), &ch); err != nil {
-		t.Fatal(err)
-	}
-	if ch.Account != "acct-é" || ch.Receipt != "r/1" || ch.Amount != 1234 || !ch.Time.Equal(now) {
-		t.Fatalf("%+v", ch)
-	}
-	for _, bad := range [][]byte{nil, make([]byte, 15), append(make([]byte, 16), 9, 'a')} {
-		if err := decodeCharge(bad, &ch); err == nil {
-			t.Errorf("%x decoded", bad)
-		}
 	}
 }

@@ -34,10 +34,59 @@ type Peer struct {
 	APIAddr  string `json:"api"`
 }
 
-// Network decides whether traffic may flow from one node to another. Tests
-// use it to partition regions; nil allows everything.
-type Network interface {
-	Allowed(from, to string) bool
+// Dialer opens connections; *net.Dialer, *tls.Dialer and
+// golang.org/x/net/proxy's ContextDialer satisfy it.
+type Dialer interface {
+	DialContext(ctx context.Context, network, address string) (net.Conn, error)
+}
+
+// RaftConfig is the part of Raft's configuration an operator may tune. A
+// zero field takes the default given. The defaults suit regions a few
+// hundred milliseconds apart; shorter timeouts elect faster on a LAN (and
+// in tests) and flap between distant regions.
+type RaftConfig struct {
+	// HeartbeatTimeout is how long a follower goes without hearing from
+	// the leader before it stands for election (default 1 s).
+	HeartbeatTimeout time.Duration
+	// ElectionTimeout is how long a candidate waits for votes before it
+	// tries again (default 1 s).
+	ElectionTimeout time.Duration
+	// LeaderLeaseTimeout is how long a leader stays leader without
+	// reaching a quorum (default 500 ms); at most HeartbeatTimeout.
+	LeaderLeaseTimeout time.Duration
+	// CommitTimeout is how long the leader waits before it tells the
+	// followers the commit index without new entries (default 50 ms).
+	CommitTimeout time.Duration
+	// SnapshotThreshold is how many log entries since the last snapshot
+	// make the next one (default 8192).
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often Raft checks whether to snapshot
+	// (default 120 s; each node adds up to as much again at random).
+	SnapshotInterval time.Duration
+	// TrailingLogs is how many entries stay in the log after a snapshot,
+	// so a follower a little behind catches up from the log rather than
+	// from a whole snapshot (default 10240).
+	TrailingLogs uint64
+}
+
+// apply sets rc's fields from the non-zero fields of c.
+func (c RaftConfig) apply(rc *raft.Config) {
+	set := func(dst *time.Duration, v time.Duration) {
+		if v != 0 {
+			*dst = v
+		}
+	}
+	set(&rc.HeartbeatTimeout, c.HeartbeatTimeout)
+	set(&rc.ElectionTimeout, c.ElectionTimeout)
+	set(&rc.LeaderLeaseTimeout, c.LeaderLeaseTimeout)
+	set(&rc.CommitTimeout, c.CommitTimeout)
+	set(&rc.SnapshotInterval, c.SnapshotInterval)
+	if c.SnapshotThreshold != 0 {
+		rc.SnapshotThreshold = c.SnapshotThreshold
+	}
+	if c.TrailingLogs != 0 {
+		rc.TrailingLogs = c.TrailingLogs
+	}
 }
 
 // NodeConfig configures a ledger voter.
@@ -56,12 +105,18 @@ type NodeConfig struct {
 	// Secret is shared by the group's nodes; it authorises forwarded
 	// commands.
 	Secret string
-	// Network, when set, filters traffic between nodes (tests).
-	Network Network
+	// RaftListener, when set, is where Raft accepts connections instead
+	// of a listener the node opens on RaftAddr (which it still
+	// advertises): a socket handed over by systemd, a TLS listener. The
+	// node closes it, also when OpenNode fails.
+	RaftListener net.Listener
+	// RaftDialer connects to the other voters' Raft addresses; default a
+	// net.Dialer.
+	RaftDialer Dialer
 	// HTTPClient forwards commands to the leader; default has a 10 s timeout.
 	HTTPClient *http.Client
-	// Tune adjusts the Raft configuration (tests shorten timeouts).
-	Tune   func(*raft.Config)
+	// Raft tunes Raft's timeouts and snapshots; zero fields take defaults.
+	Raft   RaftConfig
 	Logger *slog.Logger
 }
 
@@ -84,6 +139,9 @@ type Node struct {
 // OpenNode starts a voter.
 func OpenNode(cfg NodeConfig) (*Node, error) {
 	if cfg.ID == "" || cfg.DataDir == "" || cfg.RaftAddr == "" {
+		if cfg.RaftListener != nil {
+			cfg.RaftListener.Close()
+		}
 		return nil, errors.New("ledger: node needs id, data dir and raft address")
 	}
 	if cfg.Logger == nil {
@@ -92,8 +150,14 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
+	if cfg.RaftDialer == nil {
+		cfg.RaftDialer = &net.Dialer{}
+	}
 	for _, d := range []string{"raft", "snapshots", "state"} {
 		if err := os.MkdirAll(filepath.Join(cfg.DataDir, d), 0o755); err != nil {
+			if cfg.RaftListener != nil {
+				cfg.RaftListener.Close()
+			}
 			return nil, fmt.Errorf("ledger: %w", err)
 		}
 	}
@@ -111,9 +175,12 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		}
 		if n.trans != nil {
 			n.trans.Close()
+		} else if cfg.RaftListener != nil {
+			cfg.RaftListener.Close()
 		}
 	}
 	if n.logs, err = raftpebble.Open(filepath.Join(cfg.DataDir, "raft"), &raftpebble.Options{Logger: cfg.Logger}); err != nil {
+		closeAll()
 		return nil, err
 	}
 	if n.st, err = store.Open(filepath.Join(cfg.DataDir, "state"), &store.Options{Logger: cfg.Logger}); err != nil {
@@ -129,12 +196,14 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		closeAll()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", cfg.RaftAddr)
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("ledger: raft listen: %w", err)
+	ln := cfg.RaftListener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.RaftAddr); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("ledger: raft listen: %w", err)
+		}
 	}
-	layer := &streamLayer{Listener: ln, self: cfg.ID, net: cfg.Network, n: n}
+	layer := &streamLayer{Listener: ln, self: cfg.ID, dialer: cfg.RaftDialer}
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: layer, MaxPool: 3, Timeout: 5 * time.Second, Logger: hclogger(cfg.Logger),
 	})
@@ -146,9 +215,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	// what the state already has.
 	rc.NoSnapshotRestoreOnStart = true
 	rc.SnapshotThreshold = 8192
-	if cfg.Tune != nil {
-		cfg.Tune(rc)
-	}
+	cfg.Raft.apply(rc)
 	r, err := raft.NewRaft(rc, (*fsm)(n.state), n.logs, n.logs, snaps, n.trans)
 	if err != nil {
 		closeAll()
@@ -313,9 +380,6 @@ func (n *Node) forward(ctx context.Context, data []byte) (*Result, error) {
 	if !ok || p.APIAddr == "" {
 		return nil, fmt.Errorf("ledger: no API address for leader %s", id)
 	}
-	if n.cfg.Network != nil && !n.cfg.Network.Allowed(n.cfg.ID, p.ID) {
-		return nil, fmt.Errorf("ledger: %s unreachable from %s", p.ID, n.cfg.ID)
-	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.APIAddr+ApplyPath, bytes.NewReader(data))
 	if err != nil {
 		return nil, err
@@ -424,19 +488,6 @@ func (n *Node) Handler() http.Handler {
 			http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
 			return
 		}
-		from := r.Header.Get("X-Ledger-From")
-		if n.cfg.Network != nil && !n.cfg.Network.Allowed(from, n.cfg.ID) {
-			// A partitioned sender's request never arrives.
-			hj, ok := w.(http.Hijacker)
-			if ok {
-				if c, _, err := hj.Hijack(); err == nil {
-					c.Close()
-					return
-				}
-			}
-			http.Error(w, "unreachable", http.StatusServiceUnavailable)
-			return
-		}
 		if !n.IsLeader() {
 			http.Error(w, `{"error":"not_leader","message":"this node is not the leader"}`, http.StatusMisdirectedRequest)
 			return
@@ -499,20 +550,18 @@ func (n *Node) RemoveVoter(id string) error {
 func (n *Node) Barrier(timeout time.Duration) error { return n.raft.Barrier(timeout).Error() }
 
 // streamLayer is Raft's TCP transport with a one-line preamble naming the
-// sender, so a Network can drop traffic between chosen nodes.
+// sender (for operators reading connection logs and proxies; a node reads
+// and drops it).
 type streamLayer struct {
 	net.Listener
-	self string
-	net  Network
-	n    *Node
+	self   string
+	dialer Dialer
 }
 
 func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	to := s.peerByAddr(string(addr))
-	if s.net != nil && !s.net.Allowed(s.self, to) {
-		return nil, fmt.Errorf("ledger: %s unreachable from %s", to, s.self)
-	}
-	c, err := net.DialTimeout("tcp", string(addr), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	c, err := s.dialer.DialContext(ctx, "tcp", string(addr))
 	if err != nil {
 		return nil, err
 	}
@@ -520,7 +569,7 @@ func (s *streamLayer) Dial(addr raft.ServerAddress, timeout time.Duration) (net.
 		c.Close()
 		return nil, err
 	}
-	return &guardedConn{Conn: c, from: s.self, to: to, net: s.net}, nil
+	return c, nil
 }
 
 func (s *streamLayer) Accept() (net.Conn, error) {
@@ -531,33 +580,17 @@ func (s *streamLayer) Accept() (net.Conn, error) {
 		}
 		c.SetReadDeadline(time.Now().Add(5 * time.Second))
 		br := bufio.NewReader(c)
-		from, err := br.ReadString('\n')
+		_, err = br.ReadString('\n')
 		c.SetReadDeadline(time.Time{})
 		if err != nil {
 			c.Close()
 			continue
 		}
-		from = strings.TrimSpace(from)
-		if s.net != nil && !s.net.Allowed(from, s.self) {
-			c.Close()
-			continue
-		}
-		return &guardedConn{Conn: &bufferedConn{Conn: c, r: br}, from: s.self, to: from, net: s.net}, nil
+		return &bufferedConn{Conn: c, r: br}, nil
 	}
 }
 
 func (s *streamLayer) Addr() net.Addr { return s.Listener.Addr() }
-
-func (s *streamLayer) peerByAddr(addr string) string {
-	s.n.mu.RLock()
-	defer s.n.mu.RUnlock()
-	for _, p := range s.n.peers {
-		if p.RaftAddr == addr {
-			return p.ID
-		}
-	}
-	return addr
-}
 
 type bufferedConn struct {
 	net.Conn
@@ -565,41 +598,6 @@ type bufferedConn struct {
 }
 
 func (b *bufferedConn) Read(p []byte) (int, error) { return b.r.Read(p) }
-
-// guardedConn fails reads and writes once the network cuts the link, so a
-// partition also breaks connections that were open before it.
-type guardedConn struct {
-	net.Conn
-	from, to string
-	net      Network
-}
-
-var errPartitioned = errors.New("ledger: link partitioned")
-
-func (g *guardedConn) cut() bool {
-	return g.net != nil && (!g.net.Allowed(g.from, g.to) || !g.net.Allowed(g.to, g.from))
-}
-
-func (g *guardedConn) Read(p []byte) (int, error) {
-	if g.cut() {
-		g.Conn.Close()
-		return 0, errPartitioned
-	}
-	n, err := g.Conn.Read(p)
-	if err == nil && g.cut() {
-		g.Conn.Close()
-		return 0, errPartitioned
-	}
-	return n, err
-}
-
-func (g *guardedConn) Write(p []byte) (int, error) {
-	if g.cut() {
-		g.Conn.Close()
-		return 0, errPartitioned
-	}
-	return g.Conn.Write(p)
-}
 
 // hclogger adapts slog for Raft's hclog (at warn and above: Raft is chatty).
 func hclogger(l *slog.Logger) hclog.Logger {

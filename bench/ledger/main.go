@@ -12,8 +12,8 @@
 //	    null ledger (no Raft, no FSM): the Client's own share.
 //	ledger latency [-delay 150ms] [-rate 200] [-duration 5s] [-all-links]
 //	    latency of a metered charge in a region 150 ms (one way) from the
-//	    leader: three voters on 127.0.0.1/2/3 over real TCP, Raft links through
-//	    delay proxies, forwarded commands through a delaying RoundTripper, the
+//	    leader: three voters on 127.0.0.1/2/3 over real TCP (ledgertest), Raft
+//	    connections and forwarded commands delayed on the links to it, the
 //	    Client on the far voter; baseline: the same charge as its own Settle
 //	    command through Raft (forwarded to the leader over the delayed path).
 //
@@ -22,18 +22,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -50,6 +46,7 @@ import (
 	"github.com/trawlhq/trawl/bench/measure"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/ledgertest"
 )
 
 func main() {
@@ -167,25 +164,17 @@ func throughput(args []string) error {
 	defer cleanup()
 
 	// A one-voter ledger: a real Raft node, Pebble log and state on disk.
-	raftAddr, err := freeAddr("127.0.0.1")
-	if err != nil {
-		return err
-	}
-	node, err := ledger.OpenNode(ledger.NodeConfig{
-		ID: "eu", DataDir: filepath.Join(dir, "node"), RaftAddr: raftAddr,
-		Peers:     []ledger.Peer{{ID: "eu", RaftAddr: raftAddr}},
-		Bootstrap: true, Secret: "bench", Logger: log,
-		Tune: func(c *raft.Config) { // only the first election is sped up
-			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
-		},
+	one, err := ledgertest.Start(ledgertest.Options{
+		Regions: []string{"eu"}, Dir: filepath.Join(dir, "node"), Secret: "bench", Logger: log,
+		// Raft's defaults but for the timeouts: only the first election is sped up.
+		RaftOf: map[string]ledger.RaftConfig{"eu": {HeartbeatTimeout: 200 * time.Millisecond, ElectionTimeout: 200 * time.Millisecond, LeaderLeaseTimeout: 100 * time.Millisecond}},
 	})
 	if err != nil {
-		return err
-	}
-	defer node.Close()
-	if err := waitFor(10*time.Second, node.IsLeader); err != nil {
 		return fmt.Errorf("one-voter ledger: %w", err)
 	}
+	defer one.Close()
+	node := one.Node("eu")
+	raftAddr := one.Peer("eu").RaftAddr
 	accts := make([]string, *accounts)
 	for i := range accts {
 		accts[i] = fmt.Sprintf("acct%03d", i)
@@ -528,7 +517,7 @@ func latency(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer cl.close()
+	defer cl.Close()
 	progress("3 voters up: leader %s; %s is %s (one way) from the others%s", cl.leader, *far, *delay,
 		map[bool]string{true: ", eu<->sin too", false: ""}[*allLinks])
 
@@ -666,75 +655,32 @@ func openLoop(rate float64, d time.Duration, fn func() error) (latResult, error)
 
 // ---------------------------------------------------------- the cluster
 
-// cluster is three voters, one per region on 127.0.0.1/2/3, with real TCP.
-// Raft traffic between regions goes through delay proxies (each voter's
-// address in the peer list is a proxy in front of its Raft listener), and
-// commands a follower forwards go through a delaying http.RoundTripper.
+// cluster is three voters, one per region on 127.0.0.1/2/3, with real TCP
+// (ledgertest): Raft connections and forwarded commands between regions are
+// delayed by linkDelay in each direction.
 type cluster struct {
-	nodes   map[string]*ledger.Node
-	servers []*http.Server
-	proxies []net.Listener
-	leader  string
+	*ledgertest.Cluster
+	nodes  map[string]*ledger.Node
+	leader string
 }
 
 func startCluster(dir string, linkDelay func(from, to string) time.Duration, log *slog.Logger) (*cluster, error) {
-	cl := &cluster{nodes: map[string]*ledger.Node{}}
-	var peers []ledger.Peer
-	real := map[string]string{}  // region -> Raft listen address
-	apiOf := map[string]string{} // API address -> region
-	for i, r := range regions {
-		ip := fmt.Sprintf("127.0.0.%d", i+1)
-		var addrs [3]string
-		for j := range addrs {
-			a, err := freeAddr(ip)
-			if err != nil {
-				return nil, err
-			}
-			addrs[j] = a
-		}
-		real[r] = addrs[0]
-		apiOf[addrs[2]] = r
-		peers = append(peers, ledger.Peer{ID: r, RaftAddr: addrs[1], APIAddr: addrs[2]})
+	c, err := ledgertest.Start(ledgertest.Options{
+		Regions: regions, Dir: dir, Secret: "bench", Logger: log, Delay: linkDelay,
+		HTTPTimeout: 10 * time.Second, LeaderTimeout: 20 * time.Second,
+		// Raft's defaults (1 s), but eu's election timer fires first so
+		// it normally leads; otherwise leadership is handed to it below.
+		RaftOf: map[string]ledger.RaftConfig{
+			"eu":  {HeartbeatTimeout: 400 * time.Millisecond, ElectionTimeout: 400 * time.Millisecond, LeaderLeaseTimeout: 400 * time.Millisecond},
+			"sin": {}, "us": {},
+		},
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, p := range peers {
-		ln, err := net.Listen("tcp", p.RaftAddr)
-		if err != nil {
-			cl.close()
-			return nil, err
-		}
-		cl.proxies = append(cl.proxies, ln)
-		go serveProxy(ln, p.ID, real[p.ID], linkDelay)
-	}
-	for _, p := range peers {
-		leaderFirst := p.ID == "eu"
-		n, err := ledger.OpenNode(ledger.NodeConfig{
-			ID: p.ID, DataDir: filepath.Join(dir, "node-"+p.ID), RaftAddr: real[p.ID],
-			Peers: peers, Bootstrap: true, Secret: "bench", Logger: log,
-			HTTPClient: &http.Client{Timeout: 10 * time.Second, Transport: &delayTransport{
-				from: p.ID, regionOf: apiOf, delay: linkDelay,
-				base: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute},
-			}},
-			// Raft's defaults (1 s), but eu's election timer fires first so
-			// it normally leads; otherwise leadership is handed to it below.
-			Tune: func(c *raft.Config) {
-				if leaderFirst {
-					c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 400*time.Millisecond, 400*time.Millisecond, 400*time.Millisecond
-				}
-			},
-		})
-		if err != nil {
-			cl.close()
-			return nil, err
-		}
-		cl.nodes[p.ID] = n
-		ln, err := net.Listen("tcp", p.APIAddr)
-		if err != nil {
-			cl.close()
-			return nil, err
-		}
-		srv := &http.Server{Handler: n.Handler()}
-		cl.servers = append(cl.servers, srv)
-		go srv.Serve(ln)
+	cl := &cluster{Cluster: c, nodes: map[string]*ledger.Node{}}
+	for _, r := range regions {
+		cl.nodes[r] = c.Node(r)
 	}
 	leaderIs := func(id string) func() bool {
 		return func() bool {
@@ -759,21 +705,21 @@ func startCluster(dir string, linkDelay func(from, to string) time.Duration, log
 		return false
 	}
 	if err := waitFor(20*time.Second, anyLeader); err != nil {
-		cl.close()
+		cl.Close()
 		return nil, fmt.Errorf("no leader: %w", err)
 	}
 	if !cl.nodes["eu"].IsLeader() {
 		for _, n := range cl.nodes {
 			if n.IsLeader() {
 				progress("%s leads; handing leadership to eu", n.ID())
-				if err := n.Raft().LeadershipTransferToServer("eu", raft.ServerAddress(peers[0].RaftAddr)).Error(); err != nil {
-					cl.close()
+				if err := n.Raft().LeadershipTransferToServer("eu", raft.ServerAddress(c.Peer("eu").RaftAddr)).Error(); err != nil {
+					cl.Close()
 					return nil, fmt.Errorf("leadership transfer: %w", err)
 				}
 			}
 		}
 		if err := waitFor(20*time.Second, leaderIs("eu")); err != nil {
-			cl.close()
+			cl.Close()
 			return nil, fmt.Errorf("eu never led: %w", err)
 		}
 	}
@@ -781,149 +727,7 @@ func startCluster(dir string, linkDelay func(from, to string) time.Duration, log
 	return cl, nil
 }
 
-func (cl *cluster) close() {
-	for _, s := range cl.servers {
-		s.Close()
-	}
-	for _, n := range cl.nodes {
-		n.Close()
-	}
-	for _, ln := range cl.proxies {
-		ln.Close()
-	}
-}
-
-// delayTransport delays a forwarded command by the link's one-way delay on
-// the way to the leader and again on the way back.
-type delayTransport struct {
-	from     string
-	regionOf map[string]string // API host:port -> region
-	delay    func(from, to string) time.Duration
-	base     http.RoundTripper
-}
-
-func (t *delayTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	to, ok := t.regionOf[req.URL.Host]
-	if !ok {
-		to = req.URL.Host
-	}
-	d := t.delay(t.from, to)
-	if err := sleepCtx(req.Context(), d); err != nil {
-		return nil, err
-	}
-	resp, err := t.base.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	// The body (one small JSON result) is buffered by then; hold the whole
-	// answer back for the return trip.
-	if err := sleepCtx(req.Context(), t.delay(to, t.from)); err != nil {
-		resp.Body.Close()
-		return nil, err
-	}
-	return resp, nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// serveProxy accepts Raft connections for region to and relays them to its
-// listener at target. The sender names itself on the first line (the ledger's
-// stream layer preamble), which picks the delay of each direction.
-func serveProxy(ln net.Listener, to, target string, linkDelay func(from, to string) time.Duration) {
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			br := bufio.NewReader(c)
-			c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			line, err := br.ReadString('\n')
-			c.SetReadDeadline(time.Time{})
-			if err != nil {
-				c.Close()
-				return
-			}
-			from := strings.TrimSpace(line)
-			up, err := net.DialTimeout("tcp", target, 5*time.Second)
-			if err != nil {
-				c.Close()
-				return
-			}
-			if _, err := io.WriteString(up, line); err != nil {
-				c.Close()
-				up.Close()
-				return
-			}
-			var once sync.Once
-			closeBoth := func() { once.Do(func() { c.Close(); up.Close() }) }
-			go delayLine(up, br, linkDelay(from, to), closeBoth)
-			go delayLine(c, up, linkDelay(to, from), closeBoth)
-		}()
-	}
-}
-
-// delayLine copies src to dst, each chunk written d after it was read: a
-// link with latency d and no bandwidth limit.
-func delayLine(dst net.Conn, src io.Reader, d time.Duration, closeBoth func()) {
-	defer closeBoth()
-	if d <= 0 {
-		io.Copy(dst, src)
-		return
-	}
-	type chunk struct {
-		b   []byte
-		due time.Time
-	}
-	ch := make(chan chunk, 4096)
-	go func() {
-		defer close(ch)
-		for {
-			buf := make([]byte, 32<<10)
-			n, err := src.Read(buf)
-			if n > 0 {
-				ch <- chunk{buf[:n], time.Now().Add(d)}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-	for c := range ch {
-		if w := time.Until(c.due); w > 0 {
-			time.Sleep(w)
-		}
-		if _, err := dst.Write(c.b); err != nil {
-			closeBoth() // ends the reader's Read
-			for range ch {
-			}
-			return
-		}
-	}
-}
-
 // --------------------------------------------------------------- helpers
-
-func freeAddr(ip string) (string, error) {
-	l, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
 
 func waitFor(limit time.Duration, cond func() bool) error {
 	deadline := time.Now().Add(limit)

@@ -3,15 +3,12 @@ package billing
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,40 +17,10 @@ import (
 	"github.com/trawlhq/trawl/gate/payments"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/ledgertest"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-
-// directLedger applies commands to one State in order: the ledger without
-// replication. failBefore fails that many submits before they reach the
-// state (leader unreachable); loseReply applies that many and then reports
-// a failure (the answer was lost).
-type directLedger struct {
-	mu         sync.Mutex
-	s          *ledger.State
-	index      uint64
-	failBefore atomic.Int32
-	loseReply  atomic.Int32
-	submits    atomic.Int32
-}
-
-func (d *directLedger) Submit(ctx context.Context, cmd *ledger.Command) (*ledger.Result, error) {
-	d.submits.Add(1)
-	if d.failBefore.Add(-1) >= 0 {
-		return nil, errors.New("leader unreachable")
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.index++
-	res, err := d.s.Apply(cmd, d.index)
-	if err != nil {
-		return nil, err
-	}
-	if d.loseReply.Add(-1) >= 0 {
-		return nil, errors.New("reply lost")
-	}
-	return res, nil
-}
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -81,7 +48,7 @@ const (
 type env struct {
 	t     *testing.T
 	state *ledger.State
-	led   *directLedger
+	led   *ledgertest.Direct
 	holds *ledger.Client
 	local *payments.Local
 	srv   *httptest.Server
@@ -98,7 +65,7 @@ func newEnv(t *testing.T, lc payments.LocalConfig) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, state: st, led: &directLedger{s: st}}
+	e := &env{t: t, state: st, led: ledgertest.NewDirect(st)}
 	var h http.Handler
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(e.srv.Close)

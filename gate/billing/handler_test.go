@@ -140,7 +140,7 @@ func TestBalance(t *testing.T) {
 		PassExpires: &pass,
 		SpendCapMC:  30000, SpendCap: s("30.000"), CapLeft: s("28.500"),
 		Month: "2026-11", MonthSpent: "1.500",
-		LedgerIndex: e.led.index,
+		LedgerIndex: e.led.Index(),
 	}
 	gb, _ := json.Marshal(b)
 	wb, _ := json.Marshal(want)
@@ -216,7 +216,7 @@ func TestSettingsBadInput(t *testing.T) {
 	e := newEnv(t, payments.LocalConfig{})
 	e.do("POST", "/v1/billing/settings", keyUser, `{"spend_cap_mc": 5000, "recharge": {"on": true, "under_credits": 10, "pack_usd": 5, "max_per_month": 1}}`)
 	before := *e.acct("acct1")
-	submits := e.led.submits.Load()
+	submits := e.led.Submits()
 	tests := []struct {
 		name, body string
 		hdr        []string
@@ -258,14 +258,14 @@ func TestSettingsBadInput(t *testing.T) {
 	if after := *e.acct("acct1"); after != before {
 		t.Errorf("bad input changed the account:\n%+v\n%+v", before, after)
 	}
-	if n := e.led.submits.Load(); n != submits {
+	if n := e.led.Submits(); n != submits {
 		t.Errorf("bad input reached the ledger (%d commands)", n-submits)
 	}
 	if r := e.do("GET", "/v1/billing/settings", keyUser, ""); r.status != 405 || r.header.Get("Allow") != "POST" {
 		t.Errorf("GET settings: %d %v", r.status, r.header)
 	}
 	// The ledger down: 503, nothing changed.
-	e.led.failBefore.Store(1)
+	e.led.FailNext(1)
 	if r := e.do("POST", "/v1/billing/settings", keyUser, `{"spend_cap_mc": 1}`); r.status != 503 || r.errCode(t) != CodeLedger {
 		t.Errorf("ledger down: %d %s", r.status, r.body)
 	}
@@ -332,7 +332,7 @@ func TestTopupIdempotencyKey(t *testing.T) {
 	}
 
 	// The ledger's answer is lost once: retried inside the request, one credit.
-	e.led.loseReply.Store(1)
+	e.led.LoseReplies(1)
 	if r := e.do("POST", "/v1/billing/topup?amount=10", keyUser, "", "Idempotency-Key", "order-2"); r.status != 200 {
 		t.Fatalf("lost reply: %d %s", r.status, r.body)
 	}
@@ -341,7 +341,7 @@ func TestTopupIdempotencyKey(t *testing.T) {
 	}
 	// The ledger unreachable for the whole request: 503, paid not credited;
 	// the client repeats with the same key and is credited once.
-	e.led.failBefore.Store(3)
+	e.led.FailNext(3)
 	r := e.do("POST", "/v1/billing/topup?amount=10", keyUser, "", "Idempotency-Key", "order-3")
 	if r.status != 503 || r.errCode(t) != CodeLedger || !strings.Contains(string(r.body), "same Idempotency-Key") {
 		t.Fatalf("ledger down: %d %s", r.status, r.body)
@@ -538,7 +538,7 @@ func TestCheckoutCreditsWhenTheLedgerComesBack(t *testing.T) {
 	e := newEnv(t, payments.LocalConfig{})
 	var co CheckoutStarted
 	e.do("POST", "/v1/billing/topup?amount=5&checkout=1", keyUser, "").json(t, &co)
-	e.led.failBefore.Store(3) // the ledger is down while the operator confirms
+	e.led.FailNext(3) // the ledger is down while the operator confirms
 	req, _ := http.NewRequest("POST", co.CheckoutURL, strings.NewReader("confirm=1"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -550,7 +550,7 @@ func TestCheckoutCreditsWhenTheLedgerComesBack(t *testing.T) {
 	if resp.StatusCode != 303 || e.bucket("acct1", ledger.BucketPack) != 0 {
 		t.Fatalf("confirm with the ledger down: %d", resp.StatusCode)
 	}
-	e.led.failBefore.Store(3)
+	e.led.FailNext(3)
 	r := e.do("POST", "/v1/billing/checkout/"+co.SessionID+"/complete", keyUser, "")
 	if r.status != 503 || r.errCode(t) != CodeLedger {
 		t.Fatalf("complete with the ledger down: %d %s", r.status, r.body)

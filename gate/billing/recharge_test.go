@@ -73,7 +73,7 @@ func TestRunRechargesRetryChargesOnce(t *testing.T) {
 	e.do("POST", "/v1/billing/settings", keyUser, `{"recharge": {"on": true, "under_credits": 95, "pack_usd": 10, "max_per_month": 3}}`)
 	e.spend("acct1", ledger.Credits(10))
 	// Paid, but the ledger is unreachable for the credit: left due.
-	e.led.failBefore.Store(3)
+	e.led.FailNext(3)
 	rep := e.recharges()
 	if rep.Due != 1 || rep.Paid != 0 || len(rep.Errors) != 1 || !e.acct("acct1").RechargeDue {
 		t.Fatalf("%+v", rep)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/playwright-community/playwright-go"
 
 	"github.com/trawlhq/trawl/gate/billing"
@@ -36,9 +35,7 @@ func startNode(t *testing.T) *ledger.Node {
 		ID: "eu", DataDir: filepath.Join(t.TempDir(), "ledger"), RaftAddr: raftAddr,
 		Peers:     []ledger.Peer{{ID: "eu", RaftAddr: raftAddr, APIAddr: addr()}},
 		Bootstrap: true, Secret: "test-secret", Logger: quiet(),
-		Tune: func(c *raft.Config) {
-			c.HeartbeatTimeout, c.ElectionTimeout, c.LeaderLeaseTimeout = 300*time.Millisecond, 300*time.Millisecond, 200*time.Millisecond
-		},
+		Raft: ledger.RaftConfig{HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 200 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -23,31 +23,12 @@ import (
 	"github.com/trawlhq/trawl/internal/clientip"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/ledgertest"
 )
 
 var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 var secret = []byte("0123456789abcdef0123456789abcdef-test")
-
-// directLedger applies commands to one State in order: the ledger without
-// replication (as in gate/billing's tests). down makes every submit fail
-// before it reaches the state.
-type directLedger struct {
-	mu    sync.Mutex
-	s     *ledger.State
-	index uint64
-	down  atomic.Bool
-}
-
-func (d *directLedger) Submit(ctx context.Context, cmd *ledger.Command) (*ledger.Result, error) {
-	if d.down.Load() {
-		return nil, errors.New("leader unreachable")
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.index++
-	return d.s.Apply(cmd, d.index)
-}
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -84,7 +65,7 @@ func (m *memMailer) last(t *testing.T) sentMail {
 type env struct {
 	t      *testing.T
 	state  *ledger.State
-	led    *directLedger
+	led    *ledgertest.Direct
 	mailer *memMailer
 	srv    *httptest.Server
 	prices *billing.Prices
@@ -116,7 +97,7 @@ func newEnvWithMailer(t *testing.T, m signup.Mailer) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, state: state, led: &directLedger{s: state}, mailer: &memMailer{}, prices: billing.DefaultPrices()}
+	e := &env{t: t, state: state, led: ledgertest.NewDirect(state), mailer: &memMailer{}, prices: billing.DefaultPrices()}
 	e.now.Store(t0.UnixNano())
 	var h http.Handler
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

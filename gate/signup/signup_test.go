@@ -230,7 +230,7 @@ func TestSignupWhenMailFails(t *testing.T) {
 
 func TestSignupWhenLedgerDown(t *testing.T) {
 	e := newEnv(t)
-	e.led.down.Store(true)
+	e.led.SetDown(true)
 	r := e.form("/signup", url.Values{"email": {"ann@example.com"}})
 	if r.status != http.StatusServiceUnavailable || pageKey(r.body) != "" || len(e.mailer.sent) != 0 {
 		t.Fatalf("sign-up with the ledger down: %d %s", r.status, r.body)
@@ -405,7 +405,7 @@ func TestKeysAPIErrors(t *testing.T) {
 	if r := e.do("GET", "/v1/keys", "", ""); r.header.Get("WWW-Authenticate") == "" {
 		t.Error("401 without WWW-Authenticate")
 	}
-	e.led.down.Store(true)
+	e.led.SetDown(true)
 	if r := e.do("POST", "/v1/keys", perm, ""); r.status != http.StatusServiceUnavailable || errCode(t, r) != billing.CodeLedger {
 		t.Fatalf("ledger down: %d %s", r.status, r.body)
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/trawlhq/trawl/ledger/ledgertest/rafttest"
 )
 
 // counter is a deterministic FSM: each command is a big-endian uint64
@@ -74,8 +76,9 @@ func (s counterSnapshot) Persist(sink raft.SnapshotSink) error {
 func (counterSnapshot) Release() {}
 
 // node is one raft server whose log and stable state live in a Store on
-// disk; dir and snapDir survive a restart.
+// disk; dir and snapDir survive a restart. It is a rafttest.Server.
 type node struct {
+	c       *cluster
 	id      raft.ServerID
 	addr    raft.ServerAddress
 	dir     string
@@ -92,23 +95,32 @@ type cluster struct {
 	t     *testing.T
 	nodes []*node
 	logs  *lockedBuffer
+	rc    *rafttest.Cluster
 }
 
 func newCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, logs: new(lockedBuffer)}
+	c := &cluster{t: t, logs: new(lockedBuffer), rc: rafttest.NewCluster()}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("raft log:\n%s", c.logs.String())
 		}
 	})
 	for i := range n {
-		c.nodes = append(c.nodes, &node{
+		nd := &node{
+			c:       c,
 			id:      raft.ServerID(fmt.Sprintf("n%d", i)),
 			addr:    raft.ServerAddress(fmt.Sprintf("n%d", i)),
 			dir:     t.TempDir(),
 			snapDir: t.TempDir(),
-		})
+		}
+		c.nodes = append(c.nodes, nd)
+		c.rc.Add(string(nd.id), nd)
 	}
+	t.Cleanup(func() {
+		if err := c.rc.Close(); err != nil {
+			t.Error(err)
+		}
+	})
 	for _, nd := range c.nodes {
 		c.start(nd)
 	}
@@ -117,18 +129,34 @@ func newCluster(t *testing.T, n int) *cluster {
 
 // start opens nd's stores from disk and starts raft on them.
 func (c *cluster) start(nd *node) {
-	t := c.t
+	c.t.Helper()
+	if err := c.rc.Start(string(nd.id)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// stop shuts raft down and closes the store, as a process exit would.
+func (c *cluster) stop(nd *node) {
+	c.t.Helper()
+	if err := c.rc.Stop(string(nd.id)); err != nil {
+		c.t.Error(err)
+	}
+}
+
+// Start opens nd's stores from disk and starts raft on them.
+func (nd *node) Start() error {
 	var err error
-	nd.store, err = Open(nd.dir, &Options{FS: vfs.Default, Logger: testLogger(t)})
+	nd.store, err = Open(nd.dir, &Options{FS: vfs.Default, Logger: testLogger(nd.c.t)})
 	if err != nil {
-		t.Fatalf("%s: %v", nd.id, err)
+		return err
 	}
 	nd.snaps, err = raft.NewFileSnapshotStore(nd.snapDir, 2, io.Discard)
 	if err != nil {
-		t.Fatal(err)
+		nd.store.Close()
+		return err
 	}
 	_, nd.trans = raft.NewInmemTransport(nd.addr)
-	for _, o := range c.nodes {
+	for _, o := range nd.c.nodes {
 		if o != nd && o.trans != nil {
 			o.trans.Connect(nd.addr, nd.trans)
 			nd.trans.Connect(o.addr, o.trans)
@@ -146,59 +174,58 @@ func (c *cluster) start(nd *node) {
 	conf.SnapshotThreshold = 1 << 40
 	conf.SnapshotInterval = time.Hour
 	conf.TrailingLogs = 100
-	conf.Logger = hclog.New(&hclog.LoggerOptions{Name: string(nd.id), Output: c.logs, Level: hclog.Info})
+	conf.Logger = hclog.New(&hclog.LoggerOptions{Name: string(nd.id), Output: nd.c.logs, Level: hclog.Info})
 	nd.fsm = &counter{}
 	nd.raft, err = raft.NewRaft(conf, nd.fsm, nd.store, nd.store, nd.snaps, nd.trans)
 	if err != nil {
-		t.Fatalf("%s: NewRaft: %v", nd.id, err)
+		nd.store.Close()
+		nd.trans = nil
+		return fmt.Errorf("NewRaft: %w", err)
 	}
-	t.Cleanup(func() { c.stop(nd) })
+	return nil
 }
 
-// stop shuts raft down and closes the store, as a process exit would.
-func (c *cluster) stop(nd *node) {
-	if nd.raft == nil {
-		return
-	}
+// Stop shuts raft down and closes the store, as a process exit would.
+func (nd *node) Stop() error {
+	var errs []error
 	if err := nd.raft.Shutdown().Error(); err != nil {
-		c.t.Errorf("%s: shutdown: %v", nd.id, err)
+		errs = append(errs, fmt.Errorf("shutdown: %w", err))
 	}
-	for _, o := range c.nodes {
+	for _, o := range nd.c.nodes {
 		if o != nd && o.trans != nil {
 			o.trans.Disconnect(nd.addr)
 		}
 	}
 	nd.trans.DisconnectAll()
 	if err := nd.store.Close(); err != nil {
-		c.t.Errorf("%s: close store: %v", nd.id, err)
+		errs = append(errs, fmt.Errorf("close store: %w", err))
 	}
 	nd.raft, nd.trans = nil, nil
+	return errors.Join(errs...)
 }
+
+// Raft is nd's running raft, nil while stopped.
+func (nd *node) Raft() *raft.Raft { return nd.raft }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := rafttest.WaitFor(20*time.Second, cond); err != nil {
+		t.Fatalf("timed out waiting for %s", what)
 	}
 }
 
 func (c *cluster) leader() *node {
 	c.t.Helper()
-	var l *node
-	waitFor(c.t, "a leader", func() bool {
-		for _, nd := range c.nodes {
-			if nd.raft != nil && nd.raft.State() == raft.Leader {
-				l = nd
-				return true
-			}
+	id, err := c.rc.Leader(20*time.Second, nil)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for _, nd := range c.nodes {
+		if string(nd.id) == id {
+			return nd
 		}
-		return false
-	})
-	return l
+	}
+	panic(id)
 }
 
 // apply submits commands from..to (each adds its own number) through the

@@ -1,0 +1,215 @@
+package ledger
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+func (t *tx) createAccount(c *CreateAccount) error {
+	if c == nil || c.Account == "" {
+		return refuse(ErrCodeInvalid, "create_account needs an account id")
+	}
+	if c.Plan != PlanFree && c.Plan != PlanSupporter {
+		return refuse(ErrCodeInvalid, "plan must be free or supporter")
+	}
+	if ok, err := t.exists(keyAccount(c.Account)); err != nil {
+		return err
+	} else if ok {
+		return refuse(ErrCodeExists, "account %q exists", c.Account)
+	}
+	t.accts[c.Account] = (&Account{
+		ID: c.Account, Email: c.Email, Plan: c.Plan, CreatedAt: t.cmd.Time.UTC(),
+		Month: t.cmd.Time.UTC().Format("2006-01"),
+	})
+	return nil
+}
+
+func (t *tx) addKey(k *Key) error {
+	if k == nil || k.ID == "" || len(k.Hash) != 64 || k.Account == "" {
+		return refuse(ErrCodeInvalid, "add_key needs id, account and a sha-256 hash")
+	}
+	if k.Role != RoleUser && k.Role != RoleAuditor {
+		return refuse(ErrCodeInvalid, "role must be user or auditor")
+	}
+	if _, err := t.account(k.Account); err != nil {
+		return err
+	}
+	if ok, err := t.exists(keyKeyID(k.ID)); err != nil {
+		return err
+	} else if ok {
+		return refuse(ErrCodeExists, "key %q exists", k.ID)
+	}
+	kk := *k
+	kk.CreatedAt = t.cmd.Time.UTC()
+	t.putJSON(keyKey(k.Hash), &kk)
+	t.b.Set(keyKeyID(k.ID), []byte(k.Hash))
+	return nil
+}
+
+func (t *tx) revokeKey(r *RevokeKey) error {
+	if r == nil {
+		return refuse(ErrCodeInvalid, "revoke_key needs key_id")
+	}
+	h, err := t.r.Get(keyKeyID(r.KeyID))
+	if errors.Is(err, store.ErrNotFound) {
+		return refuse(ErrCodeNoKey, "no key %q", r.KeyID)
+	} else if err != nil {
+		return err
+	}
+	var k Key
+	if _, err := getJSON(t.r, keyKey(string(h)), &k); err != nil {
+		return err
+	}
+	k.Revoked = true
+	t.putJSON(keyKey(k.Hash), &k)
+	return nil
+}
+
+func (t *tx) grant(g *Grant) error {
+	if g == nil || g.Amount <= 0 {
+		return refuse(ErrCodeInvalid, "grant needs a positive amount")
+	}
+	a, err := t.account(g.Account)
+	if err != nil {
+		return err
+	}
+	switch g.Bucket {
+	case BucketSignup, BucketMonthly:
+	case BucketPass:
+		if g.PassExpires.IsZero() {
+			return refuse(ErrCodeInvalid, "a pass grant needs pass_expires")
+		}
+		a.PassExpires = g.PassExpires.UTC()
+	default:
+		return refuse(ErrCodeInvalid, "grants go to the signup, monthly or pass bucket, not %q", g.Bucket)
+	}
+	return t.transfer(SysGrants, BucketAccount(a.ID, g.Bucket), g.Amount, KindGrant, t.cmd.ID)
+}
+
+func (t *tx) settings(s *Settings) error {
+	if s == nil {
+		return refuse(ErrCodeInvalid, "settings needs a body")
+	}
+	a, err := t.account(s.Account)
+	if err != nil {
+		return err
+	}
+	if s.SpendCapMC != nil {
+		if *s.SpendCapMC < 0 {
+			return refuse(ErrCodeInvalid, "spend_cap_mc must be 0 (no cap) or positive")
+		}
+		a.SpendCapMC = *s.SpendCapMC
+	}
+	if s.Recharge != nil {
+		r := *s.Recharge
+		if r.On && (r.UnderCredits <= 0 || r.PackUSD <= 0 || r.MaxPerMonth <= 0) {
+			return refuse(ErrCodeInvalid, "auto-recharge needs under_credits, pack_usd and max_per_month")
+		}
+		a.Recharge = r
+	}
+	return nil
+}
+
+func (t *tx) resetMonth(r *ResetMonth) error {
+	if r == nil || len(r.Month) != 7 || !strings.Contains(r.Month, "-") {
+		return refuse(ErrCodeInvalid, "reset_month needs a month like 2026-12")
+	}
+	if r.Month <= t.meta.Month {
+		return refuse(ErrCodeExists, "month %s already started", r.Month)
+	}
+	var ids []string
+	err := t.r.Scan(prefixAccounts(), nil, func(k, _ []byte) (bool, error) {
+		ids = append(ids, string(k[len(prefixAccounts()):]))
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, id := range ids { // key order: deterministic
+		a, err := t.account(id)
+		if err != nil {
+			return err
+		}
+		left, err := t.bal(BucketAccount(id, BucketMonthly))
+		if err != nil {
+			return err
+		}
+		if err := t.transfer(BucketAccount(id, BucketMonthly), SysExpired, left, KindExpire, ""); err != nil {
+			return err
+		}
+		if err := t.transfer(SysGrants, BucketAccount(id, BucketMonthly), r.Credits[a.Plan], KindGrant, t.cmd.ID); err != nil {
+			return err
+		}
+		a.Month, a.MonthSpent, a.RechargesThisMonth = r.Month, 0, 0
+	}
+	t.meta.Month = r.Month
+	return nil
+}
+
+func (t *tx) topup(p *Topup) error {
+	if p == nil || p.PaymentID == "" || p.Credits <= 0 {
+		return refuse(ErrCodeInvalid, "topup needs a payment id and credits")
+	}
+	if ok, err := t.exists(keyPayment(p.PaymentID)); err != nil {
+		return err
+	} else if ok {
+		return nil // this payment was credited already
+	}
+	a, err := t.account(p.Account)
+	if err != nil {
+		return err
+	}
+	if err := t.transfer(SysPayments, BucketAccount(a.ID, BucketPack), p.Credits, KindTopup, p.PaymentID); err != nil {
+		return err
+	}
+	t.b.Set(keyPayment(p.PaymentID), fmt.Appendf(nil, "%d", t.meta.Entries))
+	a.Plan = PlanSupporter
+	if p.Recharge {
+		a.RechargesThisMonth++
+		a.RechargeDue = false
+	}
+	return nil
+}
+
+func (t *tx) expirePass(e *ExpirePass) error {
+	if e == nil {
+		return refuse(ErrCodeInvalid, "expire_pass needs an account")
+	}
+	a, err := t.account(e.Account)
+	if err != nil {
+		return err
+	}
+	if a.PassExpires.IsZero() || t.cmd.Time.Before(a.PassExpires) {
+		return refuse(ErrCodeInvalid, "the pass of %q has not expired", a.ID)
+	}
+	left, err := t.bal(BucketAccount(a.ID, BucketPass))
+	if err != nil {
+		return err
+	}
+	return t.transfer(BucketAccount(a.ID, BucketPass), SysExpired, left, KindExpire, "")
+}
+
+func (t *tx) rechargeDone(r *RechargeDone) error {
+	if r == nil {
+		return refuse(ErrCodeInvalid, "recharge_done needs an account")
+	}
+	a, err := t.account(r.Account)
+	if err != nil {
+		return err
+	}
+	a.RechargeDue = false
+	return nil
+}
+
+// setPeer records a voter's addresses, so every node can forward to it when
+// it leads.
+func (t *tx) setPeer(p *Peer) error {
+	if p == nil || p.ID == "" || p.RaftAddr == "" || p.APIAddr == "" {
+		return refuse(ErrCodeInvalid, "set_peer needs id, raft and api")
+	}
+	t.putJSON(keyPeer(p.ID), p)
+	return nil
+}

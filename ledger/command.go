@@ -1,0 +1,179 @@
+package ledger
+
+import (
+	"fmt"
+	"time"
+)
+
+// Command is one change to the ledger, replicated through Raft. Everything
+// Apply needs travels inside it — the time, the ids, the amounts — so every
+// replica computes the same state. ID makes it idempotent: a command applied
+// once is never applied again, its stored Result is returned instead.
+type Command struct {
+	ID   string    `json:"id"`
+	Type string    `json:"type"`
+	Time time.Time `json:"time"`
+
+	CreateAccount *CreateAccount `json:"create_account,omitempty"`
+	AddKey        *Key           `json:"add_key,omitempty"`
+	RevokeKey     *RevokeKey     `json:"revoke_key,omitempty"`
+	Grant         *Grant         `json:"grant,omitempty"`
+	Hold          *HoldRequest   `json:"hold,omitempty"`
+	Settle        *Settle        `json:"settle,omitempty"`
+	Release       *Release       `json:"release,omitempty"`
+	Settings      *Settings      `json:"settings,omitempty"`
+	ResetMonth    *ResetMonth    `json:"reset_month,omitempty"`
+	Topup         *Topup         `json:"topup,omitempty"`
+	ExpirePass    *ExpirePass    `json:"expire_pass,omitempty"`
+	RechargeDone  *RechargeDone  `json:"recharge_done,omitempty"`
+	SetPeer       *Peer          `json:"set_peer,omitempty"`
+}
+
+// Command types.
+const (
+	CmdCreateAccount = "create_account"
+	CmdAddKey        = "add_key"
+	CmdRevokeKey     = "revoke_key"
+	CmdGrant         = "grant"
+	CmdHold          = "hold"
+	CmdSettle        = "settle"
+	CmdRelease       = "release"
+	CmdSettings      = "settings"
+	CmdResetMonth    = "reset_month"
+	CmdTopup         = "topup"
+	CmdExpirePass    = "expire_pass"
+	CmdRechargeDone  = "recharge_done"
+	CmdSetPeer       = "set_peer"
+)
+
+type CreateAccount struct {
+	Account string `json:"account"`
+	Email   string `json:"email,omitempty"`
+	Plan    string `json:"plan"`
+}
+
+type RevokeKey struct {
+	KeyID string `json:"key_id"`
+}
+
+// Grant gives free credit into a bucket (sign-up, monthly, pass).
+type Grant struct {
+	Account string `json:"account"`
+	Bucket  string `json:"bucket"`
+	Amount  MC     `json:"amount_mc"`
+	// PassExpires is required for the pass bucket.
+	PassExpires time.Time `json:"pass_expires,omitzero"`
+}
+
+// HoldRequest moves up to Want from the account's buckets into the region's
+// hold, never more than the balance or the spend cap left.
+type HoldRequest struct {
+	Account string `json:"account"`
+	Region  string `json:"region"`
+	Want    MC     `json:"want_mc"`
+}
+
+// Settle charges what a region spent from its holds. Each charge is applied
+// at most once per receipt id, however often it is sent.
+//
+// A holds client also sends its journal's Epoch and each charge's Seq: its
+// charges are settled in sequence order, so a charge at or below the
+// highest sequence already settled for that epoch is a repeat, found without
+// a lookup per receipt. Charges without them are checked by receipt.
+type Settle struct {
+	Region  string   `json:"region"`
+	Epoch   string   `json:"epoch,omitempty"`
+	Charges []Charge `json:"charges"`
+}
+
+// Charge is one metered call.
+type Charge struct {
+	Account string    `json:"account"`
+	Receipt string    `json:"receipt"`
+	Amount  MC        `json:"amount_mc"`
+	Time    time.Time `json:"time"`
+	Seq     uint64    `json:"seq,omitempty"` // position in the region's journal
+}
+
+// Release returns held credit to the account's buckets (Amount 0: all).
+type Release struct {
+	Account string `json:"account"`
+	Region  string `json:"region"`
+	Amount  MC     `json:"amount_mc"`
+}
+
+// Settings changes the spend cap and auto-recharge; nil fields stay.
+type Settings struct {
+	Account    string    `json:"account"`
+	SpendCapMC *MC       `json:"spend_cap_mc,omitempty"`
+	Recharge   *Recharge `json:"recharge,omitempty"`
+}
+
+// ResetMonth starts a calendar month: each account's unspent monthly credit
+// lapses, the plan's monthly credit is granted, month counters restart. Sent
+// by the leader's billing loop on the 1st (not a timer inside Apply).
+type ResetMonth struct {
+	Month   string        `json:"month"` // "2026-12"
+	Credits map[string]MC `json:"credits"`
+}
+
+// Topup credits a paid pack. PaymentID makes it idempotent.
+type Topup struct {
+	Account   string `json:"account"`
+	PaymentID string `json:"payment_id"`
+	USD       int    `json:"usd"`
+	Credits   MC     `json:"credits_mc"`
+	Recharge  bool   `json:"recharge,omitempty"` // an auto-recharge
+}
+
+// ExpirePass lapses the pass bucket once its time has come.
+type ExpirePass struct {
+	Account string `json:"account"`
+}
+
+// RechargeDone clears an auto-recharge that was due (paid or not).
+type RechargeDone struct {
+	Account string `json:"account"`
+}
+
+// Result is what Apply returns (and stores under the command's id).
+type Result struct {
+	Index     uint64 `json:"index"`
+	Duplicate bool   `json:"duplicate,omitempty"`
+	// Error is a refusal: nothing but the command's result was written.
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+
+	Granted MC     `json:"granted_mc,omitempty"` // hold: moved into the hold
+	Reason  string `json:"reason,omitempty"`     // hold short of Want: no_credit or spend_cap
+	// Holds are the hold balances after a hold, settle or release, per
+	// account, for the region of the command.
+	Holds      map[string]MC `json:"holds,omitempty"`
+	Settled    int           `json:"settled,omitempty"`
+	Duplicates int           `json:"duplicates,omitempty"`
+	// Shortfall is charged credit a hold could not cover. The holds client
+	// never lets it happen; audit reports it.
+	Shortfall MC `json:"shortfall_mc,omitempty"`
+}
+
+// Refusal codes.
+const (
+	ErrCodeNoAccount = "no_such_account"
+	ErrCodeExists    = "exists"
+	ErrCodeInvalid   = "invalid"
+	ErrCodeNoKey     = "no_such_key"
+)
+
+// Hold shortfall reasons (spec section 7).
+const (
+	ReasonNoCredit = "no_credit"
+	ReasonSpendCap = "spend_cap"
+)
+
+type refusal struct{ code, msg string }
+
+func (r *refusal) Error() string { return r.code + ": " + r.msg }
+
+func refuse(code, format string, args ...any) error {
+	return &refusal{code: code, msg: fmt.Sprintf(format, args...)}
+}

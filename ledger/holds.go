@@ -1,0 +1,300 @@
+package ledger
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+// spendable is the credit in the account's buckets that can be held now.
+func (t *tx) spendable(a *Account) (map[string]MC, MC, error) {
+	parts := map[string]MC{}
+	var total MC
+	for _, bk := range SpendOrder {
+		if bk == BucketPass && !t.cmd.Time.Before(a.PassExpires) {
+			continue // lapsed (or none)
+		}
+		v, err := t.bal(BucketAccount(a.ID, bk))
+		if err != nil {
+			return nil, 0, err
+		}
+		if v > 0 {
+			parts[bk] = v
+			total += v
+		}
+	}
+	return parts, total, nil
+}
+
+// heldTotal sums the account's holds in every region (stored, and new in
+// this command).
+func (t *tx) heldTotal(acct string) (MC, error) {
+	var total MC
+	seen := map[string]bool{}
+	err := t.r.Scan(prefixHolds(acct), nil, func(k, _ []byte) (bool, error) {
+		seen[string(k[len(prefixHolds(acct)):])] = true
+		return true, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	for k := range t.holds {
+		if a, r, _ := strings.Cut(k, "/"); a == acct {
+			seen[r] = true
+		}
+	}
+	for _, r := range slices.Sorted(maps.Keys(seen)) {
+		v, err := t.bal(HoldAccount(acct, r))
+		if err != nil {
+			return 0, err
+		}
+		total += v
+	}
+	return total, nil
+}
+
+// CapLeft is what the spend cap still allows: the cap minus this month's
+// spend minus what is already held (held credit may be spent any moment).
+func capLeft(a *Account, held MC) (MC, bool) {
+	if a.SpendCapMC <= 0 {
+		return 0, false
+	}
+	left := a.SpendCapMC - a.MonthSpent - held
+	if left < 0 {
+		left = 0
+	}
+	return left, true
+}
+
+// readHold returns the hold for changing: changes are written at flush.
+func (t *tx) readHold(acct, region string) (*Hold, error) {
+	if h, ok := t.holds[acct+"/"+region]; ok {
+		return h, nil
+	}
+	h := &Hold{Parts: map[string]MC{}}
+	if _, err := getJSON(t.r, keyHold(acct, region), h); err != nil {
+		return nil, err
+	}
+	if h.Parts == nil {
+		h.Parts = map[string]MC{}
+	}
+	t.holds[acct+"/"+region] = h
+	return h, nil
+}
+
+func (t *tx) hold(h *HoldRequest, res *Result) error {
+	if h == nil || h.Region == "" || h.Want <= 0 {
+		return refuse(ErrCodeInvalid, "hold needs region and a positive want")
+	}
+	a, err := t.account(h.Account)
+	if err != nil {
+		return err
+	}
+	parts, avail, err := t.spendable(a)
+	if err != nil {
+		return err
+	}
+	want := h.Want
+	if want > avail {
+		want = avail
+		res.Reason = ReasonNoCredit
+	}
+	held, err := t.heldTotal(a.ID)
+	if err != nil {
+		return err
+	}
+	if left, capped := capLeft(a, held); capped && want > left {
+		want = left
+		res.Reason = ReasonSpendCap
+	}
+	hold, err := t.readHold(a.ID, h.Region)
+	if err != nil {
+		return err
+	}
+	remaining := want
+	for _, bk := range SpendOrder {
+		take := min(parts[bk], remaining)
+		if take <= 0 {
+			continue
+		}
+		if err := t.transfer(BucketAccount(a.ID, bk), HoldAccount(a.ID, h.Region), take, KindHold, ""); err != nil {
+			return err
+		}
+		hold.Parts[bk] += take
+		remaining -= take
+	}
+	res.Granted = want
+	if want == h.Want {
+		res.Reason = ""
+	}
+	bal, err := t.bal(HoldAccount(a.ID, h.Region))
+	if err != nil {
+		return err
+	}
+	res.Holds = map[string]MC{a.ID: bal}
+	return nil
+}
+
+func (t *tx) settle(s *Settle, res *Result) error {
+	if s == nil || s.Region == "" {
+		return refuse(ErrCodeInvalid, "settle needs a region")
+	}
+	res.Holds = map[string]MC{}
+	touched := map[string]*Account{}
+	dupAccts := map[string]bool{} // accounts with repeats: their holds are reported too
+	var mark uint64               // highest sequence settled for the epoch
+	if s.Epoch != "" {
+		if b, err := t.r.Get(keyMark(s.Region, s.Epoch)); err == nil {
+			mark = binary.BigEndian.Uint64(b)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+	}
+	for _, c := range s.Charges {
+		if c.Receipt == "" || c.Amount < 0 {
+			return refuse(ErrCodeInvalid, "every charge needs a receipt and a non-negative amount")
+		}
+		if s.Epoch != "" && c.Seq > 0 {
+			if c.Seq <= mark {
+				res.Duplicates++
+				dupAccts[c.Account] = true
+				continue
+			}
+			mark = c.Seq
+			// Recorded (not looked up): a resend by receipt finds it.
+			t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
+		} else {
+			if t.receipts[c.Receipt] {
+				res.Duplicates++
+				dupAccts[c.Account] = true
+				continue
+			}
+			if ok, err := t.exists(keyReceipt(c.Receipt)); err != nil {
+				return err
+			} else if ok {
+				res.Duplicates++
+				dupAccts[c.Account] = true
+				continue
+			}
+			t.receipts[c.Receipt] = true
+			t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
+		}
+		a := touched[c.Account]
+		if a == nil {
+			var err error
+			if a, err = t.account(c.Account); err != nil {
+				return err
+			}
+			touched[c.Account] = a
+		}
+		hold, err := t.readHold(a.ID, s.Region)
+		if err != nil {
+			return err
+		}
+		// Consume the hold's parts in spend order; the hold account is one
+		// ledger account, the parts say which grant the credit came from.
+		remaining := c.Amount
+		for _, bk := range SpendOrder {
+			take := min(hold.Parts[bk], remaining)
+			hold.Parts[bk] -= take
+			remaining -= take
+		}
+		charged := c.Amount - remaining
+		if remaining > 0 {
+			res.Shortfall += remaining
+		}
+		if err := t.transfer(HoldAccount(a.ID, s.Region), SysRevenue, charged, KindCharge, c.Receipt); err != nil {
+			return err
+		}
+		a.MonthSpent += charged
+		res.Settled++
+	}
+	if s.Epoch != "" {
+		t.b.Set(keyMark(s.Region, s.Epoch), binary.BigEndian.AppendUint64(nil, mark))
+	}
+	ids := make([]string, 0, len(touched))
+	for id := range touched {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		a := touched[id]
+		if a.Recharge.On && !a.RechargeDue && a.RechargesThisMonth < a.Recharge.MaxPerMonth {
+			_, avail, err := t.spendable(a)
+			if err != nil {
+				return err
+			}
+			held, err := t.heldTotal(id)
+			if err != nil {
+				return err
+			}
+			if avail+held < a.Recharge.UnderCredits {
+				a.RechargeDue = true
+			}
+		}
+		bal, err := t.bal(HoldAccount(id, s.Region))
+		if err != nil {
+			return err
+		}
+		res.Holds[id] = bal
+	}
+	for _, id := range slices.Sorted(maps.Keys(dupAccts)) {
+		if _, ok := res.Holds[id]; ok {
+			continue
+		}
+		bal, err := t.bal(HoldAccount(id, s.Region))
+		if err != nil {
+			return err
+		}
+		res.Holds[id] = bal
+	}
+	return nil
+}
+
+func (t *tx) release(r *Release, res *Result) error {
+	if r == nil || r.Region == "" || r.Amount < 0 {
+		return refuse(ErrCodeInvalid, "release needs a region and a non-negative amount")
+	}
+	a, err := t.account(r.Account)
+	if err != nil {
+		return err
+	}
+	hold, err := t.readHold(a.ID, r.Region)
+	if err != nil {
+		return err
+	}
+	bal, err := t.bal(HoldAccount(a.ID, r.Region))
+	if err != nil {
+		return err
+	}
+	amount := r.Amount
+	if amount == 0 || amount > bal {
+		amount = bal
+	}
+	// Give back the credit that would be spent last first, so the hold keeps
+	// what the spend order wants used soonest.
+	for i := len(SpendOrder) - 1; i >= 0 && amount > 0; i-- {
+		bk := SpendOrder[i]
+		give := min(hold.Parts[bk], amount)
+		if give <= 0 {
+			continue
+		}
+		if err := t.transfer(HoldAccount(a.ID, r.Region), BucketAccount(a.ID, bk), give, KindRelease, ""); err != nil {
+			return err
+		}
+		hold.Parts[bk] -= give
+		amount -= give
+	}
+	after, err := t.bal(HoldAccount(a.ID, r.Region))
+	if err != nil {
+		return err
+	}
+	res.Holds = map[string]MC{a.ID: after}
+	return nil
+}
