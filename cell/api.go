@@ -14,6 +14,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/metering"
 )
 
 // Request body limits. A 10,000-URL job of long URLs fits in 32 MiB.
@@ -23,8 +24,9 @@ const (
 )
 
 // UsageHeader carries how a response was produced, for the gate to price
-// (engine, cache, units). The gate removes it before the client sees it.
-const UsageHeader = "Trawl-Usage"
+// (the usage contract of internal/metering). The gate removes it before the
+// client sees it.
+const UsageHeader = metering.Header
 
 type route struct {
 	method, path string
@@ -149,7 +151,7 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 	}
 	bp := bufPool.Get().(*[]byte)
 	out, err := c.scrape.ScrapeAppend(r.Context(), *bp, req.URL, req.Options)
-	if err == nil && out.Usage.Cache == "hit" && cap(out.Body) <= 4<<20 {
+	if err == nil && out.Usage.Cache == metering.CacheHit && cap(out.Body) <= 4<<20 {
 		defer func() { *bp = out.Body[:0]; bufPool.Put(bp) }() // the body aliases the buffer
 	} else {
 		defer bufPool.Put(bp) // untouched
@@ -182,13 +184,6 @@ func (c *Cell) fetchable(urls []string) int {
 		}
 	}
 	return n
-}
-
-// countUsage is the usage of a call billed per URL at the light level
-// (batches, job submissions and retries): the gate charges it when the
-// response starts.
-func countUsage(kind string, count int) string {
-	return `{"kind":"` + kind + `","engine":"http","cache":"miss","count":` + strconv.Itoa(count) + `}`
 }
 
 // bufPool holds cache-hit buffers so a hit reads the store without
@@ -229,7 +224,7 @@ func (c *Cell) handleBatch(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	// A batch bills one unit per URL (spec section 4), known before the
 	// first line streams.
-	w.Header().Set(UsageHeader, countUsage("batch", c.fetchable(req.URLs)))
+	w.Header().Set(UsageHeader, metering.PerURL(metering.KindBatch, c.fetchable(req.URLs)).String())
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	rc.Flush()
@@ -251,7 +246,7 @@ func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/scrape/jobs/"+id)
-	w.Header().Set(UsageHeader, countUsage("job", c.fetchable(req.URLs)))
+	w.Header().Set(UsageHeader, metering.PerURL(metering.KindJob, c.fetchable(req.URLs)).String())
 	writeJSON(w, http.StatusAccepted, map[string]string{"job_id": id, "status": jobs.StatusPending})
 }
 
@@ -308,7 +303,7 @@ func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n > 0 {
-		w.Header().Set(UsageHeader, countUsage("job", n))
+		w.Header().Set(UsageHeader, metering.PerURL(metering.KindJob, n).String())
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"job_id": id, "status": st.Status, "retried": n})
 }

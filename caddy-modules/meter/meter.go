@@ -29,6 +29,7 @@ import (
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
 	"github.com/trawlhq/trawl/gate/usage"
+	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -38,9 +39,10 @@ func init() {
 
 var tracer = otel.Tracer("github.com/trawlhq/trawl/caddy-modules/meter")
 
-// UsageHeader is the cell's report of how it produced a response (see
-// cell.UsageHeader); the meter removes it before the client sees it.
-const UsageHeader = "Trawl-Usage"
+// UsageHeader is the cell's report of how it produced a response (the
+// usage contract of internal/metering); the meter removes it before the
+// client sees it.
+const UsageHeader = metering.Header
 
 // Receipt headers.
 const (
@@ -181,32 +183,6 @@ func (m *Meter) refusal(id *gate.Identity, err error) error {
 		"the charge for this call could not be recorded, so it was not answered; repeat it in a few seconds"))
 }
 
-// cellUsage is the cell's usage header.
-type cellUsage struct {
-	Kind      string `json:"kind"`
-	Engine    string `json:"engine"`
-	Level     string `json:"level"`
-	Cache     string `json:"cache"`
-	Count     *int   `json:"count"` // absent: the call's own count
-	InTokens  int    `json:"in_tokens"`
-	OutTokens int    `json:"out_tokens"`
-}
-
-// level is the effort level of the usage: named by the cell, or implied
-// by its engine.
-func (u *cellUsage) level() string {
-	if u.Level != "" {
-		return u.Level
-	}
-	switch u.Engine {
-	case "browser":
-		return billing.LevelBrowser
-	case "browser_proxy":
-		return billing.LevelBrowserProxy
-	}
-	return billing.LevelLight
-}
-
 // writer bills when the response's header is written.
 type writer struct {
 	*caddyhttp.ResponseWriterWrapper
@@ -268,8 +244,8 @@ func (w *writer) WriteHeader(status int) {
 
 // bill prices the cell's usage, charges it and records the receipt line.
 func (w *writer) bill(raw string, status int) (ledger.MC, error) {
-	var u cellUsage
-	if err := json.Unmarshal([]byte(raw), &u); err != nil {
+	u, err := metering.Parse(raw)
+	if err != nil {
 		w.m.rt.Logger().Warn("meter: unreadable usage header", "usage", raw, "err", err)
 		return 0, nil
 	}
@@ -287,7 +263,7 @@ func (w *writer) bill(raw string, status int) (ledger.MC, error) {
 	if count == 0 {
 		return 0, nil // nothing the cell could fetch: nothing to bill
 	}
-	level := u.level()
+	level := u.EffectiveLevel()
 	price, err := w.m.rt.Prices().Quote(billing.Usage{Kind: kind, Level: level, Cache: u.Cache, Count: count, InTokens: u.InTokens, OutTokens: u.OutTokens})
 	if err != nil {
 		w.m.rt.Logger().Warn("meter: usage not priceable", "usage", raw, "err", err)
@@ -312,7 +288,7 @@ func (w *writer) bill(raw string, status int) (ledger.MC, error) {
 	if err := w.m.usage.Record(line); err != nil {
 		w.m.rt.Logger().Warn("meter: usage line not recorded", "receipt", receipt, "err", err)
 	}
-	if w.call.url != "" && u.Engine != "cache" {
+	if w.call.url != "" && u.Engine != metering.EngineCache {
 		w.m.obs.Observe(w.call.url, kind, level, u.InTokens, u.OutTokens)
 	}
 	return price, nil
