@@ -1,10 +1,8 @@
 package cell
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +12,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 )
 
@@ -125,7 +124,7 @@ func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
 			body["status"] = "degraded"
 		}
 	}
-	writeJSON(w, http.StatusOK, body)
+	httpjson.Write(w, http.StatusOK, body)
 }
 
 func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
@@ -247,7 +246,7 @@ func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/scrape/jobs/"+id)
 	w.Header().Set(UsageHeader, metering.PerURL(metering.KindJob, c.fetchable(req.URLs)).String())
-	writeJSON(w, http.StatusAccepted, map[string]string{"job_id": id, "status": jobs.StatusPending})
+	httpjson.Write(w, http.StatusAccepted, map[string]string{"job_id": id, "status": jobs.StatusPending})
 }
 
 func (c *Cell) handleJobStatus(w http.ResponseWriter, r *http.Request) {
@@ -265,7 +264,7 @@ func (c *Cell) handleJobStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, jobError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	httpjson.Write(w, http.StatusOK, st)
 }
 
 func (c *Cell) handleJobResults(w http.ResponseWriter, r *http.Request) {
@@ -305,7 +304,7 @@ func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 	if n > 0 {
 		w.Header().Set(UsageHeader, metering.PerURL(metering.KindJob, n).String())
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"job_id": id, "status": st.Status, "retried": n})
+	httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "status": st.Status, "retried": n})
 }
 
 // withJobID answers 404 for an {id} that is not a job id before h looks at
@@ -337,53 +336,11 @@ func (c *Cell) logFailure(r *http.Request, url string, err error) {
 // decodeJSON reads exactly one JSON object into dst, refusing unknown fields
 // and bodies over limit.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		var tooBig *http.MaxBytesError
-		var typeErr *json.UnmarshalTypeError
-		var syntaxErr *json.SyntaxError
-		switch {
-		case errors.As(err, &tooBig):
-			return &scrape.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
-				Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
-		case errors.Is(err, io.EOF):
-			return scrape.BadInput("request body is empty; send a JSON object")
-		case errors.As(err, &typeErr):
-			return scrape.BadInput(fmt.Sprintf("field %s must be %s, not %s", typeErr.Field, jsonType(typeErr.Type.Kind().String()), typeErr.Value))
-		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-			return scrape.BadInput("request body is not valid JSON: " + err.Error())
-		default:
-			return scrape.BadInput(strings.TrimPrefix(err.Error(), "json: "))
-		}
+	err := httpjson.Decode(w, r, limit, dst)
+	if de, ok := errors.AsType[*httpjson.DecodeError](err); ok {
+		return &scrape.Error{Status: de.Status(), Code: de.Code(), Message: de.Error()}
 	}
-	if dec.More() {
-		return scrape.BadInput("request body must hold a single JSON object")
-	}
-	return nil
-}
-
-func jsonType(kind string) string {
-	switch kind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "slice":
-		return "an array"
-	case "struct", "map":
-		return "an object"
-	case "int", "int64", "float64":
-		return "a number"
-	}
-	return kind
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.Encode(v)
+	return err
 }
 
 // writeError writes the API's error body {"error": code, "message": text}.
@@ -397,5 +354,5 @@ func writeError(w http.ResponseWriter, err error) {
 	if e.Code == "fleet-busy" {
 		w.Header().Set("Retry-After", "5")
 	}
-	writeJSON(w, e.Status, map[string]string{"error": e.Code, "message": msg})
+	httpjson.Error(w, e.Status, e.Code, msg)
 }
