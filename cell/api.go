@@ -12,14 +12,15 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 )
 
-// Request body limits. A 10,000-URL job of long URLs fits in 32 MiB.
+// Request body limits: the route table's (gate/routes).
 const (
-	maxScrapeBody = 1 << 20
-	maxJobBody    = 32 << 20
+	maxScrapeBody = routes.ScrapeBody
+	maxJobBody    = routes.JobBody
 )
 
 // UsageHeader carries how a response was produced, for the gate to price
@@ -27,30 +28,55 @@ const (
 // client sees it.
 const UsageHeader = metering.Header
 
-type route struct {
-	method, path string
-	h            http.HandlerFunc
+// handlers are the cell's handlers by route pattern: one for each route of
+// Rows() and no other.
+func (c *Cell) handlers() map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{
+		"GET /health":                   c.health,
+		"POST /scrape":                  c.handleScrape,
+		"POST /scrape/batch":            c.handleBatch,
+		"POST /scrape/jobs":             c.handleJobSubmit,
+		"GET /scrape/jobs/{id}":         withJobID(c.handleJobStatus),
+		"GET /scrape/jobs/{id}/results": withJobID(c.handleJobResults),
+		"POST /scrape/jobs/{id}/retry":  withJobID(c.handleJobRetry),
+	}
 }
 
-// Handler returns the cell API.
-func (c *Cell) Handler() http.Handler {
-	routes := []route{
-		{"GET", "/health", c.health},
-		{"POST", "/scrape", c.handleScrape},
-		{"POST", "/scrape/batch", c.handleBatch},
-		{"POST", "/scrape/jobs", c.handleJobSubmit},
-		{"GET", "/scrape/jobs/{id}", withJobID(c.handleJobStatus)},
-		{"GET", "/scrape/jobs/{id}/results", withJobID(c.handleJobResults)},
-		{"POST", "/scrape/jobs/{id}/retry", withJobID(c.handleJobRetry)},
+// Rows are the routes a cell serves: the route table's routes for a cell
+// or an owner cell, and the cell's own (routes.CellLocal). The table's
+// prefixes are the cell's 404.
+func Rows() []routes.Route {
+	var rows []routes.Route
+	for _, r := range routes.Default().Rows() {
+		if (r.Server == routes.Cell || r.Server == routes.Owner) && !r.Prefix() {
+			rows = append(rows, r)
+		}
 	}
+	return append(rows, routes.CellLocal...)
+}
+
+// Handler returns the cell API: each route of Rows with its handler, 405
+// with Allow for another method on a route's path, 404 elsewhere. It panics
+// when a route has no handler or a handler no route (TestRouteTable).
+func (c *Cell) Handler() http.Handler {
+	hs := c.handlers()
 	byPath := map[string]map[string]http.HandlerFunc{}
 	var paths []string
-	for _, r := range routes {
-		if byPath[r.path] == nil {
-			byPath[r.path] = map[string]http.HandlerFunc{}
-			paths = append(paths, r.path)
+	for _, r := range Rows() {
+		h, ok := hs[r.Pattern]
+		if !ok {
+			panic(fmt.Sprintf("cell: route %q has no handler", r.Pattern))
 		}
-		byPath[r.path][r.method] = r.h
+		delete(hs, r.Pattern)
+		p := r.Path()
+		if byPath[p] == nil {
+			byPath[p] = map[string]http.HandlerFunc{}
+			paths = append(paths, p)
+		}
+		byPath[p][r.Method()] = h
+	}
+	for pattern := range hs {
+		panic(fmt.Sprintf("cell: handler %q serves no route of the table", pattern))
 	}
 	mux := http.NewServeMux()
 	for _, p := range paths {

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -28,6 +27,7 @@ import (
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
+	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/ledger"
@@ -57,9 +57,10 @@ const maxPeekBody = 32 << 20
 
 // Meter bills calls against the region's holds.
 type Meter struct {
-	rt    *gate.Runtime
-	usage *usage.Log
-	obs   *estimate.Observer
+	rt     *gate.Runtime
+	routes *routes.Table
+	usage  *usage.Log
+	obs    *estimate.Observer
 	// smallest pack, suggested in the no_credit body
 	topup string
 }
@@ -69,13 +70,13 @@ func (Meter) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.trawl_meter", New: func() caddy.Module { return new(Meter) }}
 }
 
-// Provision finds the runtime.
+// Provision finds the runtime and reads the route table.
 func (m *Meter) Provision(ctx caddy.Context) error {
 	rt, err := app.Runtime(ctx)
 	if err != nil {
 		return err
 	}
-	m.rt, m.usage, m.obs = rt, rt.Usage(), rt.Observer()
+	m.rt, m.routes, m.usage, m.obs = rt, rt.Routes(), rt.Usage(), rt.Observer()
 	packs := rt.Prices().Packs
 	m.topup = billing.RouteTopup
 	if len(packs) > 0 {
@@ -86,27 +87,20 @@ func (m *Meter) Provision(ctx caddy.Context) error {
 
 // call is what the meter learned of a request before forwarding it.
 type call struct {
-	kind  string // a billing kind; "" for a free call
-	count int    // URLs, for batch and jobs
-	url   string // the page, for a single-page call
+	kind   string // a billing kind; "" for a free call
+	count  int    // URLs, for batch and jobs
+	perURL bool   // count is the body's number of urls
+	url    string // the page, for a single-page call
 }
 
-// classify names the billed kind of r. Gate-local and read routes are free.
-func classify(r *http.Request) call {
-	if r.Method != http.MethodPost {
+// classify names the billed kind of r: its route's, when the route takes
+// r's method (the route table bills only POSTs). Everything else is free.
+func (m *Meter) classify(r *http.Request) call {
+	rt := m.routes.Match(r)
+	if !rt.Allowed || rt.Kind == "" {
 		return call{}
 	}
-	switch p := r.URL.Path; {
-	case p == "/scrape":
-		return call{kind: billing.KindScrape, count: 1}
-	case p == "/scrape/batch":
-		return call{kind: billing.KindBatch}
-	case p == "/scrape/jobs":
-		return call{kind: billing.KindJob}
-	case strings.HasPrefix(p, "/scrape/jobs/") && strings.HasSuffix(p, "/retry"):
-		return call{kind: billing.KindJob, count: 1}
-	}
-	return call{}
+	return call{kind: rt.Kind, count: 1, perURL: rt.PerURL}
 }
 
 // peek reads the body's url or the length of its urls, and puts the body
@@ -129,7 +123,7 @@ func peek(r *http.Request, c *call) error {
 	}
 	if json.Unmarshal(body, &v) == nil {
 		c.url = v.URL
-		if c.kind != billing.KindScrape {
+		if c.perURL {
 			c.count = max(len(v.URLs), 1)
 		}
 	}
@@ -144,7 +138,7 @@ func (m *Meter) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		w.Header().Set(HeaderCost, "0.000")
 		return next.ServeHTTP(w, r)
 	}
-	c := classify(r)
+	c := m.classify(r)
 	if c.kind != "" {
 		ctx, span := tracer.Start(r.Context(), "trawl.meter.check", trace.WithAttributes(
 			attribute.String("trawl.account", id.Account.ID), attribute.String("trawl.kind", c.kind)))
