@@ -151,11 +151,9 @@ var Rows = []Route{
 	{Pattern: "GET /v1/billing/balance", Server: Gate, Service: "billing", Doc: "balance"},
 	{Pattern: "POST /v1/billing/settings", Server: Gate, Service: "billing", BodyLimit: FormBody, Doc: "spend cap and auto-recharge"},
 	{Pattern: "POST /v1/billing/topup", Server: Gate, Service: "billing", Doc: "buy credits (§2.10)"},
-	{Pattern: "GET /v1/billing/checkout/{session}", Public: true, Server: Gate, Service: "billing", Doc: "the local provider's checkout page"},
-	{Pattern: "POST /v1/billing/checkout/{session}", Public: true, Server: Gate, Service: "billing", BodyLimit: 4 * KiB, Doc: "the local provider's checkout form"},
 	{Pattern: "GET /v1/billing/checkout/{session}/complete", Public: true, Server: Gate, Service: "billing", Doc: "return from a checkout page"},
 	{Pattern: "POST /v1/billing/checkout/{session}/complete", Public: true, Server: Gate, Service: "billing", Doc: "complete a checkout (the handler checks the key)"},
-	{Pattern: "/v1/billing/checkout/", Public: true, Server: Gate, Service: "billing", Doc: "other checkout paths: 404"},
+	{Pattern: "/v1/billing/checkout/", Public: true, Server: Gate, Service: "billing", BodyLimit: 4 * KiB, Doc: "the local payment provider's checkout pages (GET, POST /v1/billing/checkout/{session}) when one is configured; 404 otherwise"},
 	{Pattern: "GET /v1/ledger/journal", Server: Gate, Service: "billing", Doc: "the account's journal entries"},
 	{Pattern: "/v1/", Server: Gate, Service: "billing", Doc: "other /v1/ paths: 404"},
 
