@@ -20,6 +20,9 @@ import (
 func init() {
 	caddy.RegisterModule(API{})
 	httpcaddyfile.RegisterHandlerDirective("trawl_api", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		if err := app.InChain(h, "trawl_api"); err != nil {
+			return nil, err
+		}
 		a := new(API)
 		return a, a.UnmarshalCaddyfile(h.Dispenser)
 	})
