@@ -1,10 +1,8 @@
 package cell
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,42 +12,71 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/metering"
 )
 
-// Request body limits. A 10,000-URL job of long URLs fits in 32 MiB.
+// Request body limits: the route table's (gate/routes).
 const (
-	maxScrapeBody = 1 << 20
-	maxJobBody    = 32 << 20
+	maxScrapeBody = routes.ScrapeBody
+	maxJobBody    = routes.JobBody
 )
 
 // UsageHeader carries how a response was produced, for the gate to price
-// (engine, cache, units). The gate removes it before the client sees it.
-const UsageHeader = "Trawl-Usage"
+// (the usage contract of internal/metering). The gate removes it before the
+// client sees it.
+const UsageHeader = metering.Header
 
-type route struct {
-	method, path string
-	h            http.HandlerFunc
+// handlers are the cell's handlers by route pattern: one for each route of
+// Rows() and no other.
+func (c *Cell) handlers() map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{
+		"GET /health":                   c.health,
+		"POST /scrape":                  c.handleScrape,
+		"POST /scrape/batch":            c.handleBatch,
+		"POST /scrape/jobs":             c.handleJobSubmit,
+		"GET /scrape/jobs/{id}":         withJobID(c.handleJobStatus),
+		"GET /scrape/jobs/{id}/results": withJobID(c.handleJobResults),
+		"POST /scrape/jobs/{id}/retry":  withJobID(c.handleJobRetry),
+	}
 }
 
-// Handler returns the cell API.
-func (c *Cell) Handler() http.Handler {
-	routes := []route{
-		{"GET", "/health", c.health},
-		{"POST", "/scrape", c.handleScrape},
-		{"POST", "/scrape/batch", c.handleBatch},
-		{"POST", "/scrape/jobs", c.handleJobSubmit},
-		{"GET", "/scrape/jobs/{id}", withJobID(c.handleJobStatus)},
-		{"GET", "/scrape/jobs/{id}/results", withJobID(c.handleJobResults)},
-		{"POST", "/scrape/jobs/{id}/retry", withJobID(c.handleJobRetry)},
+// Rows are the routes a cell serves: the route table's routes for a cell
+// or an owner cell, and the cell's own (routes.CellLocal). The table's
+// prefixes are the cell's 404.
+func Rows() []routes.Route {
+	var rows []routes.Route
+	for _, r := range routes.Default().Rows() {
+		if (r.Server == routes.Cell || r.Server == routes.Owner) && !r.Prefix() {
+			rows = append(rows, r)
+		}
 	}
+	return append(rows, routes.CellLocal...)
+}
+
+// Handler returns the cell API: each route of Rows with its handler, 405
+// with Allow for another method on a route's path, 404 elsewhere. It panics
+// when a route has no handler or a handler no route (TestRouteTable).
+func (c *Cell) Handler() http.Handler {
+	hs := c.handlers()
 	byPath := map[string]map[string]http.HandlerFunc{}
 	var paths []string
-	for _, r := range routes {
-		if byPath[r.path] == nil {
-			byPath[r.path] = map[string]http.HandlerFunc{}
-			paths = append(paths, r.path)
+	for _, r := range Rows() {
+		h, ok := hs[r.Pattern]
+		if !ok {
+			panic(fmt.Sprintf("cell: route %q has no handler", r.Pattern))
 		}
-		byPath[r.path][r.method] = r.h
+		delete(hs, r.Pattern)
+		p := r.Path()
+		if byPath[p] == nil {
+			byPath[p] = map[string]http.HandlerFunc{}
+			paths = append(paths, p)
+		}
+		byPath[p][r.Method()] = h
+	}
+	for pattern := range hs {
+		panic(fmt.Sprintf("cell: handler %q serves no route of the table", pattern))
 	}
 	mux := http.NewServeMux()
 	for _, p := range paths {
@@ -123,7 +150,7 @@ func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
 			body["status"] = "degraded"
 		}
 	}
-	writeJSON(w, http.StatusOK, body)
+	httpjson.Write(w, http.StatusOK, body)
 }
 
 func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
@@ -149,7 +176,7 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 	}
 	bp := bufPool.Get().(*[]byte)
 	out, err := c.scrape.ScrapeAppend(r.Context(), *bp, req.URL, req.Options)
-	if err == nil && out.Usage.Cache == "hit" && cap(out.Body) <= 4<<20 {
+	if err == nil && out.Usage.Cache == metering.CacheHit && cap(out.Body) <= 4<<20 {
 		defer func() { *bp = out.Body[:0]; bufPool.Put(bp) }() // the body aliases the buffer
 	} else {
 		defer bufPool.Put(bp) // untouched
@@ -182,13 +209,6 @@ func (c *Cell) fetchable(urls []string) int {
 		}
 	}
 	return n
-}
-
-// countUsage is the usage of a call billed per URL at the light level
-// (batches, job submissions and retries): the gate charges it when the
-// response starts.
-func countUsage(kind string, count int) string {
-	return `{"kind":"` + kind + `","engine":"http","cache":"miss","count":` + strconv.Itoa(count) + `}`
 }
 
 // bufPool holds cache-hit buffers so a hit reads the store without
@@ -229,7 +249,7 @@ func (c *Cell) handleBatch(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	// A batch bills one unit per URL (spec section 4), known before the
 	// first line streams.
-	w.Header().Set(UsageHeader, countUsage("batch", c.fetchable(req.URLs)))
+	w.Header().Set(UsageHeader, metering.PerURL(metering.KindBatch, c.fetchable(req.URLs)).String())
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	rc.Flush()
@@ -251,8 +271,8 @@ func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Location", "/scrape/jobs/"+id)
-	w.Header().Set(UsageHeader, countUsage("job", c.fetchable(req.URLs)))
-	writeJSON(w, http.StatusAccepted, map[string]string{"job_id": id, "status": jobs.StatusPending})
+	w.Header().Set(UsageHeader, metering.PerURL(metering.KindJob, c.fetchable(req.URLs)).String())
+	httpjson.Write(w, http.StatusAccepted, map[string]string{"job_id": id, "status": jobs.StatusPending})
 }
 
 func (c *Cell) handleJobStatus(w http.ResponseWriter, r *http.Request) {
@@ -270,7 +290,7 @@ func (c *Cell) handleJobStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, jobError(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, st)
+	httpjson.Write(w, http.StatusOK, st)
 }
 
 func (c *Cell) handleJobResults(w http.ResponseWriter, r *http.Request) {
@@ -308,9 +328,9 @@ func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if n > 0 {
-		w.Header().Set(UsageHeader, countUsage("job", n))
+		w.Header().Set(UsageHeader, metering.PerURL(metering.KindJob, n).String())
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"job_id": id, "status": st.Status, "retried": n})
+	httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "status": st.Status, "retried": n})
 }
 
 // withJobID answers 404 for an {id} that is not a job id before h looks at
@@ -342,53 +362,11 @@ func (c *Cell) logFailure(r *http.Request, url string, err error) {
 // decodeJSON reads exactly one JSON object into dst, refusing unknown fields
 // and bodies over limit.
 func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(dst); err != nil {
-		var tooBig *http.MaxBytesError
-		var typeErr *json.UnmarshalTypeError
-		var syntaxErr *json.SyntaxError
-		switch {
-		case errors.As(err, &tooBig):
-			return &scrape.Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
-				Message: fmt.Sprintf("request body is larger than %d bytes", limit)}
-		case errors.Is(err, io.EOF):
-			return scrape.BadInput("request body is empty; send a JSON object")
-		case errors.As(err, &typeErr):
-			return scrape.BadInput(fmt.Sprintf("field %s must be %s, not %s", typeErr.Field, jsonType(typeErr.Type.Kind().String()), typeErr.Value))
-		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
-			return scrape.BadInput("request body is not valid JSON: " + err.Error())
-		default:
-			return scrape.BadInput(strings.TrimPrefix(err.Error(), "json: "))
-		}
+	err := httpjson.Decode(w, r, limit, dst)
+	if de, ok := errors.AsType[*httpjson.DecodeError](err); ok {
+		return &scrape.Error{Status: de.Status(), Code: de.Code(), Message: de.Error()}
 	}
-	if dec.More() {
-		return scrape.BadInput("request body must hold a single JSON object")
-	}
-	return nil
-}
-
-func jsonType(kind string) string {
-	switch kind {
-	case "string":
-		return "a string"
-	case "bool":
-		return "a boolean"
-	case "slice":
-		return "an array"
-	case "struct", "map":
-		return "an object"
-	case "int", "int64", "float64":
-		return "a number"
-	}
-	return kind
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.Encode(v)
+	return err
 }
 
 // writeError writes the API's error body {"error": code, "message": text}.
@@ -402,5 +380,5 @@ func writeError(w http.ResponseWriter, err error) {
 	if e.Code == "fleet-busy" {
 		w.Header().Set("Retry-After", "5")
 	}
-	writeJSON(w, e.Status, map[string]string{"error": e.Code, "message": msg})
+	httpjson.Error(w, e.Status, e.Code, msg)
 }

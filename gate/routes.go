@@ -3,53 +3,85 @@ package gate
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
+	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/ledger"
 )
 
-// Local reports whether the gate answers r itself: its health, the
-// ledger's internal routes, sign-up, and everything under /v1/ (billing,
-// keys, estimate, this region's usage history). The rest goes to a cell.
-func (rt *Runtime) Local(r *http.Request) bool {
-	p := r.URL.Path
-	switch {
-	case p == "/health", p == "/signup", strings.HasPrefix(p, "/signup/"), strings.HasPrefix(p, "/internal/"):
-		return true
-	case p == "/v1/billing/usage":
-		region := r.URL.Query().Get("region")
-		return region == "" || region == rt.cfg.Region
-	case strings.HasPrefix(p, "/v1/"):
-		return true
+// Routes is the route table the gate's modules read in Provision.
+func (rt *Runtime) Routes() *routes.Table { return routes.Default() }
+
+// Handler serves the gate's own routes: the Gate rows of the route table,
+// each answered by the handler of its service. Every service but health
+// answers a method its path does not take with its own 405; health is
+// registered with its method, so another method gets the billing API's 404
+// as before.
+func (rt *Runtime) Handler() http.Handler {
+	services := map[string]http.Handler{
+		"health":   http.HandlerFunc(rt.health),
+		"ledger":   rt.node.Handler(),
+		"signup":   rt.signup,
+		"estimate": estimate.Handler(estimate.Config{Prices: rt.cfg.Prices, Observer: rt.obs}),
+		"usage": usage.Handler(usage.HandlerConfig{
+			Log: rt.usage, State: rt.node.State(), Region: rt.cfg.Region, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
+			Identity: func(ctx context.Context) *ledger.Account {
+				if id := IdentityFrom(ctx); id != nil {
+					return id.Account
+				}
+				return nil
+			},
+		}),
+		"billing": billing.NewHandler(rt.billing),
 	}
-	return false
+	mux, err := serviceMux(rt.Routes(), services)
+	if err != nil {
+		panic(err) // the table and this map are both in this repository: a test catches it
+	}
+	return mux
 }
 
-// Handler serves the gate's own routes (see Local).
-func (rt *Runtime) Handler() http.Handler {
+// byMethod are the services that do not check methods themselves.
+var byMethod = map[string]bool{"health": true}
+
+// serviceMux registers each Gate row of t with its service's handler, and
+// everything else with billing's 404. It refuses a row without a handler
+// and a handler without a row.
+func serviceMux(t *routes.Table, services map[string]http.Handler) (*http.ServeMux, error) {
 	mux := http.NewServeMux()
-	mux.Handle("/internal/", rt.node.Handler())
-	mux.HandleFunc("GET /health", rt.health)
-	mux.Handle("/signup", rt.signup)
-	mux.Handle("/signup/", rt.signup)
-	mux.Handle("/v1/keys", rt.signup)
-	mux.Handle("/v1/keys/", rt.signup)
-	mux.Handle("/v1/estimate", estimate.Handler(estimate.Config{Prices: rt.cfg.Prices, Observer: rt.obs}))
-	mux.Handle("/v1/billing/usage", usage.Handler(usage.HandlerConfig{
-		Log: rt.usage, State: rt.node.State(), Region: rt.cfg.Region, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
-		Identity: func(ctx context.Context) *ledger.Account {
-			if id := IdentityFrom(ctx); id != nil {
-				return id.Account
-			}
-			return nil
-		},
-	}))
-	mux.Handle("/", billing.NewHandler(rt.billing))
-	return mux
+	used := map[string]bool{}
+	paths := map[string]bool{}
+	for _, row := range t.Rows() {
+		if row.Server != routes.Gate {
+			continue
+		}
+		h, ok := services[row.Service]
+		if !ok {
+			return nil, fmt.Errorf("gate: route %q: no handler for service %q", row.Pattern, row.Service)
+		}
+		used[row.Service] = true
+		pattern := row.Path()
+		if byMethod[row.Service] {
+			pattern = row.Pattern
+		} else if paths[pattern] {
+			continue
+		}
+		paths[pattern] = true
+		mux.Handle(pattern, h)
+	}
+	for name := range services {
+		if !used[name] {
+			return nil, fmt.Errorf("gate: service %q serves no route of the table", name)
+		}
+	}
+	if !paths["/"] {
+		mux.Handle("/", services["billing"])
+	}
+	return mux, nil
 }
 
 // Health is the gate's health: its ledger voter and its region's cells.

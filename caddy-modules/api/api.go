@@ -1,7 +1,7 @@
 // Package api is the gate's Caddy module trawl_api: it answers the routes
-// the gate serves itself (billing, keys, sign-up, estimate, usage history,
-// the gate's health and the ledger's internal routes) and passes every
-// other request on to trawl_route.
+// the route table (gate/routes) gives the gate itself (billing, keys,
+// sign-up, estimate, usage history, the gate's health and the ledger's
+// internal routes) and passes every other request on to trawl_route.
 package api
 
 import (
@@ -14,11 +14,15 @@ import (
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/routes"
 )
 
 func init() {
 	caddy.RegisterModule(API{})
 	httpcaddyfile.RegisterHandlerDirective("trawl_api", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		if err := app.InChain(h, "trawl_api"); err != nil {
+			return nil, err
+		}
 		a := new(API)
 		return a, a.UnmarshalCaddyfile(h.Dispenser)
 	})
@@ -27,8 +31,9 @@ func init() {
 
 // API serves the gate's own routes.
 type API struct {
-	rt *gate.Runtime
-	h  http.Handler
+	rt     *gate.Runtime
+	routes *routes.Table
+	h      http.Handler
 }
 
 // CaddyModule returns the Caddy module information.
@@ -36,19 +41,19 @@ func (API) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.trawl_api", New: func() caddy.Module { return new(API) }}
 }
 
-// Provision finds the runtime.
+// Provision finds the runtime and reads the route table.
 func (a *API) Provision(ctx caddy.Context) error {
 	rt, err := app.Runtime(ctx)
 	if err != nil {
 		return err
 	}
-	a.rt, a.h = rt, rt.Handler()
+	a.rt, a.routes, a.h = rt, rt.Routes(), rt.Handler()
 	return nil
 }
 
 // ServeHTTP answers the gate's routes and passes the rest on.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if !a.rt.Local(r) {
+	if !a.routes.Match(r).Place(r, a.rt.Region()).Local {
 		return next.ServeHTTP(w, r)
 	}
 	w.Header().Set("X-Svc-Region", a.rt.Region())

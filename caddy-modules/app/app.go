@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -76,13 +77,16 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "trawl", New: func() caddy.Module { return new(App) }}
 }
 
-// Provision opens the runtime, or takes the one a previous config opened.
+// Provision checks the configuration, then opens the runtime or takes the
+// one a previous config opened. The checks come first: Caddy calls Validate
+// only after Provision, and by then the ledger voter, the stores and the
+// membership would be open.
 func (a *App) Provision(ctx caddy.Context) error {
+	if err := a.check(); err != nil {
+		return err
+	}
 	repl := caddy.NewReplacer()
 	secret := repl.ReplaceAll(a.LedgerSecret, "")
-	if a.Data == "" {
-		return errors.New("trawl: data is required")
-	}
 	a.key = a.Data
 	val, _, err := runtimes.LoadOrNew(a.key, func() (caddy.Destructor, error) {
 		cfg := gate.Config{
@@ -117,10 +121,31 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// Validate checks the configuration.
-func (a *App) Validate() error {
-	if strings.TrimSpace(a.Region) == "" {
+// Validate checks the configuration (Provision already has).
+func (a *App) Validate() error { return a.check() }
+
+var nameRe = regexp.MustCompile(`^[a-z0-9]{1,16}$`)
+
+// check is what can be known wrong without opening anything; the Caddyfile
+// adapter runs it too, so a bad Caddyfile is refused before it is loaded.
+func (a *App) check() error {
+	switch {
+	case strings.TrimSpace(a.Region) == "":
 		return errors.New("trawl: region is required")
+	case !nameRe.MatchString(a.Region):
+		return fmt.Errorf("trawl: region %q is not [a-z0-9]{1,16}", a.Region)
+	case a.Data == "":
+		return errors.New("trawl: data is required")
+	case a.Addr == "" || a.LedgerRaft == "":
+		return errors.New("trawl: addr and ledger_raft are required")
+	}
+	for _, p := range a.Peers {
+		if !nameRe.MatchString(p.Region) || p.Raft == "" || p.Gate == "" {
+			return fmt.Errorf("trawl: peer %q needs a region of [a-z0-9]{1,16}, a raft address and a gate address", p.Region)
+		}
+	}
+	if a.SMTP != nil && a.SMTP.Addr != "" && a.SMTP.From == "" {
+		return errors.New("trawl: smtp needs a sender")
 	}
 	return nil
 }

@@ -33,6 +33,9 @@ func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 	if err := a.UnmarshalCaddyfile(d); err != nil {
 		return nil, err
 	}
+	if err := a.check(); err != nil {
+		return nil, d.Err(err.Error())
+	}
 	return httpcaddyfile.App{Name: "trawl", Value: caddyconfig.JSON(a, nil)}, nil
 }
 

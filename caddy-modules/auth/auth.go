@@ -1,7 +1,8 @@
 // Package auth is the gate's Caddy module trawl_auth: it finds the API key
 // of a request (Authorization: Bearer, or x-api-key) in the local ledger
 // replica and puts the key and its account in the request context. Public
-// routes pass without a key; any other request without a valid key is
+// routes (the route table's, gate/routes, and the extra paths of the
+// Caddyfile) pass without a key; any other request without a valid key is
 // refused with 401.
 package auth
 
@@ -19,6 +20,7 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/gate/routes"
 )
 
 func init() {
@@ -27,22 +29,15 @@ func init() {
 
 var tracer = otel.Tracer("github.com/trawlhq/trawl/caddy-modules/auth")
 
-// DefaultPublic are the routes that need no key: the price table, recipe
-// health, sign-up and e-mail verification, the checkout pages a browser
-// follows, the gate's health and the ledger's internal routes (which
-// check the voters' shared secret themselves).
-var DefaultPublic = []string{
-	"/v1/prices", "/recipes/health", "/signup", "/signup/*", "/health",
-	"/internal/*", "/v1/billing/checkout/*",
-}
-
 // Auth authenticates requests against the ledger replica.
 type Auth struct {
-	// Public are paths that need no key besides DefaultPublic: exact
-	// paths, or prefixes written with a trailing "/*".
+	// Public are paths that need no key besides the route table's public
+	// routes: exact paths, or prefixes written with a trailing "/*" (trawl
+	// dev's /demo/*).
 	Public []string `json:"public,omitempty"`
 
 	rt       *gate.Runtime
+	routes   *routes.Table
 	exact    map[string]bool
 	prefixes []string
 }
@@ -52,15 +47,19 @@ func (Auth) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.trawl_auth", New: func() caddy.Module { return new(Auth) }}
 }
 
-// Provision finds the runtime and indexes the public paths.
+// Provision checks the public paths, finds the runtime, reads the route
+// table and indexes the public paths.
 func (a *Auth) Provision(ctx caddy.Context) error {
+	if err := a.Validate(); err != nil {
+		return err
+	}
 	rt, err := app.Runtime(ctx)
 	if err != nil {
 		return err
 	}
-	a.rt = rt
+	a.rt, a.routes = rt, rt.Routes()
 	a.exact = map[string]bool{}
-	for _, p := range append(DefaultPublic[:len(DefaultPublic):len(DefaultPublic)], a.Public...) {
+	for _, p := range a.Public {
 		if pre, ok := strings.CutSuffix(p, "*"); ok {
 			a.prefixes = append(a.prefixes, pre)
 		} else {
@@ -80,7 +79,11 @@ func (a *Auth) Validate() error {
 	return nil
 }
 
-func (a *Auth) public(path string) bool {
+func (a *Auth) public(r *http.Request) bool {
+	if a.routes.Match(r).Public {
+		return true
+	}
+	path := r.URL.Path
 	if a.exact[path] {
 		return true
 	}
@@ -94,7 +97,7 @@ func (a *Auth) public(path string) bool {
 
 // ServeHTTP authenticates r and passes it on with its identity.
 func (a *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if a.public(r.URL.Path) {
+	if a.public(r) {
 		return next.ServeHTTP(w, r)
 	}
 	_, span := tracer.Start(r.Context(), "trawl.auth")

@@ -4,6 +4,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/trawlhq/trawl/caddy-modules/app"
 )
 
 func init() {
@@ -12,9 +14,19 @@ func init() {
 }
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	if err := app.InChain(h, "trawl_auth"); err != nil {
+		return nil, err
+	}
 	a := new(Auth)
-	err := a.UnmarshalCaddyfile(h.Dispenser)
-	return a, err
+	if err := a.UnmarshalCaddyfile(h.Dispenser); err != nil {
+		return nil, err
+	}
+	// Refused here rather than in Validate: Caddy may open the trawl app
+	// (the ledger voter, the stores) before it provisions this handler.
+	if err := a.Validate(); err != nil {
+		return nil, h.Err(err.Error())
+	}
+	return a, nil
 }
 
 // UnmarshalCaddyfile reads

@@ -13,6 +13,9 @@ func init() {
 }
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	if err := app.InChain(h, "trawl_meter"); err != nil {
+		return nil, err
+	}
 	m := new(Meter)
 	return m, m.UnmarshalCaddyfile(h.Dispenser)
 }

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -28,7 +27,9 @@ import (
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
+	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/gate/usage"
+	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -38,9 +39,10 @@ func init() {
 
 var tracer = otel.Tracer("github.com/trawlhq/trawl/caddy-modules/meter")
 
-// UsageHeader is the cell's report of how it produced a response (see
-// cell.UsageHeader); the meter removes it before the client sees it.
-const UsageHeader = "Trawl-Usage"
+// UsageHeader is the cell's report of how it produced a response (the
+// usage contract of internal/metering); the meter removes it before the
+// client sees it.
+const UsageHeader = metering.Header
 
 // Receipt headers.
 const (
@@ -55,9 +57,10 @@ const maxPeekBody = 32 << 20
 
 // Meter bills calls against the region's holds.
 type Meter struct {
-	rt    *gate.Runtime
-	usage *usage.Log
-	obs   *estimate.Observer
+	rt     *gate.Runtime
+	routes *routes.Table
+	usage  *usage.Log
+	obs    *estimate.Observer
 	// smallest pack, suggested in the no_credit body
 	topup string
 }
@@ -67,13 +70,13 @@ func (Meter) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.trawl_meter", New: func() caddy.Module { return new(Meter) }}
 }
 
-// Provision finds the runtime.
+// Provision finds the runtime and reads the route table.
 func (m *Meter) Provision(ctx caddy.Context) error {
 	rt, err := app.Runtime(ctx)
 	if err != nil {
 		return err
 	}
-	m.rt, m.usage, m.obs = rt, rt.Usage(), rt.Observer()
+	m.rt, m.routes, m.usage, m.obs = rt, rt.Routes(), rt.Usage(), rt.Observer()
 	packs := rt.Prices().Packs
 	m.topup = billing.RouteTopup
 	if len(packs) > 0 {
@@ -84,27 +87,20 @@ func (m *Meter) Provision(ctx caddy.Context) error {
 
 // call is what the meter learned of a request before forwarding it.
 type call struct {
-	kind  string // a billing kind; "" for a free call
-	count int    // URLs, for batch and jobs
-	url   string // the page, for a single-page call
+	kind   string // a billing kind; "" for a free call
+	count  int    // URLs, for batch and jobs
+	perURL bool   // count is the body's number of urls
+	url    string // the page, for a single-page call
 }
 
-// classify names the billed kind of r. Gate-local and read routes are free.
-func classify(r *http.Request) call {
-	if r.Method != http.MethodPost {
+// classify names the billed kind of r: its route's, when the route takes
+// r's method (the route table bills only POSTs). Everything else is free.
+func (m *Meter) classify(r *http.Request) call {
+	rt := m.routes.Match(r)
+	if !rt.Allowed || rt.Kind == "" {
 		return call{}
 	}
-	switch p := r.URL.Path; {
-	case p == "/scrape":
-		return call{kind: billing.KindScrape, count: 1}
-	case p == "/scrape/batch":
-		return call{kind: billing.KindBatch}
-	case p == "/scrape/jobs":
-		return call{kind: billing.KindJob}
-	case strings.HasPrefix(p, "/scrape/jobs/") && strings.HasSuffix(p, "/retry"):
-		return call{kind: billing.KindJob, count: 1}
-	}
-	return call{}
+	return call{kind: rt.Kind, count: 1, perURL: rt.PerURL}
 }
 
 // peek reads the body's url or the length of its urls, and puts the body
@@ -127,7 +123,7 @@ func peek(r *http.Request, c *call) error {
 	}
 	if json.Unmarshal(body, &v) == nil {
 		c.url = v.URL
-		if c.kind != billing.KindScrape {
+		if c.perURL {
 			c.count = max(len(v.URLs), 1)
 		}
 	}
@@ -142,7 +138,7 @@ func (m *Meter) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 		w.Header().Set(HeaderCost, "0.000")
 		return next.ServeHTTP(w, r)
 	}
-	c := classify(r)
+	c := m.classify(r)
 	if c.kind != "" {
 		ctx, span := tracer.Start(r.Context(), "trawl.meter.check", trace.WithAttributes(
 			attribute.String("trawl.account", id.Account.ID), attribute.String("trawl.kind", c.kind)))
@@ -179,32 +175,6 @@ func (m *Meter) refusal(id *gate.Identity, err error) error {
 	m.rt.Logger().Error("meter: charge not recorded", "account", id.Account.ID, "err", err)
 	return caddyhttp.Error(http.StatusServiceUnavailable, gate.Refuse(http.StatusServiceUnavailable, "meter_unavailable",
 		"the charge for this call could not be recorded, so it was not answered; repeat it in a few seconds"))
-}
-
-// cellUsage is the cell's usage header.
-type cellUsage struct {
-	Kind      string `json:"kind"`
-	Engine    string `json:"engine"`
-	Level     string `json:"level"`
-	Cache     string `json:"cache"`
-	Count     *int   `json:"count"` // absent: the call's own count
-	InTokens  int    `json:"in_tokens"`
-	OutTokens int    `json:"out_tokens"`
-}
-
-// level is the effort level of the usage: named by the cell, or implied
-// by its engine.
-func (u *cellUsage) level() string {
-	if u.Level != "" {
-		return u.Level
-	}
-	switch u.Engine {
-	case "browser":
-		return billing.LevelBrowser
-	case "browser_proxy":
-		return billing.LevelBrowserProxy
-	}
-	return billing.LevelLight
 }
 
 // writer bills when the response's header is written.
@@ -268,8 +238,8 @@ func (w *writer) WriteHeader(status int) {
 
 // bill prices the cell's usage, charges it and records the receipt line.
 func (w *writer) bill(raw string, status int) (ledger.MC, error) {
-	var u cellUsage
-	if err := json.Unmarshal([]byte(raw), &u); err != nil {
+	u, err := metering.Parse(raw)
+	if err != nil {
 		w.m.rt.Logger().Warn("meter: unreadable usage header", "usage", raw, "err", err)
 		return 0, nil
 	}
@@ -287,7 +257,7 @@ func (w *writer) bill(raw string, status int) (ledger.MC, error) {
 	if count == 0 {
 		return 0, nil // nothing the cell could fetch: nothing to bill
 	}
-	level := u.level()
+	level := u.EffectiveLevel()
 	price, err := w.m.rt.Prices().Quote(billing.Usage{Kind: kind, Level: level, Cache: u.Cache, Count: count, InTokens: u.InTokens, OutTokens: u.OutTokens})
 	if err != nil {
 		w.m.rt.Logger().Warn("meter: usage not priceable", "usage", raw, "err", err)
@@ -312,7 +282,7 @@ func (w *writer) bill(raw string, status int) (ledger.MC, error) {
 	if err := w.m.usage.Record(line); err != nil {
 		w.m.rt.Logger().Warn("meter: usage line not recorded", "receipt", receipt, "err", err)
 	}
-	if w.call.url != "" && u.Engine != "cache" {
+	if w.call.url != "" && u.Engine != metering.EngineCache {
 		w.m.obs.Observe(w.call.url, kind, level, u.InTokens, u.OutTokens)
 	}
 	return price, nil

@@ -6,6 +6,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/trawlhq/trawl/caddy-modules/app"
 )
 
 func init() {
@@ -21,6 +23,9 @@ func init() {
 }
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	if err := app.InChain(h, "trawl_ratelimit"); err != nil {
+		return nil, err
+	}
 	m := new(Handler)
 	if err := m.UnmarshalCaddyfile(h.Dispenser); err != nil {
 		return nil, err

@@ -13,6 +13,9 @@ func init() {
 }
 
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+	if err := app.InChain(h, "trawl_route"); err != nil {
+		return nil, err
+	}
 	r := new(Route)
 	return r, r.UnmarshalCaddyfile(h.Dispenser)
 }

@@ -2,19 +2,20 @@
 // where a request goes and the upstream source trawl_cells hands that to
 // reverse_proxy.
 //
-// A request for an object (a job; monitors later) goes where the object
-// lives: its id names its region and cell (j_<region>.<cell>.<hex>), so
-// any gate can route it — to the owning cell in this region, or to the
-// owning region's gate. The usage history of another region
-// (/v1/billing/usage?region=sin) goes to that region's gate. Everything
+// Where a request goes is the route table's rule (gate/routes, Match.Place):
+// a request for an object (a job; monitors later) goes where the object
+// lives — its id names its region and cell (j_<region>.<cell>.<hex>), so
+// any gate can route it to the owning cell in this region or to the owning
+// region's gate; the usage history of another region
+// (/v1/billing/usage?region=sin) goes to that region's gate; everything
 // else goes to a live cell of this region, as the region's memberlist
-// cluster sees it. Responses carry x-svc-region: the region that answered.
+// cluster sees it. This module turns the place into an address, or a
+// refusal. Responses carry x-svc-region: the region that answered.
 package route
 
 import (
 	"context"
 	"net/http"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -26,7 +27,7 @@ import (
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
-	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/gate/routes"
 )
 
 func init() {
@@ -49,7 +50,8 @@ type target struct {
 
 // Route picks the destination of each request.
 type Route struct {
-	rt *gate.Runtime
+	rt     *gate.Runtime
+	routes *routes.Table
 }
 
 // CaddyModule returns the Caddy module information.
@@ -57,11 +59,14 @@ func (Route) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.trawl_route", New: func() caddy.Module { return new(Route) }}
 }
 
-// Provision finds the runtime.
+// Provision finds the runtime and reads the route table.
 func (rt *Route) Provision(ctx caddy.Context) error {
 	r, err := app.Runtime(ctx)
-	rt.rt = r
-	return err
+	if err != nil {
+		return err
+	}
+	rt.rt, rt.routes = r, r.Routes()
+	return nil
 }
 
 // ServeHTTP routes r and passes it on to reverse_proxy.
@@ -82,46 +87,30 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 // decide returns the target of r, or a refusal.
 func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 	own := rt.rt.Region()
-	if id, ok := jobID(r.URL.Path); ok {
-		region, cellName, ok := jobid.Parse(id)
-		if !ok {
-			return target{region: own}, nil // the cell answers 404
+	m := rt.routes.Match(r)
+	p := m.Place(r, own)
+	switch {
+	case p.NoOwner:
+		return target{region: own}, nil // the cell answers 404
+	case p.Region != own:
+		g, ok := rt.rt.Gate(p.Region)
+		if ok {
+			return target{dial: g, region: p.Region}, nil
 		}
-		if region != own {
-			g, ok := rt.rt.Gate(region)
-			if !ok {
-				return target{}, gate.Refuse(http.StatusNotFound, "not_found", "no such job")
-			}
-			return target{dial: g, region: region}, nil
+		if m.Owner != nil {
+			return target{}, gate.Refuse(http.StatusNotFound, "not_found", "no such "+m.Owner.Name)
 		}
+		return target{}, gate.Refuse(http.StatusBadRequest, "bad_input", "no such region: "+p.Region)
+	case p.Cell != "":
 		for _, c := range rt.rt.Cells() {
-			if c.Name == cellName {
+			if c.Name == p.Cell {
 				return target{dial: c.API, region: own}, nil
 			}
 		}
 		return target{}, gate.Refuse(http.StatusServiceUnavailable, "cell_unavailable",
-			"the cell holding this job is not reachable right now; the job is kept, repeat the request in a few seconds")
-	}
-	if r.URL.Path == "/v1/billing/usage" {
-		if region := r.URL.Query().Get("region"); region != "" && region != own {
-			g, ok := rt.rt.Gate(region)
-			if !ok {
-				return target{}, gate.Refuse(http.StatusBadRequest, "bad_input", "no such region: "+region)
-			}
-			return target{dial: g, region: region}, nil
-		}
+			"the cell holding this "+m.Owner.Name+" is not reachable right now; the "+m.Owner.Name+" is kept, repeat the request in a few seconds")
 	}
 	return target{region: own}, nil
-}
-
-// jobID returns the id in /scrape/jobs/{id}[/...].
-func jobID(path string) (string, bool) {
-	rest, ok := strings.CutPrefix(path, "/scrape/jobs/")
-	if !ok || rest == "" {
-		return "", false
-	}
-	id, _, _ := strings.Cut(rest, "/")
-	return id, id != ""
 }
 
 // regionWriter names the answering region on the response.

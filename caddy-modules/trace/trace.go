@@ -25,6 +25,9 @@ import (
 func init() {
 	caddy.RegisterModule(Trace{})
 	httpcaddyfile.RegisterHandlerDirective("trawl_trace", func(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
+		if err := app.InChain(h, "trawl_trace"); err != nil {
+			return nil, err
+		}
 		t := new(Trace)
 		return t, t.UnmarshalCaddyfile(h.Dispenser)
 	})

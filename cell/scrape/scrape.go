@@ -22,6 +22,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
+	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -116,26 +117,9 @@ type Result struct {
 	FetchedAt  time.Time `json:"fetched_at"`
 }
 
-// Usage says how a result was produced; the gate prices it by its level
-// (the cell never prices).
-type Usage struct {
-	Engine string `json:"engine"`          // cache, http, browser
-	Level  string `json:"level,omitempty"` // light, browser, browser_proxy; absent on a cache hit
-	Proxy  string `json:"proxy,omitempty"` // isp, residential: the proxy kind a fetch went through
-	Cache  string `json:"cache"`           // hit, miss
-	Units  int    `json:"units"`           // pages fetched: 1 on a miss, 0 on a hit
-}
-
-var usageHit = `{"engine":"cache","cache":"hit","units":0}`
-
-// String is the JSON form of the usage, for the usage header.
-func (u Usage) String() string {
-	if u == (Usage{Engine: "cache", Cache: "hit"}) {
-		return usageHit
-	}
-	b, _ := json.Marshal(u)
-	return string(b)
-}
+// Usage says how a result was produced, for the gate to price (the cell
+// never prices): the usage contract of internal/metering.
+type Usage = metering.Usage
 
 // Outcome is a scrape result, already encoded: Body is the JSON object of
 // spec 2.2 up to but excluding the final `"ms":N}`; AppendJSON completes it.
@@ -175,7 +159,7 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 	key := cacheKey(opts.cacheKey(target))
 	if s.cfg.FreshFor > 0 {
 		if body, _, err := s.store.GetLive(buf[:0], key, s.cfg.Now()); err == nil {
-			return &Outcome{Body: body, Usage: Usage{Engine: "cache", Cache: "hit"}}, nil
+			return &Outcome{Body: body, Usage: metering.Hit}, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
 			s.cfg.Logger.Warn("cache read failed", "url", target, "err", err)
 		}
@@ -252,7 +236,7 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 		// The caller still gets the page; only reuse is lost.
 		s.cfg.Logger.Warn("cache/archive write failed", "url", u.String(), "err", err)
 	}
-	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: "miss", Units: 1}}, nil
+	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: metering.CacheMiss, Units: 1}}, nil
 }
 
 func buildResult(requested string, resp *fetch.Response, opts Options, now time.Time) (*Result, error) {

@@ -1,11 +1,10 @@
 package billing
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -30,10 +29,7 @@ const (
 
 // ErrorBody is the body of every error: a stable code and a sentence safe to
 // show a person.
-type ErrorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
+type ErrorBody = httpjson.ErrorBody
 
 // Routes named in bodies.
 const (
@@ -135,19 +131,4 @@ func topupRefused(code, why string, usd int) TopupRefused {
 	b.Actions.UpdateCard = "pay once with checkout=1: the card used there is saved for later top-ups"
 	b.Message = why + " Repeat the top-up with checkout=1 to pay on a checkout page, or update your card."
 	return b
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	if h.Get("Cache-Control") == "" {
-		h.Set("Cache-Control", "no-store")
-	}
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // fails only when the client has gone
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, ErrorBody{Error: code, Message: msg})
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/gate/payments"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -86,7 +86,7 @@ func NewHandler(cfg Config) http.Handler {
 			}
 			if !ok {
 				w.Header().Set("Allow", allow)
-				writeError(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed here; use "+allow)
+				httpjson.Error(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed here; use "+allow)
 				return
 			}
 			fn(w, r)
@@ -109,7 +109,7 @@ func NewHandler(cfg Config) http.Handler {
 		})
 	}
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such route")
+		httpjson.Error(w, http.StatusNotFound, CodeNotFound, "no such route")
 	})
 	return h
 }
@@ -124,7 +124,7 @@ func (h *handler) authed(fn authedFunc) http.HandlerFunc {
 		if err != nil {
 			if IsAuthError(err) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
-				writeError(w, http.StatusUnauthorized, CodeUnauthorized, AuthMessage(err))
+				httpjson.Error(w, http.StatusUnauthorized, CodeUnauthorized, AuthMessage(err))
 				return
 			}
 			h.internal(w, "authenticate", err)
@@ -136,13 +136,13 @@ func (h *handler) authed(fn authedFunc) http.HandlerFunc {
 
 func (h *handler) internal(w http.ResponseWriter, what string, err error) {
 	h.cfg.Logger.Error("billing: "+what, "err", err)
-	writeError(w, http.StatusInternalServerError, CodeInternal, "something went wrong on our side; try again")
+	httpjson.Error(w, http.StatusInternalServerError, CodeInternal, "something went wrong on our side; try again")
 }
 
 // GET /v1/prices: the table as configured; public.
 func (h *handler) prices(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "public, max-age=60")
-	writeJSON(w, http.StatusOK, h.cfg.Prices)
+	httpjson.Write(w, http.StatusOK, h.cfg.Prices)
 }
 
 // Balance is the body of GET /v1/billing/balance and the balance object of a
@@ -215,7 +215,7 @@ func (h *handler) balance(w http.ResponseWriter, r *http.Request, _ *ledger.Key,
 		h.internal(w, "balance", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, b)
+	httpjson.Write(w, http.StatusOK, b)
 }
 
 func (h *handler) balanceOf(a *ledger.Account) (*Balance, error) {
@@ -288,22 +288,22 @@ const (
 
 func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a *ledger.Account) {
 	var req settingsRequest
-	if status, msg := decodeJSON(w, r, &req); status != 0 {
+	if status, msg := DecodeJSON(w, r, maxBody, &req, false); status != 0 {
 		code := CodeBadInput
 		if status == http.StatusRequestEntityTooLarge {
 			code = CodeTooLarge
 		}
-		writeError(w, status, code, msg)
+		httpjson.Error(w, status, code, msg)
 		return
 	}
 	cmd := &ledger.Settings{Account: a.ID}
 	if req.SpendCapMC == nil && req.Recharge == nil {
-		writeError(w, http.StatusBadRequest, CodeBadInput, "send spend_cap_mc and/or recharge")
+		httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "send spend_cap_mc and/or recharge")
 		return
 	}
 	if v := req.SpendCapMC; v != nil {
 		if *v < 0 || *v > maxSpendCapMC {
-			writeError(w, http.StatusBadRequest, CodeBadInput, "spend_cap_mc must be 0 (no cap) or a positive number of millicredits")
+			httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "spend_cap_mc must be 0 (no cap) or a positive number of millicredits")
 			return
 		}
 		c := ledger.MC(*v)
@@ -316,7 +316,7 @@ func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key
 		}
 		if rq.UnderCredits != nil {
 			if *rq.UnderCredits < 0 || *rq.UnderCredits > maxUnderCredits {
-				writeError(w, http.StatusBadRequest, CodeBadInput, "recharge.under_credits must be a whole number of credits, 0 or more")
+				httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "recharge.under_credits must be a whole number of credits, 0 or more")
 				return
 			}
 			rc.UnderCredits = ledger.Credits(*rq.UnderCredits)
@@ -326,18 +326,18 @@ func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key
 		}
 		if rq.MaxPerMonth != nil {
 			if *rq.MaxPerMonth < 0 || *rq.MaxPerMonth > maxPerMonth {
-				writeError(w, http.StatusBadRequest, CodeBadInput, fmt.Sprintf("recharge.max_per_month must be 0 to %d", maxPerMonth))
+				httpjson.Error(w, http.StatusBadRequest, CodeBadInput, fmt.Sprintf("recharge.max_per_month must be 0 to %d", maxPerMonth))
 				return
 			}
 			rc.MaxPerMonth = *rq.MaxPerMonth
 		}
 		// A pack the table has since dropped may stay while recharge is off.
 		if _, ok := h.cfg.Prices.Pack(rc.PackUSD); (rq.PackUSD != nil || rc.On) && !ok {
-			writeError(w, http.StatusBadRequest, CodeBadInput, "recharge.pack_usd must be one of the packs: "+h.cfg.Prices.PackList())
+			httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "recharge.pack_usd must be one of the packs: "+h.cfg.Prices.PackList())
 			return
 		}
 		if rc.On && (rc.UnderCredits <= 0 || rc.PackUSD == 0 || rc.MaxPerMonth <= 0) {
-			writeError(w, http.StatusBadRequest, CodeBadInput, "auto-recharge needs under_credits above 0, a pack_usd and max_per_month of 1 or more")
+			httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "auto-recharge needs under_credits above 0, a pack_usd and max_per_month of 1 or more")
 			return
 		}
 		cmd.Recharge = &rc
@@ -350,7 +350,7 @@ func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key
 		return
 	}
 	if res.Error == ledger.ErrCodeInvalid {
-		writeError(w, http.StatusBadRequest, CodeBadInput, res.Message)
+		httpjson.Error(w, http.StatusBadRequest, CodeBadInput, res.Message)
 		return
 	}
 	if res.Error != "" {
@@ -362,37 +362,37 @@ func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key
 		h.internal(w, "settings read back", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Settings{SpendCapMC: int64(after.SpendCapMC), Recharge: rechargeSettings(after.Recharge)})
+	httpjson.Write(w, http.StatusOK, Settings{SpendCapMC: int64(after.SpendCapMC), Recharge: rechargeSettings(after.Recharge)})
 }
 
-// decodeJSON reads exactly one JSON object with no unknown fields; a
-// non-zero status is the refusal.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) (int, string) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+// DecodeJSON reads exactly one JSON object of at most limit bytes with no
+// unknown fields, declared (if at all) as application/json; with emptyOK an
+// empty body is all defaults. A non-zero status is the refusal, with the
+// billing and key routes' wording.
+func DecodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any, emptyOK bool) (int, string) {
+	if !httpjson.IsJSON(r) {
 		return http.StatusBadRequest, "send the body as application/json"
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &tooBig):
-			return http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", maxBody)
-		case errors.Is(err, io.EOF):
-			return http.StatusBadRequest, "the body is empty; send a JSON object"
-		case errors.As(err, &typeErr):
-			return http.StatusBadRequest, fmt.Sprintf("%s has the wrong type: want %s", typeErr.Field, typeErr.Type)
-		case strings.HasPrefix(err.Error(), "json: unknown field"):
-			return http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: ")
-		default:
-			return http.StatusBadRequest, "the body is not valid JSON"
-		}
+	de, ok := errors.AsType[*httpjson.DecodeError](httpjson.Decode(w, r, limit, v))
+	if !ok {
+		return 0, ""
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	switch de.Problem {
+	case httpjson.Empty:
+		if emptyOK {
+			return 0, ""
+		}
+		return http.StatusBadRequest, "the body is empty; send a JSON object"
+	case httpjson.TooLarge:
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", limit)
+	case httpjson.WrongType:
+		return http.StatusBadRequest, fmt.Sprintf("%s has the wrong type: want %s", de.Field, de.GoType)
+	case httpjson.UnknownField:
+		return http.StatusBadRequest, de.Error()
+	case httpjson.Trailing:
 		return http.StatusBadRequest, "send one JSON object and nothing after it"
 	}
-	return 0, ""
+	return http.StatusBadRequest, "the body is not valid JSON"
 }
 
 // submit applies a command and waits until this replica has applied it too,
@@ -426,7 +426,7 @@ func submit(ctx context.Context, cfg Config, cmd *ledger.Command) (*ledger.Resul
 
 func (h *handler) ledgerError(w http.ResponseWriter, what string, err error) {
 	h.cfg.Logger.Warn("billing: ledger "+what, "err", err)
-	writeError(w, http.StatusServiceUnavailable, CodeLedger, "the ledger did not answer; nothing was changed, try again in a few seconds")
+	httpjson.Error(w, http.StatusServiceUnavailable, CodeLedger, "the ledger did not answer; nothing was changed, try again in a few seconds")
 }
 
 // journalPage is how many entries are read from the store per write; the
@@ -437,18 +437,18 @@ const journalPage = 1000
 // > N, up to the journal's end when the request came; auditor keys only.
 func (h *handler) journal(w http.ResponseWriter, r *http.Request, k *ledger.Key, _ *ledger.Account) {
 	if k.Role != ledger.RoleAuditor {
-		writeError(w, http.StatusForbidden, CodeForbidden, "the journal is readable with an auditor key only")
+		httpjson.Error(w, http.StatusForbidden, CodeForbidden, "the journal is readable with an auditor key only")
 		return
 	}
 	var after uint64
 	for name, vals := range r.URL.Query() {
 		if name != "after" || len(vals) != 1 {
-			writeError(w, http.StatusBadRequest, CodeBadInput, "the only parameter is after, once")
+			httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "the only parameter is after, once")
 			return
 		}
 		v, err := strconv.ParseUint(vals[0], 10, 64)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, CodeBadInput, "after must be a journal index (0 or more)")
+			httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "after must be a journal index (0 or more)")
 			return
 		}
 		after = v

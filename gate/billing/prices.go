@@ -16,43 +16,38 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/ledger"
 )
 
-// Call kinds: what one usage line (one receipt) is for.
+// Call kinds, effort levels and cache outcomes are the usage contract's
+// (internal/metering): the cell reports them, the price table prices them.
 const (
-	KindScrape        = "scrape"         // POST /scrape, per call
-	KindBatch         = "batch"          // POST /scrape/batch, per URL
-	KindJob           = "job"            // /scrape/jobs, per URL, at the light level
-	KindSearch        = "search"         // GET /search, per live search
-	KindAnswer        = "answer"         // GET /answer, the search part (tokens extra)
-	KindExtract       = "extract"        // POST /extract, the fetch part (tokens extra)
-	KindRecipe        = "recipe"         // POST /recipes/{name}, per unit of a run
-	KindMonitorCheck  = "monitor_check"  // one check per `every` interval
-	KindMonitorChange = "monitor_change" // one confirmed change that matched
+	KindScrape        = metering.KindScrape
+	KindBatch         = metering.KindBatch
+	KindJob           = metering.KindJob
+	KindSearch        = metering.KindSearch
+	KindAnswer        = metering.KindAnswer
+	KindExtract       = metering.KindExtract
+	KindRecipe        = metering.KindRecipe
+	KindMonitorCheck  = metering.KindMonitorCheck
+	KindMonitorChange = metering.KindMonitorChange
+
+	LevelLight        = metering.LevelLight
+	LevelHTTP         = metering.LevelHTTP
+	LevelBrowser      = metering.LevelBrowser
+	LevelBrowserProxy = metering.LevelBrowserProxy
+
+	CacheMiss    = metering.CacheMiss
+	CacheHit     = metering.CacheHit
+	CacheArchive = metering.CacheArchive
 )
 
 // Kinds lists every call kind a price table must price.
-var Kinds = []string{KindScrape, KindBatch, KindJob, KindSearch, KindAnswer, KindExtract, KindRecipe, KindMonitorCheck, KindMonitorChange}
-
-// Effort levels: how much work a page needed. "http" and "" are the light
-// level.
-const (
-	LevelLight        = "light"
-	LevelHTTP         = "http"
-	LevelBrowser      = "browser"
-	LevelBrowserProxy = "browser_proxy"
-)
+var Kinds = metering.Kinds
 
 // Levels lists the effort levels a price table must have.
-var Levels = []string{LevelLight, LevelBrowser, LevelBrowserProxy}
-
-// Cache outcomes of a usage line (spec 2.8); "" is a miss.
-const (
-	CacheMiss    = "miss"
-	CacheHit     = "hit"
-	CacheArchive = "archive"
-)
+var Levels = metering.Levels
 
 // Prices is the price table: the one source for metering, estimates and GET
 // /v1/prices. The JSON form is both the config file and the public body;

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/gate/payments"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -57,7 +58,7 @@ func (h *handler) topup(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a
 	q := r.URL.Query()
 	for name, vals := range q {
 		if (name != "amount" && name != "checkout") || len(vals) != 1 {
-			writeError(w, http.StatusBadRequest, CodeBadInput, "the parameters are amount and checkout, each once")
+			httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "the parameters are amount and checkout, each once")
 			return
 		}
 	}
@@ -68,7 +69,7 @@ func (h *handler) topup(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a
 	}
 	pack, ok := h.cfg.Prices.Pack(usd)
 	if m == nil || !ok {
-		writeError(w, http.StatusBadRequest, CodeBadInput, "amount must be one of the packs, in US dollars: "+h.cfg.Prices.PackList())
+		httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "amount must be one of the packs, in US dollars: "+h.cfg.Prices.PackList())
 		return
 	}
 	var checkout bool
@@ -77,20 +78,20 @@ func (h *handler) topup(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a
 	case "1", "true":
 		checkout = true
 	default:
-		writeError(w, http.StatusBadRequest, CodeBadInput, "checkout must be 1 or 0")
+		httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "checkout must be 1 or 0")
 		return
 	}
 	clientKey := r.Header.Get("Idempotency-Key")
 	if clientKey == "" {
 		clientKey = rand.Text()
 	} else if !idemKeyRE.MatchString(clientKey) {
-		writeError(w, http.StatusBadRequest, CodeBadInput, "Idempotency-Key must be 1 to 100 printable ASCII characters without spaces")
+		httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "Idempotency-Key must be 1 to 100 printable ASCII characters without spaces")
 		return
 	}
 	// Echoed so a client that sent none can still retry safely.
 	w.Header().Set("Idempotency-Key", clientKey)
 	if h.cfg.Provider == nil {
-		writeError(w, http.StatusServiceUnavailable, CodePaymentsOff, "this server takes no payments")
+		httpjson.Error(w, http.StatusServiceUnavailable, CodePaymentsOff, "this server takes no payments")
 		return
 	}
 	kind := "topup"
@@ -111,10 +112,10 @@ func (h *handler) topup(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a
 	paid, err := h.cfg.Provider.ChargeSaved(r.Context(), charge)
 	switch {
 	case errors.Is(err, payments.ErrCardDeclined):
-		writeJSON(w, http.StatusPaymentRequired, topupRefused(CodeCardDeclined, "Your saved card did not pay ("+providerMessage(err)+").", pack.USD))
+		httpjson.Write(w, http.StatusPaymentRequired, topupRefused(CodeCardDeclined, "Your saved card did not pay ("+providerMessage(err)+").", pack.USD))
 		return
 	case errors.Is(err, payments.ErrNoSavedCard):
-		writeJSON(w, http.StatusPaymentRequired, topupRefused(CodeNoSavedCard, "There is no saved card to charge.", pack.USD))
+		httpjson.Write(w, http.StatusPaymentRequired, topupRefused(CodeNoSavedCard, "There is no saved card to charge.", pack.USD))
 		return
 	case err != nil:
 		h.paymentError(w, "charge saved card", err)
@@ -148,11 +149,11 @@ func providerKey(kind, acct, usd, clientKey string) string {
 
 func (h *handler) paymentError(w http.ResponseWriter, what string, err error) {
 	if errors.Is(err, payments.ErrKeyReused) {
-		writeError(w, http.StatusConflict, CodeConflict, "this Idempotency-Key was used for another payment; use a new key")
+		httpjson.Error(w, http.StatusConflict, CodeConflict, "this Idempotency-Key was used for another payment; use a new key")
 		return
 	}
 	h.cfg.Logger.Error("billing: "+what, "err", err)
-	writeError(w, http.StatusBadGateway, CodePaymentFailed, "the payment provider did not complete the request; nothing was charged, try again")
+	httpjson.Error(w, http.StatusBadGateway, CodePaymentFailed, "the payment provider did not complete the request; nothing was charged, try again")
 }
 
 func (h *handler) startCheckout(w http.ResponseWriter, r *http.Request, c payments.Charge) {
@@ -166,7 +167,7 @@ func (h *handler) startCheckout(w http.ResponseWriter, r *http.Request, c paymen
 		h.paymentError(w, "start checkout", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, CheckoutStarted{
+	httpjson.Write(w, http.StatusOK, CheckoutStarted{
 		CheckoutURL: co.URL,
 		SessionID:   co.SessionID,
 		USD:         c.USD,
@@ -181,7 +182,7 @@ func (h *handler) creditAndAnswer(w http.ResponseWriter, r *http.Request, acct s
 		// The money is taken: say so, and how to finish without paying
 		// twice. The payment id credits once however often it is sent.
 		h.cfg.Logger.Error("billing: paid but not credited", "account", paid.AccountID, "payment", paid.PaymentID, "err", err)
-		writeError(w, http.StatusServiceUnavailable, CodeLedger, fmt.Sprintf(
+		httpjson.Error(w, http.StatusServiceUnavailable, CodeLedger, fmt.Sprintf(
 			"payment %s went through but the ledger did not answer; repeat the request with the same Idempotency-Key to credit it (you will not be charged twice)", paid.PaymentID))
 		return
 	}
@@ -194,7 +195,7 @@ func (h *handler) creditAndAnswer(w http.ResponseWriter, r *http.Request, acct s
 		h.internal(w, "balance after top-up", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, body)
+	httpjson.Write(w, http.StatusOK, body)
 }
 
 func topupBody(p *payments.Paid) *Topup {
@@ -264,7 +265,7 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request, _ *ledger.Key
 		return
 	}
 	if paid.AccountID != a.ID {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such checkout on this account")
+		httpjson.Error(w, http.StatusNotFound, CodeNotFound, "no such checkout on this account")
 		return
 	}
 	body := topupBody(paid)
@@ -274,7 +275,7 @@ func (h *handler) complete(w http.ResponseWriter, r *http.Request, _ *ledger.Key
 		return
 	}
 	body.Balance = b
-	writeJSON(w, http.StatusOK, body)
+	httpjson.Write(w, http.StatusOK, body)
 }
 
 // GET /v1/billing/checkout/{session}/complete: where the payment page
@@ -286,7 +287,7 @@ func (h *handler) completeReturn(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	writeJSON(w, http.StatusOK, topupBody(paid))
+	httpjson.Write(w, http.StatusOK, topupBody(paid))
 }
 
 // completeCommon runs CompleteCheckout for the path's session and answers
@@ -294,27 +295,27 @@ func (h *handler) completeReturn(w http.ResponseWriter, r *http.Request) {
 func (h *handler) completeCommon(w http.ResponseWriter, r *http.Request) (*payments.Paid, bool) {
 	id := r.PathValue("session")
 	if !sessionRE.MatchString(id) {
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such checkout")
+		httpjson.Error(w, http.StatusNotFound, CodeNotFound, "no such checkout")
 		return nil, false
 	}
 	if h.cfg.Provider == nil {
-		writeError(w, http.StatusServiceUnavailable, CodePaymentsOff, "this server takes no payments")
+		httpjson.Error(w, http.StatusServiceUnavailable, CodePaymentsOff, "this server takes no payments")
 		return nil, false
 	}
 	paid, ok, err := CompleteCheckout(r.Context(), h.cfg, id)
 	switch {
 	case errors.Is(err, payments.ErrNoSession):
-		writeError(w, http.StatusNotFound, CodeNotFound, "no such checkout")
+		httpjson.Error(w, http.StatusNotFound, CodeNotFound, "no such checkout")
 		return nil, false
 	case err != nil && paid != nil:
 		h.cfg.Logger.Error("billing: checkout paid but not credited", "session", id, "payment", paid.PaymentID, "err", err)
-		writeError(w, http.StatusServiceUnavailable, CodeLedger, "the checkout is paid but the ledger did not answer; repeat this call to credit it")
+		httpjson.Error(w, http.StatusServiceUnavailable, CodeLedger, "the checkout is paid but the ledger did not answer; repeat this call to credit it")
 		return nil, false
 	case err != nil:
 		h.paymentError(w, "complete checkout", err)
 		return nil, false
 	case !ok:
-		writeJSON(w, http.StatusOK, CheckoutPending{SessionID: id, Message: "the checkout is not paid yet; call again once it is"})
+		httpjson.Write(w, http.StatusOK, CheckoutPending{SessionID: id, Message: "the checkout is not paid yet; call again once it is"})
 		return nil, false
 	}
 	return paid, true

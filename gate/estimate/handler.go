@@ -1,14 +1,13 @@
 package estimate
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/httpjson"
 )
 
 // Route is the path Handler serves.
@@ -50,37 +49,32 @@ const (
 	codeInternal = "internal"
 )
 
-type errorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != Route {
-		writeError(w, http.StatusNotFound, codeNotFound, "no such route")
+		httpjson.Error(w, http.StatusNotFound, codeNotFound, "no such route")
 		return
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
-		writeError(w, http.StatusMethodNotAllowed, codeMethod, r.Method+" is not allowed here; use POST")
+		httpjson.Error(w, http.StatusMethodNotAllowed, codeMethod, r.Method+" is not allowed here; use POST")
 		return
 	}
 	var req Request
 	if status, code, msg := decode(w, r, &req); status != 0 {
-		writeError(w, status, code, msg)
+		httpjson.Error(w, status, code, msg)
 		return
 	}
 	est, err := Compute(h.cfg.Prices, h.cfg.Observer, &req)
 	if bad, ok := errors.AsType[*BadInputError](err); ok {
-		writeError(w, http.StatusBadRequest, codeBadInput, bad.Message)
+		httpjson.Error(w, http.StatusBadRequest, codeBadInput, bad.Message)
 		return
 	}
 	if err != nil {
 		h.cfg.Logger.Error("estimate: compute", "err", err)
-		writeError(w, http.StatusInternalServerError, codeInternal, "something went wrong on our side; try again")
+		httpjson.Error(w, http.StatusInternalServerError, codeInternal, "something went wrong on our side; try again")
 		return
 	}
-	writeJSON(w, http.StatusOK, est)
+	httpjson.Write(w, http.StatusOK, est)
 }
 
 // decode reads one JSON object into req; unknown fields are the priced
@@ -90,32 +84,23 @@ func decode(w http.ResponseWriter, r *http.Request, req *Request) (int, string, 
 	if r.ContentLength > MaxBody {
 		return http.StatusRequestEntityTooLarge, codeTooLarge, tooLarge
 	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
-	err := dec.Decode(req)
-	if err == nil && dec.More() {
-		err = errors.New("data after the object")
-	}
-	if err == nil {
-		if _, tail := dec.Token(); tail != io.EOF {
-			err = errors.New("data after the object")
-		}
-	}
-	if err == nil {
+	err := httpjson.DecodeLenient(w, r, MaxBody, req)
+	de, ok := errors.AsType[*httpjson.DecodeError](err)
+	if !ok {
 		return 0, "", ""
 	}
-	if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+	switch de.Problem {
+	case httpjson.TooLarge:
 		return http.StatusRequestEntityTooLarge, codeTooLarge, tooLarge
-	}
-	if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
-		if te.Field == "" {
+	case httpjson.WrongType:
+		if de.Field == "" {
 			return http.StatusBadRequest, codeBadInput, "the body must be a JSON object"
 		}
-		return http.StatusBadRequest, codeBadInput, fmt.Sprintf("%s must be %s", te.Field, typeName(te.Field))
-	}
-	if errors.Is(err, io.EOF) {
+		return http.StatusBadRequest, codeBadInput, fmt.Sprintf("%s must be %s", de.Field, typeName(de.Field))
+	case httpjson.Empty:
 		return http.StatusBadRequest, codeBadInput, "the body is empty; send a JSON object with endpoint and url or urls"
 	}
-	return http.StatusBadRequest, codeBadInput, "the body is not valid JSON: " + err.Error()
+	return http.StatusBadRequest, codeBadInput, "the body is not valid JSON: " + de.Err.Error()
 }
 
 // typeName says what a field of Request must be ("urls.3" is one URL).
@@ -127,17 +112,4 @@ func typeName(field string) string {
 		return "a whole number"
 	}
 	return "a string"
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // fails only when the client has gone
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, errorBody{Error: code, Message: msg})
 }

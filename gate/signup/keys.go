@@ -1,16 +1,15 @@
 package signup
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 	"unicode"
 
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -82,7 +81,7 @@ func (h *handler) authed(fn authedFunc) http.HandlerFunc {
 		if err != nil {
 			if billing.IsAuthError(err) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
-				writeError(w, http.StatusUnauthorized, billing.CodeUnauthorized, billing.AuthMessage(err))
+				httpjson.Error(w, http.StatusUnauthorized, billing.CodeUnauthorized, billing.AuthMessage(err))
 				return
 			}
 			h.apiInternal(w, "authenticate", err)
@@ -108,7 +107,7 @@ func (h *handler) listKeys(w http.ResponseWriter, r *http.Request, k *ledger.Key
 		}
 		out.Keys = append(out.Keys, ki)
 	}
-	writeJSON(w, http.StatusOK, out)
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 // keyLimit is the plan's bound on active keys, 0 for none.
@@ -126,16 +125,16 @@ type createRequest struct {
 // POST /v1/keys: a permanent key, within the plan's limit.
 func (h *handler) createKey(w http.ResponseWriter, r *http.Request, k *ledger.Key, a *ledger.Account) {
 	var req createRequest
-	if status, msg := decodeOptionalJSON(w, r, &req); status != 0 {
+	if status, msg := billing.DecodeJSON(w, r, maxBody, &req, true); status != 0 {
 		code := billing.CodeBadInput
 		if status == http.StatusRequestEntityTooLarge {
 			code = billing.CodeTooLarge
 		}
-		writeError(w, status, code, msg)
+		httpjson.Error(w, status, code, msg)
 		return
 	}
 	if len(req.Name) > 64 || strings.IndexFunc(req.Name, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
-		writeError(w, http.StatusBadRequest, billing.CodeBadInput, "name must be at most 64 printable characters")
+		httpjson.Error(w, http.StatusBadRequest, billing.CodeBadInput, "name must be at most 64 printable characters")
 		return
 	}
 	h.mu.Lock()
@@ -146,7 +145,7 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, k *ledger.Ke
 		return
 	}
 	if !verified(keys) {
-		writeError(w, http.StatusForbidden, CodeNotVerified, "verify your e-mail address first (open the link we mailed you): a pass key cannot make permanent keys")
+		httpjson.Error(w, http.StatusForbidden, CodeNotVerified, "verify your e-mail address first (open the link we mailed you): a pass key cannot make permanent keys")
 		return
 	}
 	now := h.bc.Now()
@@ -157,7 +156,7 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, k *ledger.Ke
 		}
 	}
 	if limit := h.keyLimit(a); limit > 0 && n >= limit {
-		writeError(w, http.StatusConflict, CodeKeyLimit, fmt.Sprintf("the %s plan allows %d active keys and this account has %d; revoke one first (DELETE /v1/keys/{id})", a.Plan, limit, n))
+		httpjson.Error(w, http.StatusConflict, CodeKeyLimit, fmt.Sprintf("the %s plan allows %d active keys and this account has %d; revoke one first (DELETE /v1/keys/{id})", a.Plan, limit, n))
 		return
 	}
 	secret, key := newKey(a.ID, KindPermanent, time.Time{})
@@ -170,7 +169,7 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, k *ledger.Ke
 		h.apiInternal(w, "read back key", err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, NewKey{KeyInfo: info(stored, nil, now), Key: secret,
+	httpjson.Write(w, http.StatusCreated, NewKey{KeyInfo: info(stored, nil, now), Key: secret,
 		Message: "store this key now: it is not shown again"})
 }
 
@@ -181,7 +180,7 @@ func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request, k *ledger.Ke
 	defer h.mu.Unlock()
 	target, err := h.bc.State.KeyByID(id)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && target.Account != a.ID) {
-		writeError(w, http.StatusNotFound, billing.CodeNotFound, "no key "+id+" on this account")
+		httpjson.Error(w, http.StatusNotFound, billing.CodeNotFound, "no key "+id+" on this account")
 		return
 	}
 	if err != nil {
@@ -190,7 +189,7 @@ func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request, k *ledger.Ke
 	}
 	now := h.bc.Now()
 	if target.Revoked {
-		writeJSON(w, http.StatusOK, info(target, k, now))
+		httpjson.Write(w, http.StatusOK, info(target, k, now))
 		return
 	}
 	keys, err := h.bc.State.AccountKeys(a.ID)
@@ -205,7 +204,7 @@ func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request, k *ledger.Ke
 		}
 	}
 	if others == 0 && active(target, now) {
-		writeError(w, http.StatusConflict, CodeLastKey, "this is the account's last active key; create another (POST /v1/keys) before revoking it")
+		httpjson.Error(w, http.StatusConflict, CodeLastKey, "this is the account's last active key; create another (POST /v1/keys) before revoking it")
 		return
 	}
 	if _, err := h.submit(r.Context(), &ledger.Command{ID: "keys/revoke/" + target.ID, Type: ledger.CmdRevokeKey, RevokeKey: &ledger.RevokeKey{KeyID: target.ID}}); err != nil {
@@ -217,57 +216,12 @@ func (h *handler) revokeKey(w http.ResponseWriter, r *http.Request, k *ledger.Ke
 		h.apiInternal(w, "read back key", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, info(after, k, now))
-}
-
-// decodeOptionalJSON reads an empty body, or one JSON object with no unknown
-// fields; a non-zero status is the refusal.
-func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) (int, string) {
-	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
-		return http.StatusBadRequest, "send the body as application/json"
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		var typeErr *json.UnmarshalTypeError
-		switch {
-		case errors.Is(err, io.EOF):
-			return 0, "" // no body: all defaults
-		case errors.As(err, &tooBig):
-			return http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", maxBody)
-		case errors.As(err, &typeErr):
-			return http.StatusBadRequest, fmt.Sprintf("%s has the wrong type: want %s", typeErr.Field, typeErr.Type)
-		case strings.HasPrefix(err.Error(), "json: unknown field"):
-			return http.StatusBadRequest, strings.TrimPrefix(err.Error(), "json: ")
-		default:
-			return http.StatusBadRequest, "the body is not valid JSON"
-		}
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return http.StatusBadRequest, "send one JSON object and nothing after it"
-	}
-	return 0, ""
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"error":"internal","message":"something went wrong on our side; try again"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, billing.ErrorBody{Error: code, Message: msg})
+	httpjson.Write(w, http.StatusOK, info(after, k, now))
 }
 
 func (h *handler) apiInternal(w http.ResponseWriter, what string, err error) {
 	h.bc.Logger.Error("signup: "+what, "err", err)
-	writeError(w, http.StatusInternalServerError, billing.CodeInternal, "something went wrong on our side; try again")
+	httpjson.Error(w, http.StatusInternalServerError, billing.CodeInternal, "something went wrong on our side; try again")
 }
 
 func (h *handler) ledgerError(w http.ResponseWriter, what string, err error) {
@@ -276,5 +230,5 @@ func (h *handler) ledgerError(w http.ResponseWriter, what string, err error) {
 		return
 	}
 	h.bc.Logger.Warn("signup: ledger "+what, "err", err)
-	writeError(w, http.StatusServiceUnavailable, billing.CodeLedger, "the ledger did not answer; try again in a few seconds")
+	httpjson.Error(w, http.StatusServiceUnavailable, billing.CodeLedger, "the ledger did not answer; try again in a few seconds")
 }

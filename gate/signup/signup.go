@@ -26,6 +26,7 @@ import (
 	"github.com/ulule/limiter/v3/drivers/store/memory"
 
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -148,7 +149,7 @@ func New(cfg Config) http.Handler {
 	h.route("/v1/keys/{id}", map[string]http.HandlerFunc{"DELETE": h.authed(h.revokeKey)}, true)
 	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/") {
-			writeError(w, http.StatusNotFound, billing.CodeNotFound, "no such route")
+			httpjson.Error(w, http.StatusNotFound, billing.CodeNotFound, "no such route")
 			return
 		}
 		h.render(w, http.StatusNotFound, pageError, pageData{Title: "Not found", Error: "There is no page here."})
@@ -171,7 +172,7 @@ func (h *handler) route(pattern string, methods map[string]http.HandlerFunc, api
 			w.Header().Set("Allow", allow)
 			msg := r.Method + " is not allowed here; use " + allow
 			if api {
-				writeError(w, http.StatusMethodNotAllowed, billing.CodeMethodNotAllowed, msg)
+				httpjson.Error(w, http.StatusMethodNotAllowed, billing.CodeMethodNotAllowed, msg)
 			} else {
 				h.render(w, http.StatusMethodNotAllowed, pageError, pageData{Title: "Not allowed", Error: msg})
 			}

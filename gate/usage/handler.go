@@ -2,13 +2,13 @@ package usage
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -64,11 +64,6 @@ const (
 	codeInternal     = "internal"
 )
 
-type errorBody struct {
-	Error   string `json:"error"`
-	Message string `json:"message"`
-}
-
 // Handler serves GET (and HEAD) /v1/billing/usage?after=N&limit=M: the
 // lines of the caller's account with seq above after (default 0), at most
 // limit (default 100, 1 to 1000). Any other path is 404, any other method
@@ -90,12 +85,12 @@ type handler struct{ cfg HandlerConfig }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != Route {
-		writeError(w, http.StatusNotFound, codeNotFound, "no such route")
+		httpjson.Error(w, http.StatusNotFound, codeNotFound, "no such route")
 		return
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, codeMethod, r.Method+" is not allowed here; use GET")
+		httpjson.Error(w, http.StatusMethodNotAllowed, codeMethod, r.Method+" is not allowed here; use GET")
 		return
 	}
 	account, ok := h.account(w, r)
@@ -104,18 +99,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	after, limit, region, msg := parseQuery(r)
 	if msg != "" {
-		writeError(w, http.StatusBadRequest, codeBadInput, msg)
+		httpjson.Error(w, http.StatusBadRequest, codeBadInput, msg)
 		return
 	}
 	if region != "" && region != h.cfg.Region {
-		writeError(w, http.StatusBadRequest, codeBadInput,
+		httpjson.Error(w, http.StatusBadRequest, codeBadInput,
 			"this gate keeps the history of region "+h.cfg.Region+"; ask the gate of region "+region+" (the public address forwards ?region="+region+")")
 		return
 	}
 	lines, next, err := h.cfg.Log.List(account, after, limit+1)
 	if err != nil {
 		h.cfg.Logger.Error("usage: list", "account", account, "err", err)
-		writeError(w, http.StatusInternalServerError, codeInternal, "something went wrong on our side; try again")
+		httpjson.Error(w, http.StatusInternalServerError, codeInternal, "something went wrong on our side; try again")
 		return
 	}
 	p := Page{Region: h.cfg.Region, Account: account, After: after, Lines: lines, NextAfter: next}
@@ -126,7 +121,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if p.Lines == nil {
 		p.Lines = []Line{}
 	}
-	writeJSON(w, http.StatusOK, p)
+	httpjson.Write(w, http.StatusOK, p)
 }
 
 // account returns the caller's account id, or answers 401/500 and false.
@@ -138,18 +133,18 @@ func (h *handler) account(w http.ResponseWriter, r *http.Request) (string, bool)
 	}
 	if h.cfg.State == nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
-		writeError(w, http.StatusUnauthorized, codeUnauthorized, billing.AuthMessage(billing.ErrMissingKey))
+		httpjson.Error(w, http.StatusUnauthorized, codeUnauthorized, billing.AuthMessage(billing.ErrMissingKey))
 		return "", false
 	}
 	_, a, err := billing.Authenticate(h.cfg.State, r, h.cfg.Now())
 	if err != nil {
 		if billing.IsAuthError(err) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
-			writeError(w, http.StatusUnauthorized, codeUnauthorized, billing.AuthMessage(err))
+			httpjson.Error(w, http.StatusUnauthorized, codeUnauthorized, billing.AuthMessage(err))
 			return "", false
 		}
 		h.cfg.Logger.Error("usage: authenticate", "err", err)
-		writeError(w, http.StatusInternalServerError, codeInternal, "something went wrong on our side; try again")
+		httpjson.Error(w, http.StatusInternalServerError, codeInternal, "something went wrong on our side; try again")
 		return "", false
 	}
 	return a.ID, true
@@ -179,17 +174,4 @@ func parseQuery(r *http.Request) (after uint64, limit int, region, msg string) {
 		limit = v
 	}
 	return after, limit, q.Get("region"), ""
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // fails only when the client has gone
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, errorBody{Error: code, Message: msg})
 }

@@ -1,0 +1,383 @@
+// Package routes is the gate's route table: every route the public address
+// of a region serves, in one list, with what the gate must know of each —
+// whether it needs a key, the call kind it bills, who answers it (the gate,
+// any cell of the region, or the cell or region that owns the object it
+// names), the grammar of that object's id, and the body it accepts. The
+// gate's modules (caddy-modules/auth, meter, api, route) read it in
+// Provision, the gate registers its own handlers from it, and the cell
+// registers its handlers from it: a new service is a row here and a handler
+// there (docs/architecture.md).
+//
+// Patterns are net/http.ServeMux patterns ("POST /scrape/jobs/{id}/retry")
+// and matching is ServeMux's: the most specific path wins, and a request
+// whose method a path does not take still belongs to that path's route (its
+// server answers 405 with Allow).
+//
+// The package imports nothing heavy, so the cell links it without Caddy.
+package routes
+
+import (
+	"fmt"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/metering"
+)
+
+// Server is who answers a route.
+type Server uint8
+
+// Servers.
+const (
+	// Gate: the gate answers it itself (billing, keys, sign-up, estimate,
+	// usage history, health, the ledger's internal routes).
+	Gate Server = iota + 1
+	// Cell: any live cell of the region.
+	Cell
+	// Owner: the cell that owns the object the route's {id} names, in this
+	// region, or the gate of the region that owns it.
+	Owner
+)
+
+func (s Server) String() string {
+	switch s {
+	case Gate:
+		return "gate"
+	case Cell:
+		return "cell"
+	case Owner:
+		return "owner"
+	}
+	return fmt.Sprintf("Server(%d)", s)
+}
+
+// Grammar is the grammar of an owned object's id: Parse names the region
+// and cell that own it.
+type Grammar struct {
+	// Name is the object ("job"), for messages.
+	Name string
+	// Parse returns the owner of id, or false when id is not of this
+	// grammar (the object cannot exist; a cell answers 404).
+	Parse func(id string) (region, cell string, ok bool)
+}
+
+// Jobs is the grammar of job ids (internal/jobid).
+var Jobs = &Grammar{Name: "job", Parse: jobid.Parse}
+
+// Body limits.
+const (
+	// KiB and MiB are units of BodyLimit.
+	KiB = 1 << 10
+	MiB = 1 << 20
+	// ScrapeBody bounds a scrape or batch request.
+	ScrapeBody = 1 * MiB
+	// JobBody bounds a job submission: 10,000 long URLs fit.
+	JobBody = 32 * MiB
+	// FormBody bounds the gate's small JSON and form bodies (settings,
+	// keys, sign-up).
+	FormBody = 16 * KiB
+)
+
+// Route is one row of the table.
+type Route struct {
+	// Pattern is a ServeMux pattern: "METHOD /path/{wildcard}", or a path
+	// alone for a route that takes every method. A path ending in "/" is a
+	// prefix: it holds every path below it that no other row names.
+	Pattern string
+	// Public routes need no API key (the handler may still check one, as
+	// the checkout completion does).
+	Public bool
+	// Kind is the call kind the gate bills (internal/metering); "" is free.
+	Kind string
+	// PerURL: the call's count is the number of urls in its body (a batch,
+	// a job); otherwise it is one.
+	PerURL bool
+	// Server answers the route.
+	Server Server
+	// Service names the gate's handler for a Gate row (see gate.Runtime's
+	// Handler): health, ledger, signup, keys, billing, estimate, usage.
+	Service string
+	// Owner is the grammar of {id} on an Owner row.
+	Owner *Grammar
+	// RegionQuery: ?region=<r> names the region whose gate answers; this
+	// gate when absent or its own.
+	RegionQuery bool
+	// BodyLimit is the largest body the route accepts, in bytes; 0 takes
+	// no body. Today each handler enforces its own (the same number); the
+	// gate will enforce it before reading a body.
+	BodyLimit int64
+	// Doc says what the route is, with the spec section.
+	Doc string
+}
+
+// Method is the route's method; "" for every method.
+func (r *Route) Method() string {
+	m, _, ok := strings.Cut(r.Pattern, " ")
+	if !ok {
+		return ""
+	}
+	return m
+}
+
+// Path is the route's path pattern.
+func (r *Route) Path() string {
+	if _, p, ok := strings.Cut(r.Pattern, " "); ok {
+		return p
+	}
+	return r.Pattern
+}
+
+// Prefix reports whether the route holds every path below its own.
+func (r *Route) Prefix() bool { return strings.HasSuffix(r.Path(), "/") }
+
+// Rows is the table. Keep it in the order of docs/architecture.md.
+var Rows = []Route{
+	// The gate's own.
+	{Pattern: "GET /health", Public: true, Server: Gate, Service: "health", Doc: "the gate's health: ledger voter and the region's cells"},
+	{Pattern: "/internal/", Public: true, Server: Gate, Service: "ledger", BodyLimit: 64 * MiB, Doc: "the ledger voters' internal routes (they check the ledger secret)"},
+	{Pattern: "GET /signup", Public: true, Server: Gate, Service: "signup", Doc: "sign-up page"},
+	{Pattern: "POST /signup", Public: true, Server: Gate, Service: "signup", BodyLimit: FormBody, Doc: "sign-up form"},
+	{Pattern: "GET /signup/verify", Public: true, Server: Gate, Service: "signup", Doc: "e-mail verification page"},
+	{Pattern: "POST /signup/verify", Public: true, Server: Gate, Service: "signup", BodyLimit: FormBody, Doc: "e-mail verification form"},
+	{Pattern: "/signup/", Public: true, Server: Gate, Service: "signup", Doc: "other sign-up pages: 404 page"},
+	{Pattern: "GET /v1/prices", Public: true, Server: Gate, Service: "billing", Doc: "the price table (§7)"},
+	{Pattern: "GET /v1/keys", Server: Gate, Service: "signup", Doc: "list API keys"},
+	{Pattern: "POST /v1/keys", Server: Gate, Service: "signup", BodyLimit: FormBody, Doc: "create an API key"},
+	{Pattern: "DELETE /v1/keys/{id}", Server: Gate, Service: "signup", Doc: "revoke an API key"},
+	{Pattern: "POST /v1/estimate", Server: Gate, Service: "estimate", BodyLimit: 32 * MiB, Doc: "price estimate of a call (§2.10)"},
+	{Pattern: "GET /v1/billing/usage", Server: Gate, Service: "usage", RegionQuery: true, Doc: "usage history of a region (?region=, §2.8)"},
+	{Pattern: "GET /v1/billing/balance", Server: Gate, Service: "billing", Doc: "balance"},
+	{Pattern: "POST /v1/billing/settings", Server: Gate, Service: "billing", BodyLimit: FormBody, Doc: "spend cap and auto-recharge"},
+	{Pattern: "POST /v1/billing/topup", Server: Gate, Service: "billing", Doc: "buy credits (§2.10)"},
+	{Pattern: "GET /v1/billing/checkout/{session}/complete", Public: true, Server: Gate, Service: "billing", Doc: "return from a checkout page"},
+	{Pattern: "POST /v1/billing/checkout/{session}/complete", Public: true, Server: Gate, Service: "billing", Doc: "complete a checkout (the handler checks the key)"},
+	{Pattern: "/v1/billing/checkout/", Public: true, Server: Gate, Service: "billing", BodyLimit: 4 * KiB, Doc: "the local payment provider's checkout pages (GET, POST /v1/billing/checkout/{session}) when one is configured; 404 otherwise"},
+	{Pattern: "GET /v1/ledger/journal", Server: Gate, Service: "billing", Doc: "the account's journal entries"},
+	{Pattern: "/v1/", Server: Gate, Service: "billing", Doc: "other /v1/ paths: 404"},
+
+	// The cells'.
+	{Pattern: "POST /scrape", Kind: metering.KindScrape, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape one page (§4)"},
+	{Pattern: "POST /scrape/batch", Kind: metering.KindBatch, PerURL: true, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape up to 100 pages, NDJSON (§4)"},
+	{Pattern: "POST /scrape/jobs", Kind: metering.KindJob, PerURL: true, Server: Cell, BodyLimit: JobBody, Doc: "submit a background job (§4)"},
+	{Pattern: "GET /scrape/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a job's status"},
+	{Pattern: "GET /scrape/jobs/{id}/results", Server: Owner, Owner: Jobs, Doc: "a job's results, NDJSON"},
+	{Pattern: "POST /scrape/jobs/{id}/retry", Kind: metering.KindJob, Server: Owner, Owner: Jobs, Doc: "retry a job's failed URLs"},
+	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
+}
+
+// CellLocal are routes a cell serves to its own region only (the gate's
+// membership, operators, benchmarks); the gate never sends a client there.
+var CellLocal = []Route{
+	{Pattern: "GET /health", Server: Cell, Doc: "the cell's health: store and browser pool"},
+}
+
+// Table matches requests to rows.
+type Table struct {
+	rows   []Route
+	mux    *http.ServeMux      // paths only
+	byPath map[string][]*Route // path pattern → its rows, in table order
+}
+
+// New checks rows and builds their table.
+func New(rows []Route) (t *Table, err error) {
+	t = &Table{rows: rows, mux: http.NewServeMux(), byPath: map[string][]*Route{}}
+	seen := map[string]bool{}
+	for i := range rows {
+		r := &rows[i]
+		if seen[r.Pattern] {
+			return nil, fmt.Errorf("routes: %q is in the table twice", r.Pattern)
+		}
+		seen[r.Pattern] = true
+		if err := r.check(); err != nil {
+			return nil, err
+		}
+		p := r.Path()
+		if prev := t.byPath[p]; len(prev) > 0 {
+			first := prev[0]
+			if first.Public != r.Public || first.Server != r.Server || first.Service != r.Service || first.Owner != r.Owner || first.RegionQuery != r.RegionQuery {
+				return nil, fmt.Errorf("routes: %q and %q share a path but not its access, server or owner", first.Pattern, r.Pattern)
+			}
+			if first.Method() == "" || r.Method() == "" {
+				return nil, fmt.Errorf("routes: %q and %q: a route of every method cannot share its path", first.Pattern, r.Pattern)
+			}
+		} else {
+			if err := register(t.mux, p); err != nil {
+				return nil, fmt.Errorf("routes: %q: %w", r.Pattern, err)
+			}
+		}
+		t.byPath[p] = append(t.byPath[p], r)
+	}
+	return t, nil
+}
+
+func register(mux *http.ServeMux, pattern string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%v", v)
+		}
+	}()
+	mux.Handle(pattern, http.NotFoundHandler())
+	return nil
+}
+
+func (r *Route) check() error {
+	switch {
+	case r.Server < Gate || r.Server > Owner:
+		return fmt.Errorf("routes: %q: no server", r.Pattern)
+	case r.Server == Gate && r.Service == "":
+		return fmt.Errorf("routes: %q: a gate route names its service", r.Pattern)
+	case r.Server != Gate && r.Service != "":
+		return fmt.Errorf("routes: %q: only gate routes name a service", r.Pattern)
+	case (r.Server == Owner) != (r.Owner != nil):
+		return fmt.Errorf("routes: %q: an owner route, and only one, has an id grammar", r.Pattern)
+	case r.Server == Owner && !strings.Contains(r.Path(), "/{id}"):
+		return fmt.Errorf("routes: %q: an owner route names its object with {id}", r.Pattern)
+	case r.RegionQuery && r.Server != Gate:
+		return fmt.Errorf("routes: %q: only a gate route can be sent to another region's gate", r.Pattern)
+	case r.Kind != "" && r.Method() != http.MethodPost:
+		return fmt.Errorf("routes: %q: a billed route is a POST", r.Pattern)
+	case r.PerURL && r.Kind == "":
+		return fmt.Errorf("routes: %q: PerURL on a free route", r.Pattern)
+	case r.BodyLimit < 0:
+		return fmt.Errorf("routes: %q: negative body limit", r.Pattern)
+	}
+	return nil
+}
+
+// Default is the table of Rows.
+func Default() *Table { return defaultTable }
+
+var defaultTable = must(New(Rows))
+
+func must(t *Table, err error) *Table {
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// Rows returns the table's rows; the caller must not modify them.
+func (t *Table) Rows() []Route { return t.rows }
+
+// Match is a request's row.
+type Match struct {
+	// Route is the request's row: the one of its method, or the first row
+	// of its path when the path does not take the method.
+	*Route
+	// Allowed reports whether the route takes the request's method.
+	Allowed bool
+	path    string // the request's path
+}
+
+// Match returns the row of r. Every request has one: the table ends with
+// the prefix "/". A path that is not clean matches as it will after the
+// redirect its server answers.
+func (t *Table) Match(r *http.Request) Match {
+	pattern := t.pattern(r)
+	rows := t.byPath[pattern]
+	if len(rows) == 0 {
+		rows = t.byPath["/"] // a CONNECT, or a table without "/"
+		if len(rows) == 0 {
+			return Match{Route: &Route{Pattern: "/", Server: Cell}, Allowed: true, path: r.URL.Path}
+		}
+	}
+	m := Match{Route: rows[0], path: r.URL.Path}
+	for _, row := range rows {
+		switch row.Method() {
+		case "", r.Method:
+			m.Route, m.Allowed = row, true
+			return m
+		case http.MethodGet:
+			if r.Method == http.MethodHead {
+				m.Route, m.Allowed = row, true
+				return m
+			}
+		}
+	}
+	return m
+}
+
+// pattern is the path pattern of r. ServeMux matches "/v1" to the prefix
+// "/v1/" (it answers with a redirect there); the table does not: a path
+// belongs to a prefix only when it is below it, so "/v1" is the next
+// shorter prefix's, as "/v1/" does not name it.
+func (t *Table) pattern(r *http.Request) string {
+	_, pattern := t.mux.Handler(r)
+	if !strings.HasSuffix(pattern, "/") || r.Method == http.MethodConnect {
+		return pattern
+	}
+	p := r.URL.Path
+	if c := path.Clean(p); c != "/" {
+		p = c
+		if strings.HasSuffix(r.URL.Path, "/") {
+			p += "/"
+		}
+	}
+	for p != "/" && !strings.HasPrefix(p, pattern) {
+		p = path.Dir(strings.TrimSuffix(p, "/"))
+		if p != "/" {
+			p += "/"
+		}
+		u := *r.URL
+		u.Path, u.RawPath = p, ""
+		_, pattern = t.mux.Handler(&http.Request{Method: r.Method, Host: r.Host, URL: &u})
+	}
+	return pattern
+}
+
+// Value is the path segment the route's {name} matched, or "".
+func (m Match) Value(name string) string {
+	want := "{" + name + "}"
+	segs := strings.Split(m.Path(), "/")
+	got := strings.Split(m.path, "/")
+	for i, s := range segs {
+		if s == want && i < len(got) {
+			return got[i]
+		}
+	}
+	return ""
+}
+
+// Place is where a request goes.
+type Place struct {
+	// Local: this gate answers it.
+	Local bool
+	// Region answers it: this region, the owner's, or the one ?region=
+	// names.
+	Region string
+	// Cell is the owning cell, when the owner is in this region; "" is any
+	// live cell.
+	Cell string
+	// Owner is the object's id on an Owner route; NoOwner is set when it is
+	// not of the route's grammar (any cell of this region answers 404).
+	Owner   string
+	NoOwner bool
+}
+
+// Place says where a request with row m goes, from the gate of region own.
+// This is the one rule of routing: caddy-modules/api answers the Local
+// ones and caddy-modules/route sends the rest.
+func (m Match) Place(r *http.Request, own string) Place {
+	switch m.Server {
+	case Gate:
+		if m.RegionQuery {
+			if q := r.URL.Query().Get("region"); q != "" && q != own {
+				return Place{Region: q}
+			}
+		}
+		return Place{Local: true, Region: own}
+	case Owner:
+		id := m.Value("id")
+		region, cell, ok := m.Owner.Parse(id)
+		if !ok {
+			return Place{Region: own, Owner: id, NoOwner: true}
+		}
+		if region != own {
+			return Place{Region: region, Owner: id}
+		}
+		return Place{Region: own, Cell: cell, Owner: id}
+	}
+	return Place{Region: own}
+}

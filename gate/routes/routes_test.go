@@ -1,0 +1,197 @@
+package routes
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/trawlhq/trawl/internal/metering"
+)
+
+// The rules the table replaces, as they were written before it (auth's
+// DefaultPublic, meter's classify, the gate's Local, route's job ids), so
+// the table is checked against them path by path.
+var oldPublic = []string{"/v1/prices", "/signup", "/signup/*", "/health", "/internal/*", "/v1/billing/checkout/*"}
+
+func wasPublic(path string) bool {
+	for _, p := range oldPublic {
+		if pre, ok := strings.CutSuffix(p, "*"); ok {
+			if strings.HasPrefix(path, pre) {
+				return true
+			}
+		} else if path == p {
+			return true
+		}
+	}
+	return false
+}
+
+func wasKind(method, p string) (string, int) {
+	if method != http.MethodPost {
+		return "", 0
+	}
+	switch {
+	case p == "/scrape":
+		return metering.KindScrape, 1
+	case p == "/scrape/batch":
+		return metering.KindBatch, 0
+	case p == "/scrape/jobs":
+		return metering.KindJob, 0
+	case strings.HasPrefix(p, "/scrape/jobs/") && strings.HasSuffix(p, "/retry"):
+		return metering.KindJob, 1
+	}
+	return "", 0
+}
+
+func wasLocal(p, region, own string) bool {
+	switch {
+	case p == "/health", p == "/signup", strings.HasPrefix(p, "/signup/"), strings.HasPrefix(p, "/internal/"):
+		return true
+	case p == "/v1/billing/usage":
+		return region == "" || region == own
+	case strings.HasPrefix(p, "/v1/"):
+		return true
+	}
+	return false
+}
+
+var paths = []string{
+	"/", "/health", "/health/", "/internal/", "/internal/ledger/status", "/internal/ledger/apply",
+	"/signup", "/signup/", "/signup/verify", "/signup/nope",
+	"/v1/prices", "/v1/prices/", "/v1/keys", "/v1/keys/", "/v1/keys/key_1", "/v1/estimate",
+	"/v1/billing/usage", "/v1/billing/balance", "/v1/billing/settings", "/v1/billing/topup",
+	"/v1/billing/checkout/", "/v1/billing/checkout/cs_1", "/v1/billing/checkout/cs_1/complete", "/v1/billing/checkout/cs_1/x/y",
+	"/v1/ledger/journal", "/v1/nope", "/v1",
+	"/scrape", "/scrape/", "/scrape/batch", "/scrape/jobs", "/scrape/jobs/j_eu.c1.5f2a09c3e1d4b7a86f10",
+	"/scrape/jobs/j_eu.c1.5f2a09c3e1d4b7a86f10/results", "/scrape/jobs/j_sin.c2.5f2a09c3e1d4b7a86f10/retry",
+	"/scrape/jobs/nope", "/demo/", "/demo/page.html", "/search", "/nope", "/internal", "/v1/billing/checkout", "/signup/verify/x",
+}
+
+func TestTableKeepsTheOldRules(t *testing.T) {
+	tab := Default()
+	for _, p := range paths {
+		for _, method := range []string{"GET", "HEAD", "POST", "DELETE", "PATCH"} {
+			for _, region := range []string{"", "eu", "sin"} {
+				target := p
+				if region != "" {
+					target += "?region=" + region
+				}
+				r := httptest.NewRequest(method, target, nil)
+				m := tab.Match(r)
+				if got, want := m.Public, wasPublic(p); got != want {
+					t.Errorf("%s %s: public %v, was %v", method, p, got, want)
+				}
+				kind, count := "", 0
+				if m.Allowed && m.Kind != "" {
+					kind, count = m.Kind, 1
+					if m.PerURL {
+						count = 0 // from the body
+					}
+				}
+				if wk, wc := wasKind(method, p); kind != wk || count != wc {
+					t.Errorf("%s %s: bills %q×%d, billed %q×%d", method, p, kind, count, wk, wc)
+				}
+				if got, want := m.Place(r, "eu").Local, wasLocal(p, region, "eu"); got != want {
+					t.Errorf("%s %s: local %v, was %v", method, target, got, want)
+				}
+			}
+		}
+	}
+}
+
+// /recipes/health was public with no route behind it; recipes adds its
+// row when it exists.
+func TestNoRouteWithoutARow(t *testing.T) {
+	m := Default().Match(httptest.NewRequest("GET", "/recipes/health", nil))
+	if m.Public || m.Pattern != "/" {
+		t.Errorf("/recipes/health: %+v", m.Route)
+	}
+}
+
+func TestPlace(t *testing.T) {
+	tab := Default()
+	tests := []struct {
+		method, target string
+		want           Place
+	}{
+		{"GET", "/scrape/jobs/j_eu.c1.5f2a09c3e1d4b7a86f10", Place{Region: "eu", Cell: "c1", Owner: "j_eu.c1.5f2a09c3e1d4b7a86f10"}},
+		{"DELETE", "/scrape/jobs/j_eu.c1.5f2a09c3e1d4b7a86f10", Place{Region: "eu", Cell: "c1", Owner: "j_eu.c1.5f2a09c3e1d4b7a86f10"}},
+		{"GET", "/scrape/jobs/j_sin.c2.5f2a09c3e1d4b7a86f10/results", Place{Region: "sin", Owner: "j_sin.c2.5f2a09c3e1d4b7a86f10"}},
+		{"POST", "/scrape/jobs/j_sin.c2.5f2a09c3e1d4b7a86f10/retry", Place{Region: "sin", Owner: "j_sin.c2.5f2a09c3e1d4b7a86f10"}},
+		{"GET", "/scrape/jobs/nope", Place{Region: "eu", Owner: "nope", NoOwner: true}},
+		{"POST", "/scrape", Place{Region: "eu"}},
+		{"GET", "/v1/billing/usage", Place{Local: true, Region: "eu"}},
+		{"GET", "/v1/billing/usage?region=eu", Place{Local: true, Region: "eu"}},
+		{"GET", "/v1/billing/usage?region=us", Place{Region: "us"}},
+		{"GET", "/v1/billing/balance?region=us", Place{Local: true, Region: "eu"}},
+		{"GET", "/health", Place{Local: true, Region: "eu"}},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest(tt.method, tt.target, nil)
+		if got := tab.Match(r).Place(r, "eu"); got != tt.want {
+			t.Errorf("%s %s: %+v, want %+v", tt.method, tt.target, got, tt.want)
+		}
+	}
+}
+
+func TestMatch(t *testing.T) {
+	tab := Default()
+	tests := []struct {
+		method, path, pattern string
+		allowed               bool
+	}{
+		{"POST", "/scrape", "POST /scrape", true},
+		{"GET", "/scrape", "POST /scrape", false},
+		{"HEAD", "/health", "GET /health", true},
+		{"POST", "/health", "GET /health", false},
+		{"DELETE", "/v1/keys/key_1", "DELETE /v1/keys/{id}", true},
+		{"POST", "/v1/keys", "POST /v1/keys", true},
+		{"PUT", "/internal/ledger/apply", "/internal/", true},
+		{"GET", "/v1//prices", "GET /v1/prices", true}, // as after the redirect its server answers
+		{"GET", "/signup/../v1/keys", "GET /v1/keys", true},
+		{"GET", "/elsewhere", "/", true},
+	}
+	for _, tt := range tests {
+		m := tab.Match(httptest.NewRequest(tt.method, "http://gate"+tt.path, nil))
+		if m.Pattern != tt.pattern || m.Allowed != tt.allowed {
+			t.Errorf("%s %s: %q allowed %v, want %q %v", tt.method, tt.path, m.Pattern, m.Allowed, tt.pattern, tt.allowed)
+		}
+	}
+}
+
+func TestNewRefusesABadTable(t *testing.T) {
+	tests := []struct {
+		rows []Route
+		err  string
+	}{
+		{[]Route{{Pattern: "GET /a", Server: Cell}, {Pattern: "GET /a", Server: Cell}}, "twice"},
+		{[]Route{{Pattern: "GET /a"}}, "no server"},
+		{[]Route{{Pattern: "GET /a", Server: Gate}}, "names its service"},
+		{[]Route{{Pattern: "GET /a", Server: Cell, Service: "x"}}, "only gate routes"},
+		{[]Route{{Pattern: "GET /a/{id}", Server: Owner}}, "id grammar"},
+		{[]Route{{Pattern: "GET /a/{x}", Server: Owner, Owner: Jobs}}, "{id}"},
+		{[]Route{{Pattern: "GET /a", Server: Cell, RegionQuery: true}}, "another region"},
+		{[]Route{{Pattern: "GET /a", Server: Cell, Kind: metering.KindScrape}}, "billed route is a POST"},
+		{[]Route{{Pattern: "POST /a", Server: Cell, PerURL: true}}, "PerURL"},
+		{[]Route{{Pattern: "GET /a", Server: Cell}, {Pattern: "POST /a", Server: Cell, Public: true}}, "share a path"},
+		{[]Route{{Pattern: "GET /a", Server: Cell}, {Pattern: "/a", Server: Cell}}, "every method"},
+		{[]Route{{Pattern: "GET /a/{", Server: Cell}}, "GET /a/{"},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.rows); err == nil || !strings.Contains(err.Error(), tt.err) {
+			t.Errorf("%+v: error %v, want %q", tt.rows, err, tt.err)
+		}
+	}
+}
+
+func TestRowsDocumentThemselves(t *testing.T) {
+	for _, r := range append(Default().Rows(), CellLocal...) {
+		if r.Doc == "" {
+			t.Errorf("%q has no Doc", r.Pattern)
+		}
+		if r.Method() == http.MethodPost && r.Server != Gate && r.BodyLimit == 0 && r.Kind != metering.KindJob {
+			t.Errorf("%q takes a body but has no limit", r.Pattern)
+		}
+	}
+}
