@@ -3,6 +3,7 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -98,7 +99,10 @@ type Manager struct {
 }
 
 type meta struct {
-	ID        string         `json:"id"`
+	ID string `json:"id"`
+	// Account owns the job: only its calls see or change it. A job of a
+	// version without owners has none and is seen by no one.
+	Account   string         `json:"account"`
 	CreatedAt time.Time      `json:"created_at"`
 	Options   scrape.Options `json:"options"`
 	Total     int            `json:"total"`
@@ -253,15 +257,18 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 }
 
-// Submit durably records a new job and returns its id. Every URL is written
-// before Submit returns.
-func (m *Manager) Submit(urls []string, opts scrape.Options) (string, error) {
+// Submit durably records a new job of account and returns its id. Every
+// URL is written before Submit returns.
+func (m *Manager) Submit(account string, urls []string, opts scrape.Options) (string, error) {
+	if account == "" {
+		return "", errors.New("jobs: a job needs an owner account")
+	}
 	if len(urls) == 0 || len(urls) > MaxJobURLs {
 		return "", scrape.BadInput(fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", MaxJobURLs, len(urls)))
 	}
 	id := jobid.New(m.cfg.Region, m.cfg.Cell)
 	j := &job{
-		meta:     meta{ID: id, CreatedAt: m.cfg.Now().UTC(), Options: opts, Total: len(urls)},
+		meta:     meta{ID: id, Account: account, CreatedAt: m.cfg.Now().UTC(), Options: opts, Total: len(urls)},
 		pending:  len(urls),
 		inflight: map[uint64]bool{},
 		kick:     make(chan struct{}, 1),
@@ -459,19 +466,23 @@ type URLStatus struct {
 	Message  string `json:"message,omitempty"`
 }
 
-func (m *Manager) get(id string) (*job, error) {
+// get returns the job id of account. A job of another account is
+// ErrNoJob, exactly as a job that does not exist, so an id tells a
+// stranger nothing.
+func (m *Manager) get(id, account string) (*job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
-	if !ok {
+	if !ok || account == "" || subtle.ConstantTimeCompare([]byte(j.meta.Account), []byte(account)) != 1 {
 		return nil, ErrNoJob
 	}
 	return j, nil
 }
 
-// Status reports a job's counts, and with full every URL's state.
-func (m *Manager) Status(id string, full bool) (*Status, error) {
-	j, err := m.get(id)
+// Status reports the counts of account's job id, and with full every
+// URL's state.
+func (m *Manager) Status(id, account string, full bool) (*Status, error) {
+	j, err := m.get(id, account)
 	if err != nil {
 		return nil, err
 	}
@@ -510,8 +521,8 @@ func (m *Manager) Status(id string, full bool) (*Status, error) {
 // followed by a newline, and returns how many it wrote. Lines are in
 // completion order and a line never moves, so paging with increasing offsets
 // while the job runs sees every line exactly once.
-func (m *Manager) Results(id string, after int64, w io.Writer) (int, error) {
-	if _, err := m.get(id); err != nil {
+func (m *Manager) Results(id, account string, after int64, w io.Writer) (int, error) {
+	if _, err := m.get(id, account); err != nil {
 		return 0, err
 	}
 	if after < 0 {
@@ -529,9 +540,10 @@ func (m *Manager) Results(id string, after int64, w io.Writer) (int, error) {
 	return n, err
 }
 
-// Retry puts the job's failed URLs back in the queue and returns how many.
-func (m *Manager) Retry(id string) (int, error) {
-	j, err := m.get(id)
+// Retry puts the failed URLs of account's job id back in the queue and
+// returns how many.
+func (m *Manager) Retry(id, account string) (int, error) {
+	j, err := m.get(id, account)
 	if err != nil {
 		return 0, err
 	}
@@ -572,16 +584,16 @@ func (m *Manager) Retry(id string) (int, error) {
 func (m *Manager) Sweep() (int, error) {
 	cutoff := m.cfg.Now().Add(-m.cfg.Retention)
 	m.mu.Lock()
-	var old []string
-	for id, j := range m.jobs {
+	var old []*job
+	for _, j := range m.jobs {
 		if j.meta.CreatedAt.Before(cutoff) {
-			old = append(old, id)
+			old = append(old, j)
 		}
 	}
-	sort.Strings(old)
 	m.mu.Unlock()
-	for _, id := range old {
-		j, _ := m.get(id)
+	sort.Slice(old, func(a, b int) bool { return old[a].meta.ID < old[b].meta.ID })
+	for _, j := range old {
+		id := j.meta.ID
 		j.mu.Lock()
 		idle := len(j.inflight) == 0
 		if idle {
