@@ -102,7 +102,7 @@ func (c *Cell) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &scrape.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + r.URL.Path})
 	})
-	return traced(c.recoverer(mux))
+	return traced(c.fromGate(c.recoverer(mux)))
 }
 
 // recoverer turns a handler panic into a 500 JSON error and a log line, so
@@ -265,7 +265,7 @@ func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	id, err := c.jobs.Submit(req.URLs, req.Options)
+	id, err := c.jobs.Submit(accountOf(r), req.URLs, req.Options)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -285,7 +285,7 @@ func (c *Cell) handleJobStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, scrape.BadInput("full must be 0 or 1"))
 		return
 	}
-	st, err := c.jobs.Status(r.PathValue("id"), full)
+	st, err := c.jobs.Status(r.PathValue("id"), accountOf(r), full)
 	if err != nil {
 		writeError(w, jobError(err))
 		return
@@ -304,25 +304,25 @@ func (c *Cell) handleJobResults(w http.ResponseWriter, r *http.Request) {
 		after = n
 	}
 	id := r.PathValue("id")
-	if _, err := c.jobs.Status(id, false); err != nil {
+	if _, err := c.jobs.Status(id, accountOf(r), false); err != nil {
 		writeError(w, jobError(err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.WriteHeader(http.StatusOK)
-	if _, err := c.jobs.Results(id, after, w); err != nil && r.Context().Err() == nil {
+	if _, err := c.jobs.Results(id, accountOf(r), after, w); err != nil && r.Context().Err() == nil {
 		c.cfg.Logger.Warn("job results stream ended early", "job", id, "err", err)
 	}
 }
 
 func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	n, err := c.jobs.Retry(id)
+	n, err := c.jobs.Retry(id, accountOf(r))
 	if err != nil {
 		writeError(w, jobError(err))
 		return
 	}
-	st, err := c.jobs.Status(id, false)
+	st, err := c.jobs.Status(id, accountOf(r), false)
 	if err != nil {
 		writeError(w, jobError(err))
 		return

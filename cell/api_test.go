@@ -102,6 +102,7 @@ func newTestCell(t *testing.T, mod func(*Config)) *testCell {
 		FetchTimeout:         5 * time.Second,
 		Now:                  func() time.Time { return time.Unix(0, tc.now.Load()) },
 		Logger:               slog.New(slog.NewTextHandler(io.Discard, nil)),
+		RegionKeys:           testKeys,
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -111,7 +112,7 @@ func newTestCell(t *testing.T, mod func(*Config)) *testCell {
 		t.Fatal(err)
 	}
 	tc.Cell = c
-	tc.srv = httptest.NewServer(c.Handler())
+	tc.srv = httptest.NewServer(asGate(t, c.Handler()))
 	t.Cleanup(func() {
 		tc.srv.Close()
 		c.Close()
@@ -606,11 +607,11 @@ func TestJobSurvivesRestart(t *testing.T) {
 	if region, cell, _ := jobs.ParseJobID(id); region != "sin" || cell != "c7" {
 		t.Fatalf("job id %q does not name sin.c7", id)
 	}
-	c2, err := New(Config{Region: "sin", Name: "c7", DataDir: dir, AllowPrivateNetworks: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c2, err := New(Config{Region: "sin", Name: "c7", DataDir: dir, AllowPrivateNetworks: true, RegionKeys: testKeys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc2 := &testCell{Cell: c2, srv: httptest.NewServer(c2.Handler())}
+	tc2 := &testCell{Cell: c2, srv: httptest.NewServer(asGate(t, c2.Handler()))}
 	defer func() { tc2.srv.Close(); c2.Close() }()
 	s := tc2.waitJob(t, id, func(s jobStatus) bool { return s.Status == "done" })
 	if s.Done != 20 {
@@ -634,12 +635,15 @@ func TestConfigNames(t *testing.T) {
 		{"eu", "0123456789abcdefg", false},
 		{"e.u", "c1", false},
 	} {
-		cl, err := New(Config{Region: c.region, Name: c.name, DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		cl, err := New(Config{Region: c.region, Name: c.name, DataDir: t.TempDir(), RegionKeys: testKeys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if (err == nil) != c.ok {
 			t.Errorf("region %q name %q: err %v, want ok %v", c.region, c.name, err, c.ok)
 		}
 		if err == nil {
 			cl.Close()
 		}
+	}
+	if _, err := New(Config{DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}); err == nil {
+		t.Error("a cell without region keys started")
 	}
 }

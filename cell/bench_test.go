@@ -28,12 +28,12 @@ func BenchmarkJob(b *testing.B) {
 	}
 	b.ResetTimer()
 	start := time.Now()
-	id, err := c.jobs.Submit(urls, mustOptions(b))
+	id, err := c.jobs.Submit(testAccount, urls, mustOptions(b))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for {
-		s, err := c.jobs.Status(id, false)
+		s, err := c.jobs.Status(id, testAccount, false)
 		if err != nil {
 			b.Fatal(err)
 		}

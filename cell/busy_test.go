@@ -112,7 +112,7 @@ func TestBusyWaitIsBounded(t *testing.T) {
 
 	// Shutdown in the middle of a long pause.
 	dir := t.TempDir()
-	cfg := Config{DataDir: dir, AllowPrivateNetworks: true, BrowserEngine: fb, busyBackoff: time.Minute,
+	cfg := Config{DataDir: dir, AllowPrivateNetworks: true, RegionKeys: testKeys, BrowserEngine: fb, busyBackoff: time.Minute,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	c, err := New(cfg)
 	if err != nil {
@@ -122,7 +122,7 @@ func TestBusyWaitIsBounded(t *testing.T) {
 	if err := opts.Normalize(); err != nil {
 		t.Fatal(err)
 	}
-	id, err = c.jobs.Submit([]string{site.URL + "/app?shutdown"}, opts)
+	id, err = c.jobs.Submit(testAccount, []string{site.URL + "/app?shutdown"}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestBusyWaitIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	js, err := c.jobs.Status(id, false)
+	js, err := c.jobs.Status(id, testAccount, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -32,8 +33,13 @@ type Config struct {
 	// DataDir holds the cell's Pebble store (DataDir/store).
 	DataDir string
 	// AllowPrivateNetworks lets the cell fetch loopback and private
-	// addresses. Off by default: local use and tests only.
+	// addresses. Off by default: local use and tests only. The cell then
+	// serves only requests whose gate allows it too (regionauth.Claims).
 	AllowPrivateNetworks bool
+	// RegionKeys are the region's keys (TRAWL_REGION_KEYS): the cell
+	// answers only requests its region's gate signed with them, and signs
+	// its answers. Required.
+	RegionKeys *regionauth.Keys
 	// FreshFor is the cache freshness window for repeat scrapes (default 10m).
 	FreshFor time.Duration
 	// FetchTimeout is the per-request deadline of a page fetch (default 30s).
@@ -123,6 +129,7 @@ type Cell struct {
 	ladder *ladder.Ladder
 	scrape *scrape.Service
 	jobs   *jobs.Manager
+	gate   *regionauth.Verifier
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -135,6 +142,9 @@ func New(cfg Config) (*Cell, error) {
 	cfg.defaults()
 	if cfg.DataDir == "" {
 		return nil, errors.New("cell: DataDir is required")
+	}
+	if cfg.RegionKeys == nil {
+		return nil, errors.New("cell: no region keys (set " + regionauth.EnvKeys + ")")
 	}
 	if !jobid.ValidName(cfg.Region) {
 		return nil, fmt.Errorf("cell: region %q: want 1 to 16 of [a-z0-9]", cfg.Region)
@@ -207,7 +217,7 @@ func New(cfg Config) (*Cell, error) {
 		return nil, err
 	}
 	c := &Cell{cfg: cfg, store: st, engine: engine, pool: pool, ladder: lad, scrape: svc, jobs: mgr,
-		stop: make(chan struct{}), done: make(chan struct{})}
+		gate: regionauth.NewVerifier(cfg.RegionKeys, nil), stop: make(chan struct{}), done: make(chan struct{})}
 	mgr.Start()
 	go c.janitor()
 	return c, nil

@@ -7,6 +7,9 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/trawlhq/trawl/internal/regionauth"
 )
 
 // discardWriter is a ResponseWriter that keeps the headers and drops the
@@ -28,7 +31,7 @@ func BenchmarkScrapeCacheHit(b *testing.B) {
 		io.WriteString(w, articleHTML)
 	}))
 	defer site.Close()
-	c, err := New(Config{DataDir: b.TempDir(), AllowPrivateNetworks: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c, err := New(Config{DataDir: b.TempDir(), AllowPrivateNetworks: true, RegionKeys: testKeys, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -38,6 +41,7 @@ func BenchmarkScrapeCacheHit(b *testing.B) {
 	serve := func() *discardWriter {
 		w := &discardWriter{h: http.Header{}}
 		r, _ := http.NewRequest("POST", "/scrape", strings.NewReader(body))
+		testKeys.Sign(r, regionauth.Claims{Account: testAccount, Private: true}, time.Now())
 		h.ServeHTTP(w, r)
 		return w
 	}

@@ -30,8 +30,8 @@ type Site struct {
 	CellTimeoutSeconds int
 }
 
-// Caddyfile renders s. The secret is never written: the file refers to
-// {env.TRAWL_LEDGER_SECRET}.
+// Caddyfile renders s. The secrets are never written: the file refers to
+// {env.TRAWL_LEDGER_SECRET} and {env.TRAWL_REGION_KEYS}.
 func (s Site) Caddyfile() (string, error) {
 	host, port, err := net.SplitHostPort(s.Listen)
 	if err != nil {
@@ -63,6 +63,10 @@ func (s Site) Caddyfile() (string, error) {
 		w("\t\tpublic_url %s\n", g.PublicURL)
 	}
 	w("\t\tledger_raft %s\n\t\tledger_secret {env.TRAWL_LEDGER_SECRET}\n", g.LedgerRaft)
+	w("\t\tregion_keys {env.TRAWL_REGION_KEYS}\n")
+	if g.AllowPrivateNetworks {
+		w("\t\tallow_private_networks\n")
+	}
 	for _, p := range g.Peers {
 		if p.Region != g.Region {
 			w("\t\tpeer %s %s %s\n", p.Region, p.Raft, p.Gate)

@@ -19,6 +19,7 @@ import (
 	"github.com/trawlhq/trawl/gate/signup"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -46,8 +47,16 @@ type Config struct {
 	// LedgerSecret is shared by the voters (forwarded commands).
 	LedgerSecret string
 	// Members is this gate's place in the region's memberlist cluster;
-	// Meta is filled in.
+	// Meta and Keys are filled in.
 	Members members.Config
+	// RegionKeys are the region's keys (TRAWL_REGION_KEYS): they encrypt
+	// the membership and sign every request the gate sends a cell.
+	// Required.
+	RegionKeys *regionauth.Keys
+	// AllowPrivateNetworks lets the region's cells fetch loopback and
+	// private addresses (development and tests); a cell refuses to serve
+	// with that setting unless its gate allows it.
+	AllowPrivateNetworks bool
 	// Prices is the price table (default billing.DefaultPrices).
 	Prices *billing.Prices
 	// Mailer sends sign-up verification mail; nil logs each mail instead
@@ -100,6 +109,9 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	}
 	if cfg.LedgerSecret == "" {
 		return nil, errors.New("gate: the ledger secret is empty (set TRAWL_LEDGER_SECRET)")
+	}
+	if cfg.RegionKeys == nil {
+		return nil, errors.New("gate: no region keys (set " + regionauth.EnvKeys + ")")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -154,6 +166,7 @@ func Open(cfg Config) (rt *Runtime, err error) {
 
 	mcfg := cfg.Members
 	mcfg.Meta = members.Meta{Role: "gate", Region: cfg.Region, Name: "gate", API: cfg.Addr}
+	mcfg.Keys = cfg.RegionKeys.All()
 	if mcfg.Name == "" {
 		mcfg.Name = cfg.Region + "-gate"
 	}
@@ -303,6 +316,13 @@ func (rt *Runtime) Gate(region string) (string, bool) {
 // InternalHandler serves the ledger's internal routes (forwarded
 // commands, status, members) under /internal/.
 func (rt *Runtime) InternalHandler() http.Handler { return rt.node.Handler() }
+
+// RegionKeys are the region's keys.
+func (rt *Runtime) RegionKeys() *regionauth.Keys { return rt.cfg.RegionKeys }
+
+// AllowPrivateNetworks says whether the region's cells may fetch private
+// and loopback addresses.
+func (rt *Runtime) AllowPrivateNetworks() bool { return rt.cfg.AllowPrivateNetworks }
 
 // MembersAddr is the address of the gate's memberlist node: the seed the
 // region's cells join.

@@ -19,6 +19,7 @@ import (
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/signup"
 	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/regionauth"
 )
 
 func init() {
@@ -44,6 +45,13 @@ type App struct {
 	// LedgerSecret is shared by the voters; placeholders such as
 	// {env.TRAWL_LEDGER_SECRET} are expanded.
 	LedgerSecret string `json:"ledger_secret,omitempty"`
+	// RegionKeys are the region's keys, as TRAWL_REGION_KEYS holds them
+	// (placeholders such as {env.TRAWL_REGION_KEYS} are expanded): they
+	// encrypt the membership and sign every request to a cell.
+	RegionKeys string `json:"region_keys,omitempty"`
+	// AllowPrivateNetworks lets the region's cells fetch loopback and
+	// private addresses (development and tests only).
+	AllowPrivateNetworks bool `json:"allow_private_networks,omitempty"`
 	// Peers are the other regions' gates.
 	Peers []gate.Peer `json:"peers,omitempty"`
 	// Bootstrap forms the Raft group from the peers if Data is new.
@@ -87,11 +95,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	repl := caddy.NewReplacer()
 	secret := repl.ReplaceAll(a.LedgerSecret, "")
+	keys, err := regionauth.ParseKeys(repl.ReplaceAll(a.RegionKeys, ""))
+	if err != nil {
+		return fmt.Errorf("trawl: region_keys: %w", err)
+	}
 	a.key = a.Data
 	val, _, err := runtimes.LoadOrNew(a.key, func() (caddy.Destructor, error) {
 		cfg := gate.Config{
 			Region: a.Region, DataDir: a.Data, Addr: a.Addr, PublicURL: a.PublicURL,
 			LedgerRaft: a.LedgerRaft, LedgerSecret: secret, Peers: a.Peers, Bootstrap: a.Bootstrap,
+			RegionKeys: keys, AllowPrivateNetworks: a.AllowPrivateNetworks,
 			Members: members.Config{Bind: a.MembersBind, Join: a.MembersJoin},
 			Logger:  slog.New(zapslog.NewHandler(ctx.Logger().Core())),
 		}
@@ -138,6 +151,8 @@ func (a *App) check() error {
 		return errors.New("trawl: data is required")
 	case a.Addr == "" || a.LedgerRaft == "":
 		return errors.New("trawl: addr and ledger_raft are required")
+	case strings.TrimSpace(a.RegionKeys) == "":
+		return errors.New("trawl: region_keys is required (region_keys {env.TRAWL_REGION_KEYS})")
 	}
 	for _, p := range a.Peers {
 		if !nameRe.MatchString(p.Region) || p.Raft == "" || p.Gate == "" {

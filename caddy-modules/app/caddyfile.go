@@ -21,6 +21,8 @@ func init() {
 //		public_url    https://eu.trawl.example
 //		ledger_raft   127.0.0.1:7001
 //		ledger_secret {env.TRAWL_LEDGER_SECRET}
+//		region_keys   {env.TRAWL_REGION_KEYS}
+//		allow_private_networks
 //		peer          sin 127.0.0.1:7002 127.0.0.1:8082
 //		bootstrap
 //		members_bind  127.0.0.1:7946
@@ -71,6 +73,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			err = one(&a.LedgerRaft)
 		case "ledger_secret":
 			err = one(&a.LedgerSecret)
+		case "region_keys":
+			err = one(&a.RegionKeys)
+		case "allow_private_networks":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			a.AllowPrivateNetworks = true
 		case "prices":
 			err = one(&a.Prices)
 		case "members_bind":

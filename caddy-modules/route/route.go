@@ -11,10 +11,18 @@
 // else goes to a live cell of this region, as the region's memberlist
 // cluster sees it. This module turns the place into an address, or a
 // refusal. Responses carry x-svc-region: the region that answered.
+//
+// A request for a cell of this region leaves without the customer's key
+// (Authorization, x-api-key): it carries the account id and the region's
+// policy, signed with the region's key (internal/regionauth). The cell's
+// answer must be signed over that request's nonce; one that is not (a
+// process at a cell's address without the region's key) is replaced by a
+// 502 and billed nothing.
 package route
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -28,6 +36,8 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/regionauth"
 )
 
 func init() {
@@ -80,8 +90,20 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	span.SetAttributes(attribute.String("trawl.region", t.region), attribute.String("trawl.upstream", t.dial))
 	// W3C trace context for the next hop, a child of this span.
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
+	rw := &regionWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, region: t.region}
+	if t.region == rt.rt.Region() {
+		// To a cell: the key stays here; the cell learns the account, signed.
+		r.Header.Del("Authorization")
+		r.Header.Del("X-Api-Key")
+		var account string
+		if id := gate.IdentityFrom(r.Context()); id != nil {
+			account = id.Account.ID
+		}
+		rw.keys, rw.log = rt.rt.RegionKeys(), rt.rt.Logger()
+		rw.nonce = rw.keys.Sign(r, regionauth.Claims{Account: account, Private: rt.rt.AllowPrivateNetworks()}, rt.rt.Now())
+	}
 	r = r.WithContext(context.WithValue(ctx, targetKey{}, t))
-	return next.ServeHTTP(&regionWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, region: t.region}, r)
+	return next.ServeHTTP(rw, r)
 }
 
 // decide returns the target of r, or a refusal.
@@ -113,22 +135,68 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 	return target{region: own}, nil
 }
 
-// regionWriter names the answering region on the response.
+// regionWriter names the answering region on the response and, for a
+// request sent to a cell, checks the cell's signature.
 type regionWriter struct {
 	*caddyhttp.ResponseWriterWrapper
 	region string
+	// For a request to a cell of this region: the keys and the nonce the
+	// answer must be signed with.
+	keys    *regionauth.Keys
+	nonce   string
+	log     *slog.Logger
+	wrote   bool
+	discard bool // the answer was not the cell's: replaced
 }
 
 func (w *regionWriter) WriteHeader(status int) {
-	if status >= 200 {
-		w.Header().Set(HeaderRegion, w.region)
+	if status < 200 {
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
+	if w.wrote {
+		return
+	}
+	w.wrote = true
+	h := w.Header()
+	h.Set(HeaderRegion, w.region)
+	if w.keys != nil && !w.signed(status) {
+		// Not from a cell of this region: nothing of it reaches the meter
+		// or the client.
+		w.discard = true
+		for k := range h {
+			delete(h, k)
+		}
+		h.Set(HeaderRegion, w.region)
+		gate.Refuse(http.StatusBadGateway, "cell_unavailable",
+			"a cell's answer could not be verified, so it was not used and nothing was charged; repeat the request").Write(w.ResponseWriter)
+		return
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
 
+// signed reports whether the answer carries the cell's signature over the
+// request's nonce, its status and its usage, and removes the signature.
+// reverse_proxy's own error answers (no cell reached) never get here: they
+// are handler errors rendered by the error route.
+func (w *regionWriter) signed(status int) bool {
+	h := w.Header()
+	sig := h.Get(regionauth.HeaderUsageSig)
+	h.Del(regionauth.HeaderUsageSig)
+	if w.keys.VerifyAnswer(w.nonce, status, h.Get(metering.Header), sig) {
+		return true
+	}
+	w.log.Error("route: a cell's answer is not signed with the region's key; replaced by a 502",
+		"status", status, "signed", sig != "")
+	return false
+}
+
 func (w *regionWriter) Write(p []byte) (int, error) {
-	if w.Header().Get(HeaderRegion) == "" {
-		w.Header().Set(HeaderRegion, w.region)
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.discard {
+		return len(p), nil
 	}
 	return w.ResponseWriter.Write(p)
 }

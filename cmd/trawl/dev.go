@@ -26,6 +26,7 @@ import (
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/telemetry"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -98,6 +99,11 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	if os.Getenv("TRAWL_LEDGER_SECRET") == "" {
 		os.Setenv("TRAWL_LEDGER_SECRET", randomHex(16))
 	}
+	keys, err := regionKeys(true)
+	if err != nil {
+		return err
+	}
+	cfg.RegionKeys = keys
 	peers, err := parseGatePeers(df.peers)
 	if err != nil {
 		return err
@@ -108,6 +114,9 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	}
 	site := sites[0]
 	site.Gate.Peers = peers
+	// dev's gate allows what its cell was told to: the cell serves only
+	// requests of a gate that allows private networks too.
+	site.Gate.AllowPrivateNetworks = cfg.AllowPrivateNetworks
 	site.PricesFile, site.SMTP, site.SMTPFrom = df.prices, df.smtp, df.smtpFrom
 	text, err := site.Caddyfile()
 	if err != nil {
@@ -284,6 +293,10 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 	env := os.Environ()
 	if os.Getenv("TRAWL_LEDGER_SECRET") == "" {
 		env = append(env, "TRAWL_LEDGER_SECRET="+randomHex(16))
+	}
+	if os.Getenv(regionauth.EnvKeys) == "" {
+		// One key for the dev regions; each region's members use it.
+		env = append(env, regionauth.EnvKeys+"="+regionauth.NewKey())
 	}
 	key, err := devKey(dataRoot)
 	if err != nil {

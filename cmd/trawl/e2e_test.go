@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/testcorpus"
 )
 
@@ -57,6 +58,9 @@ type proc struct {
 	done chan struct{}
 }
 
+// e2eRegionKeys are the region keys of every process the tests start.
+const e2eRegionKeys = "6532652072656769f06e206b657973206f6620746865207465737473212121ff"
+
 // startTrawl starts `trawl <args...> --listen 127.0.0.1:0` and waits until it
 // logs its address and answers /health.
 func startTrawl(t *testing.T, args ...string) *proc {
@@ -78,7 +82,9 @@ func startTrawl(t *testing.T, args ...string) *proc {
 func launch(t *testing.T, env []string, ready string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(trawlBin, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
+	// Every process of a test shares the test region's keys (a test may
+	// name others in env: later entries win).
+	p.cmd.Env = append(append(os.Environ(), regionauth.EnvKeys+"="+e2eRegionKeys), env...)
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +170,10 @@ func (p *proc) call(t *testing.T, method, path string, body any) (int, []byte) {
 	}
 	req, _ := http.NewRequest(method, p.base+path, r)
 	req.Header.Set("Content-Type", "application/json")
+	// A cell answers only what its region's gate signs: sign as the gate
+	// would, for the tests' account, with private networks allowed.
+	keys, _ := regionauth.ParseKeys(e2eRegionKeys)
+	keys.Sign(req, regionauth.Claims{Account: "acct_e2e", Private: true}, time.Now())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)

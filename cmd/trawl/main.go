@@ -59,6 +59,7 @@ import (
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/telemetry"
 )
 
@@ -271,6 +272,9 @@ func runCell(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.Logger = logger
+	if cfg.RegionKeys, err = regionKeys(false); err != nil {
+		return err
+	}
 	shutdown, err := telemetry.Setup(ctx, "trawl-cell")
 	if err != nil {
 		return err
@@ -287,6 +291,22 @@ func runCell(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	<-ctx.Done()
 	return errors.Join(cr.stop(logger), c.stop(logger))
+}
+
+// regionKeys reads the region's keys from TRAWL_REGION_KEYS. With
+// generate, an unset variable gets a new random key, set in the
+// environment so the gate's Caddyfile ({env.TRAWL_REGION_KEYS}) and child
+// processes see the same one (trawl dev).
+func regionKeys(generate bool) (*regionauth.Keys, error) {
+	v := os.Getenv(regionauth.EnvKeys)
+	if v == "" && generate {
+		v = regionauth.NewKey()
+		os.Setenv(regionauth.EnvKeys, v)
+	}
+	if v == "" {
+		return nil, fmt.Errorf("set %s to the region's keys (the same as its gate's; a new one: openssl rand -hex 32)", regionauth.EnvKeys)
+	}
+	return regionauth.ParseKeys(v)
 }
 
 // runningCell is a cell serving HTTP, and its membership.
@@ -321,6 +341,7 @@ func startCell(cfg cell.Config, listen string, mcfg members.Config, logger *slog
 	go func() { rc.errc <- serve(sctx, l, h, logger) }()
 	if len(mcfg.Join) > 0 {
 		mcfg.Meta = members.Meta{Role: "cell", Region: c.Region(), Name: c.Name(), API: rc.addr}
+		mcfg.Keys = cfg.RegionKeys.All()
 		mcfg.Logger = logger
 		if rc.members, err = members.Start(mcfg); err != nil {
 			rc.stop(logger)

@@ -23,6 +23,7 @@ import (
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -56,6 +57,9 @@ type Cell struct {
 	members *members.Cluster
 }
 
+// Keys are the test region's keys (TRAWL_REGION_KEYS of its gate).
+const Keys = "6761746574657374206b657973206f662074686520746573742072656769f00d"
+
 // FreeAddr returns a loopback address with a port free right now.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
@@ -77,13 +81,14 @@ func Start(t testing.TB, o Options) *Gate {
 		o.Cells = 1
 	}
 	t.Setenv("TRAWL_LEDGER_SECRET", "gatetest-secret")
+	t.Setenv(regionauth.EnvKeys, Keys)
 	dir := t.TempDir()
 	listen := FreeAddr(t)
 	site := gate.Site{
 		Listen: listen,
 		Gate: gate.Config{
 			Region: o.Region, DataDir: filepath.Join(dir, "gate"), LedgerRaft: FreeAddr(t),
-			Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"},
+			Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"}, AllowPrivateNetworks: true,
 		},
 		PricesFile: o.PricesFile,
 	}
@@ -120,7 +125,8 @@ func Start(t testing.TB, o Options) *Gate {
 // routes to it.
 func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Cell {
 	t.Helper()
-	cfg := cell.Config{DataDir: t.TempDir(), Region: g.Runtime.Region(), Name: name, AllowPrivateNetworks: true}
+	cfg := cell.Config{DataDir: t.TempDir(), Region: g.Runtime.Region(), Name: name, AllowPrivateNetworks: true,
+		RegionKeys: g.Runtime.RegionKeys()}
 	if adjust != nil {
 		adjust(&cfg)
 	}
@@ -138,6 +144,7 @@ func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Ce
 	tc.members, err = members.Start(members.Config{
 		Bind: "127.0.0.1:0", Join: []string{g.Runtime.MembersAddr()},
 		Meta: members.Meta{Role: "cell", Region: cfg.Region, Name: name, API: tc.Addr},
+		Keys: cfg.RegionKeys.All(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -126,28 +126,37 @@ func (k *Keys) verify(sig []byte, parts ...string) bool {
 	return ok
 }
 
-// Sign signs r for a cell of the region on behalf of account ("" for a
-// call with no account) at time now, and returns the nonce, which the
-// cell's answer is signed over.
-func (k *Keys) Sign(r *http.Request, account string, now time.Time) string {
+// Claims is what a gate says of a request it sends.
+type Claims struct {
+	// Account is the caller's account id; "" for a call with none.
+	Account string
+	// Private says the region's gate lets its cells fetch private and
+	// loopback addresses (development and tests). A cell configured to
+	// allow them refuses requests that do not say so.
+	Private bool
+	// Nonce is unique to the request; the cell's answer is signed over it.
+	Nonce string
+}
+
+// Sign signs r for a cell of the region with c's account and policy at
+// time now, and returns the nonce, which the cell's answer is signed over.
+func (k *Keys) Sign(r *http.Request, c Claims, now time.Time) string {
 	var n [16]byte
 	rand.Read(n[:])
 	nonce := hex.EncodeToString(n[:])
 	ts := strconv.FormatInt(now.UnixMilli(), 10)
-	sig := k.mac(k.Primary(), "trawl-req-v1", r.Method, r.URL.RequestURI(), account, ts, nonce)
-	if account == "" {
+	p := "0"
+	if c.Private {
+		p = "1"
+	}
+	sig := k.mac(k.Primary(), "trawl-req-v1", r.Method, r.URL.RequestURI(), c.Account, p, ts, nonce)
+	if c.Account == "" {
 		r.Header.Del(HeaderAccount)
 	} else {
-		r.Header.Set(HeaderAccount, account)
+		r.Header.Set(HeaderAccount, c.Account)
 	}
-	r.Header.Set(HeaderAuth, "v1;t="+ts+";n="+nonce+";s="+hex.EncodeToString(sig))
+	r.Header.Set(HeaderAuth, "v1;t="+ts+";n="+nonce+";p="+p+";s="+hex.EncodeToString(sig))
 	return nonce
-}
-
-// Claims is what a verified request says.
-type Claims struct {
-	Account string
-	Nonce   string
 }
 
 // Verifier checks signed requests and remembers their nonces for the
@@ -180,7 +189,7 @@ func (v *Verifier) Verify(r *http.Request) (Claims, error) {
 	if h == "" {
 		return Claims{}, ErrMissing
 	}
-	var ts, nonce, sig string
+	var ts, nonce, sig, p string
 	for i, f := range strings.Split(h, ";") {
 		if i == 0 {
 			if f != "v1" {
@@ -196,15 +205,17 @@ func (v *Verifier) Verify(r *http.Request) (Claims, error) {
 			nonce = val
 		case "s":
 			sig = val
+		case "p":
+			p = val
 		}
 	}
 	ms, err := strconv.ParseInt(ts, 10, 64)
 	raw, err2 := hex.DecodeString(sig)
-	if err != nil || err2 != nil || len(nonce) != 32 || len(raw) != sha256.Size {
+	if err != nil || err2 != nil || len(nonce) != 32 || len(raw) != sha256.Size || (p != "0" && p != "1") {
 		return Claims{}, ErrMalformed
 	}
 	account := r.Header.Get(HeaderAccount)
-	if !v.keys.verify(raw, "trawl-req-v1", r.Method, r.URL.RequestURI(), account, ts, nonce) {
+	if !v.keys.verify(raw, "trawl-req-v1", r.Method, r.URL.RequestURI(), account, p, ts, nonce) {
 		return Claims{}, ErrBadSig
 	}
 	now := v.now()
@@ -214,7 +225,7 @@ func (v *Verifier) Verify(r *http.Request) (Claims, error) {
 	if !v.remember(nonce, now) {
 		return Claims{}, ErrReplay
 	}
-	return Claims{Account: account, Nonce: nonce}, nil
+	return Claims{Account: account, Private: p == "1", Nonce: nonce}, nil
 }
 
 // remember records nonce and reports whether it was new. Nonces live in

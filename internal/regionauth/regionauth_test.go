@@ -38,9 +38,9 @@ func TestSignVerify(t *testing.T) {
 	v := NewVerifier(k, clock)
 
 	r := httptest.NewRequest("POST", "/scrape/jobs/j_eu.c1.00/retry?x=1", nil)
-	nonce := k.Sign(r, "acct_1", now)
+	nonce := k.Sign(r, Claims{Account: "acct_1"}, now)
 	c, err := v.Verify(r)
-	if err != nil || c.Account != "acct_1" || c.Nonce != nonce {
+	if err != nil || c.Account != "acct_1" || c.Nonce != nonce || c.Private {
 		t.Fatalf("Verify = %+v, %v", c, err)
 	}
 	// The same request again is a replay.
@@ -52,7 +52,7 @@ func TestSignVerify(t *testing.T) {
 	// one thing after signing.
 	signed := func(k *Keys) *http.Request {
 		r := httptest.NewRequest("POST", "/scrape/jobs/j_eu.c1.00/retry?x=1", nil)
-		k.Sign(r, "acct_1", now)
+		k.Sign(r, Claims{Account: "acct_1"}, now)
 		return r
 	}
 	cases := map[string]func(r *http.Request){
@@ -63,7 +63,10 @@ func TestSignVerify(t *testing.T) {
 		"other query":     func(r *http.Request) { r.URL.RawQuery = "x=2" },
 		"other method":    func(r *http.Request) { r.Method = "GET" },
 		"garbage":         func(r *http.Request) { r.Header.Set(HeaderAuth, "v1;t=x;n=y;s=z") },
-		"other version":   func(r *http.Request) { r.Header.Set(HeaderAuth, "v2"+r.Header.Get(HeaderAuth)[2:]) },
+		"private added": func(r *http.Request) {
+			r.Header.Set(HeaderAuth, strings.Replace(r.Header.Get(HeaderAuth), ";p=0;", ";p=1;", 1))
+		},
+		"other version": func(r *http.Request) { r.Header.Set(HeaderAuth, "v2"+r.Header.Get(HeaderAuth)[2:]) },
 	}
 	for name, mutate := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -88,12 +91,12 @@ func TestWindowAndRotation(t *testing.T) {
 	// A cell mid-rotation accepts both keys.
 	v := NewVerifier(mustKeys(t, next+","+old), func() time.Time { return now })
 	r := httptest.NewRequest("GET", "/health", nil)
-	signer.Sign(r, "", now.Add(-Window-time.Second))
+	signer.Sign(r, Claims{}, now.Add(-Window-time.Second))
 	if _, err := v.Verify(r); !errors.Is(err, ErrStale) {
 		t.Fatalf("stale: %v", err)
 	}
 	r = httptest.NewRequest("GET", "/health", nil)
-	signer.Sign(r, "", now.Add(Window-time.Second))
+	signer.Sign(r, Claims{}, now.Add(Window-time.Second))
 	if _, err := v.Verify(r); err != nil {
 		t.Fatalf("old key mid-rotation: %v", err)
 	}
