@@ -14,8 +14,12 @@ import (
 // Identity is who a request is from: set by the auth module, read by the
 // rate limiter, the meter and the gate's own routes.
 type Identity struct {
-	Key     *ledger.Key
+	Key     *ledger.Key // nil for a forwarded request
 	Account *ledger.Account
+	// Forwarded is the region whose gate authenticated the caller and sent
+	// the request here (an object this region owns); "" for a caller of
+	// this gate. That gate counted it against the rate limits.
+	Forwarded string
 }
 
 type identityKey struct{}

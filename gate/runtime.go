@@ -94,6 +94,11 @@ type Runtime struct {
 	obs     *estimate.Observer
 	signup  http.Handler
 	gates   map[string]string // region → gate host:port
+	// forward signs and checks requests one region's gate sends another's
+	// (an object the other region owns): keys every gate derives from the
+	// voters' shared secret.
+	forward   *regionauth.Keys
+	forwarded *regionauth.Verifier
 	stop    context.CancelFunc
 	bg      sync.WaitGroup // maintenance and pruning
 }
@@ -127,6 +132,12 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	}
 	log := cfg.Logger.With("region", cfg.Region)
 	rt = &Runtime{cfg: cfg, gates: map[string]string{}}
+	fmac := hmac.New(sha256.New, []byte(cfg.LedgerSecret))
+	fmac.Write([]byte("trawl gate forward key v1"))
+	if rt.forward, err = regionauth.KeysFrom(fmac.Sum(nil)); err != nil {
+		return nil, err
+	}
+	rt.forwarded = regionauth.NewVerifier(rt.forward, cfg.Now)
 	defer func() {
 		if err != nil {
 			rt.closeParts()
@@ -316,6 +327,38 @@ func (rt *Runtime) Gate(region string) (string, bool) {
 // InternalHandler serves the ledger's internal routes (forwarded
 // commands, status, members) under /internal/.
 func (rt *Runtime) InternalHandler() http.Handler { return rt.node.Handler() }
+
+// SignForward signs r for another region's gate on behalf of account and
+// takes the customer's key off it: the other gate trusts this one's
+// authentication and rate limiting, and never sees the key.
+func (rt *Runtime) SignForward(r *http.Request, account string) {
+	r.Header.Del("Authorization")
+	r.Header.Del("X-Api-Key")
+	r.Header.Set(HeaderForwardedBy, rt.cfg.Region)
+	rt.forward.Sign(r, regionauth.Claims{Account: account}, rt.cfg.Now())
+}
+
+// HeaderForwardedBy names the region whose gate forwarded a request.
+const HeaderForwardedBy = "Trawl-Forwarded-By"
+
+// Forwarded reports whether r claims to come from another region's gate,
+// and if so checks the claim and returns the account it was sent for. A
+// claim that does not verify is an error.
+func (rt *Runtime) Forwarded(r *http.Request) (*ledger.Account, string, bool, error) {
+	if r.Header.Get(regionauth.HeaderAuth) == "" && r.Header.Get(HeaderForwardedBy) == "" {
+		return nil, "", false, nil
+	}
+	from := r.Header.Get(HeaderForwardedBy)
+	c, err := rt.forwarded.Verify(r)
+	if err != nil || c.Account == "" || !nameRe.MatchString(from) || from == rt.cfg.Region {
+		return nil, "", true, fmt.Errorf("gate: a request forwarded by %q does not verify (%v)", from, err)
+	}
+	a, err := rt.node.State().Account(c.Account)
+	if err != nil {
+		return nil, "", true, err
+	}
+	return a, from, true, nil
+}
 
 // RegionKeys are the region's keys.
 func (rt *Runtime) RegionKeys() *regionauth.Keys { return rt.cfg.RegionKeys }

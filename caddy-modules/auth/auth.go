@@ -101,6 +101,19 @@ func (a *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return next.ServeHTTP(w, r)
 	}
 	_, span := tracer.Start(r.Context(), "trawl.auth")
+	if acct, from, ok, err := a.rt.Forwarded(r); ok {
+		// Another region's gate authenticated the caller and sends an
+		// object of this region: its signature stands for the key.
+		span.End()
+		if err != nil {
+			a.rt.Logger().Warn("auth: refused a forwarded request", "err", err)
+			return caddyhttp.Error(http.StatusUnauthorized, gate.Refuse(http.StatusUnauthorized, billing.CodeUnauthorized,
+				"this request claims to come from another region's gate and does not verify"))
+		}
+		id := &gate.Identity{Account: acct, Forwarded: from}
+		caddyhttp.SetVar(r.Context(), gate.IdentityVar, id)
+		return next.ServeHTTP(w, r.WithContext(gate.WithIdentity(r.Context(), id)))
+	}
 	k, acct, err := a.rt.Authenticate(r)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())

@@ -224,7 +224,12 @@ func (h *Handler) Cleanup() error {
 // X-RateLimit-* headers and calls next. The request's place in flight is
 // given back when next returns, panics included.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	account, planName := subject(gate.IdentityFrom(r.Context()))
+	id := gate.IdentityFrom(r.Context())
+	if id != nil && id.Forwarded != "" {
+		// The gate that forwarded it counted it: a request counts once.
+		return next.ServeHTTP(w, r)
+	}
+	account, planName := subject(id)
 	if account == "" {
 		return next.ServeHTTP(w, r)
 	}

@@ -680,3 +680,26 @@ type discard struct{ h http.Header }
 func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
 func (d *discard) WriteHeader(int)             {}
+
+// A request another region's gate forwarded (an object this region owns)
+// was counted there: it counts here neither against the rate nor as a
+// request in flight, and the account's own requests here keep their count.
+func TestForwardedRequestsCountOnce(t *testing.T) {
+	h := provision(t, &Handler{Zone: t.Name(), Plans: map[string]Limits{"free": {RatePerMinute: 2, Concurrency: 1}}})
+	fwd := account("a", "free")
+	fwd.Forwarded = "eu"
+	for i := range 5 {
+		rec, err := serve(h, fwd, ok)
+		if err != nil || rec.Header().Get("X-Ratelimit-Limit") != "" {
+			t.Fatalf("forwarded request %d: %v, headers %v", i, err, rec.Header())
+		}
+	}
+	for i := range 2 {
+		if _, err := serve(h, account("a", "free"), ok); err != nil {
+			t.Fatalf("own request %d after 5 forwarded: %v", i, err)
+		}
+	}
+	if _, err := serve(h, account("a", "free"), ok); err == nil {
+		t.Fatal("third own request allowed")
+	}
+}

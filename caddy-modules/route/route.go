@@ -91,7 +91,12 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	// W3C trace context for the next hop, a child of this span.
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
 	rw := &regionWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, region: t.region}
-	if t.region == rt.rt.Region() {
+	if t.region != rt.rt.Region() {
+		// To the owning region's gate: signed as this gate, without the key.
+		if id := gate.IdentityFrom(r.Context()); id != nil {
+			rt.rt.SignForward(r, id.Account.ID)
+		}
+	} else {
 		// To a cell: the key stays here; the cell learns the account, signed.
 		r.Header.Del("Authorization")
 		r.Header.Del("X-Api-Key")

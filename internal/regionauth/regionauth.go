@@ -92,6 +92,20 @@ func ParseKeys(s string) (*Keys, error) {
 	return &k, nil
 }
 
+// KeysFrom is a keyring of raw keys, the first signing; each must have
+// KeySize bytes.
+func KeysFrom(raw ...[]byte) (*Keys, error) {
+	if len(raw) == 0 {
+		return nil, errors.New("regionauth: no key")
+	}
+	for i, b := range raw {
+		if len(b) != KeySize {
+			return nil, fmt.Errorf("regionauth: key %d has %d bytes: want %d", i+1, len(b), KeySize)
+		}
+	}
+	return &Keys{keys: raw}, nil
+}
+
 // NewKey returns a random key in the form ParseKeys reads.
 func NewKey() string {
 	var b [KeySize]byte
