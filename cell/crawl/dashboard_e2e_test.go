@@ -133,7 +133,7 @@ func TestDashboardInChromium(t *testing.T) {
 	var now healthPayload
 	call(t, "GET", ts.URL+"/monitor/health", token, nil, &now)
 	if mb, err := strconv.ParseFloat(attrOf(t, p, "#memory-mb", "data-value"), 64); err != nil || mb <= 0 ||
-		math.Abs(mb-now.Container.MemoryMB) > 0.5*now.Container.MemoryMB {
+		math.Abs(mb-float64(now.Container.MemoryMB)) > 0.5*float64(now.Container.MemoryMB) {
 		t.Errorf("#memory-mb = %v (%v), /monitor/health says %.1f MB", mb, err, now.Container.MemoryMB)
 	}
 	if lim := attrOf(t, p, "#memory-limit-mb", "data-value"); lim != jsNumber(now.Container.MemoryLimitMB) {
@@ -247,7 +247,7 @@ func textOf(t *testing.T, p playwright.Page, sel string) string {
 
 // jsNumber is String(v) in JavaScript for the payload's one-decimal
 // numbers: Go's shortest formatting agrees for them.
-func jsNumber(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+func jsNumber(v Number) string { return strconv.FormatFloat(float64(v), 'f', -1, 64) }
 
 // shoot keeps a full-page screenshot in $DASHBOARD_SCREENSHOT_DIR, else in
 // the test's temporary directory, and logs where.

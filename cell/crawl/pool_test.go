@@ -60,7 +60,7 @@ func TestPoolTiers(t *testing.T) {
 	if r.BrowserID != "permanent" {
 		t.Errorf("default configuration served by %s", r.BrowserID)
 	}
-	if r := crawlWith(t, map[string]int{"width": 1280, "height": 720}); r.BrowserID != "permanent" {
+	if r := crawlWith(t, map[string]int{"width": DefaultViewport.Width, "height": DefaultViewport.Height}); r.BrowserID != "permanent" {
 		t.Errorf("the default viewport spelt out is served by %s", r.BrowserID)
 	}
 	var coldID string

@@ -53,6 +53,9 @@ type Request struct {
 	// Session is accepted for compatibility (a Crawl4AI client may send
 	// it) and has no effect: every page gets a fresh browser context.
 	SessionID string `json:"session_id,omitempty"`
+
+	// urlList is set when urls came as a JSON array.
+	urlList bool
 }
 
 // ExtractionConfig selects an extraction strategy.
@@ -152,6 +155,7 @@ type plan struct {
 	opts     fetch.BrowserOptions
 	header   http.Header
 	selector string
+	urlList  bool
 	onlyText bool
 	minWords int
 	strategy extract.Strategy
@@ -175,6 +179,13 @@ func decodeRequest(body []byte) (*Request, error) {
 		}
 		return nil, bad("request body: %v", err)
 	}
+	var probe struct {
+		URLs json.RawMessage `json:"urls"`
+	}
+	if json.Unmarshal(body, &probe) == nil {
+		u := bytes.TrimSpace(probe.URLs)
+		r.urlList = len(u) > 0 && u[0] == '['
+	}
 	return &r, nil
 }
 
@@ -197,7 +208,7 @@ func jsonType(goType string) string {
 // compile validates r and turns it into a plan. Every error is a
 // *BadRequest whose message names the field.
 func (s *Server) compile(r *Request) (*plan, error) {
-	p := &plan{priority: DefaultPriority, ttl: s.cfg.DefaultTTL, semaphore: DefaultSemaphore, header: http.Header{}}
+	p := &plan{priority: DefaultPriority, ttl: s.cfg.DefaultTTL, semaphore: DefaultSemaphore, header: http.Header{}, urlList: r.urlList}
 	if len(r.URLs) == 0 {
 		return nil, bad("urls is required: a URL or an array of URLs")
 	}
@@ -262,12 +273,13 @@ func (s *Server) compile(r *Request) (*plan, error) {
 		p.opts.UserAgent = ua
 		sig = append(sig, "ua="+ua)
 	}
+	p.opts.Viewport = s.cfg.DefaultViewport
 	if vp := bc.Viewport; vp != nil {
 		if vp.Width < 100 || vp.Width > 7680 || vp.Height < 100 || vp.Height > 7680 {
 			return nil, bad("browser_config.viewport: width and height must be integers from 100 to 7680, got %dx%d", vp.Width, vp.Height)
 		}
 		p.opts.Viewport = fetch.Viewport{Width: vp.Width, Height: vp.Height}
-		if vp.Width != defaultViewport.Width || vp.Height != defaultViewport.Height {
+		if vp.Width != s.cfg.DefaultViewport.Width || vp.Height != s.cfg.DefaultViewport.Height {
 			sig = append(sig, fmt.Sprintf("viewport=%dx%d", vp.Width, vp.Height))
 		}
 	}
@@ -358,9 +370,12 @@ func (s *Server) compile(r *Request) (*plan, error) {
 	return p, nil
 }
 
-// defaultViewport is the permanent browser's window; a request asking for
-// exactly this size still counts as the default configuration.
-var defaultViewport = fetch.Viewport{Width: 1280, Height: 720}
+// DefaultViewport is the permanent browser's window unless
+// Config.DefaultViewport says otherwise: Crawl4AI's own default (1080×600),
+// so the 1280×720 its demos ask for is a non-default configuration, served
+// by a cold browser that turns hot, as there. A request asking for exactly
+// the default size still counts as the default configuration.
+var DefaultViewport = fetch.Viewport{Width: 1080, Height: 600}
 
 // checkProxy accepts a caller's proxy URL: http, https or socks5, with a
 // host that the server may reach (public, unless private networks are

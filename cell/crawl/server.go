@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/crawl/extract"
+	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/sysstat"
@@ -56,6 +57,19 @@ type Config struct {
 	// browser.Pool of one Chromium); Engine configures their engines.
 	Browser browser.Config
 	Engine  browser.EngineConfig
+	// DefaultViewport is the permanent browser's window and the size of
+	// every page whose request names none; another size makes a
+	// non-default configuration (a cold, then hot, browser). Default
+	// DefaultViewport, Crawl4AI's 1080×600.
+	DefaultViewport fetch.Viewport
+	// CORSOrigins are the origins a web page may call the server from;
+	// empty means any origin, as Crawl4AI v0.4 allowed. NoCORS turns
+	// cross-origin answers off.
+	CORSOrigins []string
+	NoCORS      bool
+	// SyncWait is how long POST /crawl_sync waits for its task before
+	// answering 408 (default DefaultSyncWait, v0.4's 60 s).
+	SyncWait time.Duration
 	// Launch starts pool browsers; nil means Chromium (ChromiumLauncher).
 	Launch Launcher
 	// Extract configures the extraction strategies (LLM endpoints).
@@ -105,6 +119,12 @@ func (c *Config) defaults() {
 	if c.JanitorEvery <= 0 {
 		c.JanitorEvery = DefaultJanitorEvery
 	}
+	if c.DefaultViewport == (fetch.Viewport{}) {
+		c.DefaultViewport = DefaultViewport
+	}
+	if c.SyncWait <= 0 {
+		c.SyncWait = DefaultSyncWait
+	}
 	if c.PushEvery <= 0 {
 		c.PushEvery = DefaultPushEvery
 	}
@@ -137,6 +157,9 @@ type Server struct {
 	sampleMu  sync.Mutex
 	last      sysstat.Sample
 	sampledAt time.Time
+
+	// waiters are the /crawl_sync answers waiting for their task, by id.
+	waiters sync.Map
 
 	life    context.Context
 	endLife context.CancelFunc
