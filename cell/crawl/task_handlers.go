@@ -316,4 +316,3 @@ func (s *Server) stream(w *statusWriter, r *http.Request) (bool, string) {
 	}
 	return okAll, ""
 }
-

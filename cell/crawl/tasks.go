@@ -174,16 +174,16 @@ func (h *taskHeap) Pop() any {
 // scheduler hands queued work to at most `workers` goroutines at once,
 // highest priority first, and refuses work past `limit` waiting items.
 type scheduler struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	h       taskHeap
-	limit   int
+	mu    sync.Mutex
+	cond  *sync.Cond
+	h     taskHeap
+	limit int
 	// reserved counts places taken by submissions not yet pushed.
 	reserved int
 	running  int
-	seq     uint64
-	closed  bool
-	wg      sync.WaitGroup
+	seq      uint64
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 func newScheduler(workers, limit int, runTask func(id string)) *scheduler {
