@@ -102,7 +102,7 @@ type Config struct {
 type Ladder struct {
 	cfg     Config
 	store   *store.Store
-	prefix  []byte // of the per-site memory
+	prefix  []byte   // of the per-site memory
 	probing sync.Map // memory key → struct{}: a step-down probe is running
 }
 
