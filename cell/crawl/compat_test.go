@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/cell/webhook"
 )
 
 // rawCall sends a request with the given headers and returns the status,
@@ -252,4 +255,90 @@ func TestQueueLimitOverHTTP(t *testing.T) {
 		t.Errorf("%d tasks stored, want 4 (the blocker and 3)", n)
 	}
 	st.release()
+}
+
+// TestTaskWebhook: a task with webhook_config is announced by a signed
+// POST when it finishes, with its results when asked; a receiver that
+// fails gets the retry on the ladder's first step (the clock moved); a
+// bad webhook is refused at submission and stores nothing.
+func TestTaskWebhook(t *testing.T) {
+	st := startSite(t)
+	clock := newFakeClock()
+	var mu sync.Mutex
+	var got []struct {
+		h    http.Header
+		body []byte
+	}
+	fail := atomic.Bool{}
+	fail.Store(true)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, struct {
+			h    http.Header
+			body []byte
+		}{r.Header.Clone(), b})
+		mu.Unlock()
+		if fail.Load() {
+			w.WriteHeader(http.StatusBadGateway)
+		}
+	}))
+	defer recv.Close()
+	ts := startServer(t, Config{Now: clock.Now})
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(got) }
+
+	id := submit(t, ts.URL, "", map[string]any{"urls": []string{st.URL + "/article.html"},
+		"webhook_config": map[string]any{"webhook_url": recv.URL + "/hook", "webhook_data_in_payload": true,
+			"webhook_secret": "hook-secret", "webhook_headers": map[string]string{"X-Their-Token": "t0k"}}})
+	poll(t, ts.URL, "", id, 20*time.Millisecond, time.Minute)
+	waitUntil(t, 30*time.Second, "the first delivery", func() bool { return count() == 1 })
+	fail.Store(false)
+	clock.Advance(time.Minute)
+	ts.hooks.Kick()
+	waitUntil(t, 30*time.Second, "the retry a minute later", func() bool { return count() == 2 })
+	mu.Lock()
+	last := got[1]
+	mu.Unlock()
+	ts2 := last.h.Get("x-svc-timestamp")
+	if last.h.Get("x-svc-signature") != webhook.Sign("hook-secret", ts2, last.body) || last.h.Get("X-Their-Token") != "t0k" ||
+		last.h.Get("x-svc-event") != "crawl.completed" || last.h.Get("x-svc-attempt") != "2" {
+		t.Errorf("delivery headers: %v", last.h)
+	}
+	var p struct {
+		TaskID    string   `json:"task_id"`
+		TaskType  string   `json:"task_type"`
+		Status    string   `json:"status"`
+		Timestamp string   `json:"timestamp"`
+		URLs      []string `json:"urls"`
+		Data      struct {
+			Result  *Result   `json:"result"`
+			Results []*Result `json:"results"`
+		}
+	}
+	if err := json.Unmarshal(last.body, &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.TaskID != id || p.Status != "completed" || len(p.URLs) != 1 || len(p.Data.Results) != 1 || !p.Data.Results[0].Success ||
+		p.Data.Result == nil || p.Timestamp == "" || p.TaskType != "crawl" {
+		t.Errorf("payload: %.400s", last.body)
+	}
+	waitUntil(t, 10*time.Second, "no delivery pending", func() bool { d, _ := ts.hooks.Pending(); return len(d) == 0 })
+
+	for _, c := range []struct{ name, body, want string }{
+		{"no url", `{"urls":"` + st.URL + `/a","webhook_config":{"webhook_data_in_payload":true}}`, "webhook_url is required"},
+		{"scheme", `{"urls":"` + st.URL + `/a","webhook_config":{"webhook_url":"ftp://example.org/x"}}`, "webhook_config"},
+		{"signature header", `{"urls":"` + st.URL + `/a","webhook_config":{"webhook_url":"https://example.org/x","webhook_headers":{"x-svc-signature":"f"}}}`, "set by the sender"},
+		{"type", `{"urls":"` + st.URL + `/a","webhook_config":{"webhook_url":7}}`, "webhook_url"},
+	} {
+		var e errorBody
+		if code := call(t, "POST", ts.URL+"/crawl", "", c.body, &e); code != 400 || !strings.Contains(e.Message, c.want) {
+			t.Errorf("%s: %d %q, want 400 naming %q", c.name, code, e.Message, c.want)
+		}
+	}
+	// Without --allow-private-networks a private receiver is refused.
+	priv := &Server{cfg: Config{DefaultTTL: time.Hour}}
+	req, _ := decodeRequest([]byte(`{"urls":"https://example.org/","webhook_config":{"webhook_url":"http://192.168.1.5/hook"}}`))
+	if _, err := priv.compile(req); err == nil || !strings.Contains(err.Error(), "not public") {
+		t.Errorf("private webhook without allow-private: %v", err)
+	}
 }

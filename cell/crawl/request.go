@@ -16,6 +16,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/crawl/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/webhook"
 )
 
 // Limits of a crawl request.
@@ -54,8 +55,28 @@ type Request struct {
 	// it) and has no effect: every page gets a fresh browser context.
 	SessionID string `json:"session_id,omitempty"`
 
+	// WebhookConfig asks for a POST when the task finishes (spec 6 leaves
+	// its fields to us; docs/crawl-server.md, "Webhooks").
+	WebhookConfig *WebhookConfig `json:"webhook_config,omitempty"`
+	// CacheMode is Crawl4AI v0.4's cache_mode: enabled (default),
+	// disabled, read_only, write_only, bypass.
+	CacheMode string `json:"cache_mode,omitempty"`
+	// Magic and WordCountThreshold are v0.4's top-level forms of
+	// crawler_params.magic and extra.word_count_threshold.
+	Magic              bool `json:"magic,omitempty"`
+	WordCountThreshold *int `json:"word_count_threshold,omitempty"`
+
 	// urlList is set when urls came as a JSON array.
 	urlList bool
+}
+
+// WebhookConfig is a task's webhook: Crawl4AI's field names, and a
+// secret of ours that signs each delivery (x-svc-signature).
+type WebhookConfig struct {
+	URL           string            `json:"webhook_url"`
+	DataInPayload bool              `json:"webhook_data_in_payload,omitempty"`
+	Headers       map[string]string `json:"webhook_headers,omitempty"`
+	Secret        string            `json:"webhook_secret,omitempty"`
 }
 
 // ExtractionConfig selects an extraction strategy.
@@ -159,6 +180,7 @@ type plan struct {
 	onlyText bool
 	minWords int
 	strategy extract.Strategy
+	webhook  *WebhookConfig
 }
 
 // decodeRequest parses a request body strictly enough to catch type errors
@@ -364,6 +386,18 @@ func (s *Server) compile(r *Request) (*plan, error) {
 			return nil, bad("extraction_config: %v", err)
 		}
 		p.strategy = st
+	}
+	if wc := r.WebhookConfig; wc != nil {
+		if strings.TrimSpace(wc.URL) == "" {
+			return nil, bad("webhook_config.webhook_url is required: the URL that receives the POST when the task finishes")
+		}
+		if len(wc.Secret) > 256 {
+			return nil, bad("webhook_config.webhook_secret is longer than 256 characters")
+		}
+		if err := webhook.Check(&webhook.Delivery{URL: strings.TrimSpace(wc.URL), Header: wc.Headers}, s.cfg.AllowPrivateNetworks); err != nil {
+			return nil, bad("webhook_config: %v", err)
+		}
+		p.webhook = wc
 	}
 	sort.Strings(sig)
 	p.sig = strings.Join(sig, " ")

@@ -14,6 +14,7 @@ import (
 	"github.com/trawlhq/trawl/cell/crawl/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
+	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/sysstat"
 )
@@ -67,6 +68,9 @@ type Config struct {
 	// cross-origin answers off.
 	CORSOrigins []string
 	NoCORS      bool
+	// WebhookSchedule is the retry ladder of task webhooks; nil means
+	// webhook.DefaultSchedule (1 m, 5 m, 30 m, 2 h, 12 h).
+	WebhookSchedule []time.Duration
 	// SyncWait is how long POST /crawl_sync waits for its task before
 	// answering 408 (default DefaultSyncWait, v0.4's 60 s).
 	SyncWait time.Duration
@@ -151,6 +155,7 @@ type Server struct {
 	sched   *scheduler
 	pool    *Pool
 	mon     *monitor
+	hooks   *webhook.Sender
 	sampler *sysstat.Sampler
 	started time.Time
 
@@ -196,6 +201,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
+	s.hooks, err = webhook.New(st, webhook.Config{Prefix: store.PrefixCrawlWebhook, AllowPrivateNetworks: cfg.AllowPrivateNetworks,
+		Schedule: cfg.WebhookSchedule, Now: cfg.Now, Logger: cfg.Logger})
+	if err != nil {
+		s.pool.Close()
+		st.Close()
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	s.bg.Go(func() { s.hooks.Run(s.life) })
 	s.sched = newScheduler(cfg.MaxConcurrentTasks, cfg.MaxQueuedTasks, s.runTask)
 	if err := s.resume(); err != nil {
 		s.Close()
@@ -226,6 +239,7 @@ func (s *Server) resume() error {
 func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
+		s.hooks.Close()
 		s.endLife()
 		s.sched.close()
 		s.bg.Wait()

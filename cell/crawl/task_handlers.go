@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -190,6 +192,7 @@ func (s *Server) runTask(id string) {
 			s.log.Error("crawl: task result not stored", "task_id", id, "err", err)
 		}
 		s.notifyFinished(id)
+		s.deliverWebhook(t, p)
 	}
 	req, err := decodeRequest(t.Request)
 	if err == nil {
@@ -315,4 +318,36 @@ func (s *Server) stream(w *statusWriter, r *http.Request) (bool, string) {
 		<-done
 	}
 	return okAll, ""
+}
+
+// deliverWebhook hands a finished task's notice to the webhook sender
+// when its request asked for one: {task_id, task_type, status, timestamp,
+// urls, error?, data?}, data being {result|results} when
+// webhook_data_in_payload is set.
+func (s *Server) deliverWebhook(t *Task, p *plan) {
+	if p == nil || p.webhook == nil {
+		return
+	}
+	wc := p.webhook
+	body := map[string]any{"task_id": t.ID, "task_type": "crawl", "status": t.Status,
+		"timestamp": s.cfg.Now().UTC().Format(time.RFC3339Nano), "urls": t.URLs}
+	if t.Error != "" {
+		body["error"] = t.Error
+	}
+	if wc.DataInPayload && t.Status == StatusCompleted {
+		data := map[string]any{}
+		putResults(data, t.URLList, t.Results)
+		body["data"] = data
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		s.log.Error("crawl: webhook body", "task_id", t.ID, "err", err)
+		return
+	}
+	id, err := s.hooks.Send(webhook.Delivery{URL: strings.TrimSpace(wc.URL), Event: "crawl." + t.Status, Secret: wc.Secret, Header: wc.Headers, Body: b})
+	if err != nil {
+		s.log.Warn("crawl: webhook not sent", "task_id", t.ID, "err", err)
+		return
+	}
+	s.log.Info("crawl: webhook queued", "task_id", t.ID, "delivery", id)
 }
