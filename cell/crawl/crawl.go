@@ -135,6 +135,20 @@ func (s *Server) crawlOne(ctx context.Context, p *plan, u *url.URL, taskID strin
 }
 
 func (s *Server) render(ctx context.Context, p *plan, u *url.URL) *Result {
+	if !p.needsBrowser {
+		resp, engine, err := s.fetchPlain(ctx, p, u)
+		if err != nil {
+			r := failed(u.String(), ladderError(err))
+			r.Engine = EngineHTTP
+			return r
+		}
+		r := s.toResult(ctx, p, u, resp)
+		r.Engine = engine
+		if engine == EngineBrowser {
+			r.BrowserID = "permanent"
+		}
+		return r
+	}
 	var resp *fetch.Response
 	var err error
 	var browserID string
@@ -156,10 +170,12 @@ func (s *Server) render(ctx context.Context, p *plan, u *url.URL) *Result {
 	if err != nil {
 		r := failed(u.String(), pageError(err))
 		r.BrowserID = browserID
+		r.Engine = EngineBrowser
 		return r
 	}
 	r := s.toResult(ctx, p, u, resp)
 	r.BrowserID = browserID
+	r.Engine = EngineBrowser
 	return r
 }
 

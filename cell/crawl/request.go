@@ -181,6 +181,14 @@ type plan struct {
 	minWords int
 	strategy extract.Strategy
 	webhook  *WebhookConfig
+	// needsBrowser: the request asks for what only a browser does (a
+	// script, a wait, a screenshot, a viewport, a delay, its own user
+	// agent, proxy or headers, a session); otherwise the page cache and
+	// the engine ladder serve it. cacheRead and cacheWrite follow
+	// cache_mode and bypass_cache.
+	needsBrowser          bool
+	session               string
+	cacheRead, cacheWrite bool
 }
 
 // decodeRequest parses a request body strictly enough to catch type errors
@@ -399,6 +407,22 @@ func (s *Server) compile(r *Request) (*plan, error) {
 		}
 		p.webhook = wc
 	}
+	mode, ok := cacheModes[strings.ToLower(strings.TrimSpace(r.CacheMode))]
+	if !ok {
+		return nil, bad("cache_mode %q: want enabled, disabled, read_only, write_only or bypass", r.CacheMode)
+	}
+	p.cacheRead, p.cacheWrite = mode.read, mode.write
+	if r.Extra != nil && r.Extra.BypassCache {
+		p.cacheRead = false
+	}
+	if r.WordCountThreshold != nil && (r.Extra == nil || r.Extra.WordCountThreshold == nil) {
+		if *r.WordCountThreshold < 0 || *r.WordCountThreshold > 1000 {
+			return nil, bad("word_count_threshold must be from 0 to 1000, got %d", *r.WordCountThreshold)
+		}
+		p.minWords = *r.WordCountThreshold
+	}
+	p.needsBrowser = p.opts.JS != "" || p.opts.WaitFor != "" || p.opts.Screenshot || p.opts.Delay > 0 || bc.Viewport != nil ||
+		len(sig) > 0 || len(p.header) > 0 || p.session != ""
 	sort.Strings(sig)
 	p.sig = strings.Join(sig, " ")
 	return p, nil

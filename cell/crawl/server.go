@@ -14,6 +14,7 @@ import (
 	"github.com/trawlhq/trawl/cell/crawl/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
+	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/sysstat"
@@ -68,6 +69,14 @@ type Config struct {
 	// cross-origin answers off.
 	CORSOrigins []string
 	NoCORS      bool
+	// FreshFor is how long a page fetched without a browser is served
+	// from the page cache (default DefaultFreshFor; negative: no cache).
+	FreshFor time.Duration
+	// Proxies are the upstream proxy pools of the engine ladder, and
+	// EscalateProxy the kind (isp, residential) of its last step; as the
+	// cell's --proxy and --escalate-proxy.
+	Proxies       []fetch.ProxySpec
+	EscalateProxy string
 	// WebhookSchedule is the retry ladder of task webhooks; nil means
 	// webhook.DefaultSchedule (1 m, 5 m, 30 m, 2 h, 12 h).
 	WebhookSchedule []time.Duration
@@ -126,6 +135,9 @@ func (c *Config) defaults() {
 	if c.DefaultViewport == (fetch.Viewport{}) {
 		c.DefaultViewport = DefaultViewport
 	}
+	if c.FreshFor == 0 {
+		c.FreshFor = DefaultFreshFor
+	}
 	if c.SyncWait <= 0 {
 		c.SyncWait = DefaultSyncWait
 	}
@@ -156,6 +168,8 @@ type Server struct {
 	pool    *Pool
 	mon     *monitor
 	hooks   *webhook.Sender
+	http    *fetch.HTTP
+	ladder  *ladder.Ladder
 	sampler *sysstat.Sampler
 	started time.Time
 
@@ -201,6 +215,17 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
+	proxies, err := fetch.NewProxyPools(cfg.Proxies)
+	if err == nil {
+		s.http = fetch.NewHTTP(fetch.HTTPConfig{AllowPrivateNetworks: cfg.AllowPrivateNetworks, MaxBodyBytes: cfg.Engine.MaxBodyBytes})
+		s.ladder, err = ladder.New(st, ladder.Config{HTTP: s.http, Browser: permanentEngine{s}, Proxies: proxies,
+			EscalateProxy: cfg.EscalateProxy, MemoryPrefix: store.PrefixCrawlSite, Now: cfg.Now, Logger: cfg.Logger})
+	}
+	if err != nil {
+		s.pool.Close()
+		st.Close()
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
 	s.hooks, err = webhook.New(st, webhook.Config{Prefix: store.PrefixCrawlWebhook, AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 		Schedule: cfg.WebhookSchedule, Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
@@ -243,6 +268,7 @@ func (s *Server) Close() error {
 		s.endLife()
 		s.sched.close()
 		s.bg.Wait()
+		s.http.Close()
 		err = errors.Join(s.pool.Close(), s.st.Close())
 	})
 	return err
@@ -260,6 +286,12 @@ func (s *Server) janitor() {
 			return
 		case <-sweep.C:
 			s.pool.Sweep(false)
+			if _, err := s.ladder.Sweep(); err != nil {
+				s.log.Warn("crawl: ladder memory sweep", "err", err)
+			}
+			if _, err := s.st.SweepExpired(pagePrefix, s.cfg.Now()); err != nil {
+				s.log.Warn("crawl: page cache sweep", "err", err)
+			}
 			if n, err := s.tasks.sweep(s.cfg.Now()); err != nil {
 				s.log.Warn("crawl: task sweep", "err", err)
 			} else if n > 0 {
