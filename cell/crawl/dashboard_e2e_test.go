@@ -31,20 +31,21 @@ func TestDashboardInChromium(t *testing.T) {
 	st := startSite(t)
 	ts := startServer(t, Config{Token: token, PushEvery: 500 * time.Millisecond})
 
-	// A default page (permanent browser), a page in an 800x600 viewport (a
-	// cold browser) and a missing page (an error log line).
+	// A default page (permanent browser: wait_for asks for one), a page in
+	// an 800x600 viewport (a cold browser) and a missing page (an error log
+	// line).
 	crawl := func(req map[string]any) *taskAnswer {
 		t.Helper()
 		return poll(t, ts.URL, token, submit(t, ts.URL, token, req), 50*time.Millisecond, 2*time.Minute)
 	}
-	if a := crawl(map[string]any{"urls": st.URL + "/article.html"}); a.Result == nil || !a.Result.Success {
+	if a := crawl(map[string]any{"urls": st.URL + "/article.html", "wait_for": "main"}); a.Result == nil || !a.Result.Success {
 		t.Fatalf("default page: %+v", a)
 	}
 	if a := crawl(map[string]any{"urls": st.URL + "/products.html",
 		"browser_config": map[string]any{"viewport": map[string]int{"width": 800, "height": 600}}}); a.Result == nil || !a.Result.Success {
 		t.Fatalf("page in 800x600: %+v", a)
 	}
-	if a := crawl(map[string]any{"urls": st.URL + "/missing.html"}); a.Result == nil || a.Result.Success || a.Result.StatusCode != 404 {
+	if a := crawl(map[string]any{"urls": st.URL + "/missing.html", "wait_for": "body"}); a.Result == nil || a.Result.Success || a.Result.StatusCode != 404 {
 		t.Fatalf("missing page: %+v", a)
 	}
 

@@ -43,7 +43,10 @@ func TestPoolTiers(t *testing.T) {
 	ts := startServer(t, Config{Now: clock.Now, JanitorEvery: 50 * time.Millisecond})
 	crawlWith := func(t *testing.T, viewport map[string]int) *Result {
 		t.Helper()
-		req := map[string]any{"urls": st.URL + "/article.html"}
+		// wait_for sends the default configuration to the permanent
+		// browser (without a browser option the engine ladder would
+		// serve the page over plain HTTP).
+		req := map[string]any{"urls": st.URL + "/article.html", "wait_for": "main"}
 		if viewport != nil {
 			req["browser_config"] = map[string]any{"viewport": viewport}
 		}

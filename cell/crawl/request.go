@@ -183,11 +183,10 @@ type plan struct {
 	webhook  *WebhookConfig
 	// needsBrowser: the request asks for what only a browser does (a
 	// script, a wait, a screenshot, a viewport, a delay, its own user
-	// agent, proxy or headers, a session); otherwise the page cache and
+	// agent, proxy or headers); otherwise the page cache and
 	// the engine ladder serve it. cacheRead and cacheWrite follow
 	// cache_mode and bypass_cache.
 	needsBrowser          bool
-	session               string
 	cacheRead, cacheWrite bool
 }
 
@@ -422,7 +421,7 @@ func (s *Server) compile(r *Request) (*plan, error) {
 		p.minWords = *r.WordCountThreshold
 	}
 	p.needsBrowser = p.opts.JS != "" || p.opts.WaitFor != "" || p.opts.Screenshot || p.opts.Delay > 0 || bc.Viewport != nil ||
-		len(sig) > 0 || len(p.header) > 0 || p.session != ""
+		len(sig) > 0 || len(p.header) > 0
 	sort.Strings(sig)
 	p.sig = strings.Join(sig, " ")
 	return p, nil
