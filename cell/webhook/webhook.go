@@ -345,10 +345,12 @@ func (s *Sender) sendDue(ctx context.Context) time.Time {
 			return next
 		}
 		s.wg.Go(func() {
-			defer func() { <-s.slots }()
-			defer s.done(d.ID)
 			s.attempt(ctx, d)
-			s.Kick() // its next time may be the earliest
+			s.done(d.ID)
+			<-s.slots
+			// A pass that ran while this attempt was in flight skipped
+			// the delivery; and its next time may be the earliest.
+			s.Kick()
 		})
 	}
 	return next
