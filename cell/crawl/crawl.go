@@ -26,9 +26,9 @@ import (
 // stream's lines. The field names are Crawl4AI's.
 type Result struct {
 	URL              string            `json:"url"`
-	RedirectedURL    string            `json:"redirected_url,omitempty"`
+	RedirectedURL    nullString        `json:"redirected_url"`
 	Success          bool              `json:"success"`
-	StatusCode       int               `json:"status_code,omitempty"`
+	StatusCode       nullInt           `json:"status_code"`
 	HTML             string            `json:"html"`
 	CleanedHTML      string            `json:"cleaned_html"`
 	Markdown         string            `json:"markdown"`
@@ -36,12 +36,18 @@ type Result struct {
 	Links            Links             `json:"links"`
 	Media            MediaSet          `json:"media"`
 	Metadata         map[string]any    `json:"metadata"`
-	Screenshot       string            `json:"screenshot,omitempty"`
+	Screenshot       nullString        `json:"screenshot"`
+	PDF              nullString        `json:"pdf"`
+	DownloadedFiles  []string          `json:"downloaded_files"`
 	ExtractedContent *string           `json:"extracted_content"`
-	ErrorMessage     string            `json:"error_message,omitempty"`
-	ResponseHeaders  map[string]string `json:"response_headers,omitempty"`
-	BrowserID        string            `json:"browser_id,omitempty"`
-	DurationMS       float64           `json:"duration_ms"`
+	ErrorMessage     nullString        `json:"error_message"`
+	SessionID        nullString        `json:"session_id"`
+	ResponseHeaders  map[string]string `json:"response_headers"`
+	// Engine says what served the page: "http" (plain HTTP, no browser),
+	// "browser" (rendered in Chromium) or "cache" (the page cache).
+	Engine     string `json:"engine"`
+	BrowserID  string `json:"browser_id,omitempty"`
+	DurationMS Number `json:"duration_ms"`
 }
 
 // Links are the page's links, split as Crawl4AI does.
@@ -111,7 +117,7 @@ func emptyResult(u string) *Result {
 
 func failed(u string, err error) *Result {
 	r := emptyResult(u)
-	r.ErrorMessage = err.Error()
+	r.ErrorMessage = nullString(err.Error())
 	return r
 }
 
@@ -123,12 +129,26 @@ func (s *Server) crawlOne(ctx context.Context, p *plan, u *url.URL, taskID strin
 	r := s.render(ctx, p, u)
 	r.DurationMS = round1(float64(s.cfg.Now().Sub(start).Microseconds()) / 1000)
 	if !r.Success && ctx.Err() == nil {
-		s.mon.logError(ErrorEntry{Timestamp: unixSeconds(s.cfg.Now()), Message: r.ErrorMessage, Endpoint: "crawl", URL: r.URL, TaskID: taskID, Status: r.StatusCode})
+		s.mon.logError(ErrorEntry{Timestamp: unixSeconds(s.cfg.Now()), Message: string(r.ErrorMessage), Endpoint: "crawl", URL: r.URL, TaskID: taskID, Status: int(r.StatusCode)})
 	}
 	return r
 }
 
 func (s *Server) render(ctx context.Context, p *plan, u *url.URL) *Result {
+	if !p.needsBrowser {
+		resp, engine, err := s.fetchPlain(ctx, p, u)
+		if err != nil {
+			r := failed(u.String(), ladderError(err))
+			r.Engine = EngineHTTP
+			return r
+		}
+		r := s.toResult(ctx, p, u, resp)
+		r.Engine = engine
+		if engine == EngineBrowser {
+			r.BrowserID = "permanent"
+		}
+		return r
+	}
 	var resp *fetch.Response
 	var err error
 	var browserID string
@@ -150,10 +170,12 @@ func (s *Server) render(ctx context.Context, p *plan, u *url.URL) *Result {
 	if err != nil {
 		r := failed(u.String(), pageError(err))
 		r.BrowserID = browserID
+		r.Engine = EngineBrowser
 		return r
 	}
 	r := s.toResult(ctx, p, u, resp)
 	r.BrowserID = browserID
+	r.Engine = EngineBrowser
 	return r
 }
 
@@ -169,9 +191,9 @@ func pageError(err error) error {
 // metadata, screenshot and extraction.
 func (s *Server) toResult(ctx context.Context, p *plan, u *url.URL, resp *fetch.Response) *Result {
 	r := emptyResult(u.String())
-	r.StatusCode = resp.Status
+	r.StatusCode = nullInt(resp.Status)
 	if resp.URL != "" && resp.URL != u.String() {
-		r.RedirectedURL = resp.URL
+		r.RedirectedURL = nullString(resp.URL)
 	}
 	final := u
 	if fu, err := url.Parse(resp.URL); err == nil && resp.URL != "" {
@@ -182,7 +204,7 @@ func (s *Server) toResult(ctx context.Context, p *plan, u *url.URL, resp *fetch.
 		r.ResponseHeaders[strings.ToLower(k)] = strings.Join(v, ", ")
 	}
 	if len(resp.Screenshot) > 0 {
-		r.Screenshot = base64.StdEncoding.EncodeToString(resp.Screenshot)
+		r.Screenshot = nullString(base64.StdEncoding.EncodeToString(resp.Screenshot))
 	}
 	page := resp.Body
 	r.HTML = string(page)
@@ -190,11 +212,11 @@ func (s *Server) toResult(ctx context.Context, p *plan, u *url.URL, resp *fetch.
 	if p.selector != "" {
 		sel, n, err := selectHTML(page, p.selector)
 		if err != nil {
-			r.ErrorMessage = fmt.Sprintf("css_selector %q: %v", p.selector, err)
+			r.ErrorMessage = nullString(fmt.Sprintf("css_selector %q: %v", p.selector, err))
 			return r
 		}
 		if n == 0 {
-			r.ErrorMessage = fmt.Sprintf("css_selector %q matched no element of the page", p.selector)
+			r.ErrorMessage = nullString(fmt.Sprintf("css_selector %q matched no element of the page", p.selector))
 			return r
 		}
 		scoped = sel
@@ -202,7 +224,7 @@ func (s *Server) toResult(ctx context.Context, p *plan, u *url.URL, resp *fetch.
 	full, err := content.Process(scoped, final, content.Options{KeepBoilerplate: true,
 		Parse: content.ParseOptions{Links: true, Media: true, Metadata: true}})
 	if err != nil {
-		r.ErrorMessage = "the page could not be parsed: " + err.Error()
+		r.ErrorMessage = nullString("the page could not be parsed: " + err.Error())
 		return r
 	}
 	r.CleanedHTML = full.HTML
@@ -267,13 +289,13 @@ func (s *Server) toResult(ctx context.Context, p *plan, u *url.URL, resp *fetch.
 	}
 	r.Success = resp.Status < 400
 	if !r.Success {
-		r.ErrorMessage = fmt.Sprintf("the site answered HTTP %d", resp.Status)
+		r.ErrorMessage = nullString(fmt.Sprintf("the site answered HTTP %d", resp.Status))
 	}
 	if p.strategy != nil {
 		out, err := p.strategy.Extract(ctx, extract.Page{URL: final.String(), HTML: string(scoped), Markdown: r.Markdown})
 		if err != nil {
 			r.Success = false
-			r.ErrorMessage = fmt.Sprintf("%s extraction failed: %v", p.strategy.Name(), err)
+			r.ErrorMessage = nullString(fmt.Sprintf("%s extraction failed: %v", p.strategy.Name(), err))
 		} else {
 			r.ExtractedContent = &out
 		}

@@ -31,20 +31,21 @@ func TestDashboardInChromium(t *testing.T) {
 	st := startSite(t)
 	ts := startServer(t, Config{Token: token, PushEvery: 500 * time.Millisecond})
 
-	// A default page (permanent browser), a page in an 800x600 viewport (a
-	// cold browser) and a missing page (an error log line).
+	// A default page (permanent browser: wait_for asks for one), a page in
+	// an 800x600 viewport (a cold browser) and a missing page (an error log
+	// line).
 	crawl := func(req map[string]any) *taskAnswer {
 		t.Helper()
 		return poll(t, ts.URL, token, submit(t, ts.URL, token, req), 50*time.Millisecond, 2*time.Minute)
 	}
-	if a := crawl(map[string]any{"urls": st.URL + "/article.html"}); a.Result == nil || !a.Result.Success {
+	if a := crawl(map[string]any{"urls": st.URL + "/article.html", "wait_for": "main"}); a.Result == nil || !a.Result.Success {
 		t.Fatalf("default page: %+v", a)
 	}
 	if a := crawl(map[string]any{"urls": st.URL + "/products.html",
 		"browser_config": map[string]any{"viewport": map[string]int{"width": 800, "height": 600}}}); a.Result == nil || !a.Result.Success {
 		t.Fatalf("page in 800x600: %+v", a)
 	}
-	if a := crawl(map[string]any{"urls": st.URL + "/missing.html"}); a.Result == nil || a.Result.Success || a.Result.StatusCode != 404 {
+	if a := crawl(map[string]any{"urls": st.URL + "/missing.html", "wait_for": "body"}); a.Result == nil || a.Result.Success || a.Result.StatusCode != 404 {
 		t.Fatalf("missing page: %+v", a)
 	}
 
@@ -133,7 +134,7 @@ func TestDashboardInChromium(t *testing.T) {
 	var now healthPayload
 	call(t, "GET", ts.URL+"/monitor/health", token, nil, &now)
 	if mb, err := strconv.ParseFloat(attrOf(t, p, "#memory-mb", "data-value"), 64); err != nil || mb <= 0 ||
-		math.Abs(mb-now.Container.MemoryMB) > 0.5*now.Container.MemoryMB {
+		math.Abs(mb-float64(now.Container.MemoryMB)) > 0.5*float64(now.Container.MemoryMB) {
 		t.Errorf("#memory-mb = %v (%v), /monitor/health says %.1f MB", mb, err, now.Container.MemoryMB)
 	}
 	if lim := attrOf(t, p, "#memory-limit-mb", "data-value"); lim != jsNumber(now.Container.MemoryLimitMB) {
@@ -247,7 +248,7 @@ func textOf(t *testing.T, p playwright.Page, sel string) string {
 
 // jsNumber is String(v) in JavaScript for the payload's one-decimal
 // numbers: Go's shortest formatting agrees for them.
-func jsNumber(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+func jsNumber(v Number) string { return strconv.FormatFloat(float64(v), 'f', -1, 64) }
 
 // shoot keeps a full-page screenshot in $DASHBOARD_SCREENSHOT_DIR, else in
 // the test's temporary directory, and logs where.

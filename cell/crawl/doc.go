@@ -13,9 +13,16 @@
 //     those accepted and not finished run again at the next start.
 //   - Streams: POST /crawl/stream runs a crawl in a slot of the same
 //     workers and writes one NDJSON line per URL as it completes.
-//   - Crawling: each URL is rendered by a pool browser, turned into
-//     Markdown, links, media and metadata, and passed through the
-//     request's extraction strategy (package extract).
+//   - Legacy routes: POST /crawl_sync (a task, waited for up to 60 s) and
+//     POST /crawl_direct (a crawl outside the queue), as Crawl4AI v0.4.
+//   - Crawling: a URL whose request needs a browser (a script, a wait, a
+//     screenshot, a viewport...) is rendered by a pool browser; any other
+//     is served by the page cache or the cell's engine ladder (plain HTTP
+//     first). Either way it is turned into Markdown, links, media and
+//     metadata, and passed through the request's extraction strategy
+//     (package extract). Result.Engine says what served it.
+//   - Webhooks: a task's webhook_config is delivered by package
+//     cell/webhook when the task finishes.
 //   - Browser pool: one permanent browser, hot and cold ones started on
 //     demand, shed under memory pressure and swept when idle by the
 //     janitor (spec section 3).
@@ -23,7 +30,8 @@
 //     statistics, timeline, janitor and error logs, actions), the
 //     WebSocket /monitor/ws and the dashboard (package dashboard). CPU and
 //     memory come from internal/sysstat.
-//   - Access: with SERVICE_API_TOKEN set, every route but /health needs it.
+//   - Access: with SERVICE_API_TOKEN set, every route but /health and /
+//     needs it; cross-origin calls are answered as v0.4 did (CORS).
 //
 // # Files
 //
@@ -35,6 +43,10 @@
 //   - request.go: the request body and its validation into a plan.
 //   - tasks.go: the task store and the priority scheduler.
 //   - crawl.go: crawling one URL into a Result.
+//   - engines.go: the page cache and the engine ladder for pages that
+//     need no browser.
+//   - jsonvalues.go: JSON forms v0.4 clients expect (floats that stay
+//     floats, null for empty fields).
 //   - pool.go: the browser pool tiers.
 //   - monitor.go: the monitor's counters, rings and timeline.
 package crawl

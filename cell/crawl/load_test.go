@@ -192,7 +192,7 @@ func TestLoad100Concurrent(t *testing.T) {
 	removed := map[string]float64{}
 	for _, e := range jl {
 		if e.Action == "remove_idle" || e.Action == "evict" {
-			removed[e.BrowserID] = e.MemoryFreedMB
+			removed[e.BrowserID] = float64(e.MemoryFreedMB)
 		}
 	}
 	t.Logf("janitor removed %d browsers: %v (MB each)", len(removed), removed)
@@ -224,7 +224,7 @@ func TestLoad100Concurrent(t *testing.T) {
 	if final-baseline > memoryBoundMB {
 		perm := 0.0
 		if len(idle.Permanent) == 1 && len(browsersBase.Permanent) == 1 {
-			perm = idle.Permanent[0].MemoryMB - browsersBase.Permanent[0].MemoryMB
+			perm = float64(idle.Permanent[0].MemoryMB - browsersBase.Permanent[0].MemoryMB)
 		}
 		t.Errorf("memory after the janitor is %.1f MB, %.1f MB over the baseline of %.1f MB (bound %d MB); the permanent browser grew by %.1f MB (%s → %s)",
 			final, final-baseline, baseline, memoryBoundMB, perm, browserFigures(browsersBase), browserFigures(idle))
@@ -272,7 +272,7 @@ func crawlAsClient(base string, req map[string]any, interval, limit time.Duratio
 			case a.Result == nil:
 				return false, "completed without a result"
 			case !a.Result.Success:
-				return false, "result failed: " + a.Result.ErrorMessage
+				return false, "result failed: " + string(a.Result.ErrorMessage)
 			case strings.TrimSpace(a.Result.Markdown) == "":
 				return false, "result has no markdown"
 			}

@@ -20,58 +20,61 @@ const (
 
 // ActiveRequest is a request (or a crawl task) in progress.
 type ActiveRequest struct {
-	ID        string  `json:"id"`
-	Endpoint  string  `json:"endpoint"`
-	URL       string  `json:"url,omitempty"`
-	TaskID    string  `json:"task_id,omitempty"`
-	StartedAt float64 `json:"started_at"`
-	ElapsedMS float64 `json:"elapsed_ms"`
+	ID        string `json:"id"`
+	Endpoint  string `json:"endpoint"`
+	URL       string `json:"url,omitempty"`
+	TaskID    string `json:"task_id,omitempty"`
+	StartedAt Number `json:"started_at"`
+	ElapsedMS Number `json:"elapsed_ms"`
 	started   time.Time
+	// quiet requests (task polls) count in the endpoint statistics but
+	// stay out of the active and completed lists, which are for work.
+	quiet bool
 }
 
 // CompletedRequest is a finished request (or crawl task).
 type CompletedRequest struct {
-	ID         string  `json:"id"`
-	Endpoint   string  `json:"endpoint"`
-	URL        string  `json:"url,omitempty"`
-	TaskID     string  `json:"task_id,omitempty"`
-	Success    bool    `json:"success"`
-	StatusCode int     `json:"status_code,omitempty"`
-	LatencyMS  float64 `json:"latency_ms"`
-	FinishedAt float64 `json:"finished_at"`
-	Error      string  `json:"error,omitempty"`
+	ID         string `json:"id"`
+	Endpoint   string `json:"endpoint"`
+	URL        string `json:"url,omitempty"`
+	TaskID     string `json:"task_id,omitempty"`
+	Success    bool   `json:"success"`
+	StatusCode int    `json:"status_code,omitempty"`
+	LatencyMS  Number `json:"latency_ms"`
+	FinishedAt Number `json:"finished_at"`
+	Error      string `json:"error,omitempty"`
 }
 
 // ErrorEntry is a line of the error log.
 type ErrorEntry struct {
-	Timestamp float64 `json:"timestamp"`
-	Message   string  `json:"message"`
-	Endpoint  string  `json:"endpoint,omitempty"`
-	URL       string  `json:"url,omitempty"`
-	TaskID    string  `json:"task_id,omitempty"`
-	Status    int     `json:"status_code,omitempty"`
+	Timestamp Number `json:"timestamp"`
+	Message   string `json:"message"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	URL       string `json:"url,omitempty"`
+	TaskID    string `json:"task_id,omitempty"`
+	Status    int    `json:"status_code,omitempty"`
 }
 
 // EndpointStats are one endpoint's figures since the last reset.
 type EndpointStats struct {
-	Count              int64   `json:"count"`
-	Errors             int64   `json:"errors"`
-	AvgLatencyMS       float64 `json:"avg_latency_ms"`
-	SuccessRatePercent float64 `json:"success_rate_percent"`
+	Count              int64  `json:"count"`
+	Errors             int64  `json:"errors"`
+	AvgLatencyMS       Number `json:"avg_latency_ms"`
+	SuccessRatePercent Number `json:"success_rate_percent"`
 	totalMS            float64
 }
 
 // TimelinePoint is one sample of the timeline.
 type TimelinePoint struct {
-	Timestamp     float64 `json:"timestamp"`
-	CPUPercent    float64 `json:"cpu_percent"`
-	MemoryPercent float64 `json:"memory_percent"`
-	MemoryMB      float64 `json:"memory_mb"`
-	Requests      int64   `json:"requests"`
-	Errors        int64   `json:"errors"`
-	AvgLatencyMS  float64 `json:"avg_latency_ms"`
-	Browsers      int     `json:"browsers"`
-	ActiveTasks   int     `json:"active_tasks"`
+	Timestamp     Number `json:"timestamp"`
+	CPUPercent    Number `json:"cpu_percent"`
+	MemoryPercent Number `json:"memory_percent"`
+	MemoryMB      Number `json:"memory_mb"`
+	Requests      int64  `json:"requests"`
+	Errors        int64  `json:"errors"`
+	AvgLatencyMS  Number `json:"avg_latency_ms"`
+	Browsers      int    `json:"browsers"`
+	ActiveTasks   int    `json:"active_tasks"`
 }
 
 // monitor keeps what the operations monitor shows. Everything but the
@@ -101,9 +104,19 @@ func newMonitor(now func() time.Time) *monitor {
 
 // begin records the start of a request; finish must follow.
 func (m *monitor) begin(endpoint, url, taskID string) *ActiveRequest {
+	return m.beginAs(endpoint, url, taskID, false)
+}
+
+// beginQuiet records the start of a request that is counted but not
+// listed (see ActiveRequest.quiet).
+func (m *monitor) beginQuiet(endpoint string) *ActiveRequest {
+	return m.beginAs(endpoint, "", "", true)
+}
+
+func (m *monitor) beginAs(endpoint, url, taskID string, quiet bool) *ActiveRequest {
 	now := m.now()
 	a := &ActiveRequest{ID: "r" + strconv.FormatInt(m.next.Add(1), 10), Endpoint: endpoint, URL: url, TaskID: taskID,
-		StartedAt: unixSeconds(now), started: now}
+		StartedAt: unixSeconds(now), started: now, quiet: quiet}
 	m.mu.Lock()
 	m.active[a.ID] = a
 	m.mu.Unlock()
@@ -120,7 +133,9 @@ func (m *monitor) finish(a *ActiveRequest, success bool, status int, errMsg stri
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.active, a.ID)
-	m.completed = appendRing(m.completed, c, keepCompleted)
+	if !a.quiet {
+		m.completed = appendRing(m.completed, c, keepCompleted)
+	}
 	st := m.endpoints[a.Endpoint]
 	if st == nil {
 		st = &EndpointStats{}
@@ -176,6 +191,9 @@ func (m *monitor) requests() RequestsPayload {
 	defer m.mu.Unlock()
 	out := RequestsPayload{Active: make([]ActiveRequest, 0, len(m.active)), Completed: make([]CompletedRequest, 0, len(m.completed))}
 	for _, a := range m.active {
+		if a.quiet {
+			continue
+		}
 		c := *a
 		c.ElapsedMS = round1(float64(now.Sub(a.started).Microseconds()) / 1000)
 		out.Active = append(out.Active, c)
@@ -189,12 +207,12 @@ func (m *monitor) requests() RequestsPayload {
 
 // stats is the stats part of the health payload.
 type stats struct {
-	TotalRequests      int64   `json:"total_requests"`
-	SuccessRatePercent float64 `json:"success_rate_percent"`
-	AvgLatencyMS       float64 `json:"avg_latency_ms"`
-	ActiveRequests     int     `json:"active_requests"`
-	QueuedTasks        int     `json:"queued_tasks"`
-	RunningTasks       int     `json:"running_tasks"`
+	TotalRequests      int64  `json:"total_requests"`
+	SuccessRatePercent Number `json:"success_rate_percent"`
+	AvgLatencyMS       Number `json:"avg_latency_ms"`
+	ActiveRequests     int    `json:"active_requests"`
+	QueuedTasks        int    `json:"queued_tasks"`
+	RunningTasks       int    `json:"running_tasks"`
 }
 
 func (m *monitor) stats() stats {
@@ -276,7 +294,7 @@ func (m *monitor) sample(p TimelinePoint) {
 // TimelinePayload is GET /monitor/timeline.
 type TimelinePayload struct {
 	Minutes         int             `json:"minutes"`
-	IntervalSeconds float64         `json:"interval_seconds"`
+	IntervalSeconds Number          `json:"interval_seconds"`
 	Points          []TimelinePoint `json:"points"`
 }
 
@@ -284,7 +302,7 @@ func (m *monitor) timelineSince(minutes int) TimelinePayload {
 	cut := unixSeconds(m.now().Add(-time.Duration(minutes) * time.Minute))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := TimelinePayload{Minutes: minutes, IntervalSeconds: timelineStep.Seconds(), Points: []TimelinePoint{}}
+	out := TimelinePayload{Minutes: minutes, IntervalSeconds: Number(timelineStep.Seconds()), Points: []TimelinePoint{}}
 	for _, p := range m.timeline {
 		if p.Timestamp >= cut {
 			out.Points = append(out.Points, p)

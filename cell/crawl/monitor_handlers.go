@@ -16,12 +16,12 @@ import (
 type healthPayload struct {
 	Status    string `json:"status"`
 	Container struct {
-		CPUPercent    float64 `json:"cpu_percent"`
-		MemoryPercent float64 `json:"memory_percent"`
-		MemoryMB      float64 `json:"memory_mb"`
-		MemoryLimitMB float64 `json:"memory_limit_mb"`
-		UptimeSeconds float64 `json:"uptime_seconds"`
-		Processes     int     `json:"processes"`
+		CPUPercent    Number `json:"cpu_percent"`
+		MemoryPercent Number `json:"memory_percent"`
+		MemoryMB      Number `json:"memory_mb"`
+		MemoryLimitMB Number `json:"memory_limit_mb"`
+		UptimeSeconds Number `json:"uptime_seconds"`
+		Processes     int    `json:"processes"`
 	} `json:"container"`
 	Pool struct {
 		Permanent struct {
@@ -80,9 +80,9 @@ func (s *Server) handleMonitorHealth(w http.ResponseWriter, r *http.Request) {
 // BrowsersPayload is GET /monitor/browsers.
 type BrowsersPayload struct {
 	Summary struct {
-		TotalCount       int     `json:"total_count"`
-		TotalMemoryMB    float64 `json:"total_memory_mb"`
-		ReuseRatePercent float64 `json:"reuse_rate_percent"`
+		TotalCount       int    `json:"total_count"`
+		TotalMemoryMB    Number `json:"total_memory_mb"`
+		ReuseRatePercent Number `json:"reuse_rate_percent"`
 	} `json:"summary"`
 	Permanent []BrowserInfo `json:"permanent"`
 	Hot       []BrowserInfo `json:"hot"`
@@ -91,7 +91,7 @@ type BrowsersPayload struct {
 
 func (s *Server) browsersPayload() BrowsersPayload {
 	var b BrowsersPayload
-	var rate float64
+	var rate Number
 	b.Permanent, b.Hot, b.Cold, rate = s.pool.Browsers()
 	b.Summary.ReuseRatePercent = rate
 	for _, l := range [][]BrowserInfo{b.Permanent, b.Hot, b.Cold} {
@@ -100,7 +100,7 @@ func (s *Server) browsersPayload() BrowsersPayload {
 			b.Summary.TotalMemoryMB += bi.MemoryMB
 		}
 	}
-	b.Summary.TotalMemoryMB = round1(b.Summary.TotalMemoryMB)
+	b.Summary.TotalMemoryMB = round1(float64(b.Summary.TotalMemoryMB))
 	return b
 }
 
@@ -129,8 +129,8 @@ func (s *Server) handleCleanup(w http.ResponseWriter, r *http.Request) {
 		noun = "browser"
 	}
 	msg := fmt.Sprintf("cleanup: %d idle %s removed, %.1f MB freed", n, noun, mb)
-	s.mon.logJanitor(JanitorEntry{Timestamp: unixSeconds(s.cfg.Now()), Message: msg, Action: "cleanup", MemoryFreedMB: mb})
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "cleaned_count": n, "memory_freed_mb": mb})
+	s.mon.logJanitor(JanitorEntry{Timestamp: unixSeconds(s.cfg.Now()), Message: msg, Action: "cleanup", MemoryFreedMB: Number(mb)})
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "cleaned_count": n, "memory_freed_mb": Number(mb)})
 }
 
 // browserIDBody reads {"browser_id": "..."}.
@@ -191,7 +191,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 
 // wsMessage is one push of /monitor/ws (spec 6).
 type wsMessage struct {
-	Timestamp float64         `json:"timestamp"`
+	Timestamp Number          `json:"timestamp"`
 	Health    healthPayload   `json:"health"`
 	Requests  RequestsPayload `json:"requests"`
 	Browsers  BrowsersPayload `json:"browsers"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"strconv"
 	"sync"
@@ -112,12 +113,12 @@ type PoolConfig struct {
 
 // JanitorEntry is a line of the janitor log.
 type JanitorEntry struct {
-	Timestamp     float64 `json:"timestamp"`
-	Message       string  `json:"message"`
-	Action        string  `json:"action"`
-	BrowserID     string  `json:"browser_id,omitempty"`
-	Tier          string  `json:"tier,omitempty"`
-	MemoryFreedMB float64 `json:"memory_freed_mb,omitempty"`
+	Timestamp     Number `json:"timestamp"`
+	Message       string `json:"message"`
+	Action        string `json:"action"`
+	BrowserID     string `json:"browser_id,omitempty"`
+	Tier          string `json:"tier,omitempty"`
+	MemoryFreedMB Number `json:"memory_freed_mb,omitempty"`
 }
 
 // NewPool starts the permanent browser.
@@ -431,7 +432,7 @@ func (p *Pool) Sweep(force bool) (cleaned int, freedMB float64) {
 		p.janitorLocked("reuse_rate", nil, 0, fmt.Sprintf("reuse rate %.1f%% over %d requests; %d hot, %d cold browsers", rate, n, p.countLocked(TierHot), p.countLocked(TierCold)))
 		p.sweepAcquired, p.sweepReus = p.acquired, p.reused
 	}
-	return cleaned, round1(freedMB)
+	return cleaned, float64(round1(freedMB))
 }
 
 func (p *Pool) countLocked(tier string) int {
@@ -505,21 +506,21 @@ func (p *Pool) Restart(id string) error {
 
 // BrowserInfo describes a pool browser (spec 2.5's browsers payload).
 type BrowserInfo struct {
-	BrowserID    string  `json:"browser_id"`
-	Tier         string  `json:"tier"`
-	Config       string  `json:"config"`
-	RequestCount int64   `json:"request_count"`
-	MemoryMB     float64 `json:"memory_mb"`
-	CreatedAt    float64 `json:"created_at"`
-	LastUsedAt   float64 `json:"last_used_at"`
-	IdleSeconds  float64 `json:"idle_seconds"`
-	PagesInUse   int     `json:"pages_in_use"`
-	Uses         int     `json:"uses"`
-	Ready        bool    `json:"ready"`
+	BrowserID    string `json:"browser_id"`
+	Tier         string `json:"tier"`
+	Config       string `json:"config"`
+	RequestCount int64  `json:"request_count"`
+	MemoryMB     Number `json:"memory_mb"`
+	CreatedAt    Number `json:"created_at"`
+	LastUsedAt   Number `json:"last_used_at"`
+	IdleSeconds  Number `json:"idle_seconds"`
+	PagesInUse   int    `json:"pages_in_use"`
+	Uses         int    `json:"uses"`
+	Ready        bool   `json:"ready"`
 }
 
 // Browsers lists the pool by tier.
-func (p *Pool) Browsers() (permanent, hot, cold []BrowserInfo, reuseRate float64) {
+func (p *Pool) Browsers() (permanent, hot, cold []BrowserInfo, reuseRate Number) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -604,9 +605,9 @@ func (p *Pool) Close() error {
 
 func mbOf(b int64) float64 { return float64(b) / (1 << 20) }
 
-func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
+func round1(f float64) Number { return Number(math.Round(f*10) / 10) }
 
-func unixSeconds(t time.Time) float64 { return float64(t.UnixMilli()) / 1000 }
+func unixSeconds(t time.Time) Number { return Number(float64(t.UnixMilli()) / 1000) }
 
 // poolBrowser is a Browser made of a browser.Pool of one Chromium.
 type poolBrowser struct {

@@ -43,7 +43,10 @@ func TestPoolTiers(t *testing.T) {
 	ts := startServer(t, Config{Now: clock.Now, JanitorEvery: 50 * time.Millisecond})
 	crawlWith := func(t *testing.T, viewport map[string]int) *Result {
 		t.Helper()
-		req := map[string]any{"urls": st.URL + "/article.html"}
+		// wait_for sends the default configuration to the permanent
+		// browser (without a browser option the engine ladder would
+		// serve the page over plain HTTP).
+		req := map[string]any{"urls": st.URL + "/article.html", "wait_for": "main"}
 		if viewport != nil {
 			req["browser_config"] = map[string]any{"viewport": viewport}
 		}
@@ -60,7 +63,7 @@ func TestPoolTiers(t *testing.T) {
 	if r.BrowserID != "permanent" {
 		t.Errorf("default configuration served by %s", r.BrowserID)
 	}
-	if r := crawlWith(t, map[string]int{"width": 1280, "height": 720}); r.BrowserID != "permanent" {
+	if r := crawlWith(t, map[string]int{"width": DefaultViewport.Width, "height": DefaultViewport.Height}); r.BrowserID != "permanent" {
 		t.Errorf("the default viewport spelt out is served by %s", r.BrowserID)
 	}
 	var coldID string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/crawl/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/webhook"
 )
 
 // Limits of a crawl request.
@@ -53,6 +54,29 @@ type Request struct {
 	// Session is accepted for compatibility (a Crawl4AI client may send
 	// it) and has no effect: every page gets a fresh browser context.
 	SessionID string `json:"session_id,omitempty"`
+
+	// WebhookConfig asks for a POST when the task finishes (spec 6 leaves
+	// its fields to us; docs/crawl-server.md, "Webhooks").
+	WebhookConfig *WebhookConfig `json:"webhook_config,omitempty"`
+	// CacheMode is Crawl4AI v0.4's cache_mode: enabled (default),
+	// disabled, read_only, write_only, bypass.
+	CacheMode string `json:"cache_mode,omitempty"`
+	// Magic and WordCountThreshold are v0.4's top-level forms of
+	// crawler_params.magic and extra.word_count_threshold.
+	Magic              bool `json:"magic,omitempty"`
+	WordCountThreshold *int `json:"word_count_threshold,omitempty"`
+
+	// urlList is set when urls came as a JSON array.
+	urlList bool
+}
+
+// WebhookConfig is a task's webhook: Crawl4AI's field names, and a
+// secret of ours that signs each delivery (x-svc-signature).
+type WebhookConfig struct {
+	URL           string            `json:"webhook_url"`
+	DataInPayload bool              `json:"webhook_data_in_payload,omitempty"`
+	Headers       map[string]string `json:"webhook_headers,omitempty"`
+	Secret        string            `json:"webhook_secret,omitempty"`
 }
 
 // ExtractionConfig selects an extraction strategy.
@@ -152,9 +176,18 @@ type plan struct {
 	opts     fetch.BrowserOptions
 	header   http.Header
 	selector string
+	urlList  bool
 	onlyText bool
 	minWords int
 	strategy extract.Strategy
+	webhook  *WebhookConfig
+	// needsBrowser: the request asks for what only a browser does (a
+	// script, a wait, a screenshot, a viewport, a delay, its own user
+	// agent, proxy or headers); otherwise the page cache and
+	// the engine ladder serve it. cacheRead and cacheWrite follow
+	// cache_mode and bypass_cache.
+	needsBrowser          bool
+	cacheRead, cacheWrite bool
 }
 
 // decodeRequest parses a request body strictly enough to catch type errors
@@ -174,6 +207,13 @@ func decodeRequest(body []byte) (*Request, error) {
 			return nil, bad("request body is not valid JSON (at byte %d): %v", se.Offset, se)
 		}
 		return nil, bad("request body: %v", err)
+	}
+	var probe struct {
+		URLs json.RawMessage `json:"urls"`
+	}
+	if json.Unmarshal(body, &probe) == nil {
+		u := bytes.TrimSpace(probe.URLs)
+		r.urlList = len(u) > 0 && u[0] == '['
 	}
 	return &r, nil
 }
@@ -197,7 +237,7 @@ func jsonType(goType string) string {
 // compile validates r and turns it into a plan. Every error is a
 // *BadRequest whose message names the field.
 func (s *Server) compile(r *Request) (*plan, error) {
-	p := &plan{priority: DefaultPriority, ttl: s.cfg.DefaultTTL, semaphore: DefaultSemaphore, header: http.Header{}}
+	p := &plan{priority: DefaultPriority, ttl: s.cfg.DefaultTTL, semaphore: DefaultSemaphore, header: http.Header{}, urlList: r.urlList}
 	if len(r.URLs) == 0 {
 		return nil, bad("urls is required: a URL or an array of URLs")
 	}
@@ -262,12 +302,13 @@ func (s *Server) compile(r *Request) (*plan, error) {
 		p.opts.UserAgent = ua
 		sig = append(sig, "ua="+ua)
 	}
+	p.opts.Viewport = s.cfg.DefaultViewport
 	if vp := bc.Viewport; vp != nil {
 		if vp.Width < 100 || vp.Width > 7680 || vp.Height < 100 || vp.Height > 7680 {
 			return nil, bad("browser_config.viewport: width and height must be integers from 100 to 7680, got %dx%d", vp.Width, vp.Height)
 		}
 		p.opts.Viewport = fetch.Viewport{Width: vp.Width, Height: vp.Height}
-		if vp.Width != defaultViewport.Width || vp.Height != defaultViewport.Height {
+		if vp.Width != s.cfg.DefaultViewport.Width || vp.Height != s.cfg.DefaultViewport.Height {
 			sig = append(sig, fmt.Sprintf("viewport=%dx%d", vp.Width, vp.Height))
 		}
 	}
@@ -353,14 +394,45 @@ func (s *Server) compile(r *Request) (*plan, error) {
 		}
 		p.strategy = st
 	}
+	if wc := r.WebhookConfig; wc != nil {
+		if strings.TrimSpace(wc.URL) == "" {
+			return nil, bad("webhook_config.webhook_url is required: the URL that receives the POST when the task finishes")
+		}
+		if len(wc.Secret) > 256 {
+			return nil, bad("webhook_config.webhook_secret is longer than 256 characters")
+		}
+		if err := webhook.Check(&webhook.Delivery{URL: strings.TrimSpace(wc.URL), Header: wc.Headers}, s.cfg.AllowPrivateNetworks); err != nil {
+			return nil, bad("webhook_config: %v", err)
+		}
+		p.webhook = wc
+	}
+	mode, ok := cacheModes[strings.ToLower(strings.TrimSpace(r.CacheMode))]
+	if !ok {
+		return nil, bad("cache_mode %q: want enabled, disabled, read_only, write_only or bypass", r.CacheMode)
+	}
+	p.cacheRead, p.cacheWrite = mode.read, mode.write
+	if r.Extra != nil && r.Extra.BypassCache {
+		p.cacheRead = false
+	}
+	if r.WordCountThreshold != nil && (r.Extra == nil || r.Extra.WordCountThreshold == nil) {
+		if *r.WordCountThreshold < 0 || *r.WordCountThreshold > 1000 {
+			return nil, bad("word_count_threshold must be from 0 to 1000, got %d", *r.WordCountThreshold)
+		}
+		p.minWords = *r.WordCountThreshold
+	}
+	p.needsBrowser = p.opts.JS != "" || p.opts.WaitFor != "" || p.opts.Screenshot || p.opts.Delay > 0 || bc.Viewport != nil ||
+		len(sig) > 0 || len(p.header) > 0
 	sort.Strings(sig)
 	p.sig = strings.Join(sig, " ")
 	return p, nil
 }
 
-// defaultViewport is the permanent browser's window; a request asking for
-// exactly this size still counts as the default configuration.
-var defaultViewport = fetch.Viewport{Width: 1280, Height: 720}
+// DefaultViewport is the permanent browser's window unless
+// Config.DefaultViewport says otherwise: Crawl4AI's own default (1080×600),
+// so the 1280×720 its demos ask for is a non-default configuration, served
+// by a cold browser that turns hot, as there. A request asking for exactly
+// the default size still counts as the default configuration.
+var DefaultViewport = fetch.Viewport{Width: 1080, Height: 600}
 
 // checkProxy accepts a caller's proxy URL: http, https or socks5, with a
 // host that the server may reach (public, unless private networks are

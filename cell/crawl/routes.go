@@ -19,8 +19,10 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("/health", s.handleHealth)
 	route("/crawl", http.MethodPost, s.tracked("/crawl", s.handleCrawl))
+	route("/crawl_sync", http.MethodPost, s.tracked("/crawl_sync", s.handleCrawlSync))
+	route("/crawl_direct", http.MethodPost, s.tracked("/crawl_direct", s.handleCrawlDirect))
 	route("/crawl/stream", http.MethodPost, s.handleStream)
-	route("/task/{task_id}", http.MethodGet, s.tracked("/task/{task_id}", s.handleTask))
+	route("/task/{task_id}", http.MethodGet, s.polled("/task/{task_id}", s.handleTask))
 	route("/monitor/health", http.MethodGet, s.handleMonitorHealth)
 	route("/monitor/requests", http.MethodGet, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.mon.requests()) })
 	route("/monitor/browsers", http.MethodGet, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.browsersPayload()) })
@@ -37,9 +39,67 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("/dashboard", s.only(http.MethodGet, dash.ServeHTTP))
 	mux.Handle("/dashboard/", s.only(http.MethodGet, dash.ServeHTTP))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			// Crawl4AI v0.4's root: clients and load balancers probe it.
+			writeJSON(w, http.StatusOK, map[string]string{"message": "Crawl4AI API service is running",
+				"server": "trawl crawl " + Version, "dashboard": "/dashboard"})
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see docs/crawl-server.md", r.Method, r.URL.Path))
 	})
-	return s.auth(mux)
+	return s.cors(s.auth(mux))
+}
+
+// cors answers cross-origin calls as Crawl4AI v0.4 did (any origin, any
+// method and header, credentials allowed), or from Config.CORSOrigins
+// only. A preflight is answered before the token check: browsers send it
+// without the Authorization header.
+func (s *Server) cors(next http.Handler) http.Handler {
+	if s.cfg.NoCORS {
+		return next
+	}
+	allowed := map[string]bool{}
+	for _, o := range s.cfg.CORSOrigins {
+		allowed[strings.TrimRight(o, "/")] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin == "" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Add("Vary", "Origin")
+		if len(allowed) > 0 && !allowed[origin] {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h.Set("Access-Control-Allow-Origin", origin)
+		h.Set("Access-Control-Allow-Credentials", "true")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Add("Vary", "Access-Control-Request-Method")
+			h.Add("Vary", "Access-Control-Request-Headers")
+			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS, HEAD")
+			if rh := r.Header.Get("Access-Control-Request-Headers"); rh != "" {
+				h.Set("Access-Control-Allow-Headers", rh)
+			}
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bearerToken reads an Authorization header's bearer token; the scheme is
+// case-insensitive (RFC 9110 §11.1), so "bearer x" is accepted as
+// Crawl4AI's FastAPI server accepted it.
+func bearerToken(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(strings.TrimSpace(h), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimSpace(tok), true
 }
 
 // only answers 405 with a JSON body for other methods.
@@ -65,11 +125,12 @@ func (s *Server) auth(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The dashboard's script and style sheet are static and hold no
 		// data; the page's <script> and <link> tags cannot carry the token.
-		if r.URL.Path == "/health" || strings.HasPrefix(r.URL.Path, "/dashboard/") {
+		// The root answers only that the service runs, as /health does.
+		if r.URL.Path == "/health" || r.URL.Path == "/" || strings.HasPrefix(r.URL.Path, "/dashboard/") {
 			next.ServeHTTP(w, r)
 			return
 		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		got, ok := bearerToken(r.Header.Get("Authorization"))
 		if !ok && (r.URL.Path == "/monitor/ws" || r.URL.Path == "/dashboard") {
 			got, ok = r.URL.Query().Get("token"), r.URL.Query().Has("token")
 		}
@@ -127,6 +188,21 @@ func (s *Server) tracked(endpoint string, h http.HandlerFunc) http.HandlerFunc {
 			msg = fmt.Sprintf("%s answered HTTP %d", endpoint, sw.status)
 		}
 		s.mon.finish(a, ok, sw.status, msg)
+	}
+}
+
+// polled counts a request in the endpoint statistics without listing it
+// among the monitor's requests (GET /task polls would crowd the crawls
+// out of the last 100).
+func (s *Server) polled(endpoint string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		a := s.mon.beginQuiet(endpoint)
+		sw := &statusWriter{ResponseWriter: w}
+		h(sw, r)
+		if sw.status == 0 {
+			sw.status = http.StatusOK
+		}
+		s.mon.finish(a, sw.status < 500, sw.status, "")
 	}
 }
 

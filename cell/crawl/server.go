@@ -12,7 +12,10 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/crawl/extract"
+	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
+	"github.com/trawlhq/trawl/cell/fetch/ladder"
+	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/sysstat"
 )
@@ -56,6 +59,30 @@ type Config struct {
 	// browser.Pool of one Chromium); Engine configures their engines.
 	Browser browser.Config
 	Engine  browser.EngineConfig
+	// DefaultViewport is the permanent browser's window and the size of
+	// every page whose request names none; another size makes a
+	// non-default configuration (a cold, then hot, browser). Default
+	// DefaultViewport, Crawl4AI's 1080×600.
+	DefaultViewport fetch.Viewport
+	// CORSOrigins are the origins a web page may call the server from;
+	// empty means any origin, as Crawl4AI v0.4 allowed. NoCORS turns
+	// cross-origin answers off.
+	CORSOrigins []string
+	NoCORS      bool
+	// FreshFor is how long a page fetched without a browser is served
+	// from the page cache (default DefaultFreshFor; negative: no cache).
+	FreshFor time.Duration
+	// Proxies are the upstream proxy pools of the engine ladder, and
+	// EscalateProxy the kind (isp, residential) of its last step; as the
+	// cell's --proxy and --escalate-proxy.
+	Proxies       []fetch.ProxySpec
+	EscalateProxy string
+	// WebhookSchedule is the retry ladder of task webhooks; nil means
+	// webhook.DefaultSchedule (1 m, 5 m, 30 m, 2 h, 12 h).
+	WebhookSchedule []time.Duration
+	// SyncWait is how long POST /crawl_sync waits for its task before
+	// answering 408 (default DefaultSyncWait, v0.4's 60 s).
+	SyncWait time.Duration
 	// Launch starts pool browsers; nil means Chromium (ChromiumLauncher).
 	Launch Launcher
 	// Extract configures the extraction strategies (LLM endpoints).
@@ -105,6 +132,15 @@ func (c *Config) defaults() {
 	if c.JanitorEvery <= 0 {
 		c.JanitorEvery = DefaultJanitorEvery
 	}
+	if c.DefaultViewport == (fetch.Viewport{}) {
+		c.DefaultViewport = DefaultViewport
+	}
+	if c.FreshFor == 0 {
+		c.FreshFor = DefaultFreshFor
+	}
+	if c.SyncWait <= 0 {
+		c.SyncWait = DefaultSyncWait
+	}
 	if c.PushEvery <= 0 {
 		c.PushEvery = DefaultPushEvery
 	}
@@ -131,12 +167,18 @@ type Server struct {
 	sched   *scheduler
 	pool    *Pool
 	mon     *monitor
+	hooks   *webhook.Sender
+	http    *fetch.HTTP
+	ladder  *ladder.Ladder
 	sampler *sysstat.Sampler
 	started time.Time
 
 	sampleMu  sync.Mutex
 	last      sysstat.Sample
 	sampledAt time.Time
+
+	// waiters are the /crawl_sync answers waiting for their task, by id.
+	waiters sync.Map
 
 	life    context.Context
 	endLife context.CancelFunc
@@ -173,6 +215,25 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		st.Close()
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
+	proxies, err := fetch.NewProxyPools(cfg.Proxies)
+	if err == nil {
+		s.http = fetch.NewHTTP(fetch.HTTPConfig{AllowPrivateNetworks: cfg.AllowPrivateNetworks, MaxBodyBytes: cfg.Engine.MaxBodyBytes})
+		s.ladder, err = ladder.New(st, ladder.Config{HTTP: s.http, Browser: permanentEngine{s}, Proxies: proxies,
+			EscalateProxy: cfg.EscalateProxy, MemoryPrefix: store.PrefixCrawlSite, Now: cfg.Now, Logger: cfg.Logger})
+	}
+	if err != nil {
+		s.pool.Close()
+		st.Close()
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	s.hooks, err = webhook.New(st, webhook.Config{Prefix: store.PrefixCrawlWebhook, AllowPrivateNetworks: cfg.AllowPrivateNetworks,
+		Schedule: cfg.WebhookSchedule, Now: cfg.Now, Logger: cfg.Logger})
+	if err != nil {
+		s.pool.Close()
+		st.Close()
+		return nil, fmt.Errorf("crawl: %w", err)
+	}
+	s.bg.Go(func() { s.hooks.Run(s.life) })
 	s.sched = newScheduler(cfg.MaxConcurrentTasks, cfg.MaxQueuedTasks, s.runTask)
 	if err := s.resume(); err != nil {
 		s.Close()
@@ -203,9 +264,11 @@ func (s *Server) resume() error {
 func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
+		s.hooks.Close()
 		s.endLife()
 		s.sched.close()
 		s.bg.Wait()
+		s.http.Close()
 		err = errors.Join(s.pool.Close(), s.st.Close())
 	})
 	return err
@@ -223,6 +286,12 @@ func (s *Server) janitor() {
 			return
 		case <-sweep.C:
 			s.pool.Sweep(false)
+			if _, err := s.ladder.Sweep(); err != nil {
+				s.log.Warn("crawl: ladder memory sweep", "err", err)
+			}
+			if _, err := s.st.SweepExpired(pagePrefix, s.cfg.Now()); err != nil {
+				s.log.Warn("crawl: page cache sweep", "err", err)
+			}
 			if n, err := s.tasks.sweep(s.cfg.Now()); err != nil {
 				s.log.Warn("crawl: task sweep", "err", err)
 			} else if n > 0 {

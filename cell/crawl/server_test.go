@@ -91,7 +91,7 @@ func TestLegacyClientFlow(t *testing.T) {
 		if r.Metadata["title"] != "Harbour tides" || r.Metadata["description"] != "Tide tables rendered by JavaScript" {
 			t.Errorf("metadata: %v", r.Metadata)
 		}
-		png, err := base64.StdEncoding.DecodeString(r.Screenshot)
+		png, err := base64.StdEncoding.DecodeString(string(r.Screenshot))
 		if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG\r\n\x1a\n")) {
 			t.Errorf("screenshot is not a base64 PNG (%d bytes, %v)", len(r.Screenshot), err)
 		}
@@ -111,11 +111,11 @@ func TestLegacyClientFlow(t *testing.T) {
 				t.Errorf("results[%d].url = %s, want %s (the order of urls)", i, a.Results[i].URL, want)
 			}
 		}
-		if a.Results[1].Success || a.Results[1].StatusCode != 404 || !strings.Contains(a.Results[1].ErrorMessage, "404") {
+		if a.Results[1].Success || a.Results[1].StatusCode != 404 || !strings.Contains(string(a.Results[1].ErrorMessage), "404") {
 			t.Errorf("missing page: %+v", a.Results[1])
 		}
 		if !a.Results[0].Success || !a.Results[2].Success {
-			t.Errorf("good pages failed: %q %q", a.Results[0].ErrorMessage, a.Results[2].ErrorMessage)
+			t.Errorf("good pages failed: %q %q", string(a.Results[0].ErrorMessage), a.Results[2].ErrorMessage)
 		}
 		var errs []ErrorEntry
 		call(t, "GET", ts.URL+"/monitor/logs/errors?limit=10", token, nil, &errs)
@@ -191,7 +191,7 @@ func TestStreamAndOptions(t *testing.T) {
 			t.Errorf("markdown: %q (%s)", r.Markdown, r.ErrorMessage)
 		}
 		r = run(t, map[string]any{"urls": st.URL + "/products.html", "css_selector": ".no-such-thing"})
-		if r.Success || !strings.Contains(r.ErrorMessage, "matched no element") {
+		if r.Success || !strings.Contains(string(r.ErrorMessage), "matched no element") {
 			t.Errorf("selector matching nothing: %+v", r.ErrorMessage)
 		}
 	})
@@ -319,7 +319,7 @@ func TestQueueLimitAndPriority(t *testing.T) {
 		t.Errorf("health stats: %+v", h.Stats)
 	}
 	st.release()
-	started := map[string]float64{}
+	started := map[string]Number{}
 	for _, id := range []string{blocker, low, high, mid} {
 		poll(t, ts.URL, "", id, 50*time.Millisecond, 2*time.Minute)
 		tk, err := ts.tasks.get(id)
@@ -403,7 +403,7 @@ func TestMonitorWebSocket(t *testing.T) {
 		}
 		var msg wsMessage
 		json.Unmarshal(b, &msg)
-		stamps = append(stamps, msg.Timestamp)
+		stamps = append(stamps, float64(msg.Timestamp))
 		if !msg.Health.Pool.Permanent.Active || msg.Browsers.Summary.TotalCount < 1 || msg.Health.Stats.TotalRequests < 1 {
 			t.Errorf("message: %s", b)
 		}

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -41,25 +43,129 @@ func (s *Server) handleCrawl(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if s.sched.full() {
-		writeError(w, http.StatusServiceUnavailable, "no_slots", ErrNoSlots.Error())
-		return
-	}
-	t := &Task{ID: newTaskID(), Status: StatusPending, Priority: p.priority, TTL: int64(p.ttl / time.Second),
-		CreatedAt: unixSeconds(s.cfg.Now()), Request: json.RawMessage(body), Seq: s.sched.nextSeq()}
-	for _, u := range p.urls {
-		t.URLs = append(t.URLs, u.String())
-	}
-	if err := s.tasks.put(t); err != nil {
-		s.log.Error("crawl: task not stored", "err", err)
-		writeError(w, http.StatusInternalServerError, "internal", "the task could not be stored; nothing was queued")
-		return
-	}
-	if err := s.sched.push(&queued{priority: t.Priority, seq: t.Seq, taskID: t.ID}, true); err != nil {
-		writeError(w, http.StatusServiceUnavailable, "no_slots", err.Error())
+	t, ok := s.submit(w, p, body, nil)
+	if !ok {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"task_id": t.ID, "status": t.Status})
+}
+
+// submit stores a task and queues it; false means the answer (503 or
+// 500) was written and nothing is stored. done, when not nil, is closed
+// when the task finishes.
+func (s *Server) submit(w http.ResponseWriter, p *plan, body []byte, done chan struct{}) (*Task, bool) {
+	if !s.sched.reserve() {
+		writeError(w, http.StatusServiceUnavailable, "no_slots", ErrNoSlots.Error())
+		return nil, false
+	}
+	t := &Task{ID: newTaskID(), Status: StatusPending, Priority: p.priority, TTL: int64(p.ttl / time.Second),
+		CreatedAt: unixSeconds(s.cfg.Now()), Request: json.RawMessage(body), Seq: s.sched.nextSeq(), URLList: p.urlList}
+	for _, u := range p.urls {
+		t.URLs = append(t.URLs, u.String())
+	}
+	if done != nil {
+		s.waiters.Store(t.ID, done)
+	}
+	if err := s.tasks.put(t); err != nil {
+		s.sched.unreserve()
+		s.waiters.Delete(t.ID)
+		s.log.Error("crawl: task not stored", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "the task could not be stored; nothing was queued")
+		return nil, false
+	}
+	if err := s.sched.pushReserved(&queued{priority: t.Priority, seq: t.Seq, taskID: t.ID}); err != nil {
+		// Shutting down: the task is stored and runs at the next start.
+		s.log.Info("crawl: task stored while shutting down; it runs at the next start", "task_id", t.ID)
+	}
+	return t, true
+}
+
+// notifyFinished wakes a /crawl_sync waiting for the task.
+func (s *Server) notifyFinished(id string) {
+	if ch, ok := s.waiters.LoadAndDelete(id); ok {
+		close(ch.(chan struct{}))
+	}
+}
+
+// DefaultSyncWait is how long POST /crawl_sync waits for its task, as
+// Crawl4AI v0.4 did (60 one-second polls), before answering 408.
+const DefaultSyncWait = 60 * time.Second
+
+// handleCrawlSync is Crawl4AI v0.4's /crawl_sync: the task is queued like
+// any other and the answer waits for it, at most Config.SyncWait: 200
+// {"status":"completed","result"|"results"}, 500 when the task failed, 408
+// when it is still running (it goes on; GET /task/{task_id} finds it).
+func (s *Server) handleCrawlSync(w http.ResponseWriter, r *http.Request) {
+	_, p, body, ok := s.readPlan(w, r)
+	if !ok {
+		return
+	}
+	done := make(chan struct{})
+	t, ok := s.submit(w, p, body, done)
+	if !ok {
+		return
+	}
+	timer := time.NewTimer(s.cfg.SyncWait)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		s.waiters.Delete(t.ID)
+		msg := fmt.Sprintf("Task timed out: task %s did not finish within %s; it goes on, and GET /task/%s answers it", t.ID, s.cfg.SyncWait, t.ID)
+		writeJSON(w, http.StatusRequestTimeout, map[string]any{"error": "timeout", "message": msg, "detail": "Task timed out", "task_id": t.ID})
+		return
+	case <-r.Context().Done():
+		s.waiters.Delete(t.ID)
+		return
+	}
+	got, err := s.tasks.get(t.ID)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "internal", "the finished task could not be read")
+		return
+	}
+	if got.Status == StatusFailed {
+		writeJSON(w, http.StatusInternalServerError, map[string]any{"error": "task_failed", "message": got.Error, "detail": got.Error, "task_id": t.ID})
+		return
+	}
+	out := map[string]any{"task_id": got.ID, "status": got.Status}
+	putResults(out, got.URLList, got.Results)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// handleCrawlDirect is Crawl4AI v0.4's /crawl_direct: the crawl runs at
+// once, outside the task queue and its limits (the pool's page slots still
+// bound it), and the answer is {"result"|"results"}. Nothing is stored.
+func (s *Server) handleCrawlDirect(w http.ResponseWriter, r *http.Request) {
+	_, p, _, ok := s.readPlan(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), deadlineFor(p))
+	defer cancel()
+	stop := context.AfterFunc(s.life, cancel)
+	defer stop()
+	results := s.crawlAll(ctx, p, "", nil)
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	if s.life.Err() != nil {
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
+		return
+	}
+	out := map[string]any{}
+	putResults(out, p.urlList, results)
+	writeJSON(w, http.StatusOK, out)
+}
+
+// putResults sets result (one URL) and results (a list of URLs, even of
+// one: Crawl4AI v0.4 answered results for any list) in an answer.
+func putResults(out map[string]any, list bool, results []*Result) {
+	if len(results) == 1 {
+		out["result"] = results[0]
+	}
+	if list || len(results) != 1 {
+		out["results"] = results
+	}
 }
 
 // runTask runs a stored task on a worker.
@@ -78,15 +184,17 @@ func (s *Server) runTask(id string) {
 		s.log.Error("crawl: task not updated", "task_id", id, "err", err)
 		return
 	}
+	var p *plan
 	finish := func() {
 		t.FinishedAt = unixSeconds(s.cfg.Now())
-		t.ExpiresAt = t.FinishedAt + float64(t.TTL)
+		t.ExpiresAt = t.FinishedAt + Number(t.TTL)
 		if err := s.tasks.putFinished(t); err != nil {
 			s.log.Error("crawl: task result not stored", "task_id", id, "err", err)
 		}
+		s.notifyFinished(id)
+		s.deliverWebhook(t, p)
 	}
 	req, err := decodeRequest(t.Request)
-	var p *plan
 	if err == nil {
 		p, err = s.compile(req)
 	}
@@ -130,6 +238,8 @@ type taskView struct {
 	Request json.RawMessage `json:"request,omitempty"`
 	Result  *Result         `json:"result,omitempty"`
 	Results []*Result       `json:"results,omitempty"`
+	// URLList shadows the stored flag, which is not answered.
+	URLList bool `json:"url_list,omitempty"`
 }
 
 func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
@@ -145,9 +255,10 @@ func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
 	}
 	v := taskView{Task: t}
 	if t.Status == StatusCompleted {
-		if len(t.URLs) == 1 && len(t.Results) == 1 {
+		if len(t.Results) == 1 {
 			v.Result = t.Results[0]
-		} else {
+		}
+		if t.URLList || len(t.Results) != 1 {
 			v.Results = t.Results
 		}
 	}
@@ -207,4 +318,36 @@ func (s *Server) stream(w *statusWriter, r *http.Request) (bool, string) {
 		<-done
 	}
 	return okAll, ""
+}
+
+// deliverWebhook hands a finished task's notice to the webhook sender
+// when its request asked for one: {task_id, task_type, status, timestamp,
+// urls, error?, data?}, data being {result|results} when
+// webhook_data_in_payload is set.
+func (s *Server) deliverWebhook(t *Task, p *plan) {
+	if p == nil || p.webhook == nil {
+		return
+	}
+	wc := p.webhook
+	body := map[string]any{"task_id": t.ID, "task_type": "crawl", "status": t.Status,
+		"timestamp": s.cfg.Now().UTC().Format(time.RFC3339Nano), "urls": t.URLs}
+	if t.Error != "" {
+		body["error"] = t.Error
+	}
+	if wc.DataInPayload && t.Status == StatusCompleted {
+		data := map[string]any{}
+		putResults(data, t.URLList, t.Results)
+		body["data"] = data
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		s.log.Error("crawl: webhook body", "task_id", t.ID, "err", err)
+		return
+	}
+	id, err := s.hooks.Send(webhook.Delivery{URL: strings.TrimSpace(wc.URL), Event: "crawl." + t.Status, Secret: wc.Secret, Header: wc.Headers, Body: b})
+	if err != nil {
+		s.log.Warn("crawl: webhook not sent", "task_id", t.ID, "err", err)
+		return
+	}
+	s.log.Info("crawl: webhook queued", "task_id", t.ID, "delivery", id)
 }

@@ -36,15 +36,18 @@ type Task struct {
 	Priority   int             `json:"priority"`
 	TTL        int64           `json:"ttl"` // seconds after completion the task is kept
 	URLs       []string        `json:"urls"`
-	CreatedAt  float64         `json:"created_at"`
-	StartedAt  float64         `json:"started_at,omitempty"`
-	FinishedAt float64         `json:"finished_at,omitempty"`
-	ExpiresAt  float64         `json:"expires_at,omitempty"`
+	CreatedAt  Number          `json:"created_at"`
+	StartedAt  Number          `json:"started_at,omitempty"`
+	FinishedAt Number          `json:"finished_at,omitempty"`
+	ExpiresAt  Number          `json:"expires_at,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	Request    json.RawMessage `json:"request,omitempty"`
 	Results    []*Result       `json:"results,omitempty"`
 	// Seq orders tasks of equal priority: first submitted, first run.
 	Seq uint64 `json:"seq"`
+	// URLList records that urls came as a JSON array (which is answered
+	// with results even for one URL).
+	URLList bool `json:"url_list,omitempty"`
 }
 
 func taskKey(id string) []byte { return append(append([]byte{}, taskPrefix...), id...) }
@@ -171,14 +174,16 @@ func (h *taskHeap) Pop() any {
 // scheduler hands queued work to at most `workers` goroutines at once,
 // highest priority first, and refuses work past `limit` waiting items.
 type scheduler struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	h       taskHeap
-	limit   int
-	running int
-	seq     uint64
-	closed  bool
-	wg      sync.WaitGroup
+	mu    sync.Mutex
+	cond  *sync.Cond
+	h     taskHeap
+	limit int
+	// reserved counts places taken by submissions not yet pushed.
+	reserved int
+	running  int
+	seq      uint64
+	closed   bool
+	wg       sync.WaitGroup
 }
 
 func newScheduler(workers, limit int, runTask func(id string)) *scheduler {
@@ -220,11 +225,33 @@ func (s *scheduler) nextSeq() uint64 {
 	return s.seq
 }
 
-// full reports whether the queue holds its limit of waiting items.
-func (s *scheduler) full() bool {
+// reserve takes one of the queue's places for an item about to be
+// stored and pushed (pushReserved), or reports false when the queue is
+// full: the check and the taking are one step, so concurrent submitters
+// cannot overshoot the limit between them.
+func (s *scheduler) reserve() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.h) >= s.limit
+	if s.closed || len(s.h)+s.reserved >= s.limit {
+		return false
+	}
+	s.reserved++
+	return true
+}
+
+// unreserve gives back a place taken by reserve and not used.
+func (s *scheduler) unreserve() {
+	s.mu.Lock()
+	s.reserved--
+	s.mu.Unlock()
+}
+
+// pushReserved queues an item in the place reserve took for it.
+func (s *scheduler) pushReserved(q *queued) error {
+	s.mu.Lock()
+	s.reserved--
+	s.mu.Unlock()
+	return s.push(q, true)
 }
 
 // push queues an item; force skips the limit (resumed tasks were accepted

@@ -10,10 +10,12 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/crawl"
+	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/internal/telemetry"
 )
@@ -29,6 +31,9 @@ type crawlOpts struct {
 	ttl          time.Duration
 	janitorEvery time.Duration
 	llmBase      map[string]string
+	viewport     string
+	cors         string
+	pageCache    time.Duration
 }
 
 func crawlFlags(fs *flag.FlagSet, o *crawlOpts, listenName, listenDefault, listenUsage string) {
@@ -38,6 +43,10 @@ func crawlFlags(fs *flag.FlagSet, o *crawlOpts, listenName, listenDefault, liste
 	fs.IntVar(&o.maxBrowsers, "crawl-browsers", 6, "hot and cold browsers of the crawl pool besides the permanent one")
 	fs.DurationVar(&o.ttl, "task-ttl", crawl.DefaultTTL, "how long a finished crawl task is kept when its request sets no ttl")
 	fs.DurationVar(&o.janitorEvery, "janitor-every", crawl.DefaultJanitorEvery, "period of the crawl pool's janitor")
+	fs.StringVar(&o.viewport, "default-viewport", fmt.Sprintf("%dx%d", crawl.DefaultViewport.Width, crawl.DefaultViewport.Height),
+		"WxH: the permanent browser's window (Crawl4AI's default 1080x600); requests with another viewport get a cold, then hot, browser")
+	fs.StringVar(&o.cors, "cors-origins", "*", "origins a web page may call the crawl server from: * (any, as Crawl4AI v0.4), a comma-separated list, or none")
+	fs.DurationVar(&o.pageCache, "crawl-cache-for", crawl.DefaultFreshFor, "how long the crawl server serves a page fetched without a browser from its cache (0: no cache)")
 	o.llmBase = map[string]string{}
 	fs.Var(vendorURLs(o.llmBase), "llm-base-url", "VENDOR=URL: OpenAI-compatible endpoint of an LLM vendor (repeat; also $<VENDOR>_BASE_URL); the key comes from $<VENDOR>_API_KEY")
 }
@@ -72,6 +81,28 @@ func (o *crawlOpts) config(dataDir string, allowPrivate bool, maxPage int64, pag
 		DefaultTTL: o.ttl, PagesPerBrowser: pages, MaxBrowsers: o.maxBrowsers, JanitorEvery: o.janitorEvery, Logger: logger}
 	cfg.Engine.MaxBodyBytes = maxPage
 	cfg.Extract.BaseURLs = o.llmBase
+	cfg.FreshFor = o.pageCache
+	if o.pageCache <= 0 {
+		cfg.FreshFor = -1
+	}
+	w, h, ok := strings.Cut(strings.ToLower(strings.TrimSpace(o.viewport)), "x")
+	vw, err1 := strconv.Atoi(w)
+	vh, err2 := strconv.Atoi(h)
+	if !ok || err1 != nil || err2 != nil || vw < 100 || vh < 100 || vw > 7680 || vh > 7680 {
+		return cfg, fmt.Errorf("--default-viewport %q: want WxH, each from 100 to 7680 (e.g. 1080x600)", o.viewport)
+	}
+	cfg.DefaultViewport = fetch.Viewport{Width: vw, Height: vh}
+	switch c := strings.TrimSpace(o.cors); c {
+	case "*", "":
+	case "none":
+		cfg.NoCORS = true
+	default:
+		for _, origin := range strings.Split(c, ",") {
+			if origin = strings.TrimSpace(origin); origin != "" {
+				cfg.CORSOrigins = append(cfg.CORSOrigins, origin)
+			}
+		}
+	}
 	if err := cfg.FromEnv(os.Getenv); err != nil {
 		return cfg, err
 	}
@@ -131,6 +162,10 @@ func runCrawl(ctx context.Context, args []string, stderr io.Writer) error {
 	maxPage := fs.Int64("max-page-bytes", 10<<20, "largest rendered page accepted")
 	pages := fs.Int("browser-pages", 4, "pages each pool browser renders at once")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	var proxies []fetch.ProxySpec
+	var escalate string
+	fs.Var(&proxiesFlag{dst: &proxies}, "proxy", "an upstream proxy of the engine ladder, KIND[:COUNTRY]=URL (as trawl cell's --proxy); repeat it")
+	fs.Var((*escalateFlag)(&escalate), "escalate-proxy", "proxy kind (isp or residential) of the engine ladder's last step (as trawl cell's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -150,6 +185,7 @@ func runCrawl(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	cfg.Proxies, cfg.EscalateProxy = proxies, escalate
 	rc, err := startCrawl(ctx, cfg, o.listen, logger)
 	if err != nil {
 		return err

@@ -421,5 +421,8 @@ func startCrawlBeside(ctx context.Context, co *crawlOpts, cfg cell.Config, logge
 	if err != nil {
 		return nil, err
 	}
+	// The cell's proxy pools and escalation serve the crawl server's
+	// engine ladder too.
+	ccfg.Proxies, ccfg.EscalateProxy = cfg.Proxies, cfg.EscalateProxy
 	return startCrawl(ctx, ccfg, co.listen, logger)
 }

@@ -48,6 +48,15 @@ const (
 	PrefixCrawlTask = "crawltask/"
 	// PrefixCrawlExpiry indexes finished tasks by expiry (cell/crawl).
 	PrefixCrawlExpiry = "crawlexp/"
+	// PrefixCrawlWebhook holds the pending webhook deliveries of finished
+	// tasks (cell/webhook, for cell/crawl).
+	PrefixCrawlWebhook = "crawlhook/"
+	// PrefixCrawlPage is the crawl server's page cache: pages fetched
+	// without a browser, by URL and headers (cell/crawl).
+	PrefixCrawlPage = "crawlpage/"
+	// PrefixCrawlSite is the crawl server's engine ladder memory per site
+	// (cell/fetch/ladder, Config.MemoryPrefix).
+	PrefixCrawlSite = "crawlsite/"
 )
 
 // Range is one key range of a store and the package that owns it.
@@ -82,5 +91,8 @@ var Stores = []Layout{
 	{Store: "crawl", Ranges: []Range{
 		{PrefixCrawlTask, "cell/crawl"},
 		{PrefixCrawlExpiry, "cell/crawl"},
+		{PrefixCrawlWebhook, "cell/webhook"},
+		{PrefixCrawlPage, "cell/crawl"},
+		{PrefixCrawlSite, "cell/fetch/ladder"},
 	}},
 }

@@ -88,6 +88,10 @@ type Config struct {
 	Forget time.Duration
 	// Budget: see DefaultBudget.
 	Budget time.Duration
+	// MemoryPrefix is the store range of the per-site memory; default
+	// store.PrefixSite (the cell's). Another process's store names its own
+	// (the crawl server's: store.PrefixCrawlSite).
+	MemoryPrefix string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// Logger; default slog.Default.
@@ -98,6 +102,7 @@ type Config struct {
 type Ladder struct {
 	cfg     Config
 	store   *store.Store
+	prefix  []byte   // of the per-site memory
 	probing sync.Map // memory key → struct{}: a step-down probe is running
 }
 
@@ -131,7 +136,11 @@ func New(st *store.Store, cfg Config) (*Ladder, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Ladder{cfg: cfg, store: st}, nil
+	l := &Ladder{cfg: cfg, store: st, prefix: prefixMemory}
+	if cfg.MemoryPrefix != "" {
+		l.prefix = []byte(cfg.MemoryPrefix)
+	}
+	return l, nil
 }
 
 // Request is one page to fetch.
@@ -283,7 +292,7 @@ func (l *Ladder) Fetch(ctx context.Context, req *Request) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Budget)
 	defer cancel()
 	learn := req.Browser == nil
-	key := memoryKey(req.URL.Host, req.kind())
+	key := l.memoryKey(req.URL.Host, req.kind())
 	start, mem, probe := 0, memory{}, false
 	if learn {
 		var found bool
@@ -389,8 +398,8 @@ type memory struct {
 	At time.Time `json:"at"`
 }
 
-func memoryKey(host, kind string) []byte {
-	k := append([]byte(nil), prefixMemory...)
+func (l *Ladder) memoryKey(host, kind string) []byte {
+	k := append([]byte(nil), l.prefix...)
 	k = append(k, strings.ToLower(host)...)
 	if kind != fetch.ProxyNone {
 		k = append(k, '|')
@@ -452,7 +461,7 @@ func orDefault(s, def string) string {
 // (fetch.ProxyNone for none) to host at: "http", "browser" or
 // "browser_proxy". For tests and operators.
 func (l *Ladder) Remembered(host, kind string) string {
-	m, ok := l.recall(memoryKey(host, kind))
+	m, ok := l.recall(l.memoryKey(host, kind))
 	if !ok {
 		return "http"
 	}
@@ -461,5 +470,5 @@ func (l *Ladder) Remembered(host, kind string) string {
 
 // Sweep drops memories not renewed within Config.Forget.
 func (l *Ladder) Sweep() (int, error) {
-	return l.store.SweepExpired(prefixMemory, l.cfg.Now())
+	return l.store.SweepExpired(l.prefix, l.cfg.Now())
 }

@@ -1,0 +1,492 @@
+// Package webhook delivers signed webhook POSTs durably: a delivery is
+// written to Pebble before Send returns, attempted at once, retried on
+// the ladder of docs/spec/hosted-api.md §6 (1 m, 5 m, 30 m, 2 h, 12 h,
+// then given up) and removed once a receiver answers 2xx. A process that
+// restarts on the same store resumes its pending deliveries, so delivery is
+// at least once: a receiver deduplicates on the x-svc-delivery header.
+//
+// Every connection goes through the SSRF guard of cell/fetch: the URL is
+// validated when the delivery is accepted, and the address is checked
+// again at dial time, after name resolution, so a name that resolves to a
+// private address is refused unless private networks are allowed.
+// Redirects are not followed (a 3xx is a failed attempt).
+//
+// Signature (hosted-api §6): x-svc-timestamp is the attempt's Unix time in
+// seconds and, when the delivery has a secret, x-svc-signature is
+// "sha256=" and the hex HMAC-SHA256, keyed with the secret, of the
+// timestamp, ".", and the raw body. Verify checks one.
+//
+// Time runs on Config.Now; a Sender looks for due deliveries when one is
+// sent, when Kick is called and on a real timer, so tests move a fake clock
+// and Kick instead of waiting.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+// DefaultSchedule is the retry ladder of hosted-api §6: the waits after
+// the first attempt, the second, and so on; after the last the delivery is
+// given up.
+var DefaultSchedule = []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 12 * time.Hour}
+
+// Defaults of Config.
+const (
+	DefaultTimeout  = 10 * time.Second
+	DefaultParallel = 4
+	// MaxBody bounds a delivery's body.
+	MaxBody = 32 << 20
+	// maxHeaders bounds a delivery's own headers.
+	maxHeaders = 20
+)
+
+// Errors of Send, to be tested with errors.Is.
+var (
+	// ErrBadDelivery is a delivery that cannot be sent: its URL, a
+	// header, or its size. The error's text says which.
+	ErrBadDelivery = errors.New("webhook delivery refused")
+	// ErrClosed is Send after Close.
+	ErrClosed = errors.New("webhook sender is closed")
+)
+
+// Config configures a Sender.
+type Config struct {
+	// Prefix is the store range of the deliveries; required (a constant
+	// of internal/store).
+	Prefix string
+	// AllowPrivateNetworks lets deliveries go to loopback and private
+	// addresses (local use and tests only).
+	AllowPrivateNetworks bool
+	// Schedule is the retry ladder; nil means DefaultSchedule.
+	Schedule []time.Duration
+	// Timeout bounds one attempt (connect, send, answer). Default 10 s.
+	Timeout time.Duration
+	// Parallel bounds the attempts in flight. Default 4.
+	Parallel int
+	// Now is the clock of the schedule; default time.Now.
+	Now func() time.Time
+	// OnFinish, when set, is called once per delivery that succeeded or
+	// was given up, with its final state.
+	OnFinish func(Delivery)
+	Logger   *slog.Logger
+
+	public func(netip.Addr) bool // tests: the guard's notion of public
+}
+
+// Delivery is one webhook POST and its state. The sender owns a delivery
+// once it is sent.
+type Delivery struct {
+	// ID names the delivery (x-svc-delivery); Send fills it.
+	ID string `json:"id"`
+	// URL receives the POST.
+	URL string `json:"url"`
+	// Event is sent as x-svc-event.
+	Event string `json:"event,omitempty"`
+	// Secret, when set, signs the delivery. It is stored with the
+	// delivery (retries after a restart must sign too) and never logged.
+	Secret string `json:"secret,omitempty"`
+	// Header holds extra request headers (x-svc-* and hop-by-hop ones are
+	// refused).
+	Header map[string]string `json:"header,omitempty"`
+	// Body is the JSON body, sent as is.
+	Body json.RawMessage `json:"body"`
+
+	// Attempts made so far, the status of the last one (0 when it got
+	// no answer) and why it failed.
+	Attempts   int       `json:"attempts"`
+	LastStatus int       `json:"last_status,omitempty"`
+	LastError  string    `json:"last_error,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	NextAt     time.Time `json:"next_at"`
+	// Delivered is set on the final state of a delivery a receiver took;
+	// GaveUp on one whose retries ran out.
+	Delivered bool `json:"delivered,omitempty"`
+	GaveUp    bool `json:"gave_up,omitempty"`
+}
+
+// Sender sends deliveries. Create it with New, start it with Run, stop it
+// with Close. It is safe for concurrent use.
+type Sender struct {
+	cfg    Config
+	st     *store.Store
+	prefix []byte
+	client *http.Client
+	log    *slog.Logger
+	wake   chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]bool
+	closed   bool
+	wg       sync.WaitGroup
+	slots    chan struct{}
+}
+
+// New returns a sender keeping its deliveries in st under cfg.Prefix.
+// Deliveries a previous run left pending are sent by Run.
+func New(st *store.Store, cfg Config) (*Sender, error) {
+	if cfg.Prefix == "" {
+		return nil, errors.New("webhook: Config.Prefix is required")
+	}
+	if cfg.Schedule == nil {
+		cfg.Schedule = DefaultSchedule
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = DefaultParallel
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.public == nil {
+		cfg.public = fetch.IsPublic
+	}
+	s := &Sender{cfg: cfg, st: st, prefix: []byte(cfg.Prefix), log: cfg.Logger, wake: make(chan struct{}, 1),
+		inflight: map[string]bool{}, slots: make(chan struct{}, cfg.Parallel)}
+	dialer := &net.Dialer{Timeout: cfg.Timeout, ControlContext: s.checkDial}
+	s.client = &http.Client{
+		Timeout: cfg.Timeout,
+		Transport: &http.Transport{
+			Proxy:               nil, // never a proxy from the environment: the guard must see the receiver
+			DialContext:         dialer.DialContext,
+			ForceAttemptHTTP2:   true,
+			TLSHandshakeTimeout: cfg.Timeout,
+			MaxIdleConnsPerHost: 2,
+			IdleConnTimeout:     30 * time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return s, nil
+}
+
+// checkDial is the guard at dial time: the address about to be connected,
+// after resolution.
+func (s *Sender) checkDial(_ context.Context, network, address string, _ syscall.RawConn) error {
+	if s.cfg.AllowPrivateNetworks {
+		return nil
+	}
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: cannot check %s address %q", fetch.ErrNotPublic, network, address)
+	}
+	if !s.cfg.public(ap.Addr()) {
+		return fmt.Errorf("%w: refused to connect to %s", fetch.ErrNotPublic, ap.Addr())
+	}
+	return nil
+}
+
+// refusedHeaders are headers a delivery may not set: the signature's,
+// and what the transport owns.
+var refusedHeaders = map[string]bool{"Host": true, "Content-Length": true, "Content-Type": true, "Connection": true,
+	"Transfer-Encoding": true, "Te": true, "Trailer": true, "Upgrade": true, "Keep-Alive": true, "Proxy-Authorization": true,
+	"Proxy-Connection": true, "Expect": true}
+
+// Check reports whether d could be sent: its URL (scheme, host, and an
+// address that is public unless private networks are allowed), its
+// headers and its size. Callers that accept a webhook from a user check it
+// first, to answer 400 rather than fail later.
+func Check(d *Delivery, allowPrivate bool) error {
+	if _, err := fetch.ValidateURL(d.URL, allowPrivate); err != nil {
+		return fmt.Errorf("%w: url: %w", ErrBadDelivery, err)
+	}
+	if len(d.Header) > maxHeaders {
+		return fmt.Errorf("%w: %d headers, at most %d", ErrBadDelivery, len(d.Header), maxHeaders)
+	}
+	for k, v := range d.Header {
+		ck := http.CanonicalHeaderKey(k)
+		if k == "" || strings.ContainsAny(k, " \t\r\n:") || strings.ContainsAny(v, "\r\n") || len(v) > 4096 {
+			return fmt.Errorf("%w: header %q is not a valid header", ErrBadDelivery, k)
+		}
+		if refusedHeaders[ck] || strings.HasPrefix(strings.ToLower(k), "x-svc-") {
+			return fmt.Errorf("%w: header %q is set by the sender", ErrBadDelivery, k)
+		}
+	}
+	if len(d.Body) > MaxBody {
+		return fmt.Errorf("%w: body of %d bytes, at most %d", ErrBadDelivery, len(d.Body), MaxBody)
+	}
+	if len(d.Body) > 0 && !json.Valid(d.Body) {
+		return fmt.Errorf("%w: body is not JSON", ErrBadDelivery)
+	}
+	return nil
+}
+
+// Send accepts a delivery: it is checked, stored (synced to disk) and
+// attempted at once by Run. It returns the delivery's id.
+func (s *Sender) Send(d Delivery) (string, error) {
+	if err := Check(&d, s.cfg.AllowPrivateNetworks); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return "", ErrClosed
+	}
+	if d.ID == "" {
+		d.ID = newID()
+	}
+	now := s.cfg.Now()
+	d.CreatedAt, d.NextAt, d.Attempts = now, now, 0
+	if err := s.put(&d); err != nil {
+		return "", fmt.Errorf("webhook: store delivery: %w", err)
+	}
+	s.Kick()
+	return d.ID, nil
+}
+
+// Kick makes Run look for due deliveries now (after a clock moved).
+func (s *Sender) Kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Pending lists the deliveries not yet delivered nor given up.
+func (s *Sender) Pending() ([]Delivery, error) {
+	var out []Delivery
+	err := s.st.Scan(s.prefix, nil, func(_, v []byte) (bool, error) {
+		var d Delivery
+		if err := json.Unmarshal(v, &d); err != nil {
+			return false, err
+		}
+		out = append(out, d)
+		return true, nil
+	})
+	return out, err
+}
+
+// Run sends due deliveries until ctx ends, waiting for in-flight attempts
+// before it returns.
+func (s *Sender) Run(ctx context.Context) {
+	defer s.wg.Wait()
+	// The real timer is a backstop for the schedule; with a fake clock
+	// the caller Kicks.
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		next := s.sendDue(ctx)
+		wait := time.Minute
+		if !next.IsZero() {
+			wait = min(max(next.Sub(s.cfg.Now()), 10*time.Millisecond), time.Minute)
+		}
+		t.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// Close refuses further Sends. Run ends with its context.
+func (s *Sender) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}
+
+// sendDue starts an attempt for every due delivery not in flight and
+// returns the earliest time a pending one is due next (zero: none).
+func (s *Sender) sendDue(ctx context.Context) time.Time {
+	now := s.cfg.Now()
+	pending, err := s.Pending()
+	if err != nil {
+		s.log.Error("webhook: read pending deliveries", "err", err)
+		return now.Add(time.Minute)
+	}
+	var next time.Time
+	for _, d := range pending {
+		if d.NextAt.After(now) {
+			if next.IsZero() || d.NextAt.Before(next) {
+				next = d.NextAt
+			}
+			continue
+		}
+		s.mu.Lock()
+		busy := s.inflight[d.ID]
+		if !busy {
+			s.inflight[d.ID] = true
+		}
+		s.mu.Unlock()
+		if busy {
+			continue
+		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			s.done(d.ID)
+			return next
+		}
+		s.wg.Go(func() {
+			s.attempt(ctx, d)
+			s.done(d.ID)
+			<-s.slots
+			// A pass that ran while this attempt was in flight skipped
+			// the delivery; and its next time may be the earliest.
+			s.Kick()
+		})
+	}
+	return next
+}
+
+func (s *Sender) done(id string) {
+	s.mu.Lock()
+	delete(s.inflight, id)
+	s.mu.Unlock()
+}
+
+// attempt sends d once and records the outcome: removed when delivered or
+// given up, rescheduled otherwise.
+func (s *Sender) attempt(ctx context.Context, d Delivery) {
+	status, err := s.post(ctx, &d)
+	if ctx.Err() != nil {
+		return // shutting down: the delivery stays due and runs at the next start
+	}
+	d.Attempts++
+	d.LastStatus = status
+	d.LastError = ""
+	if err != nil {
+		d.LastError = err.Error()
+	} else if status < 200 || status > 299 {
+		d.LastError = fmt.Sprintf("the receiver answered HTTP %d", status)
+	}
+	if d.LastError == "" {
+		d.Delivered = true
+		s.finish(&d)
+		return
+	}
+	if d.Attempts > len(s.cfg.Schedule) {
+		d.GaveUp = true
+		s.log.Warn("webhook: given up", "delivery", d.ID, "url", redact(d.URL), "attempts", d.Attempts, "last_error", d.LastError)
+		s.finish(&d)
+		return
+	}
+	d.NextAt = s.cfg.Now().Add(s.cfg.Schedule[d.Attempts-1])
+	s.log.Info("webhook: attempt failed; retrying", "delivery", d.ID, "url", redact(d.URL), "attempt", d.Attempts, "next_at", d.NextAt, "err", d.LastError)
+	if err := s.put(&d); err != nil {
+		s.log.Error("webhook: store delivery", "delivery", d.ID, "err", err)
+	}
+}
+
+func (s *Sender) finish(d *Delivery) {
+	if err := s.st.Delete(s.key(d.ID), store.Sync); err != nil {
+		s.log.Error("webhook: remove delivery", "delivery", d.ID, "err", err)
+	}
+	if s.cfg.OnFinish != nil {
+		s.cfg.OnFinish(*d)
+	}
+}
+
+// post makes one attempt and returns the receiver's status.
+func (s *Sender) post(ctx context.Context, d *Delivery) (int, error) {
+	body := []byte(d.Body)
+	if len(body) == 0 {
+		body = []byte("{}")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	for k, v := range d.Header {
+		req.Header.Set(k, v)
+	}
+	ts := strconv.FormatInt(s.cfg.Now().Unix(), 10)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "trawl-webhook/1")
+	req.Header.Set("x-svc-delivery", d.ID)
+	req.Header.Set("x-svc-timestamp", ts)
+	req.Header.Set("x-svc-attempt", strconv.Itoa(d.Attempts+1))
+	if d.Event != "" {
+		req.Header.Set("x-svc-event", d.Event)
+	}
+	if d.Secret != "" {
+		req.Header.Set("x-svc-signature", Sign(d.Secret, ts, body))
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// Sign is the x-svc-signature of body sent at timestamp ts (Unix seconds,
+// as sent in x-svc-timestamp) with secret.
+func Sign(secret, ts string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts))
+	m.Write([]byte{'.'})
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Verify checks a received delivery's signature in constant time, and
+// that its timestamp is within tolerance of now (zero: not checked).
+func Verify(secret, ts, signature string, body []byte, now time.Time, tolerance time.Duration) bool {
+	if tolerance > 0 {
+		sec, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil || now.Sub(time.Unix(sec, 0)).Abs() > tolerance {
+			return false
+		}
+	}
+	return hmac.Equal([]byte(Sign(secret, ts, body)), []byte(signature))
+}
+
+func (s *Sender) key(id string) []byte { return append(append([]byte{}, s.prefix...), id...) }
+
+func (s *Sender) put(d *Delivery) error {
+	b, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	return s.st.Set(s.key(d.ID), b, store.Sync)
+}
+
+func newID() string {
+	var b [12]byte
+	rand.Read(b[:])
+	return "wh_" + hex.EncodeToString(b[:])
+}
+
+// redact drops a URL's query and credentials for logs (they may carry a
+// receiver's token).
+func redact(raw string) string {
+	i := strings.IndexAny(raw, "?#")
+	if i >= 0 {
+		raw = raw[:i]
+	}
+	if at := strings.Index(raw, "@"); at >= 0 {
+		if s := strings.Index(raw, "://"); s >= 0 && s < at {
+			raw = raw[:s+3] + raw[at+1:]
+		}
+	}
+	return raw
+}
