@@ -99,8 +99,8 @@ type Runtime struct {
 	// voters' shared secret.
 	forward   *regionauth.Keys
 	forwarded *regionauth.Verifier
-	stop    context.CancelFunc
-	bg      sync.WaitGroup // maintenance and pruning
+	stop      context.CancelFunc
+	bg        sync.WaitGroup // maintenance and pruning
 }
 
 // Open starts the gate's runtime: the voter, the holds client and the
