@@ -1,6 +1,6 @@
 // Package refusal is the gate's Caddy module trawl_errors, the one error
 // renderer: used in handle_errors, it writes every error a handler
-// returned as the JSON body of spec section 7. A gate.Refusal is written
+// returned as the JSON body of docs/spec/hosted-api.md §7. A gate.Refusal is written
 // as it is (body and headers); other errors (a cell that stopped answering,
 // no live cell) get a body of their own. Every refusal is free, and
 // carries x-svc-cost: 0.000 and, when the caller is known, x-svc-balance.

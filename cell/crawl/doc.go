@@ -25,7 +25,7 @@
 //     cell/webhook when the task finishes.
 //   - Browser pool: one permanent browser, hot and cold ones started on
 //     demand, shed under memory pressure and swept when idle by the
-//     janitor (spec section 3).
+//     janitor (docs/spec/crawl-server.md §3).
 //   - Operations monitor: /monitor/* (health, requests, browsers, endpoint
 //     statistics, timeline, janitor and error logs, actions), the
 //     WebSocket /monitor/ws and the dashboard (package dashboard). CPU and

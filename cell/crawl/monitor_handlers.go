@@ -12,7 +12,7 @@ import (
 	"github.com/coder/websocket"
 )
 
-// healthPayload is GET /monitor/health (spec 2.5).
+// healthPayload is GET /monitor/health (docs/spec/crawl-server.md §2.5).
 type healthPayload struct {
 	Status    string `json:"status"`
 	Container struct {
@@ -189,7 +189,7 @@ func (s *Server) handleReset(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "message": "statistics reset"})
 }
 
-// wsMessage is one push of /monitor/ws (spec 6).
+// wsMessage is one push of /monitor/ws (docs/spec/crawl-server.md §6).
 type wsMessage struct {
 	Timestamp Number          `json:"timestamp"`
 	Health    healthPayload   `json:"health"`

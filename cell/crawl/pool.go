@@ -15,7 +15,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 )
 
-// Tiers of the browser pool (spec section 3).
+// Tiers of the browser pool (docs/spec/crawl-server.md §3).
 const (
 	TierPermanent = "permanent"
 	TierHot       = "hot"
@@ -504,7 +504,7 @@ func (p *Pool) Restart(id string) error {
 	return nil
 }
 
-// BrowserInfo describes a pool browser (spec 2.5's browsers payload).
+// BrowserInfo describes a pool browser (docs/spec/crawl-server.md §2.5's browsers payload).
 type BrowserInfo struct {
 	BrowserID    string `json:"browser_id"`
 	Tier         string `json:"tier"`

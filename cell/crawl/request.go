@@ -36,7 +36,7 @@ const (
 	maxDelay           = 60 * time.Second
 )
 
-// Request is the body of POST /crawl and POST /crawl/stream (spec 2.1). It
+// Request is the body of POST /crawl and POST /crawl/stream (docs/spec/crawl-server.md §2.1). It
 // is kept as received in the task record, so a task resumed after a
 // restart runs exactly what was accepted.
 type Request struct {
@@ -55,7 +55,7 @@ type Request struct {
 	// it) and has no effect: every page gets a fresh browser context.
 	SessionID string `json:"session_id,omitempty"`
 
-	// WebhookConfig asks for a POST when the task finishes (spec 6 leaves
+	// WebhookConfig asks for a POST when the task finishes (docs/spec/crawl-server.md §6 leaves
 	// its fields to us; docs/crawl-server.md, "Webhooks").
 	WebhookConfig *WebhookConfig `json:"webhook_config,omitempty"`
 	// CacheMode is Crawl4AI v0.4's cache_mode: enabled (default),
@@ -85,7 +85,7 @@ type ExtractionConfig struct {
 	Params json.RawMessage `json:"params,omitempty"`
 }
 
-// CrawlerParams are spec 2.2's browser and behaviour settings.
+// CrawlerParams are docs/spec/crawl-server.md §2.2's browser and behaviour settings.
 type CrawlerParams struct {
 	Headless              *bool             `json:"headless,omitempty"`
 	BrowserType           string            `json:"browser_type,omitempty"`
@@ -106,7 +106,7 @@ type CrawlerParams struct {
 	ScreenshotWaitFor     string            `json:"screenshot_wait_for,omitempty"`
 }
 
-// Extra are spec 2.3's arguments of the crawler's run call.
+// Extra are docs/spec/crawl-server.md §2.3's arguments of the crawler's run call.
 type Extra struct {
 	WordCountThreshold    *int     `json:"word_count_threshold,omitempty"`
 	OnlyText              bool     `json:"only_text,omitempty"`

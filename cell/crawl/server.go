@@ -20,7 +20,7 @@ import (
 	"github.com/trawlhq/trawl/internal/sysstat"
 )
 
-// DefaultListen is the crawl server's address (spec 9: port 11235).
+// DefaultListen is the crawl server's address (docs/spec/crawl-server.md §9: port 11235).
 const DefaultListen = "127.0.0.1:11235"
 
 // Defaults of Config.

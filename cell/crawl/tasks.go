@@ -23,7 +23,7 @@ const (
 	StatusFailed     = "failed"
 )
 
-// ErrNoSlots is the answer when the queue is full (spec 7: "No available
+// ErrNoSlots is the answer when the queue is full (docs/spec/crawl-server.md §7: "No available
 // slots").
 var ErrNoSlots = errors.New("No available slots")
 

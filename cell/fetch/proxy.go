@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 )
 
-// Proxy kinds a request may ask for (spec 2.1 `proxy`).
+// Proxy kinds a request may ask for (docs/spec/hosted-api.md §2.1 `proxy`).
 const (
 	ProxyNone        = "none"
 	ProxyISP         = "isp"

@@ -15,7 +15,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 )
 
-// Options are the per-URL fields of spec 2.1 that every scrape route accepts,
+// Options are the per-URL fields of docs/spec/hosted-api.md §2.1 that every scrape route accepts,
 // and trawl's browser fields (docs/api.md, "Engines"): asking for any of
 // WaitFor, JS, Screenshot or Viewport sends the page to the browser.
 type Options struct {

@@ -99,7 +99,7 @@ func (s *Service) enter() bool {
 	return true
 }
 
-// Result is the scrape response of spec 2.2 (without `ok` and `ms`, which the
+// Result is the scrape response of docs/spec/hosted-api.md §2.2 (without `ok` and `ms`, which the
 // encoder adds). Its JSON shape is documented in docs/api.md.
 type Result struct {
 	URL         string          `json:"url"`
@@ -122,7 +122,7 @@ type Result struct {
 type Usage = metering.Usage
 
 // Outcome is a scrape result, already encoded: Body is the JSON object of
-// spec 2.2 up to but excluding the final `"ms":N}`; AppendJSON completes it.
+// docs/spec/hosted-api.md §2.2 up to but excluding the final `"ms":N}`; AppendJSON completes it.
 // Encoding once lets a cache hit be served by copying bytes.
 type Outcome struct {
 	Body  []byte

@@ -49,7 +49,7 @@ func TopupRoute(usd int, checkout bool) string {
 	return s
 }
 
-// NoCredit is the 402 body when the account is out of credit (spec 7).
+// NoCredit is the 402 body when the account is out of credit (docs/spec/hosted-api.md §7).
 type NoCredit struct {
 	Error   string `json:"error"` // "no_credit"
 	Balance string `json:"balance"`
@@ -89,7 +89,7 @@ func withCheckout(route string) string {
 }
 
 // SpendCap is the 402 body when a charge would pass the monthly spend cap
-// (spec 7).
+// (docs/spec/hosted-api.md §7).
 type SpendCap struct {
 	Error   string `json:"error"` // "spend_cap"
 	CapLeft string `json:"cap_left"`
@@ -114,7 +114,7 @@ func SpendCapBody(capLeft ledger.MC) SpendCap {
 	return b
 }
 
-// TopupRefused is the 402 body when a saved card did not pay (spec 7): the
+// TopupRefused is the 402 body when a saved card did not pay (docs/spec/hosted-api.md §7): the
 // client repeats with checkout=1, whose payment page also saves the card.
 type TopupRefused struct {
 	Error   string `json:"error"` // card_declined, no_saved_card

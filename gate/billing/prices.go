@@ -96,7 +96,7 @@ type TokenPrices struct {
 	Output Amount `json:"output"` // per block of output tokens
 }
 
-// Grants are the free credits (spec 8.4).
+// Grants are the free credits (docs/spec/hosted-api.md §8.4).
 type Grants struct {
 	// Signup is granted when an e-mail address is verified; it never
 	// expires.
@@ -303,7 +303,7 @@ func (p *Prices) MonthlyCredits() map[string]ledger.MC {
 	return out
 }
 
-// Usage is one usage line to price (spec 2.8).
+// Usage is one usage line to price (docs/spec/hosted-api.md §2.8).
 type Usage struct {
 	Kind  string // a Kind constant
 	Level string // an effort level; "" and "http" are light

@@ -111,13 +111,13 @@ func TestDefaultPrices(t *testing.T) {
 	}
 	sup := p.Plans[ledger.PlanSupporter]
 	if sup != (PlanLimits{RatePerMinute: 120, Concurrency: 10, Keys: 10}) {
-		t.Errorf("supporter limits %+v, spec 8 says 120/min, 10 at a time, 10 keys, no cap", sup)
+		t.Errorf("supporter limits %+v, docs/spec/hosted-api.md §8 says 120/min, 10 at a time, 10 keys, no cap", sup)
 	}
 	if p.Calls[KindMonitorCheck].Base.MC() != ledger.Credits(1) || p.Calls[KindMonitorChange].Base.MC() != ledger.Credits(3) {
-		t.Error("spec 8.3: a monitor check is 1 credit, a matched change 3")
+		t.Error("docs/spec/hosted-api.md §8.3: a monitor check is 1 credit, a matched change 3")
 	}
 	if p.ArchivePercent != 50 || p.Tokens.Per != 5000 {
-		t.Error("spec 8: archive half, tokens per 5,000")
+		t.Error("docs/spec/hosted-api.md §8: archive half, tokens per 5,000")
 	}
 	if m := p.MonthlyCredits(); m[ledger.PlanFree] != ledger.Credits(100) {
 		t.Errorf("monthly credits %v", m)

@@ -1,4 +1,4 @@
-// Package estimate answers POST /v1/estimate (spec 2.10): what a call
+// Package estimate answers POST /v1/estimate (docs/spec/hosted-api.md §2.10): what a call
 // would cost before it is made. Every number comes from the price table
 // (billing.Prices.Quote); what is not known in advance (the effort level a
 // site needs, how many model tokens a call uses) is a band drawn from what
@@ -20,7 +20,7 @@ import (
 	"github.com/trawlhq/trawl/ledger"
 )
 
-// Limits of a request (spec 4, 8).
+// Limits of a request (docs/spec/hosted-api.md §4, §8).
 const (
 	MaxBatchURLs = 50
 	MaxJobURLs   = 10_000
@@ -90,7 +90,7 @@ type Request struct {
 	Units int `json:"units"`
 }
 
-// Estimate is the body of a priced estimate (spec 2.10).
+// Estimate is the body of a priced estimate (docs/spec/hosted-api.md §2.10).
 type Estimate struct {
 	// Endpoint is the endpoint priced, Kind its billing kind.
 	Endpoint string `json:"endpoint"`

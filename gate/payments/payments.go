@@ -1,5 +1,5 @@
 // Package payments takes money for credit top-ups (POST /v1/billing/topup,
-// spec 2.10 and 7). A Provider charges a customer's saved card at once, or
+// docs/spec/hosted-api.md §2.10 and §7). A Provider charges a customer's saved card at once, or
 // opens a hosted checkout that is paid later; the ledger turns a payment
 // into credits, once per payment id.
 //
@@ -18,7 +18,7 @@ import (
 // Errors callers test with errors.Is.
 var (
 	// ErrCardDeclined means a saved card did not pay: the API answers 402
-	// (spec 7: repeat with checkout=1 or update the card). The text after
+	// (docs/spec/hosted-api.md §7: repeat with checkout=1 or update the card). The text after
 	// the sentinel is the provider's message, written to be shown to the
 	// card holder.
 	ErrCardDeclined = errors.New("card declined")
@@ -133,7 +133,7 @@ func (c Charge) validate() error {
 }
 
 // formatCredits writes millicredits as a decimal with three places, as the
-// receipt headers do (spec 2.10).
+// receipt headers do (docs/spec/hosted-api.md §2.10).
 func formatCredits(mc int64) string {
 	sign := ""
 	if mc < 0 {

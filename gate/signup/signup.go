@@ -1,4 +1,4 @@
-// Package signup is the gate's sign-up and key management (spec section 5):
+// Package signup is the gate's sign-up and key management (docs/spec/hosted-api.md §5):
 // the sign-up page that hands out a 24-hour pass key at once, the e-mail
 // verification that turns it into a permanent key with the sign-up credit,
 // and the keys API (/v1/keys) an account manages its keys with.

@@ -4,7 +4,7 @@
 // site, the step that last produced content, starts there next time, and
 // now and then tries the bottom again so a site that relaxed steps down.
 //
-// The cache, the first step of spec section 1, is the scrape service's;
+// The cache, the first step of docs/spec/hosted-api.md §1, is the scrape service's;
 // the ladder is what runs on a miss.
 package ladder
 
@@ -41,7 +41,7 @@ const (
 	// straight to it before one request tries plain HTTP again.
 	DefaultStepDown = 24 * time.Hour
 	// DefaultBudget bounds a whole climb, all steps together: inside the
-	// 120 s clients give a scrape (spec 8) and the gate's 125 s.
+	// 120 s clients give a scrape (docs/spec/hosted-api.md §8) and the gate's 125 s.
 	DefaultBudget = 110 * time.Second
 	// DefaultForget is how long a site's memory lasts without being
 	// renewed; then the site starts from plain HTTP like a new one.
