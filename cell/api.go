@@ -355,7 +355,7 @@ func jobError(err error) error {
 func (c *Cell) logFailure(r *http.Request, url string, err error) {
 	e := scrape.AsError(err)
 	if e.Status >= 500 && e.Code != "fleet-busy" { // a busy fleet is counted in /health, not logged per request
-		c.cfg.Logger.Warn("scrape failed", "url", url, "status", e.Status, "err", err)
+		c.cfg.Logger.Warn("scrape failed", "url", fetch.Redact(url), "status", e.Status, "err", err)
 	}
 }
 

@@ -165,7 +165,7 @@ func (s *Server) render(ctx context.Context, p *plan, u *url.URL) *Result {
 		if !errors.Is(err, browser.ErrClosed) && !errors.Is(err, browser.ErrCrashed) || ctx.Err() != nil {
 			break
 		}
-		s.log.Info("crawl: browser went away under a page; retrying", "browser_id", browserID, "url", u.String())
+		s.log.Info("crawl: browser went away under a page; retrying", "browser_id", browserID, "url", fetch.Redact(u.String()))
 	}
 	if err != nil {
 		r := failed(u.String(), pageError(err))

@@ -70,7 +70,7 @@ func (s *Server) fetchPlain(ctx context.Context, p *plan, u *url.URL) (*fetch.Re
 					Charset: c.Charset, Engine: c.Engine}, EngineCache, nil
 			}
 		} else if !errors.Is(err, store.ErrNotFound) {
-			s.log.Warn("crawl: page cache read", "url", u.String(), "err", err)
+			s.log.Warn("crawl: page cache read", "url", fetch.Redact(u.String()), "err", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
@@ -87,7 +87,7 @@ func (s *Server) fetchPlain(ctx context.Context, p *plan, u *url.URL) (*fetch.Re
 			err = s.st.SetExpiring(key, b, s.cfg.Now().Add(s.cfg.FreshFor), store.NoSync)
 		}
 		if err != nil {
-			s.log.Warn("crawl: page cache write", "url", u.String(), "err", err)
+			s.log.Warn("crawl: page cache write", "url", fetch.Redact(u.String()), "err", err)
 		}
 	}
 	return resp, lr.Engine, nil

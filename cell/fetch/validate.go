@@ -296,3 +296,23 @@ var blockedPorts = func() map[uint16]bool {
 	}
 	return m
 }()
+
+// Redact is raw as a log line may show it: no query, no fragment, no
+// user information. Queries carry tokens and session ids often enough
+// that no URL a caller sent is logged whole.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		if i := strings.IndexAny(raw, "?#"); i >= 0 {
+			raw = raw[:i]
+		}
+		if at := strings.LastIndex(raw, "@"); at >= 0 {
+			if s := strings.Index(raw, "://"); s >= 0 && s < at {
+				raw = raw[:s+3] + raw[at+1:]
+			}
+		}
+		return raw
+	}
+	u.User, u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = nil, "", false, "", ""
+	return u.String()
+}

@@ -340,3 +340,17 @@ func BenchmarkValidateURL(b *testing.B) {
 		})
 	}
 }
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://a.example/p?token=s3cret#frag":   "https://a.example/p",
+		"https://user:pw@a.example/p?x=1":         "https://a.example/p",
+		"http://a.example/":                       "http://a.example/",
+		"http://u:p@a example/%zz?t=1":            "http://a example/%zz",
+		"https://a.example/search?q=private+term": "https://a.example/search",
+	} {
+		if got := Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/store"
@@ -381,7 +382,7 @@ func (m *Manager) run(t task) {
 		}
 	}
 	if err := m.complete(t, line, serr, attempts); err != nil {
-		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", t.job.meta.ID, "url", t.url, "err", err)
+		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", t.job.meta.ID, "url", fetch.Redact(t.url), "err", err)
 	}
 }
 

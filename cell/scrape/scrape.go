@@ -161,7 +161,7 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 		if body, _, err := s.store.GetLive(buf[:0], key, s.cfg.Now()); err == nil {
 			return &Outcome{Body: body, Usage: metering.Hit}, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
-			s.cfg.Logger.Warn("cache read failed", "url", target, "err", err)
+			s.cfg.Logger.Warn("cache read failed", "url", fetch.Redact(target), "err", err)
 		}
 	}
 	// Identical requests in flight share one fetch. The shared fetch runs on
@@ -234,7 +234,7 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	b.Set(ArchiveKey(u.String()), encodeArchive(resp, now))
 	if err := b.Commit(store.NoSync); err != nil {
 		// The caller still gets the page; only reuse is lost.
-		s.cfg.Logger.Warn("cache/archive write failed", "url", u.String(), "err", err)
+		s.cfg.Logger.Warn("cache/archive write failed", "url", fetch.Redact(u.String()), "err", err)
 	}
 	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: metering.CacheMiss, Units: 1}}, nil
 }

@@ -384,12 +384,12 @@ func (s *Sender) attempt(ctx context.Context, d Delivery) {
 	}
 	if d.Attempts > len(s.cfg.Schedule) {
 		d.GaveUp = true
-		s.log.Warn("webhook: given up", "delivery", d.ID, "url", redact(d.URL), "attempts", d.Attempts, "last_error", d.LastError)
+		s.log.Warn("webhook: given up", "delivery", d.ID, "url", fetch.Redact(d.URL), "attempts", d.Attempts, "last_error", d.LastError)
 		s.finish(&d)
 		return
 	}
 	d.NextAt = s.cfg.Now().Add(s.cfg.Schedule[d.Attempts-1])
-	s.log.Info("webhook: attempt failed; retrying", "delivery", d.ID, "url", redact(d.URL), "attempt", d.Attempts, "next_at", d.NextAt, "err", d.LastError)
+	s.log.Info("webhook: attempt failed; retrying", "delivery", d.ID, "url", fetch.Redact(d.URL), "attempt", d.Attempts, "next_at", d.NextAt, "err", d.LastError)
 	if err := s.put(&d); err != nil {
 		s.log.Error("webhook: store delivery", "delivery", d.ID, "err", err)
 	}
@@ -476,17 +476,3 @@ func newID() string {
 	return "wh_" + hex.EncodeToString(b[:])
 }
 
-// redact drops a URL's query and credentials for logs (they may carry a
-// receiver's token).
-func redact(raw string) string {
-	i := strings.IndexAny(raw, "?#")
-	if i >= 0 {
-		raw = raw[:i]
-	}
-	if at := strings.Index(raw, "@"); at >= 0 {
-		if s := strings.Index(raw, "://"); s >= 0 && s < at {
-			raw = raw[:s+3] + raw[at+1:]
-		}
-	}
-	return raw
-}

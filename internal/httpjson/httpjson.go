@@ -102,13 +102,41 @@ func (e *DecodeError) Error() string {
 	case Empty:
 		return "request body is empty; send a JSON object"
 	case WrongType:
-		return fmt.Sprintf("field %s must be %s, not %s", e.Field, e.Want, e.Got)
+		got := e.Got
+		if strings.HasPrefix(got, "number ") {
+			// encoding/json's "number 1e400": a number, out of the field's range.
+			if e.Field == "" {
+				return "request body must be a JSON object, not a number"
+			}
+			return fmt.Sprintf("field %s is out of range: %s", e.Field, strings.TrimPrefix(got, "number "))
+		}
+		if e.Field == "" {
+			return "request body must be a JSON object, not " + article(got)
+		}
+		return fmt.Sprintf("field %s must be %s, not %s", e.Field, e.Want, got)
 	case Syntax:
 		return "request body is not valid JSON: " + e.Err.Error()
 	case Trailing:
 		return "request body must hold a single JSON object"
 	}
-	return strings.TrimPrefix(e.Err.Error(), "json: ")
+	msg := strings.TrimPrefix(e.Err.Error(), "json: ")
+	if strings.Contains(msg, "Go ") {
+		// encoding/json names our structs ("Go struct field Request.url"):
+		// nothing a caller can act on.
+		return "request body does not have the fields this route takes"
+	}
+	return msg
+}
+
+// article puts "a" or "an" before a JSON type name.
+func article(t string) string {
+	switch t {
+	case "array", "object":
+		return "an " + t
+	case "":
+		return "something else"
+	}
+	return "a " + t
 }
 
 func (e *DecodeError) Unwrap() error { return e.Err }
@@ -186,8 +214,10 @@ func KindName(kind string) string {
 		return "an array"
 	case "struct", "map":
 		return "an object"
-	case "int", "int64", "float64":
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64", "float32", "float64":
 		return "a number"
+	case "ptr", "interface":
+		return "a value of another type"
 	}
 	return kind
 }

@@ -37,6 +37,8 @@ func TestDecode(t *testing.T) {
 		{body: `{"urls":[1]}`, problem: WrongType, msg: "field urls must be a string, not number"},
 		{body: `{"n":"1"}`, problem: WrongType, msg: "field n must be a number, not string"},
 		{body: `{"on":1}`, problem: WrongType, msg: "field on must be a boolean, not number"},
+		{body: `{"n":1e400}`, problem: WrongType, msg: "field n is out of range: 1e400"},
+		{body: `[1,2]`, problem: WrongType, msg: "request body must be a JSON object, not an array"},
 		{body: `{"sub":[]}`, problem: WrongType, msg: "field sub must be an object, not array"},
 		{body: `{"url":`, problem: Syntax, msg: "request body is not valid JSON: unexpected EOF"},
 		{body: `{url}`, problem: Syntax, msg: "request body is not valid JSON: invalid character 'u' looking for beginning of object key string"},
