@@ -475,4 +475,3 @@ func newID() string {
 	rand.Read(b[:])
 	return "wh_" + hex.EncodeToString(b[:])
 }
-
