@@ -210,10 +210,14 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	rt.signup = signup.New(signup.Config{Billing: rt.billing, Mailer: mailer, BaseURL: cfg.PublicURL, TokenSecret: mac.Sum(nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	rt.stop = cancel
-	rt.bg.Add(2)
+	rt.bg.Add(3)
 	go func() {
 		defer rt.bg.Done()
 		billing.RunMaintenance(ctx, rt.billing, rt.node.IsLeader, time.Minute)
+	}()
+	go func() {
+		defer rt.bg.Done()
+		rt.recordCells(ctx)
 	}()
 	go func() {
 		defer rt.bg.Done()
@@ -317,6 +321,35 @@ func (rt *Runtime) Observer() *estimate.Observer { return rt.obs }
 
 // Cells are the live cells of the region, as membership sees them now.
 func (rt *Runtime) Cells() []members.Meta { return rt.members.Live("cell", rt.cfg.Region) }
+
+// KnewCell reports whether a cell of this name has ever been a member of
+// the region as this gate saw it: an id naming a cell the region never had
+// is answered 404, one naming a cell that is down 503.
+func (rt *Runtime) KnewCell(name string) bool {
+	_, err := rt.st.Get([]byte(store.PrefixCells + name))
+	return err == nil
+}
+
+// recordCells keeps the name of every cell that joins the region, until
+// ctx ends.
+func (rt *Runtime) recordCells(ctx context.Context) {
+	for {
+		changed := rt.members.Watch()
+		for _, c := range rt.Cells() {
+			k := []byte(store.PrefixCells + c.Name)
+			if _, err := rt.st.Get(k); err != nil {
+				if err := rt.st.Set(k, []byte(c.API), store.Sync); err != nil {
+					rt.cfg.Logger.Warn("gate: record a cell's name", "cell", c.Name, "err", err)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		}
+	}
+}
 
 // Gate returns the host:port of region's gate.
 func (rt *Runtime) Gate(region string) (string, bool) {

@@ -134,6 +134,10 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 				return target{dial: c.API, region: own}, nil
 			}
 		}
+		if !rt.rt.KnewCell(p.Cell) {
+			// No such cell ever served this region: no such object.
+			return target{}, gate.Refuse(http.StatusNotFound, "not_found", "no such "+m.Owner.Name)
+		}
 		return target{}, gate.Refuse(http.StatusServiceUnavailable, "cell_unavailable",
 			"the cell holding this "+m.Owner.Name+" is not reachable right now; the "+m.Owner.Name+" is kept, repeat the request in a few seconds")
 	}

@@ -114,3 +114,21 @@ func rogueMember(t *testing.T, g *Gate, api string, keys [][]byte) *members.Clus
 	}
 	return m
 }
+
+// An id naming a cell the region never had is no object (404); one naming
+// a cell that is down is kept (503, repeat later).
+func TestJobOfACellThatNeverWas(t *testing.T) {
+	g := Start(t, Options{Cells: 1})
+	key := g.Account(t, ledger.PlanFree, 100)
+	never := "j_eu.c9.0123456789abcdef0123"
+	r := call(t, "GET", g.URL+"/scrape/jobs/"+never, key, "")
+	if r.status != http.StatusNotFound || !strings.Contains(r.body, `"not_found"`) {
+		t.Fatalf("job of a cell the region never had: %d %s", r.status, r.body)
+	}
+	g.Cells[0].Stop()
+	WaitFor(t, 10*time.Second, "c1 leaves the region", func() bool { return len(g.Runtime.Cells()) == 0 })
+	r = call(t, "GET", g.URL+"/scrape/jobs/j_eu.c1.0123456789abcdef0123", key, "")
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"cell_unavailable"`) {
+		t.Fatalf("job of a cell that is down: %d %s", r.status, r.body)
+	}
+}

@@ -26,6 +26,9 @@ const (
 	// PrefixEstimate is the observed effort per site and tokens per call
 	// kind (gate/estimate).
 	PrefixEstimate = "E/"
+	// PrefixCells is every cell name the region has had (gate: routing
+	// of object ids to a cell that is down, or never was).
+	PrefixCells = "M/"
 )
 
 // The cell's store (<cell data>/store).
@@ -80,6 +83,7 @@ var Stores = []Layout{
 		{PrefixHolds, "ledger (Client)"},
 		{PrefixUsage, "gate/usage"},
 		{PrefixEstimate, "gate/estimate"},
+		{PrefixCells, "gate"},
 	}},
 	{Store: "store", Ranges: []Range{
 		{PrefixCache, "cell/scrape"},
