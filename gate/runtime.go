@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trawlhq/trawl/gate/billing"
@@ -99,6 +100,7 @@ type Runtime struct {
 	// voters' shared secret.
 	forward   *regionauth.Keys
 	forwarded *regionauth.Verifier
+	ready     atomic.Bool // the replica has caught up once since start
 	stop      context.CancelFunc
 	bg        sync.WaitGroup // maintenance and pruning
 }
@@ -321,6 +323,20 @@ func (rt *Runtime) Observer() *estimate.Observer { return rt.obs }
 
 // Cells are the live cells of the region, as membership sees them now.
 func (rt *Runtime) Cells() []members.Meta { return rt.members.Live("cell", rt.cfg.Region) }
+
+// Ready reports whether the gate's replica has caught up with the ledger
+// since the gate started. Before, a key it does not find may only not have
+// arrived yet: the gate answers 503, not 401.
+func (rt *Runtime) Ready() bool {
+	if rt.ready.Load() {
+		return true
+	}
+	if rt.node.CaughtUp() {
+		rt.ready.Store(true)
+		return true
+	}
+	return false
+}
 
 // KnewCell reports whether a cell of this name has ever been a member of
 // the region as this gate saw it: an id naming a cell the region never had

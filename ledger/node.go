@@ -438,6 +438,14 @@ func (n *Node) Status() NodeStatus {
 		Applied: m.AppliedIndex, Entries: m.Entries, LastHash: m.LastHash}
 }
 
+// CaughtUp reports whether the node knows a leader and has applied every
+// entry it knows committed: its replica is then as current as a follower's
+// can be, and a key missing from it is really missing.
+func (n *Node) CaughtUp() bool {
+	_, leader := n.raft.LeaderWithID()
+	return leader != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex() && n.raft.CommitIndex() > 0
+}
+
 // Handler serves the node's internal API (forwarded commands, status).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()

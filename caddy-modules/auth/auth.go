@@ -7,6 +7,7 @@
 package auth
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -118,6 +119,13 @@ func (a *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		span.End()
+		if billing.IsAuthError(err) && !errors.Is(err, billing.ErrMissingKey) && !a.rt.Ready() {
+			// The key may not have reached this replica yet.
+			ref := gate.Refuse(http.StatusServiceUnavailable, "starting",
+				"this gate is starting and has not read every account yet; repeat the request in a few seconds")
+			ref.Header = http.Header{"Retry-After": {"2"}}
+			return caddyhttp.Error(http.StatusServiceUnavailable, ref)
+		}
 		if billing.IsAuthError(err) {
 			ref := gate.Refuse(http.StatusUnauthorized, billing.CodeUnauthorized, billing.AuthMessage(err))
 			ref.Header = http.Header{"Www-Authenticate": {`Bearer realm="trawl"`}}
