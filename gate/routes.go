@@ -10,6 +10,7 @@ import (
 	"github.com/trawlhq/trawl/gate/estimate"
 	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/gate/usage"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -45,9 +46,6 @@ func (rt *Runtime) Handler() http.Handler {
 	return mux
 }
 
-// byMethod are the services that do not check methods themselves.
-var byMethod = map[string]bool{"health": true}
-
 // serviceMux registers each Gate row of t with its service's handler, and
 // everything else with billing's 404. It refuses a row without a handler
 // and a handler without a row.
@@ -65,9 +63,7 @@ func serviceMux(t *routes.Table, services map[string]http.Handler) (*http.ServeM
 		}
 		used[row.Service] = true
 		pattern := row.Path()
-		if byMethod[row.Service] {
-			pattern = row.Pattern
-		} else if paths[pattern] {
+		if paths[pattern] {
 			continue
 		}
 		paths[pattern] = true
@@ -95,6 +91,11 @@ type Health struct {
 }
 
 func (rt *Runtime) health(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on /health")
+		return
+	}
 	st := rt.node.Status()
 	h := Health{Status: "ok", Region: rt.cfg.Region, Cells: len(rt.Cells()), LedgerLeader: st.Leader,
 		LedgerIndex: rt.node.State().Meta().AppliedIndex, Unsettled: rt.holds.Pending()}

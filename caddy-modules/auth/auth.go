@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
@@ -98,6 +99,15 @@ func (a *Auth) public(r *http.Request) bool {
 
 // ServeHTTP authenticates r and passes it on with its identity.
 func (a *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	if p := r.URL.Path; p != "/" {
+		// One name per route: a path with //, . or .. segments would be
+		// matched as the path it cleans to by some handlers and not by
+		// others, so none is served.
+		if c := path.Clean(p); c != p && c+"/" != p {
+			return caddyhttp.Error(http.StatusBadRequest, gate.Refuse(http.StatusBadRequest, billing.CodeBadInput,
+				"the path must be in canonical form: no empty, . or .. segments"))
+		}
+	}
 	if a.public(r) {
 		return next.ServeHTTP(w, r)
 	}
