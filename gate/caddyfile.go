@@ -23,6 +23,9 @@ type Site struct {
 	// mail instead. SMTPFrom is the sender. The login, if any, comes from
 	// {env.TRAWL_SMTP_USERNAME} and {env.TRAWL_SMTP_PASSWORD}.
 	SMTP, SMTPFrom string
+	// TrustedProxies are the front proxies (CIDRs) whose X-Forwarded-For
+	// names the client: the address per-address limits count (sign-up).
+	TrustedProxies []string
 	// Admin is Caddy's admin address; "" turns the admin API off.
 	Admin string
 	// CellTimeout bounds the wait for a cell's response headers (a browser
@@ -57,6 +60,9 @@ func (s Site) Caddyfile() (string, error) {
 		w("\tadmin %s\n", s.Admin)
 	}
 	w("\tauto_https off\n\tpersist_config off\n\tgrace_period 10s\n")
+	if len(s.TrustedProxies) > 0 {
+		w("\tservers {\n\t\ttrusted_proxies static %s\n\t\tclient_ip_headers X-Forwarded-For\n\t}\n", strings.Join(s.TrustedProxies, " "))
+	}
 	w("\ttrawl {\n")
 	w("\t\tregion %s\n\t\tdata %s\n\t\taddr %s\n", g.Region, quote(g.DataDir), g.Addr)
 	if g.PublicURL != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/clientip"
 )
 
 func init() {
@@ -57,6 +58,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 		return next.ServeHTTP(w, r)
 	}
 	w.Header().Set("X-Svc-Region", a.rt.Region())
+	// The client's address as Caddy found it (behind trusted_proxies, the
+	// forwarded one), for the limits per address (sign-up).
+	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
+		r = r.WithContext(clientip.With(r.Context(), ip))
+	}
 	a.h.ServeHTTP(w, r)
 	return nil
 }

@@ -128,6 +128,8 @@ func runGateConfig(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&site.Admin, "admin", "", "Caddy admin address (default off)")
 	fs.StringVar(&site.SMTP, "smtp", "", "SMTP server of sign-up mail, host:port (login from TRAWL_SMTP_USERNAME/TRAWL_SMTP_PASSWORD)")
 	fs.StringVar(&site.SMTPFrom, "smtp-from", "trawl <noreply@localhost>", "sender of sign-up mail")
+	fs.BoolVar(&site.Gate.AllowPrivateNetworks, "allow-private-networks", false, "let the region's cells fetch loopback and private addresses (development only)")
+	trusted := fs.String("trusted-proxies", "", "front proxies whose X-Forwarded-For names the client, CIDRs comma-separated (e.g. 10.0.0.0/8)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -140,6 +142,7 @@ func runGateConfig(args []string, stdout, stderr io.Writer) error {
 	}
 	site.Gate.Peers = ps
 	site.Gate.Members.Join = splitList(*join)
+	site.TrustedProxies = splitList(*trusted)
 	text, err := site.Caddyfile()
 	if err != nil {
 		return err

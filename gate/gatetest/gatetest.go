@@ -35,6 +35,8 @@ type Options struct {
 	PricesFile string
 	// Cell adjusts each cell's config.
 	Cell func(*cell.Config)
+	// TrustedProxies are the gate's trusted front proxies (CIDRs).
+	TrustedProxies []string
 }
 
 // Gate is a running gate with its cells.
@@ -90,7 +92,7 @@ func Start(t testing.TB, o Options) *Gate {
 			Region: o.Region, DataDir: filepath.Join(dir, "gate"), LedgerRaft: FreeAddr(t),
 			Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"}, AllowPrivateNetworks: true,
 		},
-		PricesFile: o.PricesFile,
+		PricesFile: o.PricesFile, TrustedProxies: o.TrustedProxies,
 	}
 	text, err := site.Caddyfile()
 	if err != nil {

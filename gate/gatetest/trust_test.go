@@ -3,6 +3,7 @@ package gatetest
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -130,5 +131,43 @@ func TestJobOfACellThatNeverWas(t *testing.T) {
 	r = call(t, "GET", g.URL+"/scrape/jobs/j_eu.c1.0123456789abcdef0123", key, "")
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"cell_unavailable"`) {
 		t.Fatalf("job of a cell that is down: %d %s", r.status, r.body)
+	}
+}
+
+// Behind a trusted front proxy, sign-ups count per client (the forwarded
+// address), not per proxy; an IPv6 /64 is one client.
+func TestSignupCountsClientsBehindTrustedProxies(t *testing.T) {
+	g := Start(t, Options{Cells: 1, TrustedProxies: []string{"127.0.0.1/32"}})
+	n := 0
+	signup := func(client string) int {
+		n++
+		req, _ := http.NewRequest("POST", g.URL+"/signup", strings.NewReader("email=p"+strconv.Itoa(n)+"%40example.com"))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", client)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := range 5 {
+		if s := signup("198.51.100.7"); s != http.StatusOK {
+			t.Fatalf("sign-up %d of one client: %d", i+1, s)
+		}
+	}
+	if s := signup("198.51.100.7"); s != http.StatusTooManyRequests {
+		t.Fatalf("sixth sign-up of one client in an hour: %d, want 429", s)
+	}
+	if s := signup("198.51.100.8"); s != http.StatusOK {
+		t.Fatalf("another client behind the same proxy: %d, want its own bucket", s)
+	}
+	for i := range 5 {
+		if s := signup("2001:db8:5:5::" + strconv.Itoa(i+1)); s != http.StatusOK {
+			t.Fatalf("IPv6 sign-up %d: %d", i+1, s)
+		}
+	}
+	if s := signup("2001:db8:5:5:ffff::1"); s != http.StatusTooManyRequests {
+		t.Fatalf("a sixth address of the same /64: %d, want 429", s)
 	}
 }
