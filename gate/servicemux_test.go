@@ -31,7 +31,7 @@ func TestServiceMux(t *testing.T) {
 	}
 	for _, tt := range []struct{ method, path, want string }{
 		{"GET", "/health", "health"},
-		{"POST", "/health", "billing"}, // health takes GET only; the rest is billing's 404
+		{"POST", "/health", "health"},  // health answers its own 405
 		{"DELETE", "/v1/x", "billing"}, // billing answers its own 405
 		{"POST", "/scrape", "billing"}, // a cell's route never reaches the gate's handler
 	} {
