@@ -1,65 +1,19 @@
 package ratelimit
 
 import (
-	"bytes"
-	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/trawlhq/trawl/caddy-modules/internal/adapttest"
 )
-
-var update = flag.Bool("update", false, "rewrite the JSON of testdata/*.caddyfiletest")
-
-const goldenSeparator = "\n----------\n"
 
 // TestCaddyfileAdapt adapts each testdata/*.caddyfiletest's Caddyfile (above
 // the dashes) and compares the JSON with the one below them.
-func TestCaddyfileAdapt(t *testing.T) {
-	files, err := filepath.Glob("testdata/*.caddyfiletest")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no golden files: %v", err)
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			raw, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			in, want, found := strings.Cut(string(raw), goldenSeparator)
-			if !found {
-				t.Fatalf("no %q line", strings.TrimSpace(goldenSeparator))
-			}
-			out, warnings, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(in), map[string]any{"filename": "Caddyfile"})
-			if err != nil {
-				t.Fatalf("adapt: %v", err)
-			}
-			for _, w := range warnings {
-				t.Errorf("warning: %s", w)
-			}
-			var got bytes.Buffer
-			if err := json.Indent(&got, out, "", "\t"); err != nil {
-				t.Fatal(err)
-			}
-			got.WriteByte('\n')
-			if *update {
-				if err := os.WriteFile(file, []byte(in+goldenSeparator+got.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if got.String() != want {
-				t.Fatalf("JSON\n%s\nwant\n%s", got.String(), want)
-			}
-		})
-	}
-}
+func TestCaddyfileAdapt(t *testing.T) { adapttest.Run(t) }
 
 func TestUnmarshalCaddyfile(t *testing.T) {
 	tests := []struct {
