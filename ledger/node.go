@@ -214,6 +214,24 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	// last snapshot at start, Raft replays the log after it and Apply skips
 	// what the state already has.
 	rc.NoSnapshotRestoreOnStart = true
+	if n.state.HalfRestored() {
+		// A restore was cut short (a crash while a snapshot was installed):
+		// the store holds part of a snapshot. Raft keeps the snapshot it
+		// was restoring (it is written to the snapshot store before the
+		// FSM sees it), so have Raft restore its last snapshot now; the log
+		// after it is replayed as usual.
+		metas, err := snaps.List()
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		if len(metas) == 0 {
+			closeAll()
+			return nil, fmt.Errorf("ledger: %s holds a half-restored state and there is no snapshot to restore: remove %s and join the node again", filepath.Join(cfg.DataDir, "state"), cfg.DataDir)
+		}
+		cfg.Logger.Warn("ledger state was left half restored; restoring the last snapshot", "snapshot", metas[0].ID, "index", metas[0].Index)
+		rc.NoSnapshotRestoreOnStart = false
+	}
 	rc.SnapshotThreshold = 8192
 	cfg.Raft.apply(rc)
 	r, err := raft.NewRaft(rc, (*fsm)(n.state), n.logs, n.logs, snaps, n.trans)

@@ -111,6 +111,7 @@ type Meta struct {
 // Key layout of the ledger's state in its Pebble store (store.PrefixLedger, "L/"):
 //
 //	L/meta                 Meta
+//	L/restoring            present while a snapshot restore is under way
 //	L/bal/<ledger account> balance, 8 bytes big-endian two's complement
 //	L/acct/<id>            Account
 //	L/key/<hash>           Key
@@ -125,6 +126,8 @@ type Meta struct {
 var (
 	prefixState = []byte(store.PrefixLedger)
 	keyMeta     = []byte(store.PrefixLedger + "meta")
+	// keyRestoring marks a restore in progress (fsm.Restore).
+	keyRestoring = []byte(store.PrefixLedger + "restoring")
 )
 
 func keyBal(acct string) []byte       { return []byte(store.PrefixLedger + "bal/" + acct) }

@@ -149,6 +149,16 @@ func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch()} }
 func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
 func (b *Batch) Delete(key []byte)     { _ = b.b.Delete(key, nil) }
 
+// DeletePrefix removes every key with the prefix, as one range deletion in
+// the batch: writes added after it in the same batch survive it.
+func (b *Batch) DeletePrefix(prefix []byte) error {
+	end := PrefixEnd(prefix)
+	if end == nil {
+		return fmt.Errorf("store: cannot delete prefix %q", prefix)
+	}
+	return b.b.DeleteRange(prefix, end, nil)
+}
+
 // Len is the number of operations in the batch.
 func (b *Batch) Len() int { return int(b.b.Count()) }
 
