@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
@@ -115,6 +116,9 @@ type NodeConfig struct {
 	RaftDialer Dialer
 	// HTTPClient forwards commands to the leader; default has a 10 s timeout.
 	HTTPClient *http.Client
+	// StateFS is the filesystem of the state store (DataDir/state); nil is
+	// the OS's. Tests inject faults through it (vfs, errorfs).
+	StateFS vfs.FS
 	// Raft tunes Raft's timeouts and snapshots; zero fields take defaults.
 	Raft   RaftConfig
 	Logger *slog.Logger
@@ -183,7 +187,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		closeAll()
 		return nil, err
 	}
-	if n.st, err = store.Open(filepath.Join(cfg.DataDir, "state"), &store.Options{Logger: cfg.Logger}); err != nil {
+	if n.st, err = store.Open(filepath.Join(cfg.DataDir, "state"), &store.Options{FS: cfg.StateFS, Logger: cfg.Logger}); err != nil {
 		closeAll()
 		return nil, err
 	}

@@ -3,9 +3,9 @@ package ledger
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
-	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 
 	"github.com/trawlhq/trawl/ledger"
@@ -45,6 +46,10 @@ type Options struct {
 	LeaderTimeout time.Duration
 	// Logger defaults to Quiet().
 	Logger *slog.Logger
+	// StateFS, when set, gives the filesystem of voter id's state store
+	// at each start (nil: the OS's): fault injection and simulated
+	// crashes of the FSM's store.
+	StateFS func(id string) vfs.FS
 }
 
 // Cluster is a ledger group on loopback: each voter serves Raft and its
@@ -198,8 +203,13 @@ func (v *voter) Start() error {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
+	var fs vfs.FS
+	if o.StateFS != nil {
+		fs = o.StateFS(v.peer.ID)
+	}
 	n, err := ledger.OpenNode(ledger.NodeConfig{
-		ID: v.peer.ID, DataDir: filepath.Join(v.dir, "ledger"), RaftAddr: v.peer.RaftAddr,
+		StateFS: fs,
+		ID:      v.peer.ID, DataDir: filepath.Join(v.dir, "ledger"), RaftAddr: v.peer.RaftAddr,
 		Peers: v.peers, Bootstrap: v.bootstrap, Secret: o.Secret, Raft: rc, Logger: o.Logger,
 		RaftListener: raftLn, RaftDialer: v.c.net.Dialer(v.peer.ID),
 		HTTPClient: &http.Client{Timeout: o.HTTPTimeout, Transport: v.c.net.Transport(v.peer.ID, tr)},
