@@ -174,8 +174,7 @@ func TestRefusalsChangeNothing(t *testing.T) {
 		{Type: CmdGrant, Grant: &Grant{Account: "ghost", Bucket: BucketSignup, Amount: 1}},
 		{Type: CmdGrant, Grant: &Grant{Account: "acct1", Bucket: BucketPack, Amount: 1}},
 		{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "", Want: 1}},
-		// The valid first charge must not survive the refusal of the second.
-		{Type: CmdSettle, Settle: &Settle{Region: "eu", Charges: []Charge{{Account: "acct1", Receipt: "a", Amount: 1}, {Account: "ghost", Receipt: "b", Amount: 1}}}},
+		{Type: CmdSettle, Settle: &Settle{Region: "", Charges: []Charge{{Account: "acct1", Receipt: "a", Amount: 1}}}},
 		{Type: CmdExpirePass, ExpirePass: &ExpirePass{Account: "acct1"}},
 		{Type: CmdAddKey, AddKey: &Key{ID: "k", Account: "acct1", Hash: "short", Role: RoleUser}},
 	} {
@@ -371,5 +370,39 @@ func TestSettleEpochMarkSkipsRepeats(t *testing.T) {
 	}
 	if rev := a.bal(SysRevenue); rev != 500 {
 		t.Fatalf("revenue %s", rev)
+	}
+}
+
+// A charge the ledger cannot take is parked: the rest of its batch settles,
+// and with an epoch the mark passes it, so a resend is a repeat.
+func TestSettleParksWhatItCannotCharge(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(10))
+	a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "eu", Want: Credits(5)}})
+	charges := []Charge{
+		{Account: "acct1", Receipt: "a", Amount: 100, Seq: 1},
+		{Account: "ghost", Receipt: "b", Amount: 200, Seq: 2},
+		{Account: "acct1", Receipt: "", Amount: 300, Seq: 3},
+		{Account: "acct1", Receipt: "d", Amount: -1, Seq: 4},
+		{Account: "acct1", Receipt: "e", Amount: 400, Seq: 5},
+	}
+	r := a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "eu", Epoch: "E", Charges: charges}})
+	if r.Settled != 2 || len(r.Parked) != 3 || r.Holds["acct1"] != Credits(5)-500 {
+		t.Fatalf("settle: %+v", r)
+	}
+	for i, want := range []struct {
+		seq  uint64
+		code string
+	}{{2, ErrCodeNoAccount}, {3, ErrCodeInvalid}, {4, ErrCodeInvalid}} {
+		if p := r.Parked[i]; p.Seq != want.seq || p.Error != want.code || p.Message == "" {
+			t.Errorf("parked %d: %+v", i, p)
+		}
+	}
+	if rev := a.bal(SysRevenue); rev != 500 {
+		t.Fatalf("revenue %s", rev)
+	}
+	r = a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "eu", Epoch: "E", Charges: charges}})
+	if r.Settled != 0 || r.Duplicates != 5 || len(r.Parked) != 0 {
+		t.Fatalf("resend: %+v", r)
 	}
 }

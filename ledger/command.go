@@ -151,9 +151,20 @@ type Result struct {
 	Holds      map[string]MC `json:"holds,omitempty"`
 	Settled    int           `json:"settled,omitempty"`
 	Duplicates int           `json:"duplicates,omitempty"`
+	// Parked are the charges of a settle the ledger could not take (an
+	// unknown account, no receipt): the rest of the batch is settled, these
+	// are not charged and the client keeps them for an operator.
+	Parked []ParkedCharge `json:"parked,omitempty"`
 	// Shortfall is charged credit a hold could not cover. The holds client
 	// never lets it happen; audit reports it.
 	Shortfall MC `json:"shortfall_mc,omitempty"`
+}
+
+// ParkedCharge is a charge a settle could not take, and why.
+type ParkedCharge struct {
+	Charge
+	Error   string `json:"error"`
+	Message string `json:"message"`
 }
 
 // Refusal codes.

@@ -416,13 +416,57 @@ func (n *Node) forward(ctx context.Context, data []byte) (*Result, error) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("ledger: leader %s answered %d: %s", p.ID, resp.StatusCode, strings.TrimSpace(string(body)))
+		var ae APIError
+		if json.Unmarshal(body, &ae) != nil || ae.Error == "" {
+			return nil, fmt.Errorf("ledger: leader %s answered %d: %s", p.ID, resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		if ae.Error == "not_leader" {
+			return nil, &NotLeaderError{Node: p.ID, Leader: ae.Leader}
+		}
+		return nil, fmt.Errorf("ledger: leader %s answered %d %s: %s", p.ID, resp.StatusCode, ae.Error, ae.Message)
 	}
 	var res Result
 	if err := json.Unmarshal(body, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
+}
+
+// APIError is the JSON body of every refusal of the node's internal API.
+type APIError struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	// Leader is the leader this node knows of, with a not_leader error.
+	Leader string `json:"leader,omitempty"`
+}
+
+// NotLeaderError is the answer of a node that is not the leader (a
+// forwarded command, a join, a removal). It is raft.ErrNotLeader to
+// errors.Is, as the leader's own Raft answers.
+type NotLeaderError struct {
+	Node   string // the node that answered
+	Leader string // the leader it knows of, if any
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader != "" {
+		return fmt.Sprintf("ledger: %s is not the leader (%s is)", e.Node, e.Leader)
+	}
+	return fmt.Sprintf("ledger: %s is not the leader", e.Node)
+}
+
+// Is makes errors.Is(err, raft.ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == raft.ErrNotLeader }
+
+func writeError(w http.ResponseWriter, status int, body APIError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+func (n *Node) notLeader(w http.ResponseWriter, msg string) {
+	_, leader := n.raft.LeaderWithID()
+	writeError(w, http.StatusMisdirectedRequest, APIError{Error: "not_leader", Message: msg, Leader: string(leader)})
 }
 
 // ApplyPath is where a leader takes forwarded commands.
@@ -433,7 +477,7 @@ const MembersPath = "/internal/ledger/members"
 
 func (n *Node) authorised(w http.ResponseWriter, r *http.Request) bool {
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
-		http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
+		writeError(w, http.StatusUnauthorized, APIError{Error: "unauthorized", Message: "bad ledger secret"})
 		return false
 	}
 	return true
@@ -465,7 +509,7 @@ func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
-			http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
+			writeError(w, http.StatusUnauthorized, APIError{Error: "unauthorized", Message: "bad ledger secret"})
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -477,15 +521,15 @@ func (n *Node) Handler() http.Handler {
 		}
 		var p Peer
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&p); err != nil || p.ID == "" || p.RaftAddr == "" || p.APIAddr == "" {
-			http.Error(w, `{"error":"bad_input","message":"want {\"id\",\"raft\",\"api\"}"}`, http.StatusBadRequest)
+			writeError(w, http.StatusBadRequest, APIError{Error: "bad_input", Message: `want {"id","raft","api"}`})
 			return
 		}
 		if !n.IsLeader() {
-			http.Error(w, `{"error":"not_leader","message":"send joins to the leader"}`, http.StatusMisdirectedRequest)
+			n.notLeader(w, "send joins to the leader")
 			return
 		}
 		if err := n.AddVoter(r.Context(), p); err != nil {
-			http.Error(w, fmt.Sprintf(`{"error":"join_failed","message":%q}`, err.Error()), http.StatusServiceUnavailable)
+			writeError(w, http.StatusServiceUnavailable, APIError{Error: "join_failed", Message: err.Error()})
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -496,32 +540,36 @@ func (n *Node) Handler() http.Handler {
 			return
 		}
 		if !n.IsLeader() {
-			http.Error(w, `{"error":"not_leader","message":"send removals to the leader"}`, http.StatusMisdirectedRequest)
+			n.notLeader(w, "send removals to the leader")
 			return
 		}
 		if err := n.RemoveVoter(r.PathValue("id")); err != nil {
-			http.Error(w, fmt.Sprintf(`{"error":"remove_failed","message":%q}`, err.Error()), http.StatusServiceUnavailable)
+			writeError(w, http.StatusServiceUnavailable, APIError{Error: "remove_failed", Message: err.Error()})
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST "+ApplyPath, func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
-			http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
+			writeError(w, http.StatusUnauthorized, APIError{Error: "unauthorized", Message: "bad ledger secret"})
 			return
 		}
 		if !n.IsLeader() {
-			http.Error(w, `{"error":"not_leader","message":"this node is not the leader"}`, http.StatusMisdirectedRequest)
+			n.notLeader(w, "this node is not the leader")
 			return
 		}
 		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			writeError(w, http.StatusBadRequest, APIError{Error: "bad_input", Message: err.Error()})
 			return
 		}
 		res, err := n.applyLocal(r.Context(), data)
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			n.notLeader(w, err.Error())
+			return
+		}
 		if err != nil {
-			http.Error(w, fmt.Sprintf(`{"error":"apply_failed","message":%q}`, err.Error()), http.StatusServiceUnavailable)
+			writeError(w, http.StatusServiceUnavailable, APIError{Error: "apply_failed", Message: err.Error()})
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
