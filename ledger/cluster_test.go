@@ -16,6 +16,7 @@ import (
 
 	"github.com/trawlhq/trawl/internal/store"
 	. "github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/ledgertest/rafttest"
 )
 
 func TestClusterLeaderKilledLosesNothing(t *testing.T) {
@@ -233,6 +234,12 @@ func TestClusterAPIAnswersJSONAndNotLeader(t *testing.T) {
 			follower = id
 			break
 		}
+	}
+	if err := rafttest.WaitFor(10*time.Second, func() bool {
+		_, l := c.node(follower).Raft().LeaderWithID()
+		return string(l) == leader.ID()
+	}); err != nil {
+		t.Fatalf("%s never learnt the leader: %v", follower, err)
 	}
 	post := func(id, path, body string) (int, APIError) {
 		t.Helper()

@@ -27,6 +27,8 @@ type Command struct {
 	ExpirePass    *ExpirePass    `json:"expire_pass,omitempty"`
 	RechargeDone  *RechargeDone  `json:"recharge_done,omitempty"`
 	SetPeer       *Peer          `json:"set_peer,omitempty"`
+	SetPlans      *Plans         `json:"set_plans,omitempty"`
+	Compact       *Compact       `json:"compact,omitempty"`
 }
 
 // Command types.
@@ -44,6 +46,8 @@ const (
 	CmdExpirePass    = "expire_pass"
 	CmdRechargeDone  = "recharge_done"
 	CmdSetPeer       = "set_peer"
+	CmdSetPlans      = "set_plans"
+	CmdCompact       = "compact"
 )
 
 type CreateAccount struct {
@@ -109,12 +113,29 @@ type Settings struct {
 	Recharge   *Recharge `json:"recharge,omitempty"`
 }
 
-// ResetMonth starts a calendar month: each account's unspent monthly credit
-// lapses, the plan's monthly credit is granted, month counters restart. Sent
-// by the leader's billing loop on the 1st (not a timer inside Apply).
+// ResetMonth records the plans' monthly credits (as set_plans) and starts
+// Month if the ledger is still in an earlier one. The month also turns by
+// itself: the first command of any type whose Time falls in a later
+// calendar month than the ledger's starts that month before it applies
+// (docs/ledger.md); reset_month is kept for compatibility, and a reset of a
+// month already started changes nothing but the credits.
 type ResetMonth struct {
 	Month   string        `json:"month"` // "2026-12"
 	Credits map[string]MC `json:"credits"`
+}
+
+// Plans are the monthly credit of each plan, granted when a month starts.
+// A plan missing here is granted nothing.
+type Plans struct {
+	Monthly map[string]MC `json:"monthly_mc"`
+}
+
+// Compact drops what the ledger keeps only to answer repeats: stored
+// command results and receipt records applied before Before, and settle
+// marks of epochs unused since Before (docs/ledger.md). Before travels in
+// the command, so every replica drops the same keys.
+type Compact struct {
+	Before time.Time `json:"before"`
 }
 
 // Topup credits a paid pack. PaymentID makes it idempotent.

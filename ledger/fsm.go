@@ -102,6 +102,10 @@ func (s *State) Apply(cmd *Command, index uint64) (*Result, error) {
 		b.Discard()
 		b = s.st.NewBatch()
 		meta = s.meta
+		if err := rollOnly(s.st, b, &meta, cmd); err != nil {
+			b.Discard()
+			return nil, err
+		}
 	}
 	if index != 0 {
 		meta.AppliedIndex = index

@@ -108,6 +108,16 @@ func (s *State) Accounts(fn func(*Account) (bool, error)) error {
 	})
 }
 
+// Plans are the monthly credits this replica grants when a month starts
+// (set_plans, reset_month); none recorded is an empty table.
+func (s *State) Plans() (*Plans, error) {
+	p := &Plans{}
+	if _, err := getJSON(s.st, keyPlans, p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 // Peer reads a voter's addresses as recorded by a join.
 func (s *State) Peer(id string) (*Peer, error) {
 	var p Peer

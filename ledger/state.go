@@ -105,7 +105,9 @@ type Meta struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	Entries      uint64 `json:"entries"`   // journal length
 	LastHash     string `json:"last_hash"` // hash of the last journal entry
-	Month        string `json:"month"`     // month of the last reset
+	// Month is the ledger's calendar month ("2026-11"): taken from the
+	// first command's time, turned by the first command of a later month.
+	Month string `json:"month"`
 }
 
 // Key layout of the ledger's state in its Pebble store (store.PrefixLedger, "L/"):
@@ -121,6 +123,7 @@ type Meta struct {
 //	L/cmd/<id>             Result of an applied command (commands are idempotent)
 //	L/pay/<payment id>     journal index of the top-up (a payment credits once)
 //	L/peer/<id>            Peer: a voter's addresses (joins)
+//	L/plans                Plans: each plan's monthly credit
 //	L/mark/<region>/<epoch> highest journal sequence settled from that region's journal
 //	L/j/<index>            journal Entry, index 8 bytes big-endian from 1
 var (
@@ -139,6 +142,8 @@ func keyReceipt(id string) []byte     { return []byte(store.PrefixLedger + "rcpt
 func keyCommand(id string) []byte     { return []byte(store.PrefixLedger + "cmd/" + id) }
 func keyPayment(id string) []byte     { return []byte(store.PrefixLedger + "pay/" + id) }
 func keyPeer(id string) []byte        { return []byte(store.PrefixLedger + "peer/" + id) }
+
+var keyPlans = []byte(store.PrefixLedger + "plans")
 func keyMark(region, epoch string) []byte {
 	return []byte(store.PrefixLedger + "mark/" + region + "/" + epoch)
 }
