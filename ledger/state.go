@@ -144,6 +144,7 @@ func keyPayment(id string) []byte     { return []byte(store.PrefixLedger + "pay/
 func keyPeer(id string) []byte        { return []byte(store.PrefixLedger + "peer/" + id) }
 
 var keyPlans = []byte(store.PrefixLedger + "plans")
+
 func keyMark(region, epoch string) []byte {
 	return []byte(store.PrefixLedger + "mark/" + region + "/" + epoch)
 }
