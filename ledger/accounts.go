@@ -273,3 +273,36 @@ func (t *tx) setPeer(p *Peer) error {
 	t.putJSON(keyPeer(p.ID), p)
 	return nil
 }
+
+// compact drops the records kept only to answer repeats from before
+// c.Before: stored command results and the receipts of settles without an
+// epoch. Before is in the command, so every replica drops the same keys. A
+// command repeated after its result is gone applies again: the sender
+// picks Before well past any retry (the billing loop keeps 7 days). Settles
+// from a holds client are deduplicated by their marks, which stay.
+func (t *tx) compact(c *Compact, res *Result) error {
+	if c == nil || c.Before.IsZero() {
+		return refuse(ErrCodeInvalid, "compact needs before")
+	}
+	n := 0
+	for _, idx := range []struct {
+		prefix string
+		key    func(string) []byte
+	}{{prefixCommandTimes, keyCommand}, {prefixReceiptTimes, keyReceipt}} {
+		end := keyTimed(idx.prefix, c.Before, "")
+		err := t.r.Scan([]byte(idx.prefix), nil, func(k, _ []byte) (bool, error) {
+			if string(k) >= string(end) {
+				return false, nil
+			}
+			t.b.Delete(k)
+			t.b.Delete(idx.key(string(k[len(idx.prefix)+8:])))
+			n++
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	res.Compacted = n
+	return nil
+}

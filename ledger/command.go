@@ -131,9 +131,9 @@ type Plans struct {
 }
 
 // Compact drops what the ledger keeps only to answer repeats: stored
-// command results and receipt records applied before Before, and settle
-// marks of epochs unused since Before (docs/ledger.md). Before travels in
-// the command, so every replica drops the same keys.
+// command results and receipt records of commands timed before Before
+// (docs/ledger.md). Before travels in the command, so every replica drops
+// the same keys.
 type Compact struct {
 	Before time.Time `json:"before"`
 }
@@ -176,6 +176,8 @@ type Result struct {
 	// unknown account, no receipt): the rest of the batch is settled, these
 	// are not charged and the client keeps them for an operator.
 	Parked []ParkedCharge `json:"parked,omitempty"`
+	// Compacted is how many results and receipts a compact dropped.
+	Compacted int `json:"compacted,omitempty"`
 	// Shortfall is charged credit a hold could not cover. The holds client
 	// never lets it happen; audit reports it.
 	Shortfall MC `json:"shortfall_mc,omitempty"`

@@ -44,6 +44,9 @@ func OpenState(st *store.Store) (*State, error) {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return nil, err
 	}
+	if _, err := migrateJournal(st); err != nil {
+		return nil, fmt.Errorf("ledger: move the journal out of the replicated state: %w", err)
+	}
 	m, err := readMeta(st)
 	if err != nil {
 		return nil, err
@@ -113,6 +116,7 @@ func (s *State) Apply(cmd *Command, index uint64) (*Result, error) {
 	if !res.Duplicate {
 		rb, _ := json.Marshal(res)
 		b.Set(keyCommand(cmd.ID), rb)
+		b.Set(keyTimed(prefixCommandTimes, cmd.Time, cmd.ID), nil)
 	}
 	mb, _ := json.Marshal(&meta)
 	b.Set(keyMeta, mb)
@@ -179,7 +183,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer f.mu.Unlock()
 	s := (*State)(f)
 	b := f.st.NewBatch()
-	if err := b.DeletePrefix(prefixState); err != nil {
+	// The replicated state goes; what the replica keeps for itself (its
+	// journal, under L/~/) stays.
+	if err := b.DeleteRange(prefixState, prefixLocal); err != nil {
 		b.Discard()
 		return err
 	}
@@ -207,8 +213,13 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			b.Discard()
 			return fmt.Errorf("restore: %w", err)
 		}
-		if bytes.Equal(k, keyRestoring) {
+		if bytes.Equal(k, keyRestoring) || bytes.HasPrefix(k, prefixLocal) {
 			continue
+		}
+		if bytes.HasPrefix(k, prefixOldJournal) {
+			// A snapshot from before the journal left the replicated
+			// state: its entries become this replica's journal.
+			k = keyJournal(journalIndexOf(k))
 		}
 		b.Set(k, v)
 		if b.Len() >= s.restoreBatch() {
@@ -218,13 +229,25 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			b = f.st.NewBatch()
 		}
 	}
-	b.Delete(keyRestoring)
-	if err := b.Commit(store.Sync); err != nil {
-		return fmt.Errorf("restore: finish: %w", err)
+	if err := b.Commit(store.NoSync); err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
+	// Where the journal resumes: a snapshot carries the journal's head, not
+	// its entries. When this replica lacks entries up to the head, an
+	// anchor records the head's hash and the balances there; the audit
+	// verifies what follows from it until Backfill fetches the rest.
 	m, err := readMeta(f.st)
 	if err != nil {
 		return err
+	}
+	b = f.st.NewBatch()
+	if err := s.anchorAt(b, m); err != nil {
+		b.Discard()
+		return err
+	}
+	b.Delete(keyRestoring)
+	if err := b.Commit(store.Sync); err != nil {
+		return fmt.Errorf("restore: finish: %w", err)
 	}
 	f.meta = m
 	f.halfRestored = false
@@ -239,6 +262,9 @@ type fsmSnapshot struct {
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	w := bufio.NewWriterSize(sink, 1<<20)
 	err := s.snap.Scan(prefixState, nil, func(k, v []byte) (bool, error) {
+		if bytes.HasPrefix(k, prefixLocal) {
+			return false, nil // the replica's own keys sort last
+		}
 		if bytes.Equal(k, keyRestoring) {
 			return true, nil
 		}

@@ -202,8 +202,13 @@ func (t *tx) settle(s *Settle, res *Result) error {
 			}
 			touched[c.Account] = a
 		}
-		t.receipts[c.Receipt] = true
-		t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
+		if s.Epoch == "" || c.Seq == 0 {
+			// Without a mark, the receipt itself is remembered (until a
+			// compact drops it); with one, the mark is the whole record.
+			t.receipts[c.Receipt] = true
+			t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
+			t.b.Set(keyTimed(prefixReceiptTimes, t.cmd.Time, c.Receipt), nil)
+		}
 		hold, err := t.readHold(a.ID, s.Region)
 		if err != nil {
 			return err

@@ -112,6 +112,8 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 		err = t.setPeer(cmd.SetPeer)
 	case CmdSetPlans:
 		err = t.setPlans(cmd.SetPlans)
+	case CmdCompact:
+		err = t.compact(cmd.Compact, res)
 	default:
 		err = refuse(ErrCodeInvalid, "unknown command type %q", cmd.Type)
 	}

@@ -149,14 +149,10 @@ func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch()} }
 func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
 func (b *Batch) Delete(key []byte)     { _ = b.b.Delete(key, nil) }
 
-// DeletePrefix removes every key with the prefix, as one range deletion in
+// DeleteRange removes every key in [start, end), as one range deletion in
 // the batch: writes added after it in the same batch survive it.
-func (b *Batch) DeletePrefix(prefix []byte) error {
-	end := PrefixEnd(prefix)
-	if end == nil {
-		return fmt.Errorf("store: cannot delete prefix %q", prefix)
-	}
-	return b.b.DeleteRange(prefix, end, nil)
+func (b *Batch) DeleteRange(start, end []byte) error {
+	return b.b.DeleteRange(start, end, nil)
 }
 
 // Len is the number of operations in the batch.
