@@ -169,8 +169,9 @@ var (
 	prefixCommandTimes = store.PrefixLedger + "cmdt/"
 	prefixReceiptTimes = store.PrefixLedger + "rcptt/"
 )
-func keyPayment(id string) []byte     { return []byte(store.PrefixLedger + "pay/" + id) }
-func keyPeer(id string) []byte        { return []byte(store.PrefixLedger + "peer/" + id) }
+
+func keyPayment(id string) []byte { return []byte(store.PrefixLedger + "pay/" + id) }
+func keyPeer(id string) []byte    { return []byte(store.PrefixLedger + "peer/" + id) }
 
 var keyPlans = []byte(store.PrefixLedger + "plans")
 
@@ -184,10 +185,11 @@ func keyJournal(index uint64) []byte {
 // prefixLocal begins the keys a replica keeps for itself; every replicated
 // key sorts before it.
 var (
-	prefixLocal     = []byte(store.PrefixLedger + "~/")
-	keyAnchor       = []byte(store.PrefixLedger + "~/anchor")
+	prefixLocal      = []byte(store.PrefixLedger + "~/")
+	keyAnchor        = []byte(store.PrefixLedger + "~/anchor")
 	prefixOldJournal = []byte(store.PrefixLedger + "j/") // before the journal moved under L/~/
 )
+
 func prefixHolds(acct string) []byte   { return []byte(store.PrefixLedger + "hold/" + acct + "/") }
 func prefixJournal() []byte            { return []byte(store.PrefixLedger + "~/j/") }
 func prefixAccounts() []byte           { return []byte(store.PrefixLedger + "acct/") }
