@@ -47,6 +47,16 @@ func Maintain(ctx context.Context, cfg Config) (*MaintainReport, error) {
 		}
 		rep.PlansSet = res.Error == "" && !res.Duplicate
 	}
+	// Once an hour, drop the ledger's records of commands older than a
+	// week (results kept only to answer repeats); the time is in the
+	// command, so every replica drops the same.
+	hour := now.Truncate(time.Hour)
+	if _, err := submit(ctx, cfg, &ledger.Command{
+		ID: "compact/" + hour.Format("2006-01-02T15"), Type: ledger.CmdCompact, Time: now,
+		Compact: &ledger.Compact{Before: hour.Add(-CompactAfter)},
+	}); err != nil {
+		return rep, fmt.Errorf("compact: %w", err)
+	}
 	var lapsed []*ledger.Account
 	err = cfg.State.Accounts(func(a *ledger.Account) (bool, error) {
 		if !a.PassExpires.IsZero() && !now.Before(a.PassExpires) {
@@ -76,6 +86,10 @@ func Maintain(ctx context.Context, cfg Config) (*MaintainReport, error) {
 	rep.Recharges, err = RunRecharges(ctx, cfg)
 	return rep, err
 }
+
+// CompactAfter is how long the ledger keeps a command's result (to answer
+// a repeat of it with the same result): far longer than any retry.
+const CompactAfter = 7 * 24 * time.Hour
 
 // plansID names a table of monthly credits: the same table, the same id.
 func plansID(m map[string]ledger.MC) string {
