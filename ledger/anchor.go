@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	"github.com/trawlhq/trawl/internal/store"
 )
@@ -75,40 +76,55 @@ var ErrBackfill = errors.New("ledger: backfill does not match the anchor")
 
 // Backfill writes journal entries this replica skipped when it restored a
 // snapshot (1 to the anchor's Entries), fetched from any replica or from an
-// auditor's copy. They are verified before a byte is written: a chain from
-// the genesis hash, ending at the anchor's hash, whose balances are the
-// anchor's. Then the anchor goes: the journal is whole again.
-func (s *State) Backfill(entries []*Entry) error {
+// auditor's copy; next returns them in order and io.EOF after the last.
+// They are verified as they come — a chain from the genesis hash — and at
+// the end against the anchor: its hash and its balances. Only then does the
+// anchor go and the journal is whole again; entries that do not fit are
+// removed and ErrBackfill returned.
+func (s *State) Backfill(next func() (*Entry, error)) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, err := readAnchor(s.st)
-	if err != nil {
+	if err != nil || a == nil {
 		return err
 	}
-	if a == nil {
-		return nil
-	}
-	if uint64(len(entries)) != a.Entries {
-		return fmt.Errorf("%w: %d entries for an anchor at %d", ErrBackfill, len(entries), a.Entries)
-	}
 	aud := NewAuditor()
-	for _, e := range entries {
-		aud.Add(e)
-	}
-	rep := aud.Report(a.Balances)
-	if !rep.OK() || rep.LastHash != a.LastHash {
-		return fmt.Errorf("%w: %v (head %s, anchor %s)", ErrBackfill, rep.Violations, rep.LastHash, a.LastHash)
+	undo := func(cause error) error {
+		b := s.st.NewBatch()
+		b.DeleteRange(keyJournal(1), keyJournal(a.Entries+1))
+		if err := b.Commit(store.Sync); err != nil {
+			return err
+		}
+		return cause
 	}
 	b := s.st.NewBatch()
-	for i, e := range entries {
+	for aud.n < a.Entries {
+		e, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			b.Discard()
+			return undo(err)
+		}
+		aud.Add(e)
+		if len(aud.violations) > 0 {
+			b.Discard()
+			return undo(fmt.Errorf("%w: %v", ErrBackfill, aud.violations))
+		}
 		eb, _ := json.Marshal(e)
 		b.Set(keyJournal(e.Index), eb)
-		if b.Len() >= 4096 && i < len(entries)-1 {
+		if b.Len() >= 4096 {
 			if err := b.Commit(store.NoSync); err != nil {
-				return err
+				return undo(err)
 			}
 			b = s.st.NewBatch()
 		}
+	}
+	rep := aud.Report(a.Balances)
+	if aud.n != a.Entries || !rep.OK() || rep.LastHash != a.LastHash {
+		b.Discard()
+		return undo(fmt.Errorf("%w: %d entries ending %s, anchor %d ending %s: %v", ErrBackfill, aud.n, rep.LastHash, a.Entries, a.LastHash, rep.Violations))
 	}
 	b.Delete(keyAnchor)
 	return b.Commit(store.Sync)

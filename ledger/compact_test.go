@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"testing"
 	"time"
 
@@ -138,10 +139,16 @@ func TestRestoreAnchorsAndBackfill(t *testing.T) {
 		bad[i] = &c
 	}
 	bad[3].Amount++
-	if err := dst.Backfill(bad); !errors.Is(err, ErrBackfill) {
+	if err := dst.Backfill(entryList(bad)); !errors.Is(err, ErrBackfill) {
 		t.Fatalf("tampered backfill: %v", err)
 	}
-	if err := dst.Backfill(entries); err != nil {
+	if err := dst.Backfill(entryList(entries[:len(entries)-1])); !errors.Is(err, ErrBackfill) {
+		t.Fatalf("short backfill: %v", err)
+	}
+	if ra, _ := dst.Audit(); !ra.OK() || ra.AnchoredAt == 0 {
+		t.Fatalf("after refused backfills: %+v", ra)
+	}
+	if err := dst.Backfill(entryList(entries)); err != nil {
 		t.Fatal(err)
 	}
 	ra, _ = dst.Audit()
@@ -175,5 +182,16 @@ func TestOldJournalMovesAtOpen(t *testing.T) {
 	got, _ := s.Audit()
 	if moved == 0 || !got.OK() || got.StateHash != want.StateHash || got.Entries != want.Entries {
 		t.Fatalf("after the move: %+v, want %+v", got, want)
+	}
+}
+
+func entryList(es []*Entry) func() (*Entry, error) {
+	return func() (*Entry, error) {
+		if len(es) == 0 {
+			return nil, io.EOF
+		}
+		e := es[0]
+		es = es[1:]
+		return e, nil
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -136,8 +138,9 @@ type Node struct {
 	mu    sync.RWMutex
 	peers map[string]Peer
 
-	stop chan struct{}
-	done chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	bfDone chan struct{} // the backfill loop has ended
 }
 
 // OpenNode starts a voter.
@@ -165,7 +168,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 			return nil, fmt.Errorf("ledger: %w", err)
 		}
 	}
-	n := &Node{cfg: cfg, peers: map[string]Peer{}, stop: make(chan struct{}), done: make(chan struct{})}
+	n := &Node{cfg: cfg, peers: map[string]Peer{}, stop: make(chan struct{}), done: make(chan struct{}), bfDone: make(chan struct{})}
 	for _, p := range cfg.Peers {
 		n.peers[p.ID] = p
 	}
@@ -245,6 +248,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	}
 	n.raft = r
 	go n.watchLeadership()
+	go n.backfillLoop()
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(n.logs, n.logs, snaps)
 		if err != nil {
@@ -316,6 +320,7 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 func (n *Node) Close() error {
 	close(n.stop)
 	<-n.done
+	<-n.bfDone
 	err := n.raft.Shutdown().Error()
 	n.trans.Close()
 	if e := n.logs.Close(); err == nil {
@@ -483,6 +488,89 @@ func (n *Node) authorised(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// JournalPath serves this replica's journal entries after ?after=N up to
+// &upto=M (NDJSON), for a replica that restored a snapshot and backfills
+// the entries before it. 409 when this replica lacks them itself.
+const JournalPath = "/internal/ledger/journal"
+
+// backfillLoop fetches, while this replica's journal resumes from an anchor
+// (it restored a snapshot without the entries before it), those entries
+// from another voter, every few seconds until one has them.
+func (n *Node) backfillLoop() {
+	defer close(n.bfDone)
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		if a, err := n.state.Anchor(); err == nil && a != nil {
+			if err := n.backfill(a); err != nil {
+				n.cfg.Logger.Warn("ledger journal backfill", "anchor", a.Entries, "err", err)
+			} else {
+				n.cfg.Logger.Info("ledger journal backfilled", "entries", a.Entries)
+			}
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) backfill(a *Anchor) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	hc := *n.cfg.HTTPClient
+	hc.Timeout = 0 // a long journal; n.stop ends it
+	n.mu.RLock()
+	var peers []Peer
+	for _, p := range n.peers {
+		if p.ID != n.cfg.ID && p.APIAddr != "" {
+			peers = append(peers, p)
+		}
+	}
+	n.mu.RUnlock()
+	slices.SortFunc(peers, func(x, y Peer) int { return strings.Compare(x.ID, y.ID) })
+	last := errors.New("no other voter known")
+	for _, p := range peers {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s%s?after=0&upto=%d", p.APIAddr, JournalPath, a.Entries), nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("X-Ledger-Secret", n.cfg.Secret)
+		resp, err := hc.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			last = fmt.Errorf("%s answered %s", p.ID, resp.Status)
+			continue
+		}
+		dec := json.NewDecoder(bufio.NewReaderSize(resp.Body, 1<<20))
+		err = n.state.Backfill(func() (*Entry, error) {
+			var e Entry
+			if err := dec.Decode(&e); err != nil {
+				return nil, err
+			}
+			return &e, nil
+		})
+		resp.Body.Close()
+		if err == nil {
+			return nil
+		}
+		last = fmt.Errorf("from %s: %w", p.ID, err)
+	}
+	return last
+}
+
 // StatusPath reports a node's view of the group (for operators and tests).
 const StatusPath = "/internal/ledger/status"
 
@@ -514,6 +602,31 @@ func (n *Node) Handler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(n.Status())
+	})
+	mux.HandleFunc("GET "+JournalPath, func(w http.ResponseWriter, r *http.Request) {
+		if !n.authorised(w, r) {
+			return
+		}
+		after, err1 := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+		upto, err2 := strconv.ParseUint(r.URL.Query().Get("upto"), 10, 64)
+		if err1 != nil || err2 != nil {
+			writeError(w, http.StatusBadRequest, APIError{Error: "bad_input", Message: "want ?after=N&upto=M"})
+			return
+		}
+		if a, err := n.state.Anchor(); err != nil || (a != nil && a.Entries > after) {
+			writeError(w, http.StatusConflict, APIError{Error: "not_here", Message: "this replica restored a snapshot without those entries"})
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		bw := bufio.NewWriterSize(w, 1<<20)
+		enc := json.NewEncoder(bw)
+		n.state.Journal(after, func(e *Entry) (bool, error) {
+			if e.Index > upto {
+				return false, nil
+			}
+			return true, enc.Encode(e)
+		})
+		bw.Flush()
 	})
 	mux.HandleFunc("POST "+MembersPath, func(w http.ResponseWriter, r *http.Request) {
 		if !n.authorised(w, r) {

@@ -120,6 +120,17 @@ func TestClusterKillDuringInstallSnapshot(t *testing.T) {
 		if c.node("us").State().HalfRestored() {
 			t.Fatal("still half restored after the start")
 		}
+		// It fetches the journal entries the snapshot did not carry from
+		// another voter, and audits from the first entry again.
+		if err := rafttest.WaitFor(20*time.Second, func() bool {
+			a, err := c.node("us").State().Anchor()
+			return err == nil && a == nil
+		}); err != nil {
+			t.Fatalf("restart %d: the journal was never backfilled: %v", n, err)
+		}
+		if rep := mustAudit(t, c.node("us").State()); rep.AnchoredAt != 0 || rep.StateHash != got.StateHash {
+			t.Fatalf("restart %d: after backfill %+v", n, rep)
+		}
 		if b, _ := c.node("us").State().Balance(BucketAccount("a", BucketSignup)); b != Credits(int64(420+10*(n+1))) {
 			t.Fatalf("restart %d: balance %s", n, b)
 		}
