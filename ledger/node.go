@@ -271,7 +271,8 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 
 // watchLeadership replicates the configured voters' addresses whenever this
 // node becomes leader, so a voter that joins later (or any follower) can
-// forward to whichever node leads. set_peer is idempotent by id.
+// forward to whichever node leads. set_peer is idempotent by id, and carries
+// no time: a node's clock must not turn the ledger's month.
 func (n *Node) watchLeadership() {
 	defer close(n.done)
 	for {
@@ -293,7 +294,7 @@ func (n *Node) watchLeadership() {
 					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + p.ID + "/" + p.RaftAddr + "/" + p.APIAddr, Type: CmdSetPeer, Time: time.Now(), SetPeer: &p}))
+				_, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + p.ID + "/" + p.RaftAddr + "/" + p.APIAddr, Type: CmdSetPeer, SetPeer: &p}))
 				cancel()
 				if err != nil {
 					n.cfg.Logger.Debug("replicating peer addresses", "peer", p.ID, "err", err)
@@ -704,7 +705,7 @@ func (n *Node) AddVoter(ctx context.Context, p Peer) error {
 	}
 	n.mu.Unlock()
 	for _, q := range all {
-		res, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + q.ID + "/" + q.RaftAddr + "/" + q.APIAddr, Type: CmdSetPeer, Time: time.Now(), SetPeer: &q}))
+		res, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + q.ID + "/" + q.RaftAddr + "/" + q.APIAddr, Type: CmdSetPeer, SetPeer: &q}))
 		if err != nil {
 			return err
 		}
