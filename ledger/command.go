@@ -78,12 +78,14 @@ type HoldRequest struct {
 }
 
 // Settle charges what a region spent from its holds. Each charge is applied
-// at most once per receipt id, however often it is sent.
+// at most once, however often it is sent.
 //
-// A holds client also sends its journal's Epoch and each charge's Seq: its
+// A holds client sends its journal's Epoch and each charge's Seq: its
 // charges are settled in sequence order, so a charge at or below the
-// highest sequence already settled for that epoch is a repeat, found without
-// a lookup per receipt. Charges without them are checked by receipt.
+// highest sequence already settled for that epoch is a repeat, found by the
+// mark alone (no key per charge is kept). Charges without them are checked
+// by receipt among the settles without them, for as long as compact keeps
+// their receipts: the same charge must not be sent both ways.
 type Settle struct {
 	Region  string   `json:"region"`
 	Epoch   string   `json:"epoch,omitempty"`

@@ -116,6 +116,10 @@ func growth(args []string) error {
 			done += n
 		}
 		p := growthPoint{Charges: done, SubmitS: time.Since(start).Seconds()}
+		// Under load a leader may change: measure on the one there is.
+		if leader, err = c.Leader(time.Minute); err != nil {
+			return err
+		}
 		p.ChargesPerSec = round3(float64(done) / p.SubmitS)
 		// What the billing loop drops every hour (results older than a
 		// week), as if a week had passed.
@@ -140,6 +144,9 @@ func growth(args []string) error {
 		p.SnapshotMB = round3(float64(meta.Size) / 1e6)
 		head := leader.State().Meta().AppliedIndex
 		// Catch-up: the stopped voter restarts and has the head.
+		if follower == leader.ID() {
+			return fmt.Errorf("the stopped voter %s leads", follower)
+		}
 		t0 = time.Now()
 		if err := c.StartNode(follower); err != nil {
 			return err
@@ -182,6 +189,9 @@ func growth(args []string) error {
 		}
 		p.JoinS = round3(time.Since(t0).Seconds())
 		// Remove it again: the next point joins a new one.
+		if leader, err = c.Leader(time.Minute); err != nil {
+			return err
+		}
 		if err := leader.RemoveVoter(id); err != nil {
 			return err
 		}
