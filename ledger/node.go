@@ -529,14 +529,25 @@ func (n *Node) backfill(a *Anchor) error {
 	}()
 	hc := *n.cfg.HTTPClient
 	hc.Timeout = 0 // a long journal; n.stop ends it
+	// The voters this node was configured with, and those replicated (a
+	// node that joined knows only itself).
+	known := map[string]Peer{}
+	if rp, err := n.state.Peers(); err == nil {
+		for _, p := range rp {
+			known[p.ID] = p
+		}
+	}
 	n.mu.RLock()
-	var peers []Peer
 	for _, p := range n.peers {
+		known[p.ID] = p
+	}
+	n.mu.RUnlock()
+	var peers []Peer
+	for _, p := range known {
 		if p.ID != n.cfg.ID && p.APIAddr != "" {
 			peers = append(peers, p)
 		}
 	}
-	n.mu.RUnlock()
 	slices.SortFunc(peers, func(x, y Peer) int { return strings.Compare(x.ID, y.ID) })
 	last := errors.New("no other voter known")
 	for _, p := range peers {

@@ -118,6 +118,20 @@ func (s *State) Plans() (*Plans, error) {
 	return p, nil
 }
 
+// Peers are the voters' addresses as replicated (set_peer), by id.
+func (s *State) Peers() ([]Peer, error) {
+	var out []Peer
+	err := s.st.Scan([]byte(store.PrefixLedger+"peer/"), nil, func(_, v []byte) (bool, error) {
+		var p Peer
+		if err := json.Unmarshal(v, &p); err != nil {
+			return false, err
+		}
+		out = append(out, p)
+		return true, nil
+	})
+	return out, err
+}
+
 // Peer reads a voter's addresses as recorded by a join.
 func (s *State) Peer(id string) (*Peer, error) {
 	var p Peer

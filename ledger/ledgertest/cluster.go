@@ -316,17 +316,25 @@ func (c *Cluster) Leader(timeout time.Duration) (*ledger.Node, error) {
 // Converge waits until every running replica has applied the leader's
 // last index, then audits each and checks they have the same state hash.
 func (c *Cluster) Converge(timeout time.Duration) (*ledger.AuditReport, error) {
-	leader, err := c.Leader(timeout)
-	if err != nil {
-		return nil, err
-	}
-	if err := leader.Barrier(5 * time.Second); err != nil {
-		return nil, fmt.Errorf("ledgertest: barrier on %s: %w", leader.ID(), err)
+	deadline := time.Now().Add(timeout)
+	var leader *ledger.Node
+	for {
+		var err error
+		if leader, err = c.Leader(timeout); err != nil {
+			return nil, err
+		}
+		err = leader.Barrier(5 * time.Second)
+		if err == nil {
+			break
+		}
+		// Leadership may move between finding the leader and the barrier.
+		if !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, raft.ErrLeadershipLost) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("ledgertest: barrier on %s: %w", leader.ID(), err)
+		}
 	}
 	// Raft's AppliedIndex moves when entries are handed to the FSM, not when
 	// it has applied them: compare the FSM's own applied index.
 	want := leader.State().Meta().AppliedIndex
-	deadline := time.Now().Add(timeout)
 	var running []string
 	for _, id := range c.IDs() {
 		if c.Node(id) != nil {
@@ -341,6 +349,22 @@ func (c *Cluster) Converge(timeout time.Duration) (*ledger.AuditReport, error) {
 		for n.State().Meta().AppliedIndex < want {
 			if time.Now().After(deadline) {
 				return nil, fmt.Errorf("ledgertest: %s stuck at %d < %d", id, n.State().Meta().AppliedIndex, want)
+			}
+			time.Sleep(rafttest.PollEvery)
+		}
+		// A replica that restored a snapshot fetches the journal before it
+		// from another voter: wait for it, so every replica's journal is
+		// whole.
+		for {
+			a, err := n.State().Anchor()
+			if err != nil {
+				return nil, err
+			}
+			if a == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("ledgertest: %s never fetched the journal up to its anchor at %d", id, a.Entries)
 			}
 			time.Sleep(rafttest.PollEvery)
 		}
