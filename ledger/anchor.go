@@ -81,9 +81,11 @@ var ErrBackfill = errors.New("ledger: backfill does not match the anchor")
 // the end against the anchor: its hash and its balances. Only then does the
 // anchor go and the journal is whole again; entries that do not fit are
 // removed and ErrBackfill returned.
+//
+// Applies go on meanwhile: they write entries after the anchor, Backfill
+// those before it. Only the end holds the apply lock, to drop the anchor if
+// no restore replaced it in the meantime.
 func (s *State) Backfill(next func() (*Entry, error)) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	a, err := readAnchor(s.st)
 	if err != nil || a == nil {
 		return err
@@ -126,8 +128,21 @@ func (s *State) Backfill(next func() (*Entry, error)) error {
 		b.Discard()
 		return undo(fmt.Errorf("%w: %d entries ending %s, anchor %d ending %s: %v", ErrBackfill, aud.n, rep.LastHash, a.Entries, a.LastHash, rep.Violations))
 	}
-	b.Delete(keyAnchor)
-	return b.Commit(store.Sync)
+	if err := b.Commit(store.NoSync); err != nil {
+		return undo(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now, err := readAnchor(s.st)
+	if err != nil {
+		return err
+	}
+	if now == nil || now.Entries != a.Entries || now.LastHash != a.LastHash {
+		// A restore moved the anchor meanwhile: what was written is a true
+		// prefix of the journal and stays; the next backfill goes on.
+		return fmt.Errorf("ledger: the anchor moved during the backfill")
+	}
+	return s.st.Delete(keyAnchor, store.Sync)
 }
 
 // migrateJournal moves journal entries kept in the replicated state by
