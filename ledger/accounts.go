@@ -3,6 +3,8 @@ package ledger
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/trawlhq/trawl/internal/store"
@@ -117,8 +119,61 @@ func (t *tx) resetMonth(r *ResetMonth) error {
 	if r == nil || len(r.Month) != 7 || !strings.Contains(r.Month, "-") {
 		return refuse(ErrCodeInvalid, "reset_month needs a month like 2026-12")
 	}
+	if r.Credits != nil {
+		if err := t.setPlans(&Plans{Monthly: r.Credits}); err != nil {
+			return err
+		}
+	}
 	if r.Month <= t.meta.Month {
-		return refuse(ErrCodeExists, "month %s already started", r.Month)
+		return nil // started already (by this command's time, or before)
+	}
+	return t.startMonth(r.Month)
+}
+
+func (t *tx) setPlans(p *Plans) error {
+	if p == nil {
+		return refuse(ErrCodeInvalid, "set_plans needs the plans")
+	}
+	for plan, v := range p.Monthly {
+		if v < 0 {
+			return refuse(ErrCodeInvalid, "the monthly credit of %s is negative", plan)
+		}
+	}
+	cp := &Plans{Monthly: maps.Clone(p.Monthly)}
+	t.plans = cp
+	t.putJSON(keyPlans, cp)
+	return nil
+}
+
+// rollMonth starts the month of the command's time when it is later than
+// the ledger's month. A ledger without a month (new, or from before months
+// turned here) takes the command's month and changes nothing else: spend
+// already counted stays counted. Commands without a time never turn it.
+func (t *tx) rollMonth() error {
+	if t.cmd.Time.IsZero() {
+		return nil
+	}
+	m := t.cmd.Time.UTC().Format("2006-01")
+	if t.meta.Month == "" {
+		t.meta.Month = m
+		return nil
+	}
+	if m <= t.meta.Month {
+		return nil
+	}
+	return t.startMonth(m)
+}
+
+// startMonth starts month m: each account's unspent monthly credit lapses,
+// its plan's monthly credit is granted, its month counters restart. Accounts
+// in key order: deterministic.
+func (t *tx) startMonth(m string) error {
+	plans := t.plans
+	if plans == nil {
+		plans = &Plans{}
+		if _, err := getJSON(t.r, keyPlans, plans); err != nil {
+			return err
+		}
 	}
 	var ids []string
 	err := t.r.Scan(prefixAccounts(), nil, func(k, _ []byte) (bool, error) {
@@ -128,7 +183,12 @@ func (t *tx) resetMonth(r *ResetMonth) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range ids { // key order: deterministic
+	for _, id := range slices.Sorted(maps.Keys(t.accts)) { // created by this command
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range ids {
 		a, err := t.account(id)
 		if err != nil {
 			return err
@@ -140,12 +200,12 @@ func (t *tx) resetMonth(r *ResetMonth) error {
 		if err := t.transfer(BucketAccount(id, BucketMonthly), SysExpired, left, KindExpire, ""); err != nil {
 			return err
 		}
-		if err := t.transfer(SysGrants, BucketAccount(id, BucketMonthly), r.Credits[a.Plan], KindGrant, t.cmd.ID); err != nil {
+		if err := t.transfer(SysGrants, BucketAccount(id, BucketMonthly), plans.Monthly[a.Plan], KindGrant, "month/"+m); err != nil {
 			return err
 		}
-		a.Month, a.MonthSpent, a.RechargesThisMonth = r.Month, 0, 0
+		a.Month, a.MonthSpent, a.RechargesThisMonth = m, 0, 0
 	}
-	t.meta.Month = r.Month
+	t.meta.Month = m
 	return nil
 }
 
@@ -211,5 +271,38 @@ func (t *tx) setPeer(p *Peer) error {
 		return refuse(ErrCodeInvalid, "set_peer needs id, raft and api")
 	}
 	t.putJSON(keyPeer(p.ID), p)
+	return nil
+}
+
+// compact drops the records kept only to answer repeats from before
+// c.Before: stored command results and the receipts of settles without an
+// epoch. Before is in the command, so every replica drops the same keys. A
+// command repeated after its result is gone applies again: the sender
+// picks Before well past any retry (the billing loop keeps 7 days). Settles
+// from a holds client are deduplicated by their marks, which stay.
+func (t *tx) compact(c *Compact, res *Result) error {
+	if c == nil || c.Before.IsZero() {
+		return refuse(ErrCodeInvalid, "compact needs before")
+	}
+	n := 0
+	for _, idx := range []struct {
+		prefix string
+		key    func(string) []byte
+	}{{prefixCommandTimes, keyCommand}, {prefixReceiptTimes, keyReceipt}} {
+		end := keyTimed(idx.prefix, c.Before, "")
+		err := t.r.Scan([]byte(idx.prefix), nil, func(k, _ []byte) (bool, error) {
+			if string(k) >= string(end) {
+				return false, nil
+			}
+			t.b.Delete(k)
+			t.b.Delete(idx.key(string(k[len(idx.prefix)+8:])))
+			n++
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	res.Compacted = n
 	return nil
 }

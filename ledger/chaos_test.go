@@ -25,7 +25,8 @@ import (
 // stopped, a region's Client killed (Close, store closed, in-flight ledger
 // requests dropped) and restarted from its journal (with charges pending, or
 // drained first), settles sent again (the same command; its charges under a
-// new id, with their journal epoch and sequences or by receipt only; the
+// new id, all or a later part of them, with their journal epoch and
+// sequences; the
 // oldest unsettled charges of a journal, settled before its Client does
 // it). After each
 // schedule everything is healed, the clients settle, and the ledger must
@@ -460,7 +461,7 @@ func (s *chaosSchedule) fault(step int) {
 	if len(s.down) > 0 {
 		kinds = append(kinds, "start-voter")
 	}
-	kinds = append(kinds, "kill-client", "kill-idle-client", "settle-again", "settle-new-id", "settle-by-receipt", "journal-resend")
+	kinds = append(kinds, "kill-client", "kill-idle-client", "settle-again", "settle-new-id", "settle-part", "journal-resend")
 	kind := kinds[rng.IntN(len(kinds))]
 	pickFrom := func(ok func(string) bool) string {
 		var c []string
@@ -508,10 +509,11 @@ func (s *chaosSchedule) fault(step int) {
 	case "kill-client", "kill-idle-client":
 		r := regions[rng.IntN(len(regions))]
 		what = "kill and restart client " + r + s.killClient(s.rigs[r], kind == "kill-idle-client")
-	case "settle-again", "settle-new-id", "settle-by-receipt":
+	case "settle-again", "settle-new-id", "settle-part":
 		// A settle the ledger answered, sent again: as it was, under a new
-		// id (what a restarted client sends), or under a new id without its
-		// journal's epoch and sequences (charges checked by receipt).
+		// id (what a restarted client sends), or part of it under a new id
+		// (a batch cut differently). Repeats are found by the epoch's mark
+		// alone: the ledger keeps no key per charge.
 		prev := s.rec.pick(rng)
 		if prev == nil {
 			what = kind + ": no settle yet"
@@ -521,13 +523,9 @@ func (s *chaosSchedule) fault(step int) {
 		switch kind {
 		case "settle-new-id":
 			cmd = s.dupSettle(prev.Settle.Region, prev.Settle.Epoch, prev.Settle.Charges)
-		case "settle-by-receipt":
-			var charges []Charge
-			for _, ch := range prev.Settle.Charges {
-				ch.Seq = 0
-				charges = append(charges, ch)
-			}
-			cmd = s.dupSettle(prev.Settle.Region, "", charges)
+		case "settle-part":
+			from := rng.IntN(len(prev.Settle.Charges))
+			cmd = s.dupSettle(prev.Settle.Region, prev.Settle.Epoch, prev.Settle.Charges[from:])
 		}
 		res, err := s.submitSomewhere(cmd)
 		what = fmt.Sprintf("%s %s (%d charges)", kind, cmd.ID, len(cmd.Settle.Charges))

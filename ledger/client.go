@@ -77,6 +77,9 @@ type Client struct {
 	cursor  []byte          // settled charges are below this key (guarded by settleM)
 	stop    chan struct{}
 	done    chan struct{}
+
+	parked   atomic.Int64 // charges parked since start
+	parkedMC atomic.Int64
 }
 
 type holdState struct {
@@ -108,6 +111,7 @@ func (h *holdState) setHeld(v MC, idx uint64) {
 //
 //	H/c/<seq>    a charge not yet settled (seq 8 bytes big-endian)
 //	H/h/<acct>   the account's hold balance and raft index from the latest result
+//	H/p/<seq>    a charge the ledger could not take (parkedRecord), for an operator
 var (
 	prefixCharges = []byte(store.PrefixHolds + "c/")
 	keyEpoch      = []byte(store.PrefixHolds + "epoch")
@@ -117,7 +121,10 @@ func keyCharge(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64([]byte(store.PrefixHolds+"c/"), seq)
 }
 func keyHeld(acct string) []byte { return []byte(store.PrefixHolds + "h/" + acct) }
-func keyRel(acct string) []byte  { return []byte(store.PrefixHolds + "r/" + acct) }
+func keyParked(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64([]byte(store.PrefixHolds+"p/"), seq)
+}
+func keyRel(acct string) []byte { return []byte(store.PrefixHolds + "r/" + acct) }
 
 var keySeqHW = []byte(store.PrefixHolds + "seqhw")
 
@@ -242,6 +249,9 @@ func (c *Client) state(acct string) *holdState {
 func (c *Client) Charge(ctx context.Context, acct, receipt string, amount MC) error {
 	if amount < 0 {
 		return fmt.Errorf("ledger: negative charge %s", amount)
+	}
+	if receipt == "" || acct == "" {
+		return errors.New("ledger: a charge needs an account and a receipt")
 	}
 	h := c.state(acct)
 	for {
@@ -451,6 +461,45 @@ func (c *Client) Close() {
 	c.bg.Wait()
 }
 
+// parkedRecord is a parked charge as the client keeps it.
+type parkedRecord struct {
+	ParkedCharge
+	Epoch string    `json:"epoch"`
+	At    time.Time `json:"parked_at"`
+}
+
+// ClientMetrics are a client's counters, for export and alerts.
+type ClientMetrics struct {
+	// Pending is the number of journaled charges not yet settled.
+	Pending int64
+	// ParkedCharges and ParkedMC count the charges the ledger could not
+	// take since the client started (each also logged at error level with
+	// alert=ledger_charge_parked). Any rise needs an operator: the calls
+	// were served and not billed.
+	ParkedCharges int64
+	ParkedMC      MC
+}
+
+// Metrics returns the client's counters.
+func (c *Client) Metrics() ClientMetrics {
+	return ClientMetrics{Pending: c.waiting.Load(), ParkedCharges: c.parked.Load(), ParkedMC: MC(c.parkedMC.Load())}
+}
+
+// Parked lists the charges the ledger could not take, oldest first, as
+// kept in the region's journal.
+func (c *Client) Parked() ([]ParkedCharge, error) {
+	var out []ParkedCharge
+	err := c.cfg.Store.Scan([]byte(store.PrefixHolds+"p/"), nil, func(_, v []byte) (bool, error) {
+		var r parkedRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, err
+		}
+		out = append(out, r.ParkedCharge)
+		return true, nil
+	})
+	return out, err
+}
+
 // Pending is the number of journaled charges not yet settled.
 func (c *Client) Pending() int64 { return c.waiting.Load() }
 
@@ -507,6 +556,10 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 	if res.Shortfall > 0 {
 		c.cfg.Logger.Error("settle shortfall: charges exceeded a hold", "region", c.cfg.Region, "shortfall", res.Shortfall.String())
 	}
+	parked := map[uint64]ParkedCharge{}
+	for _, p := range res.Parked {
+		parked[p.Seq] = p
+	}
 	spent := map[string]MC{}
 	for _, ch := range charges {
 		spent[ch.Account] += ch.Amount
@@ -520,8 +573,13 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 	// memory, so a failed write leaves both as they were and the batch is
 	// simply sent again (the ledger skips its receipts).
 	b := c.cfg.Store.NewBatch()
-	for _, k := range keys {
+	for i, k := range keys {
 		b.Delete(k)
+		if p, ok := parked[charges[i].Seq]; ok {
+			// Parked, not lost: kept beside the journal for an operator.
+			pb, _ := json.Marshal(parkedRecord{ParkedCharge: p, Epoch: c.epoch, At: c.cfg.Now().UTC()})
+			b.Set(keyParked(charges[i].Seq), pb)
+		}
 	}
 	b.Set(keySeqHW, binary.BigEndian.AppendUint64(nil, last))
 	for _, a := range accts {
@@ -548,6 +606,17 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 	}
 	c.waiting.Add(-int64(len(charges)))
 	c.cursor = append(keys[len(keys)-1], 0)
+	for _, p := range res.Parked {
+		c.parked.Add(1)
+		c.parkedMC.Add(int64(p.Amount))
+		// One line per parked charge, with what an operator needs: the
+		// charge was not billed; Client.Parked lists what is kept.
+		c.cfg.Logger.Error("ledger refused a charge; parked it and settled the rest of the batch",
+			"alert", "ledger_charge_parked", "region", c.cfg.Region, "epoch", c.epoch, "seq", p.Seq,
+			"account", p.Account, "receipt", p.Receipt, "amount", p.Amount.String(),
+			"code", p.Error, "reason", p.Message,
+			"action", "the call was not billed; fix the cause (unknown account, missing receipt) and bill it by hand, or drop it")
+	}
 	return len(charges), nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/store"
 	. "github.com/trawlhq/trawl/ledger"
 )
 
@@ -164,4 +165,73 @@ func TestClientReleasesIdleHolds(t *testing.T) {
 	if b, _ := d.State().Balance(BucketAccount("a", BucketSignup)); b != Credits(99) {
 		t.Fatalf("signup %s", b)
 	}
+}
+
+// One charge the ledger cannot take must not jam settlement: it is parked
+// (kept in the region's journal, counted, logged), every other charge of
+// its batch settles, and later settles go on.
+func TestClientParksRefusedChargeAndSettlesTheRest(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
+	dir := t.TempDir()
+	ctx := context.Background()
+	c1, st1 := newClient(t, dir, d, nil)
+	if err := c1.Charge(ctx, "a", "r1", 300); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Charge(ctx, "a", "", 1); err == nil {
+		t.Fatal("a charge without a receipt was journaled")
+	}
+	c1.Close()
+	st1.Close()
+	// Charges the ledger refuses, as a journal written by an older gate (or
+	// a bug) may hold them: no receipt, an account the ledger does not know.
+	{
+		st, err := store.Open(dir, &store.Options{Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ch := range []Charge{{Account: "a", Receipt: "", Amount: 200}, {Account: "ghost", Receipt: "g1", Amount: 400}} {
+			if err := JournalRaw(st, uint64(2+i), ch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		st.Close()
+	}
+	c2, _ := newClient(t, dir, d, nil)
+	if err := c2.Charge(ctx, "a", "r4", 500); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c2.Settle(ctx)
+	if err != nil || n != 4 {
+		t.Fatalf("settle: %d, %v", n, err)
+	}
+	if rev, _ := d.State().Balance(SysRevenue); rev != 800 {
+		t.Fatalf("revenue %s, want the two good charges (0.800)", rev)
+	}
+	if p := c2.Pending(); p != 0 {
+		t.Fatalf("%d charges still pending", p)
+	}
+	m := c2.Metrics()
+	if m.ParkedCharges != 2 || m.ParkedMC != 600 {
+		t.Fatalf("metrics %+v", m)
+	}
+	parked, err := c2.Parked()
+	if err != nil || len(parked) != 2 || parked[0].Receipt != "" || parked[0].Error != ErrCodeInvalid ||
+		parked[1].Account != "ghost" || parked[1].Error != ErrCodeNoAccount || parked[1].Seq != 3 {
+		t.Fatalf("parked %+v %v", parked, err)
+	}
+	// Settlement goes on.
+	if err := c2.Charge(ctx, "a", "r5", 100); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c2.Settle(ctx); err != nil || n != 1 {
+		t.Fatalf("next settle: %d %v", n, err)
+	}
+	if rev, _ := d.State().Balance(SysRevenue); rev != 900 {
+		t.Fatalf("revenue %s", rev)
+	}
+	if got := c2.Available("a") + c2.Unsettled("a"); got < 0 {
+		t.Fatalf("hold went negative: %s", got)
+	}
+	mustAudit(t, d.State())
 }

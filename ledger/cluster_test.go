@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/trawlhq/trawl/internal/store"
 	. "github.com/trawlhq/trawl/ledger"
+	"github.com/trawlhq/trawl/ledger/ledgertest/rafttest"
 )
 
 func TestClusterLeaderKilledLosesNothing(t *testing.T) {
@@ -216,5 +220,54 @@ func TestClusterJoinAndRemove(t *testing.T) {
 	}
 	if len(ids) != 3 || ids[victim] || !ids["ap"] {
 		t.Fatalf("configuration after join and remove: %v", ids)
+	}
+}
+
+// A follower answers a forwarded command with a JSON not_leader naming the
+// leader, and every refusal body is JSON, whatever its message holds.
+func TestClusterAPIAnswersJSONAndNotLeader(t *testing.T) {
+	c := newCluster(t)
+	leader := c.waitLeader()
+	var follower string
+	for _, id := range c.IDs() {
+		if id != leader.ID() {
+			follower = id
+			break
+		}
+	}
+	if err := rafttest.WaitFor(10*time.Second, func() bool {
+		_, l := c.node(follower).Raft().LeaderWithID()
+		return string(l) == leader.ID()
+	}); err != nil {
+		t.Fatalf("%s never learnt the leader: %v", follower, err)
+	}
+	post := func(id, path, body string) (int, APIError) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", "http://"+c.Peer(id).APIAddr+path, strings.NewReader(body))
+		req.Header.Set("X-Ledger-Secret", "s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var ae APIError
+		if err := json.NewDecoder(resp.Body).Decode(&ae); err != nil {
+			t.Fatalf("%s %s: %d, body is not JSON: %v", id, path, resp.StatusCode, err)
+		}
+		if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+			t.Fatalf("content type %q", ct)
+		}
+		return resp.StatusCode, ae
+	}
+	code, ae := post(follower, ApplyPath, `{"id":"x","type":"grant"}`)
+	if code != http.StatusMisdirectedRequest || ae.Error != "not_leader" || ae.Leader != leader.ID() {
+		t.Fatalf("follower: %d %+v", code, ae)
+	}
+	err := error(&NotLeaderError{Node: follower, Leader: ae.Leader})
+	if !errors.Is(err, raft.ErrNotLeader) {
+		t.Fatal("NotLeaderError is not raft.ErrNotLeader")
+	}
+	if code, ae = post(leader.ID(), MembersPath, `{"id":"q\"uote"}`); code != http.StatusBadRequest || ae.Error != "bad_input" {
+		t.Fatalf("bad join: %d %+v", code, ae)
 	}
 }

@@ -27,6 +27,8 @@ type Command struct {
 	ExpirePass    *ExpirePass    `json:"expire_pass,omitempty"`
 	RechargeDone  *RechargeDone  `json:"recharge_done,omitempty"`
 	SetPeer       *Peer          `json:"set_peer,omitempty"`
+	SetPlans      *Plans         `json:"set_plans,omitempty"`
+	Compact       *Compact       `json:"compact,omitempty"`
 }
 
 // Command types.
@@ -44,6 +46,8 @@ const (
 	CmdExpirePass    = "expire_pass"
 	CmdRechargeDone  = "recharge_done"
 	CmdSetPeer       = "set_peer"
+	CmdSetPlans      = "set_plans"
+	CmdCompact       = "compact"
 )
 
 type CreateAccount struct {
@@ -74,12 +78,14 @@ type HoldRequest struct {
 }
 
 // Settle charges what a region spent from its holds. Each charge is applied
-// at most once per receipt id, however often it is sent.
+// at most once, however often it is sent.
 //
-// A holds client also sends its journal's Epoch and each charge's Seq: its
+// A holds client sends its journal's Epoch and each charge's Seq: its
 // charges are settled in sequence order, so a charge at or below the
-// highest sequence already settled for that epoch is a repeat, found without
-// a lookup per receipt. Charges without them are checked by receipt.
+// highest sequence already settled for that epoch is a repeat, found by the
+// mark alone (no key per charge is kept). Charges without them are checked
+// by receipt among the settles without them, for as long as compact keeps
+// their receipts: the same charge must not be sent both ways.
 type Settle struct {
 	Region  string   `json:"region"`
 	Epoch   string   `json:"epoch,omitempty"`
@@ -109,12 +115,29 @@ type Settings struct {
 	Recharge   *Recharge `json:"recharge,omitempty"`
 }
 
-// ResetMonth starts a calendar month: each account's unspent monthly credit
-// lapses, the plan's monthly credit is granted, month counters restart. Sent
-// by the leader's billing loop on the 1st (not a timer inside Apply).
+// ResetMonth records the plans' monthly credits (as set_plans) and starts
+// Month if the ledger is still in an earlier one. The month also turns by
+// itself: the first command of any type whose Time falls in a later
+// calendar month than the ledger's starts that month before it applies
+// (docs/ledger.md); reset_month is kept for compatibility, and a reset of a
+// month already started changes nothing but the credits.
 type ResetMonth struct {
 	Month   string        `json:"month"` // "2026-12"
 	Credits map[string]MC `json:"credits"`
+}
+
+// Plans are the monthly credit of each plan, granted when a month starts.
+// A plan missing here is granted nothing.
+type Plans struct {
+	Monthly map[string]MC `json:"monthly_mc"`
+}
+
+// Compact drops what the ledger keeps only to answer repeats: stored
+// command results and receipt records of commands timed before Before
+// (docs/ledger.md). Before travels in the command, so every replica drops
+// the same keys.
+type Compact struct {
+	Before time.Time `json:"before"`
 }
 
 // Topup credits a paid pack. PaymentID makes it idempotent.
@@ -151,9 +174,22 @@ type Result struct {
 	Holds      map[string]MC `json:"holds,omitempty"`
 	Settled    int           `json:"settled,omitempty"`
 	Duplicates int           `json:"duplicates,omitempty"`
+	// Parked are the charges of a settle the ledger could not take (an
+	// unknown account, no receipt): the rest of the batch is settled, these
+	// are not charged and the client keeps them for an operator.
+	Parked []ParkedCharge `json:"parked,omitempty"`
+	// Compacted is how many results and receipts a compact dropped.
+	Compacted int `json:"compacted,omitempty"`
 	// Shortfall is charged credit a hold could not cover. The holds client
 	// never lets it happen; audit reports it.
 	Shortfall MC `json:"shortfall_mc,omitempty"`
+}
+
+// ParkedCharge is a charge a settle could not take, and why.
+type ParkedCharge struct {
+	Charge
+	Error   string `json:"error"`
+	Message string `json:"message"`
 }
 
 // Refusal codes.

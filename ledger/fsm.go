@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -21,15 +22,52 @@ type State struct {
 
 	mu   sync.Mutex // serialises applies (raft calls Apply from one goroutine; tests may not)
 	meta Meta
+	// halfRestored: a restore began and has not finished (guarded by mu).
+	halfRestored bool
+	// RestoreBatch is how many keys a restore writes per batch (default
+	// 4096); tests make it small to crash between batches.
+	RestoreBatch int
 }
 
-// OpenState opens the state kept in st.
+// ErrHalfRestored is returned by Apply on a state whose last restore did
+// not finish: only a restore (of Raft's last snapshot, at start) may follow.
+var ErrHalfRestored = errors.New("ledger: state is half restored; restore the last snapshot before applying")
+
+// OpenState opens the state kept in st. A state whose last restore did not
+// finish opens with HalfRestored set: it must be restored again before it
+// is used (OpenNode has Raft restore its last snapshot).
 func OpenState(st *store.Store) (*State, error) {
+	s := &State{st: st}
+	if _, err := st.Get(keyRestoring); err == nil {
+		s.halfRestored = true
+		return s, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return nil, err
+	}
+	if _, err := migrateJournal(st); err != nil {
+		return nil, fmt.Errorf("ledger: move the journal out of the replicated state: %w", err)
+	}
 	m, err := readMeta(st)
 	if err != nil {
 		return nil, err
 	}
-	return &State{st: st, meta: m}, nil
+	s.meta = m
+	return s, nil
+}
+
+// HalfRestored reports that a restore began and did not finish: what the
+// store holds is part of a snapshot, not a state.
+func (s *State) HalfRestored() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.halfRestored
+}
+
+func (s *State) restoreBatch() int {
+	if s.RestoreBatch > 0 {
+		return s.RestoreBatch
+	}
+	return 4096
 }
 
 // Meta returns the applied index, journal length and last hash.
@@ -45,6 +83,9 @@ func (s *State) Meta() Meta {
 func (s *State) Apply(cmd *Command, index uint64) (*Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.halfRestored {
+		return nil, ErrHalfRestored
+	}
 	if index != 0 && index <= s.meta.AppliedIndex {
 		var prev Result
 		if ok, err := getJSON(s.st, keyCommand(cmd.ID), &prev); err != nil || !ok {
@@ -64,6 +105,10 @@ func (s *State) Apply(cmd *Command, index uint64) (*Result, error) {
 		b.Discard()
 		b = s.st.NewBatch()
 		meta = s.meta
+		if err := rollOnly(s.st, b, &meta, cmd); err != nil {
+			b.Discard()
+			return nil, err
+		}
 	}
 	if index != 0 {
 		meta.AppliedIndex = index
@@ -71,6 +116,7 @@ func (s *State) Apply(cmd *Command, index uint64) (*Result, error) {
 	if !res.Duplicate {
 		rb, _ := json.Marshal(res)
 		b.Set(keyCommand(cmd.ID), rb)
+		b.Set(keyTimed(prefixCommandTimes, cmd.Time, cmd.ID), nil)
 	}
 	mb, _ := json.Marshal(&meta)
 	b.Set(keyMeta, mb)
@@ -110,6 +156,9 @@ func (f *fsm) Apply(l *raft.Log) any {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.halfRestored {
+		return nil, ErrHalfRestored
+	}
 	mb, _ := json.Marshal(&f.meta)
 	if err := f.st.Set(keyMeta, mb, store.Sync); err != nil {
 		return nil, err
@@ -118,15 +167,38 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // Restore implements raft.FSM: the snapshot replaces all state.
+//
+// It is crash-atomic. The old state goes in one synced batch that also
+// writes the restoring marker (L/restoring); the snapshot's keys follow in
+// NoSync batches; one synced batch removes the marker. Pebble's WAL is
+// ordered, so the last sync makes every batch before it durable. A crash
+// anywhere in between leaves either the old state whole (the first batch
+// never became durable) or the marker: OpenState reports it
+// (State.HalfRestored) and the node has Raft restore its last snapshot
+// before it starts (OpenNode), instead of replaying the log on part of a
+// state.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.st.DeletePrefix(prefixState, store.NoSync); err != nil {
+	s := (*State)(f)
+	b := f.st.NewBatch()
+	// The replicated state goes; what the replica keeps for itself (its
+	// journal, under L/~/) stays.
+	if err := b.DeleteRange(prefixState, prefixLocal); err != nil {
+		b.Discard()
 		return err
 	}
+	b.Set(keyRestoring, []byte("1"))
+	if err := b.Commit(store.Sync); err != nil {
+		return fmt.Errorf("restore: start: %w", err)
+	}
+	// From here the state on disk is half a state: memory says so too, so
+	// nothing applies on it if this restore fails.
+	f.halfRestored = true
+	f.meta = Meta{}
 	r := bufio.NewReaderSize(rc, 1<<20)
-	b := f.st.NewBatch()
+	b = f.st.NewBatch()
 	for {
 		k, err := readChunk(r)
 		if errors.Is(err, io.EOF) {
@@ -141,22 +213,44 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 			b.Discard()
 			return fmt.Errorf("restore: %w", err)
 		}
+		if bytes.Equal(k, keyRestoring) || bytes.HasPrefix(k, prefixLocal) {
+			continue
+		}
+		if bytes.HasPrefix(k, prefixOldJournal) {
+			// A snapshot from before the journal left the replicated
+			// state: its entries become this replica's journal.
+			k = keyJournal(journalIndexOf(k))
+		}
 		b.Set(k, v)
-		if b.Len() >= 4096 {
+		if b.Len() >= s.restoreBatch() {
 			if err := b.Commit(store.NoSync); err != nil {
-				return err
+				return fmt.Errorf("restore: %w", err)
 			}
 			b = f.st.NewBatch()
 		}
 	}
-	if err := b.Commit(store.Sync); err != nil {
-		return err
+	if err := b.Commit(store.NoSync); err != nil {
+		return fmt.Errorf("restore: %w", err)
 	}
+	// Where the journal resumes: a snapshot carries the journal's head, not
+	// its entries. When this replica lacks entries up to the head, an
+	// anchor records the head's hash and the balances there; the audit
+	// verifies what follows from it until Backfill fetches the rest.
 	m, err := readMeta(f.st)
 	if err != nil {
 		return err
 	}
+	b = f.st.NewBatch()
+	if err := s.anchorAt(b, m); err != nil {
+		b.Discard()
+		return err
+	}
+	b.Delete(keyRestoring)
+	if err := b.Commit(store.Sync); err != nil {
+		return fmt.Errorf("restore: finish: %w", err)
+	}
 	f.meta = m
+	f.halfRestored = false
 	return nil
 }
 
@@ -168,6 +262,12 @@ type fsmSnapshot struct {
 func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
 	w := bufio.NewWriterSize(sink, 1<<20)
 	err := s.snap.Scan(prefixState, nil, func(k, v []byte) (bool, error) {
+		if bytes.HasPrefix(k, prefixLocal) {
+			return false, nil // the replica's own keys sort last
+		}
+		if bytes.Equal(k, keyRestoring) {
+			return true, nil
+		}
 		if err := writeChunk(w, k); err != nil {
 			return false, err
 		}

@@ -157,41 +157,57 @@ func (t *tx) settle(s *Settle, res *Result) error {
 		}
 	}
 	for _, c := range s.Charges {
-		if c.Receipt == "" || c.Amount < 0 {
-			return refuse(ErrCodeInvalid, "every charge needs a receipt and a non-negative amount")
+		if s.Epoch != "" && c.Seq > 0 && c.Seq <= mark {
+			res.Duplicates++
+			dupAccts[c.Account] = true
+			continue
 		}
-		if s.Epoch != "" && c.Seq > 0 {
-			if c.Seq <= mark {
-				res.Duplicates++
-				dupAccts[c.Account] = true
-				continue
-			}
-			mark = c.Seq
-			// Recorded (not looked up): a resend by receipt finds it.
-			t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
-		} else {
+		if s.Epoch == "" || c.Seq == 0 {
 			if t.receipts[c.Receipt] {
 				res.Duplicates++
 				dupAccts[c.Account] = true
 				continue
 			}
-			if ok, err := t.exists(keyReceipt(c.Receipt)); err != nil {
-				return err
-			} else if ok {
-				res.Duplicates++
-				dupAccts[c.Account] = true
-				continue
+			if c.Receipt != "" {
+				if ok, err := t.exists(keyReceipt(c.Receipt)); err != nil {
+					return err
+				} else if ok {
+					res.Duplicates++
+					dupAccts[c.Account] = true
+					continue
+				}
 			}
-			t.receipts[c.Receipt] = true
-			t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
 		}
-		a := touched[c.Account]
-		if a == nil {
+		if s.Epoch != "" && c.Seq > 0 {
+			mark = c.Seq // a parked charge is passed too: a resend is a repeat
+		}
+		// A charge the ledger cannot take is parked, not the batch refused:
+		// one bad charge must not hold up every other charge of the region
+		// (the client retries a refused batch as it is, forever). The
+		// client keeps parked charges for an operator.
+		var a *Account
+		if c.Receipt == "" || c.Amount < 0 {
+			res.Parked = append(res.Parked, ParkedCharge{Charge: c, Error: ErrCodeInvalid, Message: "a charge needs a receipt and a non-negative amount"})
+			continue
+		}
+		if a = touched[c.Account]; a == nil {
 			var err error
 			if a, err = t.account(c.Account); err != nil {
+				var ref *refusal
+				if errors.As(err, &ref) {
+					res.Parked = append(res.Parked, ParkedCharge{Charge: c, Error: ref.code, Message: ref.msg})
+					continue
+				}
 				return err
 			}
 			touched[c.Account] = a
+		}
+		if s.Epoch == "" || c.Seq == 0 {
+			// Without a mark, the receipt itself is remembered (until a
+			// compact drops it); with one, the mark is the whole record.
+			t.receipts[c.Receipt] = true
+			t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
+			t.b.Set(keyTimed(prefixReceiptTimes, t.cmd.Time, c.Receipt), nil)
 		}
 		hold, err := t.readHold(a.ID, s.Region)
 		if err != nil {

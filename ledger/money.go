@@ -2,6 +2,13 @@
 // holding accounts, API keys, grants and balances, with a double-entry,
 // hash-chained journal an auditor can verify, and regional holds so a charge
 // never waits on another continent.
+//
+// The replicated state (what snapshots, follower installs and joins copy)
+// is proportional to the accounts and open holds: the journal is each
+// replica's own record, a snapshot carries its head. Restores are
+// crash-atomic, the calendar month turns with the commands' own time, and a
+// charge the ledger cannot take is parked rather than jamming settlement.
+// docs/ledger.md has the whole design.
 package ledger
 
 import (

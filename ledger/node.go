@@ -14,10 +14,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
@@ -115,6 +118,9 @@ type NodeConfig struct {
 	RaftDialer Dialer
 	// HTTPClient forwards commands to the leader; default has a 10 s timeout.
 	HTTPClient *http.Client
+	// StateFS is the filesystem of the state store (DataDir/state); nil is
+	// the OS's. Tests inject faults through it (vfs, errorfs).
+	StateFS vfs.FS
 	// Raft tunes Raft's timeouts and snapshots; zero fields take defaults.
 	Raft   RaftConfig
 	Logger *slog.Logger
@@ -132,8 +138,9 @@ type Node struct {
 	mu    sync.RWMutex
 	peers map[string]Peer
 
-	stop chan struct{}
-	done chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	bfDone chan struct{} // the backfill loop has ended
 }
 
 // OpenNode starts a voter.
@@ -161,7 +168,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 			return nil, fmt.Errorf("ledger: %w", err)
 		}
 	}
-	n := &Node{cfg: cfg, peers: map[string]Peer{}, stop: make(chan struct{}), done: make(chan struct{})}
+	n := &Node{cfg: cfg, peers: map[string]Peer{}, stop: make(chan struct{}), done: make(chan struct{}), bfDone: make(chan struct{})}
 	for _, p := range cfg.Peers {
 		n.peers[p.ID] = p
 	}
@@ -183,7 +190,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 		closeAll()
 		return nil, err
 	}
-	if n.st, err = store.Open(filepath.Join(cfg.DataDir, "state"), &store.Options{Logger: cfg.Logger}); err != nil {
+	if n.st, err = store.Open(filepath.Join(cfg.DataDir, "state"), &store.Options{FS: cfg.StateFS, Logger: cfg.Logger}); err != nil {
 		closeAll()
 		return nil, err
 	}
@@ -214,6 +221,24 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	// last snapshot at start, Raft replays the log after it and Apply skips
 	// what the state already has.
 	rc.NoSnapshotRestoreOnStart = true
+	if n.state.HalfRestored() {
+		// A restore was cut short (a crash while a snapshot was installed):
+		// the store holds part of a snapshot. Raft keeps the snapshot it
+		// was restoring (it is written to the snapshot store before the
+		// FSM sees it), so have Raft restore its last snapshot now; the log
+		// after it is replayed as usual.
+		metas, err := snaps.List()
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		if len(metas) == 0 {
+			closeAll()
+			return nil, fmt.Errorf("ledger: %s holds a half-restored state and there is no snapshot to restore: remove %s and join the node again", filepath.Join(cfg.DataDir, "state"), cfg.DataDir)
+		}
+		cfg.Logger.Warn("ledger state was left half restored; restoring the last snapshot", "snapshot", metas[0].ID, "index", metas[0].Index)
+		rc.NoSnapshotRestoreOnStart = false
+	}
 	rc.SnapshotThreshold = 8192
 	cfg.Raft.apply(rc)
 	r, err := raft.NewRaft(rc, (*fsm)(n.state), n.logs, n.logs, snaps, n.trans)
@@ -223,6 +248,7 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	}
 	n.raft = r
 	go n.watchLeadership()
+	go n.backfillLoop()
 	if cfg.Bootstrap {
 		has, err := raft.HasExistingState(n.logs, n.logs, snaps)
 		if err != nil {
@@ -245,7 +271,8 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 
 // watchLeadership replicates the configured voters' addresses whenever this
 // node becomes leader, so a voter that joins later (or any follower) can
-// forward to whichever node leads. set_peer is idempotent by id.
+// forward to whichever node leads. set_peer is idempotent by id, and carries
+// no time: a node's clock must not turn the ledger's month.
 func (n *Node) watchLeadership() {
 	defer close(n.done)
 	for {
@@ -267,7 +294,7 @@ func (n *Node) watchLeadership() {
 					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + p.ID + "/" + p.RaftAddr + "/" + p.APIAddr, Type: CmdSetPeer, Time: time.Now(), SetPeer: &p}))
+				_, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + p.ID + "/" + p.RaftAddr + "/" + p.APIAddr, Type: CmdSetPeer, SetPeer: &p}))
 				cancel()
 				if err != nil {
 					n.cfg.Logger.Debug("replicating peer addresses", "peer", p.ID, "err", err)
@@ -294,6 +321,7 @@ func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 func (n *Node) Close() error {
 	close(n.stop)
 	<-n.done
+	<-n.bfDone
 	err := n.raft.Shutdown().Error()
 	n.trans.Close()
 	if e := n.logs.Close(); err == nil {
@@ -394,13 +422,57 @@ func (n *Node) forward(ctx context.Context, data []byte) (*Result, error) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("ledger: leader %s answered %d: %s", p.ID, resp.StatusCode, strings.TrimSpace(string(body)))
+		var ae APIError
+		if json.Unmarshal(body, &ae) != nil || ae.Error == "" {
+			return nil, fmt.Errorf("ledger: leader %s answered %d: %s", p.ID, resp.StatusCode, strings.TrimSpace(string(body)))
+		}
+		if ae.Error == "not_leader" {
+			return nil, &NotLeaderError{Node: p.ID, Leader: ae.Leader}
+		}
+		return nil, fmt.Errorf("ledger: leader %s answered %d %s: %s", p.ID, resp.StatusCode, ae.Error, ae.Message)
 	}
 	var res Result
 	if err := json.Unmarshal(body, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
+}
+
+// APIError is the JSON body of every refusal of the node's internal API.
+type APIError struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+	// Leader is the leader this node knows of, with a not_leader error.
+	Leader string `json:"leader,omitempty"`
+}
+
+// NotLeaderError is the answer of a node that is not the leader (a
+// forwarded command, a join, a removal). It is raft.ErrNotLeader to
+// errors.Is, as the leader's own Raft answers.
+type NotLeaderError struct {
+	Node   string // the node that answered
+	Leader string // the leader it knows of, if any
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader != "" {
+		return fmt.Sprintf("ledger: %s is not the leader (%s is)", e.Node, e.Leader)
+	}
+	return fmt.Sprintf("ledger: %s is not the leader", e.Node)
+}
+
+// Is makes errors.Is(err, raft.ErrNotLeader) true.
+func (e *NotLeaderError) Is(target error) bool { return target == raft.ErrNotLeader }
+
+func writeError(w http.ResponseWriter, status int, body APIError) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+func (n *Node) notLeader(w http.ResponseWriter, msg string) {
+	_, leader := n.raft.LeaderWithID()
+	writeError(w, http.StatusMisdirectedRequest, APIError{Error: "not_leader", Message: msg, Leader: string(leader)})
 }
 
 // ApplyPath is where a leader takes forwarded commands.
@@ -411,10 +483,104 @@ const MembersPath = "/internal/ledger/members"
 
 func (n *Node) authorised(w http.ResponseWriter, r *http.Request) bool {
 	if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
-		http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
+		writeError(w, http.StatusUnauthorized, APIError{Error: "unauthorized", Message: "bad ledger secret"})
 		return false
 	}
 	return true
+}
+
+// JournalPath serves this replica's journal entries after ?after=N up to
+// &upto=M (NDJSON), for a replica that restored a snapshot and backfills
+// the entries before it. 409 when this replica lacks them itself.
+const JournalPath = "/internal/ledger/journal"
+
+// backfillLoop fetches, while this replica's journal resumes from an anchor
+// (it restored a snapshot without the entries before it), those entries
+// from another voter, every few seconds until one has them.
+func (n *Node) backfillLoop() {
+	defer close(n.bfDone)
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		if a, err := n.state.Anchor(); err == nil && a != nil {
+			if err := n.backfill(a); err != nil {
+				n.cfg.Logger.Warn("ledger journal backfill", "anchor", a.Entries, "err", err)
+			} else {
+				n.cfg.Logger.Info("ledger journal backfilled", "entries", a.Entries)
+			}
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (n *Node) backfill(a *Anchor) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-n.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	hc := *n.cfg.HTTPClient
+	hc.Timeout = 0 // a long journal; n.stop ends it
+	// The voters this node was configured with, and those replicated (a
+	// node that joined knows only itself).
+	known := map[string]Peer{}
+	if rp, err := n.state.Peers(); err == nil {
+		for _, p := range rp {
+			known[p.ID] = p
+		}
+	}
+	n.mu.RLock()
+	for _, p := range n.peers {
+		known[p.ID] = p
+	}
+	n.mu.RUnlock()
+	var peers []Peer
+	for _, p := range known {
+		if p.ID != n.cfg.ID && p.APIAddr != "" {
+			peers = append(peers, p)
+		}
+	}
+	slices.SortFunc(peers, func(x, y Peer) int { return strings.Compare(x.ID, y.ID) })
+	last := errors.New("no other voter known")
+	for _, p := range peers {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s%s?after=0&upto=%d", p.APIAddr, JournalPath, a.Entries), nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("X-Ledger-Secret", n.cfg.Secret)
+		resp, err := hc.Do(req)
+		if err != nil {
+			last = err
+			continue
+		}
+		if resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			last = fmt.Errorf("%s answered %s", p.ID, resp.Status)
+			continue
+		}
+		dec := json.NewDecoder(bufio.NewReaderSize(resp.Body, 1<<20))
+		err = n.state.Backfill(func() (*Entry, error) {
+			var e Entry
+			if err := dec.Decode(&e); err != nil {
+				return nil, err
+			}
+			return &e, nil
+		})
+		resp.Body.Close()
+		if err == nil {
+			return nil
+		}
+		last = fmt.Errorf("from %s: %w", p.ID, err)
+	}
+	return last
 }
 
 // StatusPath reports a node's view of the group (for operators and tests).
@@ -451,11 +617,36 @@ func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+StatusPath, func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
-			http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
+			writeError(w, http.StatusUnauthorized, APIError{Error: "unauthorized", Message: "bad ledger secret"})
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(n.Status())
+	})
+	mux.HandleFunc("GET "+JournalPath, func(w http.ResponseWriter, r *http.Request) {
+		if !n.authorised(w, r) {
+			return
+		}
+		after, err1 := strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+		upto, err2 := strconv.ParseUint(r.URL.Query().Get("upto"), 10, 64)
+		if err1 != nil || err2 != nil {
+			writeError(w, http.StatusBadRequest, APIError{Error: "bad_input", Message: "want ?after=N&upto=M"})
+			return
+		}
+		if a, err := n.state.Anchor(); err != nil || (a != nil && a.Entries > after) {
+			writeError(w, http.StatusConflict, APIError{Error: "not_here", Message: "this replica restored a snapshot without those entries"})
+			return
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		bw := bufio.NewWriterSize(w, 1<<20)
+		enc := json.NewEncoder(bw)
+		n.state.Journal(after, func(e *Entry) (bool, error) {
+			if e.Index > upto {
+				return false, nil
+			}
+			return true, enc.Encode(e)
+		})
+		bw.Flush()
 	})
 	mux.HandleFunc("POST "+MembersPath, func(w http.ResponseWriter, r *http.Request) {
 		if !n.authorised(w, r) {
@@ -463,15 +654,15 @@ func (n *Node) Handler() http.Handler {
 		}
 		var p Peer
 		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<16)).Decode(&p); err != nil || p.ID == "" || p.RaftAddr == "" || p.APIAddr == "" {
-			http.Error(w, `{"error":"bad_input","message":"want {\"id\",\"raft\",\"api\"}"}`, http.StatusBadRequest)
+			writeError(w, http.StatusBadRequest, APIError{Error: "bad_input", Message: `want {"id","raft","api"}`})
 			return
 		}
 		if !n.IsLeader() {
-			http.Error(w, `{"error":"not_leader","message":"send joins to the leader"}`, http.StatusMisdirectedRequest)
+			n.notLeader(w, "send joins to the leader")
 			return
 		}
 		if err := n.AddVoter(r.Context(), p); err != nil {
-			http.Error(w, fmt.Sprintf(`{"error":"join_failed","message":%q}`, err.Error()), http.StatusServiceUnavailable)
+			writeError(w, http.StatusServiceUnavailable, APIError{Error: "join_failed", Message: err.Error()})
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -482,32 +673,36 @@ func (n *Node) Handler() http.Handler {
 			return
 		}
 		if !n.IsLeader() {
-			http.Error(w, `{"error":"not_leader","message":"send removals to the leader"}`, http.StatusMisdirectedRequest)
+			n.notLeader(w, "send removals to the leader")
 			return
 		}
 		if err := n.RemoveVoter(r.PathValue("id")); err != nil {
-			http.Error(w, fmt.Sprintf(`{"error":"remove_failed","message":%q}`, err.Error()), http.StatusServiceUnavailable)
+			writeError(w, http.StatusServiceUnavailable, APIError{Error: "remove_failed", Message: err.Error()})
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
 	mux.HandleFunc("POST "+ApplyPath, func(w http.ResponseWriter, r *http.Request) {
 		if subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Ledger-Secret")), []byte(n.cfg.Secret)) != 1 {
-			http.Error(w, `{"error":"unauthorized","message":"bad ledger secret"}`, http.StatusUnauthorized)
+			writeError(w, http.StatusUnauthorized, APIError{Error: "unauthorized", Message: "bad ledger secret"})
 			return
 		}
 		if !n.IsLeader() {
-			http.Error(w, `{"error":"not_leader","message":"this node is not the leader"}`, http.StatusMisdirectedRequest)
+			n.notLeader(w, "this node is not the leader")
 			return
 		}
 		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+			writeError(w, http.StatusBadRequest, APIError{Error: "bad_input", Message: err.Error()})
 			return
 		}
 		res, err := n.applyLocal(r.Context(), data)
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			n.notLeader(w, err.Error())
+			return
+		}
 		if err != nil {
-			http.Error(w, fmt.Sprintf(`{"error":"apply_failed","message":%q}`, err.Error()), http.StatusServiceUnavailable)
+			writeError(w, http.StatusServiceUnavailable, APIError{Error: "apply_failed", Message: err.Error()})
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -529,7 +724,7 @@ func (n *Node) AddVoter(ctx context.Context, p Peer) error {
 	}
 	n.mu.Unlock()
 	for _, q := range all {
-		res, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + q.ID + "/" + q.RaftAddr + "/" + q.APIAddr, Type: CmdSetPeer, Time: time.Now(), SetPeer: &q}))
+		res, err := n.applyLocal(ctx, mustJSON(&Command{ID: "peer/" + q.ID + "/" + q.RaftAddr + "/" + q.APIAddr, Type: CmdSetPeer, SetPeer: &q}))
 		if err != nil {
 			return err
 		}

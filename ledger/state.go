@@ -105,26 +105,48 @@ type Meta struct {
 	AppliedIndex uint64 `json:"applied_index"`
 	Entries      uint64 `json:"entries"`   // journal length
 	LastHash     string `json:"last_hash"` // hash of the last journal entry
-	Month        string `json:"month"`     // month of the last reset
+	// Month is the ledger's calendar month ("2026-11"): taken from the
+	// first command's time, turned by the first command of a later month.
+	Month string `json:"month"`
 }
 
 // Key layout of the ledger's state in its Pebble store (store.PrefixLedger, "L/"):
 //
 //	L/meta                 Meta
+//	L/restoring            present while a snapshot restore is under way
 //	L/bal/<ledger account> balance, 8 bytes big-endian two's complement
 //	L/acct/<id>            Account
 //	L/key/<hash>           Key
 //	L/keyid/<id>           hash of the key with that id
 //	L/hold/<acct>/<region> Hold
-//	L/rcpt/<receipt>       journal index of the charge (a receipt is charged once)
+//	L/rcpt/<receipt>       journal index of a charge settled without an epoch
+//	L/rcptt/<time><receipt> the same, by the settle's time (compact drops old ones)
 //	L/cmd/<id>             Result of an applied command (commands are idempotent)
+//	L/cmdt/<time><id>      the same, by the command's time (compact drops old ones)
 //	L/pay/<payment id>     journal index of the top-up (a payment credits once)
 //	L/peer/<id>            Peer: a voter's addresses (joins)
+//	L/plans                Plans: each plan's monthly credit
 //	L/mark/<region>/<epoch> highest journal sequence settled from that region's journal
-//	L/j/<index>            journal Entry, index 8 bytes big-endian from 1
+//
+// <time> is 8 bytes big-endian Unix nanoseconds (a zero time sorts first).
+// A settle from a holds client (epoch and sequences) is deduplicated by its
+// mark alone: no key per charge.
+//
+// Below L/~/ is what each replica keeps for itself, written by the same
+// Apply batches but neither in snapshots nor replaced by a restore:
+//
+//	L/~/j/<index>          journal Entry, index 8 bytes big-endian from 1
+//	L/~/anchor             Anchor: where this replica's journal resumes after a restore
+//
+// The replicated state is what the next command needs: its size follows
+// the accounts and the open holds, not the number of charges. The journal
+// is the record auditors read; a snapshot carries only its head (Meta's
+// Entries and LastHash, the anchor a restored replica resumes from).
 var (
 	prefixState = []byte(store.PrefixLedger)
 	keyMeta     = []byte(store.PrefixLedger + "meta")
+	// keyRestoring marks a restore in progress (fsm.Restore).
+	keyRestoring = []byte(store.PrefixLedger + "restoring")
 )
 
 func keyBal(acct string) []byte       { return []byte(store.PrefixLedger + "bal/" + acct) }
@@ -134,16 +156,42 @@ func keyKeyID(id string) []byte       { return []byte(store.PrefixLedger + "keyi
 func keyHold(acct, reg string) []byte { return []byte(store.PrefixLedger + "hold/" + acct + "/" + reg) }
 func keyReceipt(id string) []byte     { return []byte(store.PrefixLedger + "rcpt/" + id) }
 func keyCommand(id string) []byte     { return []byte(store.PrefixLedger + "cmd/" + id) }
-func keyPayment(id string) []byte     { return []byte(store.PrefixLedger + "pay/" + id) }
-func keyPeer(id string) []byte        { return []byte(store.PrefixLedger + "peer/" + id) }
+func keyTimed(prefix string, t time.Time, id string) []byte {
+	var ns uint64
+	if t.After(time.Unix(0, 0)) {
+		ns = uint64(t.UnixNano())
+	}
+	b := binary.BigEndian.AppendUint64([]byte(prefix), ns)
+	return append(b, id...)
+}
+
+var (
+	prefixCommandTimes = store.PrefixLedger + "cmdt/"
+	prefixReceiptTimes = store.PrefixLedger + "rcptt/"
+)
+
+func keyPayment(id string) []byte { return []byte(store.PrefixLedger + "pay/" + id) }
+func keyPeer(id string) []byte    { return []byte(store.PrefixLedger + "peer/" + id) }
+
+var keyPlans = []byte(store.PrefixLedger + "plans")
+
 func keyMark(region, epoch string) []byte {
 	return []byte(store.PrefixLedger + "mark/" + region + "/" + epoch)
 }
 func keyJournal(index uint64) []byte {
-	return binary.BigEndian.AppendUint64([]byte(store.PrefixLedger+"j/"), index)
+	return binary.BigEndian.AppendUint64([]byte(store.PrefixLedger+"~/j/"), index)
 }
+
+// prefixLocal begins the keys a replica keeps for itself; every replicated
+// key sorts before it.
+var (
+	prefixLocal      = []byte(store.PrefixLedger + "~/")
+	keyAnchor        = []byte(store.PrefixLedger + "~/anchor")
+	prefixOldJournal = []byte(store.PrefixLedger + "j/") // before the journal moved under L/~/
+)
+
 func prefixHolds(acct string) []byte   { return []byte(store.PrefixLedger + "hold/" + acct + "/") }
-func prefixJournal() []byte            { return []byte(store.PrefixLedger + "j/") }
+func prefixJournal() []byte            { return []byte(store.PrefixLedger + "~/j/") }
 func prefixAccounts() []byte           { return []byte(store.PrefixLedger + "acct/") }
 func prefixBalances() []byte           { return []byte(store.PrefixLedger + "bal/") }
 func encodeBal(v MC) []byte            { return binary.BigEndian.AppendUint64(nil, uint64(v)) }

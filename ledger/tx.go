@@ -24,6 +24,7 @@ type tx struct {
 	accts    map[string]*Account
 	holds    map[string]*Hold // by acct + "/" + region
 	receipts map[string]bool  // charged by this command
+	plans    *Plans           // set by this command
 }
 
 func (t *tx) bal(acct string) (MC, error) {
@@ -72,9 +73,15 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 		prev.Duplicate = true
 		return &prev, nil
 	}
-	t := &tx{r: r, b: b, meta: meta, cmd: cmd, bals: map[string]MC{}, accts: map[string]*Account{},
-		holds: map[string]*Hold{}, receipts: map[string]bool{}}
+	t := newTx(r, b, meta, cmd)
 	res := &Result{Index: index}
+	if cmd.Type == CmdResetMonth && cmd.ResetMonth != nil && cmd.ResetMonth.Credits != nil {
+		// The credits it brings are the ones the month it starts grants.
+		t.plans = &Plans{Monthly: cmd.ResetMonth.Credits}
+	}
+	if err := t.rollMonth(); err != nil {
+		return nil, err
+	}
 	var err error
 	switch cmd.Type {
 	case CmdCreateAccount:
@@ -103,6 +110,10 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 		err = t.rechargeDone(cmd.RechargeDone)
 	case CmdSetPeer:
 		err = t.setPeer(cmd.SetPeer)
+	case CmdSetPlans:
+		err = t.setPlans(cmd.SetPlans)
+	case CmdCompact:
+		err = t.compact(cmd.Compact, res)
 	default:
 		err = refuse(ErrCodeInvalid, "unknown command type %q", cmd.Type)
 	}
@@ -114,6 +125,22 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 		t.flush()
 	}
 	return res, err
+}
+
+func newTx(r reader, b *store.Batch, meta *Meta, cmd *Command) *tx {
+	return &tx{r: r, b: b, meta: meta, cmd: cmd, bals: map[string]MC{}, accts: map[string]*Account{},
+		holds: map[string]*Hold{}, receipts: map[string]bool{}}
+}
+
+// rollOnly turns the month for a command that is otherwise refused or a
+// repeat: every command in the log carries the ledger's time forward.
+func rollOnly(r reader, b *store.Batch, meta *Meta, cmd *Command) error {
+	t := newTx(r, b, meta, cmd)
+	if err := t.rollMonth(); err != nil {
+		return err
+	}
+	t.flush()
+	return nil
 }
 
 func (t *tx) putJSON(key []byte, v any) {

@@ -16,6 +16,11 @@
 //	    connections and forwarded commands delayed on the links to it, the
 //	    Client on the far voter; baseline: the same charge as its own Settle
 //	    command through Raft (forwarded to the leader over the delayed path).
+//	ledger growth [-at 100000,300000,1000000] [-batch 5000] [-label L]
+//	    what the number of charges does to the replicated ledger: the state
+//	    directory, a snapshot's bytes and time, a stopped follower's
+//	    catch-up and a new voter's join, three voters on loopback; run on
+//	    two builds (this commit and the one before) for the comparison.
 //
 // Each subcommand prints one JSON line on stdout; progress goes to stderr.
 // Everything listens on loopback; data lives in -dir or a temp dir.
@@ -51,7 +56,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: ledger throughput|latency [flags]")
+		fmt.Fprintln(os.Stderr, "usage: ledger throughput|latency|growth [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -60,6 +65,8 @@ func main() {
 		err = throughput(os.Args[2:])
 	case "latency":
 		err = latency(os.Args[2:])
+	case "growth":
+		err = growth(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown subcommand %q", os.Args[1])
 	}

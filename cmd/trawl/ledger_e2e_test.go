@@ -218,7 +218,7 @@ func TestLedgerProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	var key, val []byte
-	st.Scan([]byte("L/j/"), nil, func(k, v []byte) (bool, error) {
+	st.Scan([]byte("L/~/j/"), nil, func(k, v []byte) (bool, error) {
 		key, val = append([]byte(nil), k...), append([]byte(nil), v...)
 		return false, nil
 	})

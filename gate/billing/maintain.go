@@ -2,7 +2,11 @@ package billing
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/trawlhq/trawl/ledger"
@@ -10,36 +14,51 @@ import (
 
 // MaintainReport says what one maintenance pass did.
 type MaintainReport struct {
-	MonthStarted string // "2026-12" when this pass sent reset_month
+	PlansSet     bool // this pass sent the plans' monthly credits
 	PassesLapsed int
 	Recharges    *RechargeReport
 }
 
-// Maintain is the leader's billing pass, run on a timer by the process that
-// hosts the voter (the time-driven part of billing lives here, never inside
-// Apply): it starts the calendar month (reset_month on the 1st: the unspent
-// monthly credit lapses, the plan's monthly credit is granted), lapses 7-day
-// passes whose time has come, and runs due auto-recharges. Every command has
-// a fixed id, so a pass repeated by a new leader changes nothing twice.
+// Maintain is the leader's billing pass, run by the process that hosts the
+// voter. The calendar month is not its business: the ledger turns it inside
+// Apply, on the first command whose time falls in a later month (the unspent
+// monthly credit lapses, the plan's monthly credit is granted), so it turns
+// even if this pass never runs. The pass keeps the plans' monthly credits
+// the ledger grants equal to the configured prices (set_plans), lapses
+// 7-day passes whose time has come, and runs due auto-recharges. Every
+// command has a fixed id, so a pass repeated by a new leader changes
+// nothing twice.
 func Maintain(ctx context.Context, cfg Config) (*MaintainReport, error) {
 	cfg = cfg.withDefaults()
 	now := cfg.Now().UTC()
 	rep := &MaintainReport{}
-	month := now.Format("2006-01")
-	if cfg.State.Meta().Month < month {
+	want := cfg.Prices.MonthlyCredits()
+	have, err := cfg.State.Plans()
+	if err != nil {
+		return rep, err
+	}
+	if !maps.Equal(have.Monthly, want) {
 		res, err := submit(ctx, cfg, &ledger.Command{
-			ID: "reset_month/" + month, Type: ledger.CmdResetMonth, Time: now,
-			ResetMonth: &ledger.ResetMonth{Month: month, Credits: cfg.Prices.MonthlyCredits()},
+			ID: "set_plans/" + plansID(want), Type: ledger.CmdSetPlans, Time: now,
+			SetPlans: &ledger.Plans{Monthly: want},
 		})
 		if err != nil {
-			return rep, fmt.Errorf("reset month %s: %w", month, err)
+			return rep, fmt.Errorf("set plans: %w", err)
 		}
-		if res.Error == "" && !res.Duplicate {
-			rep.MonthStarted = month
-		}
+		rep.PlansSet = res.Error == "" && !res.Duplicate
+	}
+	// Once an hour, drop the ledger's records of commands older than a
+	// week (results kept only to answer repeats); the time is in the
+	// command, so every replica drops the same.
+	hour := now.Truncate(time.Hour)
+	if _, err := submit(ctx, cfg, &ledger.Command{
+		ID: "compact/" + hour.Format("2006-01-02T15"), Type: ledger.CmdCompact, Time: now,
+		Compact: &ledger.Compact{Before: hour.Add(-CompactAfter)},
+	}); err != nil {
+		return rep, fmt.Errorf("compact: %w", err)
 	}
 	var lapsed []*ledger.Account
-	err := cfg.State.Accounts(func(a *ledger.Account) (bool, error) {
+	err = cfg.State.Accounts(func(a *ledger.Account) (bool, error) {
 		if !a.PassExpires.IsZero() && !now.Before(a.PassExpires) {
 			if v, err := cfg.State.Balance(ledger.BucketAccount(a.ID, ledger.BucketPass)); err != nil {
 				return false, err
@@ -68,18 +87,39 @@ func Maintain(ctx context.Context, cfg Config) (*MaintainReport, error) {
 	return rep, err
 }
 
-// RunMaintenance calls Maintain every interval while isLeader says this node
-// leads, until ctx ends. Errors are logged and retried on the next tick.
+// CompactAfter is how long the ledger keeps a command's result (to answer
+// a repeat of it with the same result): far longer than any retry.
+const CompactAfter = 7 * 24 * time.Hour
+
+// plansID names a table of monthly credits: the same table, the same id.
+func plansID(m map[string]ledger.MC) string {
+	h := sha256.New()
+	for _, plan := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(h, "%s=%d\n", plan, m[plan])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// RunMaintenance calls Maintain as soon as this node leads (isLeader is
+// polled every second) and then every interval while it leads, until ctx
+// ends: a leader restarting often still runs it. Errors are logged and
+// retried at the next poll.
 func RunMaintenance(ctx context.Context, cfg Config, isLeader func() bool, every time.Duration) {
 	cfg = cfg.withDefaults()
-	t := time.NewTicker(every)
+	t := time.NewTicker(min(every, time.Second))
 	defer t.Stop()
+	var last time.Time // the last good pass while leading; zero when not leading
 	for {
-		if isLeader() {
+		if !isLeader() {
+			last = time.Time{}
+		} else if last.IsZero() || time.Since(last) >= every {
 			if rep, err := Maintain(ctx, cfg); err != nil {
 				cfg.Logger.Warn("billing maintenance", "err", err)
-			} else if rep.MonthStarted != "" || rep.PassesLapsed > 0 {
-				cfg.Logger.Info("billing maintenance", "month_started", rep.MonthStarted, "passes_lapsed", rep.PassesLapsed)
+			} else {
+				last = time.Now()
+				if rep.PlansSet || rep.PassesLapsed > 0 {
+					cfg.Logger.Info("billing maintenance", "plans_set", rep.PlansSet, "passes_lapsed", rep.PassesLapsed)
+				}
 			}
 		}
 		select {

@@ -149,6 +149,12 @@ func (s *Store) NewBatch() *Batch { return &Batch{b: s.db.NewBatch()} }
 func (b *Batch) Set(key, value []byte) { _ = b.b.Set(key, value, nil) }
 func (b *Batch) Delete(key []byte)     { _ = b.b.Delete(key, nil) }
 
+// DeleteRange removes every key in [start, end), as one range deletion in
+// the batch: writes added after it in the same batch survive it.
+func (b *Batch) DeleteRange(start, end []byte) error {
+	return b.b.DeleteRange(start, end, nil)
+}
+
 // Len is the number of operations in the batch.
 func (b *Batch) Len() int { return int(b.b.Count()) }
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 
 	"github.com/trawlhq/trawl/ledger"
@@ -45,6 +46,10 @@ type Options struct {
 	LeaderTimeout time.Duration
 	// Logger defaults to Quiet().
 	Logger *slog.Logger
+	// StateFS, when set, gives the filesystem of voter id's state store
+	// at each start (nil: the OS's): fault injection and simulated
+	// crashes of the FSM's store.
+	StateFS func(id string) vfs.FS
 }
 
 // Cluster is a ledger group on loopback: each voter serves Raft and its
@@ -198,8 +203,13 @@ func (v *voter) Start() error {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 256
+	var fs vfs.FS
+	if o.StateFS != nil {
+		fs = o.StateFS(v.peer.ID)
+	}
 	n, err := ledger.OpenNode(ledger.NodeConfig{
-		ID: v.peer.ID, DataDir: filepath.Join(v.dir, "ledger"), RaftAddr: v.peer.RaftAddr,
+		StateFS: fs,
+		ID:      v.peer.ID, DataDir: filepath.Join(v.dir, "ledger"), RaftAddr: v.peer.RaftAddr,
 		Peers: v.peers, Bootstrap: v.bootstrap, Secret: o.Secret, Raft: rc, Logger: o.Logger,
 		RaftListener: raftLn, RaftDialer: v.c.net.Dialer(v.peer.ID),
 		HTTPClient: &http.Client{Timeout: o.HTTPTimeout, Transport: v.c.net.Transport(v.peer.ID, tr)},
@@ -306,17 +316,25 @@ func (c *Cluster) Leader(timeout time.Duration) (*ledger.Node, error) {
 // Converge waits until every running replica has applied the leader's
 // last index, then audits each and checks they have the same state hash.
 func (c *Cluster) Converge(timeout time.Duration) (*ledger.AuditReport, error) {
-	leader, err := c.Leader(timeout)
-	if err != nil {
-		return nil, err
-	}
-	if err := leader.Barrier(5 * time.Second); err != nil {
-		return nil, fmt.Errorf("ledgertest: barrier on %s: %w", leader.ID(), err)
+	deadline := time.Now().Add(timeout)
+	var leader *ledger.Node
+	for {
+		var err error
+		if leader, err = c.Leader(timeout); err != nil {
+			return nil, err
+		}
+		err = leader.Barrier(5 * time.Second)
+		if err == nil {
+			break
+		}
+		// Leadership may move between finding the leader and the barrier.
+		if !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, raft.ErrLeadershipLost) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("ledgertest: barrier on %s: %w", leader.ID(), err)
+		}
 	}
 	// Raft's AppliedIndex moves when entries are handed to the FSM, not when
 	// it has applied them: compare the FSM's own applied index.
 	want := leader.State().Meta().AppliedIndex
-	deadline := time.Now().Add(timeout)
 	var running []string
 	for _, id := range c.IDs() {
 		if c.Node(id) != nil {
@@ -331,6 +349,22 @@ func (c *Cluster) Converge(timeout time.Duration) (*ledger.AuditReport, error) {
 		for n.State().Meta().AppliedIndex < want {
 			if time.Now().After(deadline) {
 				return nil, fmt.Errorf("ledgertest: %s stuck at %d < %d", id, n.State().Meta().AppliedIndex, want)
+			}
+			time.Sleep(rafttest.PollEvery)
+		}
+		// A replica that restored a snapshot fetches the journal before it
+		// from another voter: wait for it, so every replica's journal is
+		// whole.
+		for {
+			a, err := n.State().Anchor()
+			if err != nil {
+				return nil, err
+			}
+			if a == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("ledgertest: %s never fetched the journal up to its anchor at %d", id, a.Entries)
 			}
 			time.Sleep(rafttest.PollEvery)
 		}
