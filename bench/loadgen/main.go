@@ -11,6 +11,13 @@
 //	    pages/s and the peak RSS (VmHWM) of process PID; JSON out
 //
 // Every JSON report is one line on stdout; progress goes to stderr.
+//
+// A cell answers only requests signed by its region's gate. With
+// TRAWL_REGION_KEYS set (the keys the `trawl cell` was started with), warm
+// and job sign each request to -api as the gate would (bench/internal/benchsign:
+// account acct_bench, private networks allowed); unset, they send unsigned
+// requests, for a front that signs them itself (bench/cellfront,
+// bench/caddyplain -cell-listen). fetch never signs: its URLs are the origin's.
 package main
 
 import (
@@ -30,6 +37,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/trawlhq/trawl/bench/internal/benchsign"
 )
 
 func main() {
@@ -94,6 +103,18 @@ func client(conns int) *http.Client {
 			DisableCompression:  true,
 		},
 	}
+}
+
+// apiClient is client(conns) for requests to the cell at -api: signed
+// with TRAWL_REGION_KEYS when it is set.
+func apiClient(conns int) (*http.Client, error) {
+	keys, err := benchsign.KeysFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	hc := client(conns)
+	hc.Transport = benchsign.Transport(keys, hc.Transport)
+	return hc, nil
 }
 
 // each runs f over items with c workers and returns the wall time.
@@ -174,7 +195,10 @@ func warm(args []string) error {
 	if err != nil {
 		return err
 	}
-	hc := client(*c)
+	hc, err := apiClient(*c)
+	if err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	var failures []string
 	var empty atomic.Int64
@@ -227,7 +251,10 @@ func job(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	hc := client(2)
+	hc, err := apiClient(2)
+	if err != nil {
+		return err
+	}
 	body, _ := json.Marshal(map[string]any{"urls": urls, "format": *format})
 
 	cpu0, _ := procCPU(*pid)
