@@ -4,8 +4,9 @@
 //	    print a free TCP port on 127.0.0.1
 //	loadgen fetch -urls FILE [-c N] [-warmup N]
 //	    GET every URL once with N workers (the raw-fetch baseline); JSON out
-//	loadgen warm -api URL -urls FILE [-c N] [-format md]
+//	loadgen warm -api URL -urls FILE [-c N] [-format md] [-expect-hit]
 //	    POST /scrape once per URL (fills the cell's cache); fails unless all ok
+//	    (with -expect-hit: unless every answer's Trawl-Usage says a cache hit)
 //	loadgen job -api URL -urls FILE -pid PID [-format md] [-timeout D]
 //	    submit one /scrape/jobs job with every URL, poll it to the end, report
 //	    pages/s and the peak RSS (VmHWM) of process PID; JSON out
@@ -190,6 +191,7 @@ func warm(args []string) error {
 	urlsFile := fs.String("urls", "", "file with one URL per line")
 	c := fs.Int("c", 8, "concurrent requests")
 	format := fs.String("format", "md", "scrape format")
+	expectHit := fs.Bool("expect-hit", false, "fail unless every answer is a cache hit (Trawl-Usage \"cache\":\"hit\")")
 	fs.Parse(args)
 	urls, err := readLines(*urlsFile)
 	if err != nil {
@@ -219,6 +221,10 @@ func warm(args []string) error {
 		var r scrapeReply
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil || !r.OK {
 			fail(fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, b))
+			return
+		}
+		if u := resp.Header.Get("Trawl-Usage"); *expectHit && !strings.Contains(u, `"cache":"hit"`) {
+			fail("not a cache hit: Trawl-Usage " + u)
 			return
 		}
 		if r.Markdown == "" {
