@@ -672,7 +672,8 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 	if want pipeline || want scrape || want job; then
 		echo "Baselines: row 1 = JSDOM 29 + @mozilla/readability + Turndown + turndown-plugin-gfm (bench/js), same pages, one at a time, after $PIPELINE_WARMUP warm-up pages;"
 		echo "row 2 = wrk GET on the file server over the same paths (the cache-hit ceiling: raw bytes, no JSON); row 3 = GETs of the same URLs from bench/loadgen at concurrency $JOB_CONCURRENCY."
-		echo "Row 2's trawl side is a cell behind bench/cellfront (each request signed for the region on arrival and checked by the cell, as behind the gate, no hop); row 3's is \`trawl cell\`, its job submitted and polled by bench/loadgen with signed requests."
+		! want scrape || echo "Row 2's trawl side is a cell behind bench/cellfront (each request signed for the region on arrival and checked by the cell, as behind the gate; no hop)."
+		! want job || echo "Row 3's trawl side is \`trawl cell\` with the run's region key; bench/loadgen submits and polls the job with signed requests."
 	fi
 	if want ledger; then
 		echo "Ledger rows (bench/ledger, one process each, loopback, data on disk): charges of $(jq .amount_mc "$LT") mc over $(jq .accounts "$LT") accounts, 1 s warm-up, Client defaults (settle every 1 s or 1,000 charges);"
