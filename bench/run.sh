@@ -4,16 +4,27 @@
 #
 #   1. content pipeline per page  vs  JSDOM + Readability + Turndown(+GFM)
 #   2. /scrape cache hits (wrk)   vs  Go http.FileServer serving the pages raw
+#      (the cell behind bench/cellfront: each request signed on arrival)
 #   3. 10,000-URL /scrape/jobs    vs  raw GETs of the same URLs, same concurrency
+#      (trawl cell; bench/loadgen signs its requests)
 #   4. ledger (bench/ledger): durable charges/s through ledger.Client on a
 #      one-voter Raft ledger  vs  one synced Pebble write per charge; latency
 #      of a charge 150 ms from the leader  vs  a Settle through Raft per charge
 #   5. gate: /scrape cache hits through `trawl dev`'s gate  vs  the same
-#      requests straight at its cell and through a plain Caddy reverse_proxy
-#      (bench/caddyplain), interleaved rounds, under load and at 1 connection
+#      requests straight at a cell (bench/cellfront) and through a plain Caddy
+#      reverse_proxy to it (bench/caddyplain), interleaved rounds, under load
+#      and at 1 connection
 #   6. browser (bench/browser): browser-engine pages/s, p50/p99, Chromium
 #      PSS after 1,000 pages vs 10, bursts of 100 at 10/50/100 concurrent
 #      vs  the same cell's plain HTTP engine and bare Chromium (playwright-go)
+#
+# A cell answers only requests its region's gate signed (internal/regionauth).
+# Every `trawl cell` and `trawl dev` here runs with one bench key in
+# TRAWL_REGION_KEYS, and bench/loadgen and bench/browser sign their requests
+# to it with that key (account acct_bench). wrk cannot sign, so where wrk goes
+# "direct at the cell" it hits bench/cellfront: a cell of the same code and
+# defaults served in its own process behind a handler that signs each request
+# on arrival, then the cell checks it, as behind the gate, with no proxy hop.
 #
 # Prints a Markdown table and writes it to bench/results.md. See bench/README.md
 # for the knobs (environment variables below) and for running one part alone.
@@ -156,6 +167,9 @@ fi
 if want browser; then
 	go build -o "$WORK/bin/" ./bench/browser || die "bench/browser does not build (cell/fetch/browser)"
 fi
+if want scrape || want gate; then
+	go build -o "$WORK/bin/" ./bench/cellfront || die "bench/cellfront does not build (cell)"
+fi
 if want scrape || want job || want gate || want browser; then
 	if [[ ! -x $TRAWL ]]; then
 		log "bin/trawl missing: make build"
@@ -164,6 +178,9 @@ if want scrape || want job || want gate || want browser; then
 	[[ -x $TRAWL ]] || die "$TRAWL not found"
 fi
 LG=$WORK/bin/loadgen
+# The region key of every trawl cell and trawl dev of this run; bench/loadgen
+# and bench/browser sign with it when it is in their environment.
+REGION_KEYS=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 
 if want_corpus; then
 	# Pages of the corpus, sorted so every run and both sides see the same order.
@@ -184,15 +201,31 @@ if want_corpus; then
 fi
 
 # start_cell NAME [FLAGS...]: a fresh trawl cell on a free port with its own
-# data dir; sets CELL (base URL) and CELL_PID. Ready = GET /health is 200.
+# data dir and the run's region key; sets CELL (base URL) and CELL_PID.
+# Ready = GET /health (open, unsigned) is 200. Its clients must sign: run
+# them with TRAWL_REGION_KEYS="$REGION_KEYS" (bench/loadgen, bench/browser).
 start_cell() {
 	local name=$1 port; shift
 	port=$("$LG" freeport)
 	mkdir -p "$WORK/$name-data"
-	start "$name" "$TRAWL" cell --listen "127.0.0.1:$port" --data "$WORK/$name-data" --allow-private-networks "$@"
+	start "$name" env TRAWL_REGION_KEYS="$REGION_KEYS" "$TRAWL" cell --listen "127.0.0.1:$port" --data "$WORK/$name-data" --allow-private-networks "$@"
 	CELL_PID=$LAST_PID
 	CELL=http://127.0.0.1:$port
 	wait_until "trawl cell ($name)" 60 "$CELL_PID" curl -fsS --max-time 2 -o /dev/null "$CELL/health"
+}
+
+# start_front NAME [FLAGS...]: a fresh cell behind bench/cellfront (the flag
+# defaults of `trawl cell --allow-private-networks`; each request signed on
+# arrival in the cell's process, no hop) on a free port with its own data
+# dir; sets CELL and CELL_PID. Its clients send unsigned requests (wrk, curl).
+start_front() {
+	local name=$1; shift
+	mkdir -p "$WORK/$name-data"
+	start "$name" env -u TRAWL_REGION_KEYS "$WORK/bin/cellfront" -listen 127.0.0.1:0 -addr-file "$WORK/$name.addr" -data "$WORK/$name-data" "$@"
+	CELL_PID=$LAST_PID
+	wait_until "bench/cellfront ($name)" 60 "$CELL_PID" test -s "$WORK/$name.addr"
+	CELL=http://$(cat "$WORK/$name.addr")
+	wait_until "bench/cellfront ($name)" 60 "$CELL_PID" curl -fsS --max-time 2 -o /dev/null "$CELL/health"
 }
 
 vmhwm_mb() { awk '/^VmHWM:/ {printf "%.1f", $2/1024}' "/proc/$1/status"; }
@@ -234,8 +267,8 @@ if want scrape; then
 	jq -Rc '{url: ., format: "md"}' "$WORK/scrape-urls.txt" >"$WORK/scrape-bodies.txt"
 	n=$(wc -l <"$WORK/scrape-urls.txt")
 
-	log "2/3 /scrape cache hits: start cell, warm the cache with $n URLs"
-	start_cell cell-scrape --browsers 0
+	log "2/3 /scrape cache hits: start a cell behind bench/cellfront (signs on arrival, no hop), warm the cache with $n URLs"
+	start_front cell-scrape -browsers 0
 	"$LG" warm -api "$CELL" -urls "$WORK/scrape-urls.txt" -c 8 -format md
 
 	log "2/3 baseline: wrk GET on the file server, same $n paths"
@@ -268,7 +301,7 @@ if want job; then
 
 	log "3/3 trawl: one job of $JOB_URLS URLs on a fresh cell"
 	start_cell cell-job --job-concurrency "$JOB_CONCURRENCY" --browsers 0
-	"$LG" job -api "$CELL" -urls "$WORK/job-urls.txt" -pid "$CELL_PID" -format md -timeout "$JOB_TIMEOUT" >"$WORK/job.json"
+	TRAWL_REGION_KEYS="$REGION_KEYS" "$LG" job -api "$CELL" -urls "$WORK/job-urls.txt" -pid "$CELL_PID" -format md -timeout "$JOB_TIMEOUT" >"$WORK/job.json"
 	cat "$WORK/job.json" >&2
 	stop "$CELL_PID"
 fi
@@ -323,19 +356,26 @@ if want gate; then
 	log "5/5 gate: trawl dev (gate + cell + one-voter ledger), cell on 127.0.0.1:$cport"
 	# Tracing off (the default) whatever the caller's environment says.
 	start gate-dev env -u OTEL_TRACES_EXPORTER -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT \
-		TRAWL_DEV_KEY="$GATE_KEY" "$WORK/bin/trawl-gate" dev --listen "127.0.0.1:$gport" --cell-listen "127.0.0.1:$cport" \
+		TRAWL_DEV_KEY="$GATE_KEY" TRAWL_REGION_KEYS="$REGION_KEYS" "$WORK/bin/trawl-gate" dev --listen "127.0.0.1:$gport" --cell-listen "127.0.0.1:$cport" \
 		--ledger-raft "127.0.0.1:$rport" --data "$WORK/gate-data" --prices "$WORK/gate-prices.json" --allow-private-networks --browsers 0
 	DEV_PID=$LAST_PID
 	wait_until "trawl dev" 90 "$DEV_PID" grep -q '"msg":"gate serving"' "$WORK/gate-dev.log"
 	GATE=http://127.0.0.1:$gport
-	CELL=http://$(grep -m1 '"msg":"gate serving"' "$WORK/gate-dev.log" | jq -r .cell)
+	DEVCELL=http://$(grep -m1 '"msg":"gate serving"' "$WORK/gate-dev.log" | jq -r .cell)
 	wait_until "trawl dev (gate)" 30 "$DEV_PID" curl -fsS --max-time 2 -o /dev/null -H "Authorization: Bearer $GATE_KEY" "$GATE/v1/billing/balance"
-	wait_until "trawl dev (cell)" 30 "$DEV_PID" curl -fsS --max-time 2 -o /dev/null "$CELL/health"
+	wait_until "trawl dev (cell)" 30 "$DEV_PID" curl -fsS --max-time 2 -o /dev/null "$DEVCELL/health"
 	plan=$(curl -fsS "$GATE/v1/prices" | jq -c '.plans.free | {rate_per_minute, concurrency}')
 	[[ $plan == '{"rate_per_minute":0,"concurrency":0}' ]] || die "the gate did not take the bench price table (free plan: $plan)"
 
-	log "5/5 gate: plain Caddy reverse_proxy (bench/caddyplain) on 127.0.0.1:$pport -> $CELL"
-	start caddyplain "$WORK/bin/caddyplain" -listen "127.0.0.1:$pport" -upstream "${CELL#http://}" -storage "$WORK/caddyplain-storage"
+	# "Direct": a cell of the same code and defaults in its own process,
+	# behind bench/cellfront (each request signed on arrival, then checked by
+	# the cell, no hop): wrk cannot sign, and trawl dev's cell answers only
+	# its gate. Its client in production is the gate, which signs.
+	log "5/5 gate: direct, a cell behind bench/cellfront"
+	start_front gate-direct -browsers 0
+	DIRECT=$CELL DIRECT_PID=$CELL_PID
+	log "5/5 gate: plain Caddy reverse_proxy (bench/caddyplain) on 127.0.0.1:$pport -> $DIRECT"
+	start caddyplain "$WORK/bin/caddyplain" -listen "127.0.0.1:$pport" -upstream "${DIRECT#http://}" -storage "$WORK/caddyplain-storage"
 	PLAIN_PID=$LAST_PID
 	PLAIN=http://127.0.0.1:$pport
 	wait_until "caddyplain" 30 "$PLAIN_PID" curl -fsS --max-time 2 -o /dev/null "$PLAIN/health"
@@ -348,13 +388,16 @@ if want gate; then
 	wait_until "caddyplain -cell-listen" 30 "$PC_PID" curl -fsS --max-time 2 -o /dev/null "$PLAINCELL/health"
 
 	log "5/5 gate: warm the cells' caches with $n URLs"
-	"$LG" warm -api "$CELL" -urls "$WORK/gate-urls.txt" -c 8 -format md
+	# trawl dev's cell with signed requests (the run's region key, which dev
+	# was given); the fronted cells sign on arrival.
+	TRAWL_REGION_KEYS="$REGION_KEYS" "$LG" warm -api "$DEVCELL" -urls "$WORK/gate-urls.txt" -c 8 -format md
+	"$LG" warm -api "$DIRECT" -urls "$WORK/gate-urls.txt" -c 8 -format md
 	"$LG" warm -api "http://127.0.0.1:$qcport" -urls "$WORK/gate-urls.txt" -c 8 -format md
 
 	# Spot checks: each side answers 200 from the cache; the gate's answer
 	# carries the receipt headers (a cache hit costs 0.000).
 	body=$(head -n1 "$WORK/gate-bodies.txt")
-	for side in direct:$CELL plain:$PLAIN plaincell:$PLAINCELL gate:$GATE; do
+	for side in direct:$DIRECT plain:$PLAIN plaincell:$PLAINCELL gate:$GATE; do
 		curl -sS -o "$WORK/gate-spot-${side%%:*}.json" -D "$WORK/gate-spot-${side%%:*}.headers" \
 			-H "Authorization: Bearer $GATE_KEY" -H 'Content-Type: application/json' -d "$body" "${side#*:}/scrape"
 		awk 'NR == 1 { exit !/ 200/ }' "$WORK/gate-spot-${side%%:*}.headers" || { cat "$WORK/gate-spot-${side%%:*}.headers" >&2; die "${side%%:*}: /scrape did not answer 200"; }
@@ -362,6 +405,11 @@ if want gate; then
 	for side in direct plain plaincell; do
 		grep -qi '^trawl-usage:.*"cache":"hit"' "$WORK/gate-spot-$side.headers" || { cat "$WORK/gate-spot-$side.headers" >&2; die "$side: the cell's answer is not a cache hit"; }
 	done
+	# The gate's own cell (it drops the usage header): a signed request for
+	# the same URL must be a cache hit there too.
+	head -n1 "$WORK/gate-urls.txt" >"$WORK/gate-spot-url.txt"
+	TRAWL_REGION_KEYS="$REGION_KEYS" "$LG" warm -api "$DEVCELL" -urls "$WORK/gate-spot-url.txt" -c 1 -format md -expect-hit ||
+		die "trawl dev's cell: the spot check's answer is not a cache hit"
 	R[gate_cost]=$(awk -F': *' 'tolower($1) == "x-svc-cost" {gsub(/\r/, "", $2); print $2}' "$WORK/gate-spot-gate.headers")
 	[[ -n ${R[gate_cost]} ]] || { cat "$WORK/gate-spot-gate.headers" >&2; die "the gate's answer has no x-svc-cost"; }
 	grep -qi '^x-svc-receipt:' "$WORK/gate-spot-gate.headers" || die "the gate's answer has no x-svc-receipt"
@@ -373,26 +421,27 @@ if want gate; then
 
 	TCK=$(getconf CLK_TCK)
 	ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # user+system, all threads, in clock ticks
-	declare -A URL_OF=([direct]=$CELL [plain]=$PLAIN [plaincell]=$PLAINCELL [gate]=$GATE)
+	declare -A URL_OF=([direct]=$DIRECT [plain]=$PLAIN [plaincell]=$PLAINCELL [gate]=$GATE)
 	# gate_run SIDE LOAD ROUND THREADS CONNS DURATION: one wrk run; appends a
-	# JSON line (wrk's figures + CPU per request of the trawl process, of
-	# caddyplain and of caddyplain -cell-listen) to gate-runs.jsonl. Fails on
-	# any error or non-2xx answer.
+	# JSON line (wrk's figures + CPU per request of the trawl dev process, of
+	# caddyplain, of caddyplain -cell-listen and of the direct cell's
+	# cellfront) to gate-runs.jsonl. Fails on any error or non-2xx answer.
 	gate_run() {
-		local side=$1 load=$2 round=$3 t=$4 c=$5 d=$6 name="gate-$2-$1-r$3" out t0 p0 q0 t1 p1 q1 errs
-		t0=$(ticks "$DEV_PID"); p0=$(ticks "$PLAIN_PID"); q0=$(ticks "$PC_PID")
+		local side=$1 load=$2 round=$3 t=$4 c=$5 d=$6 name="gate-$2-$1-r$3" out t0 p0 q0 f0 t1 p1 q1 f1 errs
+		t0=$(ticks "$DEV_PID"); p0=$(ticks "$PLAIN_PID"); q0=$(ticks "$PC_PID"); f0=$(ticks "$DIRECT_PID")
 		wrk -t"$t" -c"$c" -d"$d" --latency -s "$BENCH/wrk/scrape.lua" "${URL_OF[$side]}" -- "$WORK/gate-bodies.txt" "$GATE_KEY" >"$WORK/$name.wrk" 2>&1 ||
 			{ cat "$WORK/$name.wrk" >&2; die "wrk $name failed"; }
-		t1=$(ticks "$DEV_PID"); p1=$(ticks "$PLAIN_PID"); q1=$(ticks "$PC_PID")
+		t1=$(ticks "$DEV_PID"); p1=$(ticks "$PLAIN_PID"); q1=$(ticks "$PC_PID"); f1=$(ticks "$DIRECT_PID")
 		out=$(sed -n 's/^WRK_JSON //p' "$WORK/$name.wrk")
 		[[ -n $out ]] || { cat "$WORK/$name.wrk" >&2; die "wrk $name: no report"; }
 		errs=$(jq '(.errors | add) + (if .requests > 0 then 0 else 1 end)' <<<"$out")
 		((errs == 0)) || { cat "$WORK/$name.wrk" >&2; die "wrk $name saw $errs errors or non-2xx answers"; }
 		jq -c --arg side "$side" --arg load "$load" --argjson round "$round" --argjson tck "$TCK" \
-			--argjson dt "$((t1 - t0))" --argjson dp "$((p1 - p0))" --argjson dq "$((q1 - q0))" \
+			--argjson dt "$((t1 - t0))" --argjson dp "$((p1 - p0))" --argjson dq "$((q1 - q0))" --argjson df "$((f1 - f0))" \
 			'. + {side: $side, load: $load, round: $round,
 			      cpu_trawl_us: ($dt * 1e6 / $tck / .requests), cpu_plain_us: ($dp * 1e6 / $tck / .requests),
-			      cpu_plaincell_us: ($dq * 1e6 / $tck / .requests), cpu_us: (($dt + $dp + $dq) * 1e6 / $tck / .requests)}' <<<"$out" | tee -a "$WORK/gate-runs.jsonl" >&2
+			      cpu_plaincell_us: ($dq * 1e6 / $tck / .requests), cpu_front_us: ($df * 1e6 / $tck / .requests),
+			      cpu_us: (($dt + $dp + $dq + $df) * 1e6 / $tck / .requests)}' <<<"$out" | tee -a "$WORK/gate-runs.jsonl" >&2
 	}
 
 	log "5/5 gate: warm-up, 2 s per side"
@@ -436,6 +485,7 @@ if want gate; then
 	R[gate_n]=$n
 	stop "$PC_PID"
 	stop "$PLAIN_PID"
+	stop "$DIRECT_PID"
 	stop "$DEV_PID"
 
 	# Medians over the rounds: of each side's figures, and of the per-round
@@ -449,7 +499,8 @@ if want gate; then
 	    def side(s; l): [$runs[] | select(.side == s and .load == l)] as $x
 	      | {rps: ([$x[].rps] | med | . * 10 | round / 10), p50_ms: ([$x[].p50_ms] | med), p99_ms: ([$x[].p99_ms] | med),
 	         cpu_us: ([$x[].cpu_us] | med | round), cpu_trawl_us: ([$x[].cpu_trawl_us] | med | round),
-	         cpu_plain_us: ([$x[].cpu_plain_us] | med | round), cpu_plaincell_us: ([$x[].cpu_plaincell_us] | med | round)};
+	         cpu_plain_us: ([$x[].cpu_plain_us] | med | round), cpu_plaincell_us: ([$x[].cpu_plaincell_us] | med | round),
+	         cpu_front_us: ([$x[].cpu_front_us] | med | round)};
 	    def per(l; f): [$rounds[] as $r | {g: run("gate"; l; $r), p: run("plain"; l; $r), q: run("plaincell"; l; $r), d: run("direct"; l; $r)} | f];
 	    def rat: . * 1000 | round / 1000;
 	  {rounds: ($rounds | length),
@@ -493,7 +544,7 @@ if want browser; then
 	log "6/6 browser: a cell with the default browser pool, cache off"
 	start_cell cell-browser --fresh-for -1s --browsers 1
 	log "6/6 browser: $BROWSER_PAGES pages, then bursts of $BROWSER_BURST at $BROWSER_LEVELS concurrent, then the baselines"
-	"$WORK/bin/browser" -api "$CELL" -urls "$WORK/browser-urls.txt" -pages "$BROWSER_PAGES" -burst "$BROWSER_BURST" -levels "$BROWSER_LEVELS" >"$WORK/browser.json" ||
+	TRAWL_REGION_KEYS="$REGION_KEYS" "$WORK/bin/browser" -api "$CELL" -urls "$WORK/browser-urls.txt" -pages "$BROWSER_PAGES" -burst "$BROWSER_BURST" -levels "$BROWSER_LEVELS" >"$WORK/browser.json" ||
 		{ tail -n 30 "$WORK/cell-browser.log" >&2; die "bench/browser failed"; }
 	cat "$WORK/browser.json" >&2
 	R[br_health]=$(curl -fsS "$CELL/health" | jq -c .browser)
@@ -566,9 +617,9 @@ if want gate; then
 	sgn() { awk -v x="$1" 'BEGIN { printf "%+.3f", x }'; }
 	gl=$(g .load.gate.rps) dl=$(g .load.direct.rps) pl=$(g .load.plain.rps) ql=$(g .load.plaincell.rps) nr=$(g .rounds)
 	x=$(g .median.load_gate_direct)
-	rows+=("| Gate: \`/scrape\` cache hits through the gate (\`trawl dev\`), req/s under load (wrk -t$WRK_THREADS -c$WRK_CONNS, median of $nr rounds) | $gl | $dl (the same cell, direct) | $(pct "$x") | ≥ 70% | $(check "$x >= 0.7") |")
+	rows+=("| Gate: \`/scrape\` cache hits through the gate (\`trawl dev\`), req/s under load (wrk -t$WRK_THREADS -c$WRK_CONNS, median of $nr rounds) | $gl | $dl (a cell direct, bench/cellfront) | $(pct "$x") | ≥ 70% | $(check "$x >= 0.7") |")
 	x=$(g .median.load_gate_plain)
-	rows+=("| Gate: the same vs a plain Caddy \`reverse_proxy\` to that cell, in its own process (bench/caddyplain) | $gl | $pl (plain Caddy) | $(pct "$x") | ≥ 70% (modules < 30%) | $(check "$x >= 0.7") |")
+	rows+=("| Gate: the same vs a plain Caddy \`reverse_proxy\` to that direct cell, in its own process (bench/caddyplain) | $gl | $pl (plain Caddy) | $(pct "$x") | ≥ 70% (modules < 30%) | $(check "$x >= 0.7") |")
 	x=$(g .median.load_gate_plaincell)
 	rows+=("| Gate: the same vs plain Caddy with a cell in its own process, the shape of \`trawl dev\` (bench/caddyplain -cell-listen) | $gl | $ql (plain Caddy + cell) | $(pct "$x") | ≥ 70% (modules < 30%) | $(check "$x >= 0.7") |")
 	rows+=("| Gate, context: a plain Caddy hop alone vs the cell direct, req/s under load (own process / cell in its process) | $pl / $ql | $dl | $(pct "$(g .median.load_plain_direct)") / $(pct "$(g .median.load_plaincell_direct)") | — | — |")
@@ -578,7 +629,7 @@ if want gate; then
 	rows+=("| Gate p50 under load (c$WRK_CONNS: mostly queueing; the overhead target is judged at low load), ms | $(g .load.gate.p50_ms) | $(g .load.direct.p50_ms) direct / $(g .load.plain.p50_ms) plain / $(g .load.plaincell.p50_ms) plain+cell | $(sgn "$(g .median.load_gate_over_p50)") ms vs direct | — | — |")
 	rows+=("| Gate p99 under load, ms | $(g .load.gate.p99_ms) | $(g .load.direct.p99_ms) direct / $(g .load.plain.p99_ms) plain / $(g .load.plaincell.p99_ms) plain+cell | $(ratio "$(g .load.gate.p99_ms)" "$(g .load.direct.p99_ms)")x direct | — | — |")
 	rows+=("| Gate, req/s at low load (1 connection) | $(g .low.gate.rps) | $(g .low.direct.rps) direct / $(g .low.plain.rps) plain / $(g .low.plaincell.rps) plain+cell | $(pct "$(ratio "$(g .low.gate.rps)" "$(g .low.direct.rps)")") of direct | — | — |")
-	rows+=("| Gate, server CPU µs per request under load (user+system, all threads; gate = gate+cell process; plain = Caddy + cell processes) | $(g .load.gate.cpu_us) | $(g .load.direct.cpu_us) direct / $(g .load.plain.cpu_plain_us) + $(g .load.plain.cpu_trawl_us) plain / $(g .load.plaincell.cpu_us) plain+cell | $(g .median.load_cpu_gate_plaincell)x plain+cell | — | — |")
+	rows+=("| Gate, server CPU µs per request under load (user+system, all threads; gate = gate+cell process; plain = Caddy + cellfront processes) | $(g .load.gate.cpu_us) | $(g .load.direct.cpu_us) direct / $(g .load.plain.cpu_plain_us) + $(g .load.plain.cpu_front_us) plain / $(g .load.plaincell.cpu_us) plain+cell | $(g .median.load_cpu_gate_plaincell)x plain+cell | — | — |")
 fi
 
 if want browser; then
@@ -621,6 +672,8 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 	if want pipeline || want scrape || want job; then
 		echo "Baselines: row 1 = JSDOM 29 + @mozilla/readability + Turndown + turndown-plugin-gfm (bench/js), same pages, one at a time, after $PIPELINE_WARMUP warm-up pages;"
 		echo "row 2 = wrk GET on the file server over the same paths (the cache-hit ceiling: raw bytes, no JSON); row 3 = GETs of the same URLs from bench/loadgen at concurrency $JOB_CONCURRENCY."
+		! want scrape || echo "Row 2's trawl side is a cell behind bench/cellfront (each request signed for the region on arrival and checked by the cell, as behind the gate; no hop)."
+		! want job || echo "Row 3's trawl side is \`trawl cell\` with the run's region key; bench/loadgen submits and polls the job with signed requests."
 	fi
 	if want ledger; then
 		echo "Ledger rows (bench/ledger, one process each, loopback, data on disk): charges of $(jq .amount_mc "$LT") mc over $(jq .accounts "$LT") accounts, 1 s warm-up, Client defaults (settle every 1 s or 1,000 charges);"
@@ -630,8 +683,9 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 	if want gate; then
 		G=$WORK/gate.json
 		echo "Gate rows: \`trawl dev\` (gate + cell + one-voter ledger in one process, tracing off) with a bench price table (no rate or concurrency limit on the free plan, large sign-up grant);"
-		echo "bench/caddyplain = the same Caddy with only \`reverse_proxy\` to the cell and the gate's proxy settings (flush_interval -1, keepalive_idle_conns_per_host 256, …): \"plain\" in its own process"
-		echo "in front of trawl dev's cell; \"plain+cell\" with a cell of its own (same code and defaults) in its process, like trawl dev's gate and cell."
+		echo "\"direct\" = a cell of the same code and defaults in its own process behind bench/cellfront, which signs each request for the region on arrival (the cell checks it, as behind the gate; no hop: wrk cannot sign, and trawl dev's cell answers only its gate)."
+		echo "bench/caddyplain = the same Caddy with only \`reverse_proxy\` to a cell and the gate's proxy settings (flush_interval -1, keepalive_idle_conns_per_host 256, …): \"plain\" in its own process"
+		echo "in front of that direct cell; \"plain+cell\" with a cell of its own (same code and defaults, signed on arrival) in its process, like trawl dev's gate and cell."
 		echo "${R[gate_n]} URLs warmed once, every timed request a cache hit (gate's x-svc-cost ${R[gate_cost]}; the account's month_spent ${R[gate_spent]}); all four sides get the same requests with the dev key."
 		echo "$(jq .rounds "$G") rounds of direct, plain, plain+cell, gate back to back (order rotating), $GATE_DURATION each under load, then $GATE_LOW_DURATION each at 1 connection; figures are medians per side,"
 		echo "ratios and differences the medians of the per-round ones: gate/direct req/s $(jq -c .per_round.load_gate_direct "$G"), gate/plain $(jq -c .per_round.load_gate_plain "$G"),"

@@ -26,6 +26,11 @@
 //     as the pool does, without the pool, its guard proxy or the cell
 //     (skipped with -bare=false).
 //
+// A cell answers only requests signed by its region's gate: run the cell
+// with TRAWL_REGION_KEYS=K and this program with the same, and it signs each
+// request to -api as the gate would (bench/internal/benchsign: account
+// acct_bench, private networks allowed). Unset, requests go unsigned.
+//
 // One JSON line on stdout; progress on stderr.
 package main
 
@@ -51,6 +56,7 @@ import (
 
 	"github.com/playwright-community/playwright-go"
 
+	"github.com/trawlhq/trawl/bench/internal/benchsign"
 	"github.com/trawlhq/trawl/bench/measure"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 )
@@ -88,9 +94,14 @@ func run(api, urlsFile string, pages, c, burst int, levelsArg string, bare bool)
 		}
 		levels = append(levels, n)
 	}
+	keys, err := benchsign.KeysFromEnv()
+	if err != nil {
+		return err
+	}
 	b := &bench{api: strings.TrimSuffix(api, "/"), hc: &http.Client{
-		Timeout:   3 * time.Minute,
-		Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true},
+		Timeout: 3 * time.Minute,
+		Transport: benchsign.Transport(keys,
+			&http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, DisableCompression: true}),
 	}}
 	out := map[string]any{"pages": pages, "concurrency": c, "burst": burst}
 

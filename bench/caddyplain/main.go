@@ -20,24 +20,21 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile" // the Caddyfile adapter
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
-	"github.com/trawlhq/trawl/cell"
+	"github.com/trawlhq/trawl/bench/internal/signedcell"
 	"github.com/trawlhq/trawl/internal/regionauth"
 )
 
@@ -138,54 +135,18 @@ func run(text string) error {
 	return caddy.Stop()
 }
 
-// benchKeys are the region keys of the cell this program runs.
-var benchKeys, _ = regionauth.ParseKeys(regionauth.NewKey())
-
 // startCell runs a cell as `trawl cell --allow-private-networks` would
-// (its flag defaults), behind a ServeMux like `trawl dev`'s, on addr.
+// (its flag defaults) on addr, behind a ServeMux like `trawl dev`'s whose
+// handler signs each request for the region first (bench/internal/signedcell,
+// the same cell as bench/cellfront): what the gate does before a request
+// reaches a cell, so the cell does the same work as behind a gate and the
+// signature's check is part of the baseline.
 func startCell(addr, dataDir string) (stop func(), err error) {
+	keys, err := regionauth.ParseKeys(regionauth.NewKey())
+	if err != nil {
+		return nil, err
+	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	c, err := cell.New(cell.Config{
-		DataDir:              dataDir,
-		AllowPrivateNetworks: true,
-		FreshFor:             10 * time.Minute,
-		FetchTimeout:         30 * time.Second,
-		MaxPageBytes:         10 << 20,
-		BatchConcurrency:     8,
-		JobConcurrency:       16,
-		JobRetention:         7 * 24 * time.Hour,
-		RegionKeys:           benchKeys,
-		Logger:               logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	// What the gate does before a request reaches a cell (sign it for an
-	// account, with the region's keys), so the cell does the same work as
-	// behind a gate: the signature's check is part of the baseline.
-	cellH := c.Handler()
-	mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		benchKeys.Sign(r, regionauth.Claims{Account: "acct_bench", Private: true}, time.Now())
-		cellH.ServeHTTP(w, r)
-	}))
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-	go srv.Serve(l)
-	logger.Info("cell serving", "addr", l.Addr().String(), "data", dataDir)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		c.Close()
-	}, nil
+	_, stop, err = signedcell.Start(addr, signedcell.Config(dataDir, keys, logger))
+	return stop, err
 }

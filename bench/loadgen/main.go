@@ -4,13 +4,21 @@
 //	    print a free TCP port on 127.0.0.1
 //	loadgen fetch -urls FILE [-c N] [-warmup N]
 //	    GET every URL once with N workers (the raw-fetch baseline); JSON out
-//	loadgen warm -api URL -urls FILE [-c N] [-format md]
+//	loadgen warm -api URL -urls FILE [-c N] [-format md] [-expect-hit]
 //	    POST /scrape once per URL (fills the cell's cache); fails unless all ok
+//	    (with -expect-hit: unless every answer's Trawl-Usage says a cache hit)
 //	loadgen job -api URL -urls FILE -pid PID [-format md] [-timeout D]
 //	    submit one /scrape/jobs job with every URL, poll it to the end, report
 //	    pages/s and the peak RSS (VmHWM) of process PID; JSON out
 //
 // Every JSON report is one line on stdout; progress goes to stderr.
+//
+// A cell answers only requests signed by its region's gate. With
+// TRAWL_REGION_KEYS set (the keys the `trawl cell` was started with), warm
+// and job sign each request to -api as the gate would (bench/internal/benchsign:
+// account acct_bench, private networks allowed); unset, they send unsigned
+// requests, for a front that signs them itself (bench/cellfront,
+// bench/caddyplain -cell-listen). fetch never signs: its URLs are the origin's.
 package main
 
 import (
@@ -30,6 +38,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/trawlhq/trawl/bench/internal/benchsign"
 )
 
 func main() {
@@ -94,6 +104,18 @@ func client(conns int) *http.Client {
 			DisableCompression:  true,
 		},
 	}
+}
+
+// apiClient is client(conns) for requests to the cell at -api: signed
+// with TRAWL_REGION_KEYS when it is set.
+func apiClient(conns int) (*http.Client, error) {
+	keys, err := benchsign.KeysFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	hc := client(conns)
+	hc.Transport = benchsign.Transport(keys, hc.Transport)
+	return hc, nil
 }
 
 // each runs f over items with c workers and returns the wall time.
@@ -169,12 +191,16 @@ func warm(args []string) error {
 	urlsFile := fs.String("urls", "", "file with one URL per line")
 	c := fs.Int("c", 8, "concurrent requests")
 	format := fs.String("format", "md", "scrape format")
+	expectHit := fs.Bool("expect-hit", false, "fail unless every answer is a cache hit (Trawl-Usage \"cache\":\"hit\")")
 	fs.Parse(args)
 	urls, err := readLines(*urlsFile)
 	if err != nil {
 		return err
 	}
-	hc := client(*c)
+	hc, err := apiClient(*c)
+	if err != nil {
+		return err
+	}
 	var mu sync.Mutex
 	var failures []string
 	var empty atomic.Int64
@@ -195,6 +221,10 @@ func warm(args []string) error {
 		var r scrapeReply
 		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &r) != nil || !r.OK {
 			fail(fmt.Sprintf("HTTP %d: %.200s", resp.StatusCode, b))
+			return
+		}
+		if u := resp.Header.Get("Trawl-Usage"); *expectHit && !strings.Contains(u, `"cache":"hit"`) {
+			fail("not a cache hit: Trawl-Usage " + u)
 			return
 		}
 		if r.Markdown == "" {
@@ -227,7 +257,10 @@ func job(args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	hc := client(2)
+	hc, err := apiClient(2)
+	if err != nil {
+		return err
+	}
 	body, _ := json.Marshal(map[string]any{"urls": urls, "format": *format})
 
 	cpu0, _ := procCPU(*pid)
