@@ -8,12 +8,9 @@
 package meter
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2"
@@ -51,10 +48,6 @@ const (
 	HeaderReceipt = "X-Svc-Receipt"
 )
 
-// maxPeekBody bounds the request body the meter reads to count URLs (a
-// 10,000-URL job of long URLs fits).
-const maxPeekBody = 32 << 20
-
 // Meter bills calls against the region's holds.
 type Meter struct {
 	rt     *gate.Runtime
@@ -91,6 +84,7 @@ type call struct {
 	count  int    // URLs, for batch and jobs
 	perURL bool   // count is the body's number of urls
 	url    string // the page, for a single-page call
+	limit  int64  // the route's body limit (routes.Route.BodyLimit)
 }
 
 // classify names the billed kind of r: its route's, when the route takes
@@ -100,34 +94,36 @@ func (m *Meter) classify(r *http.Request) call {
 	if !rt.Allowed || rt.Kind == "" {
 		return call{}
 	}
-	return call{kind: rt.Kind, count: 1, perURL: rt.PerURL}
+	return call{kind: rt.Kind, count: 1, perURL: rt.PerURL, limit: rt.BodyLimit}
 }
 
-// peek reads the body's url or the length of its urls, and puts the body
-// back for the proxy. A body that does not parse is left for the cell to
-// refuse with its own 400.
-func peek(r *http.Request, c *call) error {
+// peek reads the body within the route's own limit (413 over it, before
+// anything is forwarded or charged), counts its urls with a streaming
+// decoder and puts the body back for the proxy. A body that does not
+// parse is left for the cell to refuse with its own 400. The returned
+// spool, if any, must be closed when the request is done.
+func peek(r *http.Request, c *call) (*spool, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return nil, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeekBody+1))
+	s, err := readBody(r, c.limit)
 	r.Body.Close()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	var v struct {
-		URL  string            `json:"url"`
-		URLs []json.RawMessage `json:"urls"`
+	if n := s.size(); n == 0 {
+		r.Body, r.ContentLength = http.NoBody, 0
+		return s, nil
 	}
-	if json.Unmarshal(body, &v) == nil {
-		c.url = v.URL
-		if c.perURL {
-			c.count = max(len(v.URLs), 1)
-		}
+	url, n := countBody(s)
+	c.url = url
+	if c.perURL {
+		c.count = max(n, 1)
 	}
-	return nil
+	s.rewind()
+	r.Body = s
+	r.ContentLength = s.size()
+	return s, nil
 }
 
 // ServeHTTP checks the hold, forwards, and bills the answer.
@@ -142,12 +138,19 @@ func (m *Meter) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if c.kind != "" {
 		ctx, span := tracer.Start(r.Context(), "trawl.meter.check", trace.WithAttributes(
 			attribute.String("trawl.account", id.Account.ID), attribute.String("trawl.kind", c.kind)))
-		if err := peek(r, &c); err != nil {
+		body, err := peek(r, &c)
+		if err != nil {
 			span.End()
+			if tl, ok := errors.AsType[errTooLarge](err); ok {
+				return caddyhttp.Error(http.StatusRequestEntityTooLarge, gate.Refuse(http.StatusRequestEntityTooLarge, "too_large", tl.Error()))
+			}
 			return caddyhttp.Error(http.StatusBadRequest, gate.Refuse(http.StatusBadRequest, billing.CodeBadInput, "could not read the request body"))
 		}
+		if body != nil {
+			defer body.Close()
+		}
 		min, _ := m.rt.Prices().Quote(billing.Usage{Kind: c.kind, Count: c.count})
-		err := m.rt.Holds().Ensure(ctx, id.Account.ID, min)
+		err = m.rt.Holds().Ensure(ctx, id.Account.ID, min)
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}
