@@ -523,7 +523,7 @@ func (m *Manager) run(t task) {
 	attempts := 0
 	for attempts < m.cfg.Attempts {
 		attempts++
-		line, serr = runOne(m.ctx, m.scrape, t.url, opts, m.cfg.Busy)
+		line, serr, _ = runOne(m.ctx, m.scrape, t.url, opts, m.cfg.Busy)
 		if m.ctx.Err() != nil {
 			// Shutting down: leave the URL pending for the next start.
 			t.job.mu.Lock()
