@@ -3,6 +3,7 @@ package gatetest
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -167,4 +169,96 @@ func TestOversizedBodiesRefusedWithinMemory(t *testing.T) {
 	if r.status != http.StatusRequestEntityTooLarge || !strings.Contains(r.body, `"too_large"`) {
 		t.Fatalf("batch over 1 MiB: %d %s", r.status, r.body)
 	}
+}
+
+// usageLines is the account's usage history, by receipt.
+func usageLines(t *testing.T, g *Gate, key string) map[string]map[string]any {
+	t.Helper()
+	r := call(t, "GET", g.URL+"/v1/billing/usage", key, "")
+	if r.status != 200 {
+		t.Fatalf("usage: %d %s", r.status, r.body)
+	}
+	var page struct {
+		Lines []map[string]any `json:"lines"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &page); err != nil {
+		t.Fatalf("usage %s: %v", r.body, err)
+	}
+	out := map[string]map[string]any{}
+	for _, l := range page.Lines {
+		out[l["receipt"].(string)] = l
+	}
+	return out
+}
+
+// sameAsHistory checks that a usage object agrees with the history line
+// of its receipt on every field the two share.
+func sameAsHistory(t *testing.T, what string, obj map[string]any, history map[string]map[string]any) {
+	t.Helper()
+	receipt, _ := obj["receipt"].(string)
+	line, ok := history[receipt]
+	if !ok {
+		t.Fatalf("%s: receipt %q not in the usage history %v", what, receipt, history)
+	}
+	for _, k := range []string{"units", "cache", "engine", "level", "count", "llm_tokens", "boxes", "remaining_before"} {
+		if fmt.Sprint(obj[k]) != fmt.Sprint(line[k]) {
+			t.Errorf("%s: %s = %v, history has %v", what, k, obj[k], line[k])
+		}
+	}
+	if _, ok := obj["boxes"]; !ok {
+		t.Errorf("%s: no boxes in %v", what, obj)
+	}
+}
+
+// Issue 12, item 12: /scrape and a job submission carry the usage object
+// of spec 2.8, equal to the usage history's line for their receipt; a
+// capped account's object has remaining_before.
+func TestUsageObjectOnEveryBilledAnswer(t *testing.T) {
+	g := Start(t, Options{})
+	pages := site(t)
+	key := g.Account(t, ledger.PlanFree, 100)
+	if r := call(t, "POST", g.URL+"/v1/billing/settings", key, `{"spend_cap_mc":50000}`); r.status != 200 {
+		t.Fatalf("settings: %d %s", r.status, r.body)
+	}
+	r := call(t, "POST", g.URL+"/scrape", key, `{"url":"`+pages.URL+`/u"}`)
+	var sc struct {
+		Markdown string         `json:"markdown"`
+		Usage    map[string]any `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &sc); r.status != 200 || err != nil || sc.Usage == nil || !strings.Contains(sc.Markdown, "Page /u") {
+		t.Fatalf("scrape: %d %v %s", r.status, err, r.body)
+	}
+	if sc.Usage["units"] != "1.000" || sc.Usage["receipt"] != r.header.Get("X-Svc-Receipt") || sc.Usage["remaining_before"] != "50.000" ||
+		sc.Usage["cache"] != "miss" || sc.Usage["engine"] != "http" {
+		t.Errorf("scrape usage %v (receipt header %q)", sc.Usage, r.header.Get("X-Svc-Receipt"))
+	}
+	// A cache hit: free, and says so.
+	r = call(t, "POST", g.URL+"/scrape", key, `{"url":"`+pages.URL+`/u"}`)
+	var hit struct {
+		Usage map[string]any `json:"usage"`
+	}
+	if json.Unmarshal([]byte(r.body), &hit); hit.Usage["units"] != "0.000" || hit.Usage["cache"] != "hit" {
+		t.Errorf("hit usage %v", hit.Usage)
+	}
+	r = call(t, "POST", g.URL+"/scrape/jobs", key, `{"urls":["`+pages.URL+`/j1","`+pages.URL+`/j2","ftp://nope/"]}`)
+	var job struct {
+		JobID  string         `json:"job_id"`
+		Status string         `json:"status"`
+		Usage  map[string]any `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &job); r.status != 202 || err != nil || job.JobID == "" || job.Usage == nil {
+		t.Fatalf("job: %d %v %s", r.status, err, r.body)
+	}
+	if job.Usage["units"] != "2.000" || job.Usage["count"] != 2.0 || r.header.Get("X-Svc-Cost") != "2.000" {
+		t.Errorf("job usage %v, cost %q", job.Usage, r.header.Get("X-Svc-Cost"))
+	}
+	history := usageLines(t, g, key)
+	sameAsHistory(t, "scrape", sc.Usage, history)
+	sameAsHistory(t, "hit", hit.Usage, history)
+	sameAsHistory(t, "job", job.Usage, history)
+	// The job runs once charged.
+	WaitFor(t, 20*time.Second, "the job done", func() bool {
+		s := call(t, "GET", g.URL+"/scrape/jobs/"+job.JobID, key, "")
+		return strings.Contains(s.body, `"status":"done"`)
+	})
 }
