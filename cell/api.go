@@ -201,7 +201,6 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 	w.Write(tail)
 }
 
-
 // checkHostsWithin bounds the name lookups of fetchableFunc.
 const checkHostsWithin = 5 * time.Second
 

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"crypto/subtle"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -102,7 +102,7 @@ type Config struct {
 	// (its URLs are failed again) by Sweep or by the next HoldRetry.
 	HoldTTL time.Duration
 	Now     func() time.Time
-	Logger *slog.Logger
+	Logger  *slog.Logger
 }
 
 // Manager owns every job of the cell.
