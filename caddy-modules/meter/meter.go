@@ -169,7 +169,7 @@ func (m *Meter) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	}
 	r, answer := route.WithAnswer(r)
 	mw := &writer{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, m: m, r: r, id: id, call: c, answer: answer}
-	return mw.finish(next.ServeHTTP(mw, r))
+	return mw.serve(next, r)
 }
 
 // refusal is the 402 for a failed hold check or charge; any other error is
@@ -419,14 +419,26 @@ func (w *writer) injectWrite(p []byte) (int, error) {
 	return n, nil
 }
 
-// finish ends a per-line answer (its trailers, and a last line when the
-// cell stopped early); err is what the proxy returned.
-func (w *writer) finish(err error) error {
-	if w.lines == nil {
-		return err
-	}
-	w.lines.finish(err)
-	return nil
+// serve runs next and ends a per-line answer: its trailers, and a last
+// line when the cell's answer stopped early. reverse_proxy ends a stream
+// it could not finish (the cell died, or the meter stopped it) by
+// panicking with http.ErrAbortHandler; for a per-line answer the meter
+// takes that as the end of the cell's lines.
+func (w *writer) serve(next caddyhttp.Handler, r *http.Request) (err error) {
+	defer func() {
+		if w.lines == nil {
+			return
+		}
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			err = errStopped
+		}
+		w.lines.finish(err)
+		err = nil
+	}()
+	return next.ServeHTTP(w, r)
 }
 
 // newReceipt is a receipt id: r_<region>_<random>.

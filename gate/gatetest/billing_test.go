@@ -262,3 +262,112 @@ func TestUsageObjectOnEveryBilledAnswer(t *testing.T) {
 		return strings.Contains(s.body, `"status":"done"`)
 	})
 }
+
+// streamLines posts a batch and returns its response, read line by line.
+func streamBatch(t *testing.T, g *Gate, key, body string) (*http.Response, *bufio.Reader) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", g.URL+"/scrape/batch", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp, bufio.NewReader(resp.Body)
+}
+
+// Issue 12, items 7, 8 and 12: a batch is charged line by line as the
+// lines reach the client, each line with its own usage object (one
+// receipt each in the usage history); failed lines are free; a cell
+// killed mid-batch leaves the caller paying for the lines it received
+// only, and a last line says the answer stopped.
+func TestBatchChargedPerDeliveredLine(t *testing.T) {
+	g := Start(t, Options{})
+	hold := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(release)
+	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/slow") {
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><head><title>%[1]s</title></head><body><main><h1>%[1]s</h1><p>A paragraph long enough to be the main content of the page %[1]s.</p></main></body></html>`, r.URL.Path)
+	}))
+	defer pages.Close()
+	key := g.Account(t, ledger.PlanFree, 100)
+
+	// A whole batch: two pages and a dead site; 2 credits, in the trailer.
+	resp, br := streamBatch(t, g, key, `{"urls":["`+pages.URL+`/a","`+pages.URL+`/b","http://127.0.0.1:1/"]}`)
+	body, _ := io.ReadAll(br)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Svc-Cost") != "" {
+		t.Fatalf("batch: %d %v %s", resp.StatusCode, resp.Header, body)
+	}
+	if got := resp.Trailer.Get("X-Svc-Cost"); got != "2.000" || resp.Trailer.Get("X-Svc-Balance") != "98.000" {
+		t.Fatalf("trailers %v", resp.Trailer)
+	}
+	type line struct {
+		URL   string         `json:"url"`
+		OK    bool           `json:"ok"`
+		Error string         `json:"error"`
+		Usage map[string]any `json:"usage"`
+	}
+	var lines []line
+	for _, l := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+		var v line
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		if strings.Contains(l, "usage_sig") {
+			t.Fatalf("the cell's line signature reached the client: %s", l)
+		}
+		lines = append(lines, v)
+	}
+	history := usageLines(t, g, key)
+	if len(lines) != 3 || len(history) != 2 {
+		t.Fatalf("%d lines, %d receipts:\n%s", len(lines), len(history), body)
+	}
+	for _, l := range lines {
+		if l.Usage == nil {
+			t.Fatalf("a line without usage: %+v", l)
+		}
+		if l.OK {
+			if l.Usage["units"] != "1.000" {
+				t.Errorf("ok line usage %v", l.Usage)
+			}
+			sameAsHistory(t, l.URL, l.Usage, history)
+		} else if l.Usage["units"] != "0.000" || l.Usage["receipt"] != nil {
+			t.Errorf("a failed line was charged: %+v", l)
+		}
+	}
+
+	// The cell dies after two of four lines: two charged, and a last line.
+	resp, br = streamBatch(t, g, key, `{"urls":["`+pages.URL+`/c","`+pages.URL+`/slow1","`+pages.URL+`/d","`+pages.URL+`/slow2"]}`)
+	var got []string
+	for len(got) < 2 {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("after %d lines: %v", len(got), err)
+		}
+		got = append(got, l)
+	}
+	g.Cells[0].Stop()
+	rest, _ := io.ReadAll(br)
+	release()
+	if !strings.Contains(string(rest), `"error":"cell_unavailable"`) || !strings.Contains(string(rest), "after 2 of 4 lines") || strings.Count(string(rest), "\n") != 1 {
+		t.Fatalf("after the cell died: %q", rest)
+	}
+	if resp.Trailer.Get("X-Svc-Cost") != "2.000" {
+		t.Errorf("cost of a batch cut at two lines: %v", resp.Trailer)
+	}
+	if b := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); b.header.Get("X-Svc-Balance") != "96.000" {
+		t.Errorf("balance %q after 4 pages charged", b.header.Get("X-Svc-Balance"))
+	}
+	if h := usageLines(t, g, key); len(h) != 4 {
+		t.Errorf("%d receipts, want 4", len(h))
+	}
+}
