@@ -440,8 +440,19 @@ func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 // whose token is in metering.HoldHeader. Only the gate knows a token (it
 // removes the usage report that carries it), so no client can start a job
 // it has not paid for.
+//
+// With ?drop=1 the gate says it could not charge it: the hold ends at
+// once, nothing of it started.
 func (c *Cell) handleJobRelease(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if r.URL.Query().Get("drop") == "1" {
+		if err := c.jobs.Drop(id, accountOf(r), r.Header.Get(metering.HoldHeader)); err != nil {
+			writeError(w, jobError(err))
+			return
+		}
+		httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "dropped": true})
+		return
+	}
 	if err := c.jobs.Release(id, accountOf(r), r.Header.Get(metering.HoldHeader)); err != nil {
 		writeError(w, jobError(err))
 		return

@@ -306,6 +306,9 @@ func (w *writer) bill(raw string, status int) (ledger.MC, *usage.Line, error) {
 	}
 	price, line, err := w.charge(u, count, w.call.url, status)
 	if err != nil {
+		if u.Hold != "" {
+			w.m.drop(w.r.Context(), w.id.Account.ID, u.Job, u.Hold)
+		}
 		return 0, nil, err
 	}
 	if line != nil && line.Receipt != "" {

@@ -37,7 +37,7 @@ func (m *Meter) release(ctx context.Context, account, job, token string) bool {
 		case <-ctx.Done():
 			return false
 		}
-		err := m.releaseOnce(ctx, account, job, token)
+		err := m.releaseOnce(ctx, account, job, token, false)
 		if err == nil {
 			return true
 		}
@@ -53,7 +53,7 @@ func (m *Meter) release(ctx context.Context, account, job, token string) bool {
 				return
 			case <-t.C:
 			}
-			if err := m.releaseOnce(m.ctx, account, job, token); err == nil {
+			if err := m.releaseOnce(m.ctx, account, job, token, false); err == nil {
 				m.rt.Logger().Info("meter: released a charged job late", "job", job)
 				return
 			}
@@ -63,12 +63,22 @@ func (m *Meter) release(ctx context.Context, account, job, token string) bool {
 	return false
 }
 
+// drop tells the cell a hold will not be released (its charge was
+// refused), so a retry of it need not wait for the hold to expire. Once:
+// the expiry covers a drop that does not arrive.
+func (m *Meter) drop(ctx context.Context, account, job, token string) {
+	if err := m.releaseOnce(ctx, account, job, token, true); err != nil {
+		m.rt.Logger().Warn("meter: a refused hold was not dropped; it expires", "job", job, "err", err)
+	}
+}
+
 // errNoCell is a release whose cell is not in the region right now.
 var errNoCell = errors.New("the job's cell is not reachable")
 
-// releaseOnce sends POST /scrape/jobs/{job}/release to the job's cell,
-// signed as every request to a cell, and checks the cell's signed answer.
-func (m *Meter) releaseOnce(ctx context.Context, account, job, token string) error {
+// releaseOnce sends POST /scrape/jobs/{job}/release (?drop=1 with drop)
+// to the job's cell, signed as every request to a cell, and checks the
+// cell's signed answer.
+func (m *Meter) releaseOnce(ctx context.Context, account, job, token string, drop bool) error {
 	_, cell, ok := jobid.Parse(job)
 	if !ok {
 		return fmt.Errorf("release: bad job id %q", job)
@@ -84,7 +94,11 @@ func (m *Meter) releaseOnce(ctx context.Context, account, job, token string) err
 	}
 	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/scrape/jobs/"+job+metering.ReleasePath, nil)
+	u := "http://" + addr + "/scrape/jobs/" + job + metering.ReleasePath
+	if drop {
+		u += "?drop=1"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, nil)
 	if err != nil {
 		return err
 	}

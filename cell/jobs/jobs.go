@@ -407,6 +407,32 @@ func (m *Manager) Release(id, account, token string) error {
 	return ErrNoHold
 }
 
+// Drop ends what token holds of account's job id without starting it (the
+// gate could not charge it): a held job expires now (Sweep deletes it), a
+// held retry is undone. An unknown token changes nothing.
+func (m *Manager) Drop(id, account, token string) error {
+	j, err := m.get(id, account)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case token == "":
+	case token == j.meta.Hold:
+		old := j.meta
+		j.meta.HeldUntil = time.Time{}
+		if err := m.putMeta(j); err != nil {
+			j.meta = old
+			return err
+		}
+	case token == j.meta.RetryHold:
+		_, err := m.moveHeldLocked(j, urlError, "")
+		return err
+	}
+	return nil
+}
+
 // moveHeldLocked moves the job's held URLs to state to (pending: queued
 // again; error: the retry undone) and ends the retry hold, in one batch;
 // j.mu is held.

@@ -183,6 +183,16 @@ func TestHeldJobsAndRetries(t *testing.T) {
 	if s, _ := m.Status(id, "acct", false); s.Status != StatusDone || s.Error != 2 || scraped.Load() != before {
 		t.Fatalf("a held retry changed the job: %+v", s)
 	}
+	// Dropped (its charge refused): undone at once.
+	if err := m.Drop(id, "acct", rt); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Release(id, "acct", rt); !errors.Is(err, ErrNoHold) {
+		t.Fatalf("release of a dropped retry: %v", err)
+	}
+	if n, rt, err = m.HoldRetry(id, "acct", fetchable); err != nil || n != 1 {
+		t.Fatalf("hold retry after a drop: %d %v", n, err)
+	}
 	// Expired: undone, and a new retry may be held.
 	clock.add(2 * time.Minute)
 	if err := m.Release(id, "acct", rt); !errors.Is(err, ErrNoHold) {

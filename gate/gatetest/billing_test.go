@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -369,5 +370,143 @@ func TestBatchChargedPerDeliveredLine(t *testing.T) {
 	}
 	if h := usageLines(t, g, key); len(h) != 4 {
 		t.Errorf("%d receipts, want 4", len(h))
+	}
+}
+
+// spendingCell joins the gate's region as a real cell whose handler calls
+// before for each request before serving it: the test spends there, after
+// the gate's hold check and before the cell's answer.
+func spendingCell(t *testing.T, g *Gate, before func(*http.Request)) {
+	t.Helper()
+	for _, c := range g.Cells {
+		c.Stop()
+	}
+	c, err := cell.New(cell.Config{DataDir: t.TempDir(), Region: g.Runtime.Region(), Name: "rogue", AllowPrivateNetworks: true,
+		RegionKeys: g.Runtime.RegionKeys()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		before(r)
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.Close(); c.Close() })
+	m := rogueMember(t, g, srv.Listener.Addr().String(), g.Runtime.RegionKeys().All())
+	t.Cleanup(func() { m.Close() })
+	WaitFor(t, 10*time.Second, "the spending cell is the region's only cell", func() bool {
+		cs := g.Runtime.Cells()
+		return len(cs) == 1 && cs[0].API == srv.Listener.Addr().String()
+	})
+}
+
+// Issue 12, items 5 and 6: a job submission or a retry whose charge is
+// refused as the cell's answer starts (the account spent its credit in the
+// meantime) is never started: nothing is fetched, nothing is charged. A
+// retry bills only the failed URLs that can be fetched.
+func TestJobChargeRefusedNothingRuns(t *testing.T) {
+	g := Start(t, Options{})
+	var mu sync.Mutex
+	hits := map[string]int{}
+	failing := atomic.Bool{}
+	failing.Store(true)
+	pages := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		if failing.Load() && strings.HasPrefix(r.URL.Path, "/flaky") {
+			w.WriteHeader(http.StatusForbidden)
+			fmt.Fprint(w, "<html><title>Access denied</title><body>blocked</body></html>")
+			return
+		}
+		fmt.Fprintf(w, `<html><head><title>%[1]s</title></head><body><main><h1>%[1]s</h1><p>A paragraph long enough to be the main content of %[1]s.</p></main></body></html>`, r.URL.Path)
+	}))
+	defer pages.Close()
+	hitsOf := func(p string) int { mu.Lock(); defer mu.Unlock(); return hits[p] }
+	key := g.Account(t, ledger.PlanFree, 5)
+	acct := "acct1"
+
+	var spend atomic.Int64 // millicredits to spend before the next job call reaches the cell
+	spendingCell(t, g, func(r *http.Request) {
+		if n := spend.Swap(0); n > 0 {
+			if err := g.Runtime.Holds().Charge(r.Context(), acct, fmt.Sprintf("r_test_%d", time.Now().UnixNano()), ledger.MC(n)); err != nil {
+				t.Errorf("spend: %v", err)
+			}
+		}
+	})
+	status := func(id string) map[string]any {
+		s := call(t, "GET", g.URL+"/scrape/jobs/"+id, key, "")
+		var v map[string]any
+		json.Unmarshal([]byte(s.body), &v)
+		return v
+	}
+
+	// A job of three flaky pages and two URLs that can never be fetched:
+	// 3 credits.
+	r := call(t, "POST", g.URL+"/scrape/jobs", key, `{"urls":["`+pages.URL+`/flaky1","`+pages.URL+`/flaky2","`+pages.URL+`/flaky3","ftp://a/","ftp://b/"]}`)
+	if r.status != 202 || r.header.Get("X-Svc-Cost") != "3.000" {
+		t.Fatalf("job: %d %q %s", r.status, r.header.Get("X-Svc-Cost"), r.body)
+	}
+	var job struct {
+		JobID string `json:"job_id"`
+	}
+	json.Unmarshal([]byte(r.body), &job)
+	WaitFor(t, 20*time.Second, "the job done", func() bool { return status(job.JobID)["status"] == "done" })
+	if s := status(job.JobID); s["error"] != 5.0 {
+		t.Fatalf("job: %v", s)
+	}
+	before := hitsOf("/flaky1")
+
+	// A retry: 3 fetchable failed URLs cost 3; the account has 2 left and
+	// spends 1 more meanwhile: refused, and nothing is queued again.
+	spend.Store(1000)
+	r = call(t, "POST", g.URL+"/scrape/jobs/"+job.JobID+"/retry", key, "")
+	if r.status != http.StatusPaymentRequired || !strings.Contains(r.body, `"no_credit"`) {
+		t.Fatalf("retry over the balance: %d %s", r.status, r.body)
+	}
+	if s := status(job.JobID); s["status"] != "done" || s["pending"] != 0.0 || s["error"] != 5.0 {
+		t.Fatalf("a refused retry changed the job: %v", s)
+	}
+	// A job submitted while the credit is spent elsewhere: refused, and
+	// its pages are never fetched.
+	if err := Submit(g.Runtime.Node(), &ledger.Command{ID: "grant/more", Type: ledger.CmdGrant, Time: time.Now().UTC(),
+		Grant: &ledger.Grant{Account: acct, Bucket: ledger.BucketSignup, Amount: ledger.Credits(3)}}); err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, 10*time.Second, "the grant", func() bool {
+		return call(t, "GET", g.URL+"/v1/billing/balance", key, "").header.Get("X-Svc-Balance") == "4.000"
+	})
+	spend.Store(3000)
+	r = call(t, "POST", g.URL+"/scrape/jobs", key, `{"urls":["`+pages.URL+`/never1","`+pages.URL+`/never2"]}`)
+	if r.status != http.StatusPaymentRequired || strings.Contains(r.body, "job_id") {
+		t.Fatalf("job over the balance: %d %s", r.status, r.body)
+	}
+	if b := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); b.header.Get("X-Svc-Balance") != "1.000" {
+		t.Fatalf("balance after refusals: %s", b.header.Get("X-Svc-Balance"))
+	}
+
+	// With credit, the retry goes through: 3 credits (the ftp URLs are
+	// not retried), the flaky pages fetched again.
+	if err := Submit(g.Runtime.Node(), &ledger.Command{ID: "grant/more2", Type: ledger.CmdGrant, Time: time.Now().UTC(),
+		Grant: &ledger.Grant{Account: acct, Bucket: ledger.BucketSignup, Amount: ledger.Credits(10)}}); err != nil {
+		t.Fatal(err)
+	}
+	WaitFor(t, 10*time.Second, "the grant", func() bool {
+		return call(t, "GET", g.URL+"/v1/billing/balance", key, "").header.Get("X-Svc-Balance") == "11.000"
+	})
+	failing.Store(false)
+	r = call(t, "POST", g.URL+"/scrape/jobs/"+job.JobID+"/retry", key, "")
+	if r.status != 200 || r.header.Get("X-Svc-Cost") != "3.000" || !strings.Contains(r.body, `"retried":3`) || !strings.Contains(r.body, `"usage":{`) {
+		t.Fatalf("retry: %d %q %s", r.status, r.header.Get("X-Svc-Cost"), r.body)
+	}
+	WaitFor(t, 20*time.Second, "the retried job done", func() bool {
+		s := status(job.JobID)
+		return s["status"] == "done" && s["done"] == 3.0
+	})
+	if hitsOf("/flaky1") <= before {
+		t.Fatal("the retry did not fetch the page again")
+	}
+	if hitsOf("/never1")+hitsOf("/never2") != 0 {
+		t.Fatalf("a job refused at its charge fetched %d pages", hitsOf("/never1")+hitsOf("/never2"))
 	}
 }
