@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell"
+	"github.com/trawlhq/trawl/internal/nettest"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -508,5 +510,27 @@ func TestJobChargeRefusedNothingRuns(t *testing.T) {
 	}
 	if hitsOf("/never1")+hitsOf("/never2") != 0 {
 		t.Fatalf("a job refused at its charge fetched %d pages", hitsOf("/never1")+hitsOf("/never2"))
+	}
+}
+
+// Issue 12, item 8: batch and job URLs whose host the SSRF guard refuses at
+// dial time (the name passes the URL checks and resolves to loopback) are
+// free, as /scrape's are.
+func TestDialRefusedURLsAreFree(t *testing.T) {
+	resolver := nettest.StaticDNS(t, map[string][]netip.Addr{"private.test": {netip.MustParseAddr("127.0.0.1")}})
+	g := Start(t, Options{Cell: func(c *cell.Config) { c.AllowPrivateNetworks = false; c.Resolver = resolver }})
+	key := g.Account(t, ledger.PlanFree, 10)
+	resp, br := streamBatch(t, g, key, `{"urls":["http://private.test/a","http://private.test/b"]}`)
+	body, _ := io.ReadAll(br)
+	if resp.StatusCode != 200 || resp.Trailer.Get("X-Svc-Cost") != "0.000" || strings.Count(string(body), `"units":"0.000"`) != 2 ||
+		strings.Count(string(body), "not public") != 2 {
+		t.Fatalf("batch: %d %v\n%s", resp.StatusCode, resp.Trailer, body)
+	}
+	r := call(t, "POST", g.URL+"/scrape/jobs", key, `{"urls":["http://private.test/a","http://private.test/b"]}`)
+	if r.status != 202 || r.header.Get("X-Svc-Cost") != "0.000" || !strings.Contains(r.body, `"count":0`) {
+		t.Fatalf("job: %d %q %s", r.status, r.header.Get("X-Svc-Cost"), r.body)
+	}
+	if b := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); b.header.Get("X-Svc-Balance") != "10.000" {
+		t.Fatalf("balance %q", b.header.Get("X-Svc-Balance"))
 	}
 }
