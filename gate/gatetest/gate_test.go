@@ -101,9 +101,10 @@ func TestScrapeThroughGate(t *testing.T) {
 		t.Fatalf("batch: %d cost %q\n%s", resp.StatusCode, resp.Trailer.Get("X-Svc-Cost"), body)
 	}
 
-	// The usage history has the three lines.
+	// The usage history has four lines: the two scrapes and one per
+	// batch line charged.
 	r = call(t, "GET", g.URL+"/v1/billing/usage", key, "")
-	if r.status != 200 || strings.Count(r.body, `"receipt"`) != 3 {
+	if r.status != 200 || strings.Count(r.body, `"receipt"`) != 4 {
 		t.Fatalf("usage: %d %s", r.status, r.body)
 	}
 }
