@@ -1,6 +1,7 @@
 package cell
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -32,13 +33,14 @@ const UsageHeader = metering.Header
 // Rows() and no other.
 func (c *Cell) handlers() map[string]http.HandlerFunc {
 	return map[string]http.HandlerFunc{
-		"GET /health":                   c.health,
-		"POST /scrape":                  c.handleScrape,
-		"POST /scrape/batch":            c.handleBatch,
-		"POST /scrape/jobs":             c.handleJobSubmit,
-		"GET /scrape/jobs/{id}":         withJobID(c.handleJobStatus),
-		"GET /scrape/jobs/{id}/results": withJobID(c.handleJobResults),
-		"POST /scrape/jobs/{id}/retry":  withJobID(c.handleJobRetry),
+		"GET /health":                    c.health,
+		"POST /scrape":                   c.handleScrape,
+		"POST /scrape/batch":             c.handleBatch,
+		"POST /scrape/jobs":              c.handleJobSubmit,
+		"GET /scrape/jobs/{id}":          withJobID(c.handleJobStatus),
+		"GET /scrape/jobs/{id}/results":  withJobID(c.handleJobResults),
+		"POST /scrape/jobs/{id}/retry":   withJobID(c.handleJobRetry),
+		"POST /scrape/jobs/{id}/release": withJobID(c.handleJobRelease),
 	}
 }
 
@@ -199,16 +201,50 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 	w.Write(tail)
 }
 
-// fetchable counts the URLs that pass the URL checks: a URL refused before
-// any fetch (bad syntax, a private host) is not billed.
-func (c *Cell) fetchable(urls []string) int {
-	n := 0
-	for _, u := range urls {
-		if _, err := fetch.ValidateURL(u, c.cfg.AllowPrivateNetworks); err == nil {
-			n++
+// checkHostsWithin bounds the name lookups of fetchableFunc.
+const checkHostsWithin = 5 * time.Second
+
+// fetchableFunc returns whether each of urls can be fetched: it passes
+// the URL checks and its host does not resolve to an address the SSRF
+// guard refuses at dial time (what a job bills in advance must not
+// include what the guard will refuse). Each host is looked up once, 16 at
+// a time, within checkHostsWithin; a host not resolved by then, or not at
+// all (an ordinary failing site), counts as fetchable.
+func (c *Cell) fetchableFunc(ctx context.Context, urls []string) func(string) bool {
+	var names []string
+	seen := map[string]bool{}
+	for _, raw := range urls {
+		if u, err := fetch.ValidateURL(raw, c.cfg.AllowPrivateNetworks); err == nil && !c.cfg.AllowPrivateNetworks && !seen[u.Hostname()] {
+			seen[u.Hostname()] = true
+			names = append(names, u.Hostname())
 		}
 	}
-	return n
+	refused := map[string]bool{}
+	if len(names) > 0 {
+		ctx, cancel := context.WithTimeout(ctx, checkHostsWithin)
+		defer cancel()
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 16)
+		for _, h := range names {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				if err := c.engine.CheckHost(ctx, h); errors.Is(err, fetch.ErrNotPublic) {
+					mu.Lock()
+					refused[h] = true
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	return func(raw string) bool {
+		u, err := fetch.ValidateURL(raw, c.cfg.AllowPrivateNetworks)
+		return err == nil && !refused[u.Hostname()]
+	}
 }
 
 // bufPool holds cache-hit buffers so a hit reads the store without
@@ -247,31 +283,85 @@ func (c *Cell) handleBatch(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	// A batch bills one unit per URL (spec section 4), known before the
-	// first line streams.
-	w.Header().Set(UsageHeader, metering.PerURL(metering.KindBatch, c.fetchable(req.URLs)).String())
+	// A batch bills per line as the gate passes it on: each line carries
+	// its own signed usage (metering.Usage.PerLine); the header bills
+	// nothing.
+	head := metering.PerURL(metering.KindBatch, 0)
+	head.PerLine = true
+	w.Header().Set(UsageHeader, head.String())
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	rc.Flush()
-	err = jobs.Batch(r.Context(), c.scrape.Scrape, req.URLs, req.Options, c.cfg.BatchConcurrency, c.cfg.busy(), w, func() { rc.Flush() })
+	err = jobs.Batch(r.Context(), c.scrape.Scrape, req.URLs, req.Options, c.cfg.BatchConcurrency, c.cfg.busy(), lineFrame(w), w, func() { rc.Flush() })
 	if err != nil && r.Context().Err() == nil {
 		c.cfg.Logger.Warn("batch stream ended early", "err", err)
 	}
 }
 
+// lineFrame puts each batch line's usage in front of it, signed over the
+// request's nonce and the line's place (metering.LinePrefix): an ok line
+// bills one URL as it was produced, a failed one (a site that did not
+// answer, a host the SSRF guard refused at dial time) bills nothing.
+func lineFrame(w http.ResponseWriter) jobs.Frame {
+	sw := signerOf(w)
+	return func(i int, line []byte, u *metering.Usage) []byte {
+		usage := metering.PerURL(metering.KindBatch, 0)
+		if u != nil {
+			usage = *u
+			usage.Kind, usage.Count = metering.KindBatch, metering.Count(1)
+		}
+		raw := usage.String()
+		var sig string
+		if sw != nil {
+			sig = sw.keys.SignAnswer(metering.LineNonce(sw.nonce, i), http.StatusOK, raw)
+		}
+		out := make([]byte, 0, len(line)+len(raw)+128)
+		out = append(append(append(out, metering.LinePrefix...), raw...), metering.LineSig...)
+		out = append(append(out, sig...), `",`...)
+		return append(out, line[1:]...)
+	}
+}
+
+// signerOf finds the writer that signs the answer (fromGate's).
+func signerOf(w http.ResponseWriter) *signingWriter {
+	for {
+		switch v := w.(type) {
+		case *signingWriter:
+			return v
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = v.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+// handleJobSubmit records the job held and answers with its usage: the
+// gate charges it, then releases the job (handleJobRelease). A job whose
+// charge is refused, or whose gate never comes back, is never started and
+// expires (jobs.Config.HoldTTL).
 func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	req, err := c.decodeMany(w, r, maxJobBody, jobs.MaxJobURLs)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	id, err := c.jobs.Submit(accountOf(r), req.URLs, req.Options)
+	ok := c.fetchableFunc(r.Context(), req.URLs)
+	n := 0
+	for _, u := range req.URLs {
+		if ok(u) {
+			n++
+		}
+	}
+	id, token, err := c.jobs.Hold(accountOf(r), req.URLs, req.Options)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
+	usage := metering.PerURL(metering.KindJob, n)
+	usage.Job, usage.Hold = id, token
 	w.Header().Set("Location", "/scrape/jobs/"+id)
-	w.Header().Set(UsageHeader, metering.PerURL(metering.KindJob, c.fetchable(req.URLs)).String())
+	w.Header().Set(UsageHeader, usage.String())
 	httpjson.Write(w, http.StatusAccepted, map[string]string{"job_id": id, "status": jobs.StatusPending})
 }
 
@@ -315,22 +405,59 @@ func (c *Cell) handleJobResults(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// handleJobRetry holds the job's failed URLs that can be fetched and
+// answers with their usage; the gate charges it, then releases the retry
+// (handleJobRelease), which queues them.
 func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	n, err := c.jobs.Retry(id, accountOf(r))
+	st, err := c.jobs.Status(id, accountOf(r), true)
 	if err != nil {
 		writeError(w, jobError(err))
 		return
 	}
-	st, err := c.jobs.Status(id, accountOf(r), false)
+	var failed []string
+	for _, u := range st.URLs {
+		if u.State == "error" {
+			failed = append(failed, u.URL)
+		}
+	}
+	n, token, err := c.jobs.HoldRetry(id, accountOf(r), c.fetchableFunc(r.Context(), failed))
 	if err != nil {
 		writeError(w, jobError(err))
 		return
 	}
+	status := st.Status
 	if n > 0 {
-		w.Header().Set(UsageHeader, metering.PerURL(metering.KindJob, n).String())
+		usage := metering.PerURL(metering.KindJob, n)
+		usage.Job, usage.Hold = id, token
+		w.Header().Set(UsageHeader, usage.String())
+		status = jobs.StatusRunning
 	}
-	httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "status": st.Status, "retried": n})
+	httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "status": status, "retried": n})
+}
+
+// handleJobRelease starts what the gate charged: the held job or retry
+// whose token is in metering.HoldHeader. Only the gate knows a token (it
+// removes the usage report that carries it), so no client can start a job
+// it has not paid for.
+//
+// With ?drop=1 the gate says it could not charge it: the hold ends at
+// once, nothing of it started.
+func (c *Cell) handleJobRelease(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if r.URL.Query().Get("drop") == "1" {
+		if err := c.jobs.Drop(id, accountOf(r), r.Header.Get(metering.HoldHeader)); err != nil {
+			writeError(w, jobError(err))
+			return
+		}
+		httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "dropped": true})
+		return
+	}
+	if err := c.jobs.Release(id, accountOf(r), r.Header.Get(metering.HoldHeader)); err != nil {
+		writeError(w, jobError(err))
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "released": true})
 }
 
 // withJobID answers 404 for an {id} that is not a job id before h looks at
@@ -346,8 +473,14 @@ func withJobID(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func jobError(err error) error {
-	if errors.Is(err, jobs.ErrNoJob) {
+	switch {
+	case errors.Is(err, jobs.ErrNoJob):
 		return &scrape.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such job"}
+	case errors.Is(err, jobs.ErrRetryHeld):
+		return &scrape.Error{Status: http.StatusConflict, Code: "retry_pending",
+			Message: "a retry of this job is already starting; repeat the call in a few seconds"}
+	case errors.Is(err, jobs.ErrNoHold):
+		return &scrape.Error{Status: http.StatusConflict, Code: "no_hold", Message: "no such hold, or it expired"}
 	}
 	return err
 }

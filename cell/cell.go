@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -40,6 +41,9 @@ type Config struct {
 	// answers only requests its region's gate signed with them, and signs
 	// its answers. Required.
 	RegionKeys *regionauth.Keys
+	// Resolver resolves the names of the sites the cell fetches; nil is
+	// net.DefaultResolver (tests give a static one).
+	Resolver *net.Resolver
 	// FreshFor is the cache freshness window for repeat scrapes (default 10m).
 	FreshFor time.Duration
 	// FetchTimeout is the per-request deadline of a page fetch (default 30s).
@@ -161,6 +165,7 @@ func New(cfg Config) (*Cell, error) {
 	}
 	engine := fetch.NewHTTP(fetch.HTTPConfig{
 		AllowPrivateNetworks: cfg.AllowPrivateNetworks,
+		Resolver:             cfg.Resolver,
 		MaxBodyBytes:         cfg.MaxPageBytes,
 		Timeout:              cfg.FetchTimeout,
 	})

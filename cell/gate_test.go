@@ -24,6 +24,9 @@ const (
 // asGate is what the region's gate does before a request reaches a cell:
 // it signs it for an account (testAccount, or the one a test names) with
 // private networks allowed, and checks the cell's signature on the answer.
+// testNonceHeader hands a test the nonce its request was signed with.
+const testNonceHeader = "X-Test-Nonce"
+
 func asGate(t testing.TB, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		acct := testAccount
@@ -50,6 +53,7 @@ func (w *answerCheck) WriteHeader(status int) {
 		if !testKeys.VerifyAnswer(w.nonce, status, h.Get(metering.Header), h.Get(regionauth.HeaderUsageSig)) {
 			w.t.Errorf("the cell's %d answer is not signed over its request", status)
 		}
+		h.Set(testNonceHeader, w.nonce) // for tests that check per-line signatures
 	}
 	w.ResponseWriter.WriteHeader(status)
 }

@@ -25,7 +25,7 @@ type Submitter interface {
 	Submit(ctx context.Context, cmd *Command) (*Result, error)
 }
 
-// Errors of Charge. Both are 402s at the gate (spec section 7).
+// Errors of Charge. Both are 402s at the gate (docs/spec/hosted-api.md §7).
 var (
 	ErrNoCredit = errors.New("no_credit")
 	ErrSpendCap = errors.New("spend_cap")

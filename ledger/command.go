@@ -200,7 +200,7 @@ const (
 	ErrCodeNoKey     = "no_such_key"
 )
 
-// Hold shortfall reasons (spec section 7).
+// Hold shortfall reasons (docs/spec/hosted-api.md §7).
 const (
 	ReasonNoCredit = "no_credit"
 	ReasonSpendCap = "spend_cap"

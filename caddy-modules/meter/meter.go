@@ -1,20 +1,20 @@
 // Package meter is the gate's Caddy module trawl_meter: it bills the usage
 // the cell reports. Before forwarding a billed call it checks that the
 // region's hold can cover the call's minimum price (402 no_credit or
-// spend_cap otherwise, spec section 7). When the cell's response arrives it
+// spend_cap otherwise, docs/spec/hosted-api.md §7). When the cell's response arrives it
 // prices the usage header, charges the hold (a durable local write, see
 // ledger.Client), records the receipt line, and writes the receipt headers
 // x-svc-cost and x-svc-balance. Refusals and 5xx answers cost nothing.
 package meter
 
 import (
-	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
+	"github.com/trawlhq/trawl/caddy-modules/route"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
@@ -51,12 +52,11 @@ const (
 	HeaderReceipt = "X-Svc-Receipt"
 )
 
-// maxPeekBody bounds the request body the meter reads to count URLs (a
-// 10,000-URL job of long URLs fits).
-const maxPeekBody = 32 << 20
-
 // Meter bills calls against the region's holds.
 type Meter struct {
+	// ctx ends with the module (Provision's context): late releases stop.
+	ctx    context.Context
+	client *http.Client
 	rt     *gate.Runtime
 	routes *routes.Table
 	usage  *usage.Log
@@ -77,6 +77,7 @@ func (m *Meter) Provision(ctx caddy.Context) error {
 		return err
 	}
 	m.rt, m.routes, m.usage, m.obs = rt, rt.Routes(), rt.Usage(), rt.Observer()
+	m.ctx, m.client = ctx, &http.Client{Timeout: releaseTimeout}
 	packs := rt.Prices().Packs
 	m.topup = billing.RouteTopup
 	if len(packs) > 0 {
@@ -91,6 +92,7 @@ type call struct {
 	count  int    // URLs, for batch and jobs
 	perURL bool   // count is the body's number of urls
 	url    string // the page, for a single-page call
+	limit  int64  // the route's body limit (routes.Route.BodyLimit)
 }
 
 // classify names the billed kind of r: its route's, when the route takes
@@ -100,34 +102,36 @@ func (m *Meter) classify(r *http.Request) call {
 	if !rt.Allowed || rt.Kind == "" {
 		return call{}
 	}
-	return call{kind: rt.Kind, count: 1, perURL: rt.PerURL}
+	return call{kind: rt.Kind, count: 1, perURL: rt.PerURL, limit: rt.BodyLimit}
 }
 
-// peek reads the body's url or the length of its urls, and puts the body
-// back for the proxy. A body that does not parse is left for the cell to
-// refuse with its own 400.
-func peek(r *http.Request, c *call) error {
+// peek reads the body within the route's own limit (413 over it, before
+// anything is forwarded or charged), counts its urls with a streaming
+// decoder and puts the body back for the proxy. A body that does not
+// parse is left for the cell to refuse with its own 400. The returned
+// spool, if any, must be closed when the request is done.
+func peek(r *http.Request, c *call) (*spool, error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return nil, nil
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxPeekBody+1))
+	s, err := readBody(r, c.limit)
 	r.Body.Close()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
-	var v struct {
-		URL  string            `json:"url"`
-		URLs []json.RawMessage `json:"urls"`
+	if n := s.size(); n == 0 {
+		r.Body, r.ContentLength = http.NoBody, 0
+		return s, nil
 	}
-	if json.Unmarshal(body, &v) == nil {
-		c.url = v.URL
-		if c.perURL {
-			c.count = max(len(v.URLs), 1)
-		}
+	url, n := countBody(s)
+	c.url = url
+	if c.perURL {
+		c.count = max(n, 1)
 	}
-	return nil
+	s.rewind()
+	r.Body = s
+	r.ContentLength = s.size()
+	return s, nil
 }
 
 // ServeHTTP checks the hold, forwards, and bills the answer.
@@ -142,12 +146,19 @@ func (m *Meter) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if c.kind != "" {
 		ctx, span := tracer.Start(r.Context(), "trawl.meter.check", trace.WithAttributes(
 			attribute.String("trawl.account", id.Account.ID), attribute.String("trawl.kind", c.kind)))
-		if err := peek(r, &c); err != nil {
+		body, err := peek(r, &c)
+		if err != nil {
 			span.End()
+			if tl, ok := errors.AsType[errTooLarge](err); ok {
+				return caddyhttp.Error(http.StatusRequestEntityTooLarge, gate.Refuse(http.StatusRequestEntityTooLarge, "too_large", tl.Error()))
+			}
 			return caddyhttp.Error(http.StatusBadRequest, gate.Refuse(http.StatusBadRequest, billing.CodeBadInput, "could not read the request body"))
 		}
+		if body != nil {
+			defer body.Close()
+		}
 		min, _ := m.rt.Prices().Quote(billing.Usage{Kind: c.kind, Count: c.count})
-		err := m.rt.Holds().Ensure(ctx, id.Account.ID, min)
+		err = m.rt.Holds().Ensure(ctx, id.Account.ID, min)
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())
 		}
@@ -156,8 +167,9 @@ func (m *Meter) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 			return m.refusal(id, err)
 		}
 	}
-	mw := &writer{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, m: m, r: r, id: id, call: c}
-	return next.ServeHTTP(mw, r)
+	r, answer := route.WithAnswer(r)
+	mw := &writer{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, m: m, r: r, id: id, call: c, answer: answer}
+	return mw.serve(next, r)
 }
 
 // refusal is the 402 for a failed hold check or charge; any other error is
@@ -184,9 +196,24 @@ type writer struct {
 	r           *http.Request
 	id          *gate.Identity
 	call        call
+	answer      *route.Answer
 	wroteHeader bool
 	discard     bool // the answer was replaced by a refusal
+	// obj is the usage object put at the start of a JSON answer's body
+	// (docs/spec/hosted-api.md §2.8); inject is where that stands (see injectWrite).
+	obj    []byte
+	inject int
+	// lines bills an NDJSON answer line by line (metering.Usage.PerLine).
+	lines *lineMeter
 }
+
+// States of inject.
+const (
+	injectNone  = iota // nothing to put in
+	injectOpen         // before the body's opening brace
+	injectComma        // after the usage object: a comma before the next member
+	injectDone
+)
 
 func (w *writer) WriteHeader(status int) {
 	if w.wroteHeader {
@@ -205,28 +232,29 @@ func (w *writer) WriteHeader(status int) {
 		w.ResponseWriter.WriteHeader(status)
 		return
 	}
+	if raw != "" && status < 300 {
+		if u, err := metering.Parse(raw); err == nil && u.PerLine {
+			// Billed per line as the lines pass: the totals are trailers.
+			w.lines = &lineMeter{w: w, kind: w.call.kind}
+			h.Del("Content-Length")
+			h.Set("Trailer", HeaderCost+", "+HeaderBalance)
+			w.ResponseWriter.WriteHeader(status)
+			return
+		}
+	}
 	var cost ledger.MC
 	if raw != "" && status < 500 {
 		var err error
-		cost, err = w.bill(raw, status)
+		var line *usage.Line
+		cost, line, err = w.bill(raw, status)
 		if err != nil {
-			w.discard = true
-			for k := range h {
-				delete(h, k)
-			}
-			var ref *gate.Refusal
-			if he, ok := w.m.refusal(w.id, err).(caddyhttp.HandlerError); ok {
-				ref, _ = he.Err.(*gate.Refusal)
-			}
-			if ref == nil {
-				ref = gate.Refuse(http.StatusServiceUnavailable, "meter_unavailable", "try again")
-			}
-			h.Set(HeaderCost, "0.000")
-			if bal, err := w.m.rt.Balance(w.id.Account); err == nil {
-				h.Set(HeaderBalance, bal.String())
-			}
-			ref.Write(w.ResponseWriter)
+			w.refuse(err)
 			return
+		}
+		if line != nil && status < 300 && strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+			w.obj, _ = json.Marshal(line.Object())
+			w.inject = injectOpen
+			h.Del("Content-Length")
 		}
 	}
 	h.Set(HeaderCost, cost.String())
@@ -236,32 +264,95 @@ func (w *writer) WriteHeader(status int) {
 	w.ResponseWriter.WriteHeader(status)
 }
 
-// bill prices the cell's usage, charges it and records the receipt line.
-func (w *writer) bill(raw string, status int) (ledger.MC, error) {
+// refuse replaces the answer by the refusal of a failed charge.
+func (w *writer) refuse(err error) {
+	h := w.Header()
+	w.discard = true
+	for k := range h {
+		delete(h, k)
+	}
+	ref := w.m.refusalOf(w.id, err)
+	h.Set(HeaderCost, "0.000")
+	if bal, err := w.m.rt.Balance(w.id.Account); err == nil {
+		h.Set(HeaderBalance, bal.String())
+	}
+	ref.Write(w.ResponseWriter)
+}
+
+// refusalOf is the refusal m.refusal returns for err.
+func (m *Meter) refusalOf(id *gate.Identity, err error) *gate.Refusal {
+	var ref *gate.Refusal
+	if he, ok := m.refusal(id, err).(caddyhttp.HandlerError); ok {
+		ref, _ = he.Err.(*gate.Refusal)
+	}
+	if ref == nil {
+		ref = gate.Refuse(http.StatusServiceUnavailable, "meter_unavailable", "try again")
+	}
+	return ref
+}
+
+// bill prices the cell's usage, charges it, records the receipt line and
+// releases what the cell holds until then (a job or a retry). It returns
+// the line (nil for a free call the cell reported anyway).
+func (w *writer) bill(raw string, status int) (ledger.MC, *usage.Line, error) {
 	u, err := metering.Parse(raw)
 	if err != nil {
 		w.m.rt.Logger().Warn("meter: unreadable usage header", "usage", raw, "err", err)
-		return 0, nil
-	}
-	kind := u.Kind
-	if kind == "" {
-		kind = w.call.kind
-	}
-	if kind == "" {
-		return 0, nil // a free call the cell reported anyway
+		return 0, nil, nil
 	}
 	count := max(w.call.count, 1)
 	if u.Count != nil {
 		count = *u.Count
 	}
-	if count == 0 {
-		return 0, nil // nothing the cell could fetch: nothing to bill
+	price, line, err := w.charge(u, count, w.call.url, status)
+	if err != nil {
+		if u.Hold != "" {
+			w.m.drop(w.r.Context(), w.id.Account.ID, u.Job, u.Hold)
+		}
+		return 0, nil, err
+	}
+	if line != nil && line.Receipt != "" {
+		w.Header().Set(HeaderReceipt, line.Receipt)
+	}
+	if u.Hold != "" {
+		// Charged (or nothing to charge): now the cell may start it.
+		w.m.release(w.r.Context(), w.id.Account.ID, u.Job, u.Hold)
+	}
+	return price, line, nil
+}
+
+// charge prices count units of u, charges them and records the receipt
+// line. A count of 0 (nothing the cell could fetch) charges and records
+// nothing: the line returned has no receipt.
+func (w *writer) charge(u metering.Usage, count int, url string, status int) (ledger.MC, *usage.Line, error) {
+	kind := u.Kind
+	if kind == "" {
+		kind = w.call.kind
+	}
+	if kind == "" {
+		return 0, nil, nil // a free call the cell reported anyway
 	}
 	level := u.EffectiveLevel()
+	boxes := u.Boxes
+	if boxes == nil && u.Engine != "" {
+		boxes = []string{u.Engine}
+	}
+	line := &usage.Line{
+		Region: w.m.rt.Region(), Account: w.id.Account.ID,
+		Call: kind, URL: url, Engine: u.Engine, Level: level, Cache: u.Cache, Count: count,
+		LLMTokens: usage.Tokens{In: u.InTokens, Out: u.OutTokens}, Status: status, Boxes: boxes,
+	}
+	if count == 0 {
+		return 0, line, nil
+	}
 	price, err := w.m.rt.Prices().Quote(billing.Usage{Kind: kind, Level: level, Cache: u.Cache, Count: count, InTokens: u.InTokens, OutTokens: u.OutTokens})
 	if err != nil {
-		w.m.rt.Logger().Warn("meter: usage not priceable", "usage", raw, "err", err)
-		return 0, nil
+		w.m.rt.Logger().Warn("meter: usage not priceable", "usage", u.String(), "err", err)
+		return 0, nil, nil
+	}
+	if left, ok := billing.CapLeft(w.m.rt.Billing(), w.id.Account); ok {
+		a := billing.Amount(left)
+		line.RemainingBefore = &a
 	}
 	ctx, span := tracer.Start(w.r.Context(), "trawl.meter.charge",
 		trace.WithAttributes(attribute.String("trawl.kind", kind), attribute.String("trawl.level", level), attribute.Int64("trawl.cost_mc", int64(price))))
@@ -270,32 +361,87 @@ func (w *writer) bill(raw string, status int) (ledger.MC, error) {
 	if price > 0 {
 		if err := w.m.rt.Holds().Charge(ctx, w.id.Account.ID, receipt, price); err != nil {
 			span.SetStatus(codes.Error, err.Error())
-			return 0, err
+			return 0, nil, err
 		}
 	}
-	w.Header().Set(HeaderReceipt, receipt)
-	line := &usage.Line{
-		Receipt: receipt, At: w.m.rt.Now().UTC(), Region: w.m.rt.Region(), Account: w.id.Account.ID,
-		Call: kind, URL: w.call.url, Engine: u.Engine, Level: level, Cache: u.Cache, Count: count,
-		LLMTokens: usage.Tokens{In: u.InTokens, Out: u.OutTokens}, Units: billing.Amount(price), Status: status,
-	}
+	line.Receipt, line.At, line.Units = receipt, w.m.rt.Now().UTC(), billing.Amount(price)
 	if err := w.m.usage.Record(line); err != nil {
 		w.m.rt.Logger().Warn("meter: usage line not recorded", "receipt", receipt, "err", err)
 	}
-	if w.call.url != "" && u.Engine != metering.EngineCache {
-		w.m.obs.Observe(w.call.url, kind, level, u.InTokens, u.OutTokens)
+	if url != "" && u.Engine != metering.EngineCache {
+		w.m.obs.Observe(url, kind, level, u.InTokens, u.OutTokens)
 	}
-	return price, nil
+	return price, line, nil
 }
 
 func (w *writer) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.discard {
+	switch {
+	case w.discard:
 		return len(p), nil
+	case w.lines != nil:
+		return w.lines.write(p)
+	case w.inject != injectNone && w.inject != injectDone:
+		return w.injectWrite(p)
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// injectWrite puts "usage":{…} first in the answer's JSON object: after
+// its opening brace, with a comma when the object has other members.
+func (w *writer) injectWrite(p []byte) (int, error) {
+	n := len(p)
+	var out []byte
+	for i := 0; i < len(p) && w.inject != injectDone; i++ {
+		c := p[i]
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			continue
+		}
+		switch w.inject {
+		case injectOpen:
+			if c != '{' {
+				w.inject = injectDone // not an object: left as it is
+				break
+			}
+			out = append(append(append(out, p[:i+1]...), `"usage":`...), w.obj...)
+			p, i = p[i+1:], -1
+			w.inject = injectComma
+		case injectComma:
+			if c != '}' {
+				out = append(out, ',')
+			}
+			w.inject = injectDone
+		}
+	}
+	out = append(out, p...)
+	if _, err := w.ResponseWriter.Write(out); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// serve runs next and ends a per-line answer: its trailers, and a last
+// line when the cell's answer stopped early. reverse_proxy ends a stream
+// it could not finish (the cell died, or the meter stopped it) by
+// panicking with http.ErrAbortHandler; for a per-line answer the meter
+// takes that as the end of the cell's lines.
+func (w *writer) serve(next caddyhttp.Handler, r *http.Request) (err error) {
+	defer func() {
+		if w.lines == nil {
+			return
+		}
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler {
+				panic(v)
+			}
+			err = errStopped
+		}
+		w.lines.finish(err)
+		err = nil
+	}()
+	return next.ServeHTTP(w, r)
 }
 
 // newReceipt is a receipt id: r_<region>_<random>.

@@ -52,6 +52,24 @@ const HeaderRegion = "X-Svc-Region"
 
 type targetKey struct{}
 
+type answerKey struct{}
+
+// Answer is how the answer to a request sent to a cell of this region is
+// signed: the region's keys and the request's nonce. The meter checks with
+// it the usage a cell reports inside the body (metering.Usage.PerLine:
+// each NDJSON line signed over metering.LineNonce(Nonce, i)).
+type Answer struct {
+	Keys  *regionauth.Keys
+	Nonce string
+}
+
+// WithAnswer returns r with a place trawl_route fills when it signs r for
+// a cell of its region; it stays empty for a request answered elsewhere.
+func WithAnswer(r *http.Request) (*http.Request, *Answer) {
+	a := new(Answer)
+	return r.WithContext(context.WithValue(r.Context(), answerKey{}, a)), a
+}
+
 // target is where trawl_route sent a request.
 type target struct {
 	dial   string // host:port; "" for any live cell of the region
@@ -106,6 +124,9 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 		}
 		rw.keys, rw.log = rt.rt.RegionKeys(), rt.rt.Logger()
 		rw.nonce = rw.keys.Sign(r, regionauth.Claims{Account: account, Private: rt.rt.AllowPrivateNetworks()}, rt.rt.Now())
+		if a, ok := r.Context().Value(answerKey{}).(*Answer); ok {
+			a.Keys, a.Nonce = rw.keys, rw.nonce
+		}
 	}
 	r = r.WithContext(context.WithValue(ctx, targetKey{}, t))
 	return next.ServeHTTP(rw, r)

@@ -311,6 +311,18 @@ func (h *HTTP) proxyFor(r *http.Request) (*url.URL, error) {
 	return p.u, nil
 }
 
+// CheckHost refuses a host that is, or resolves to, an address that is
+// not public — what a fetch of it would meet at dial time — and is nil
+// when the engine allows private networks. Callers that must know before
+// fetching (a job's bill counts only the URLs it can fetch) use it; the
+// dial-time guard still decides.
+func (h *HTTP) CheckHost(ctx context.Context, host string) error {
+	if h.cfg.AllowPrivateNetworks {
+		return nil
+	}
+	return h.checkResolves(ctx, host)
+}
+
 // checkResolves refuses a host that is, or resolves to, an address that is
 // not public: the check a direct fetch makes at dial time.
 func (h *HTTP) checkResolves(ctx context.Context, host string) error {

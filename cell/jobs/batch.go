@@ -6,25 +6,36 @@ import (
 	"sync"
 
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/metering"
 )
 
 // MaxBatchURLs is the spec's limit for POST /scrape/batch.
 const MaxBatchURLs = 50
 
+// Frame turns line i (from 0, in the order written) of a batch into the
+// bytes written, given how it was produced (nil: the URL failed). Nil
+// frames write the line as it is.
+type Frame func(i int, line []byte, usage *metering.Usage) []byte
+
 // Batch scrapes urls with at most concurrency fetches at a time and writes one
-// NDJSON line per URL to w as each finishes, calling flush after every line.
+// NDJSON line per URL to w as each finishes (through frame), calling flush
+// after every line.
 // A URL that meets a busy browser fleet waits it out as busy says, rather
 // than failing at once. Cancelling ctx (the client went away) stops the
 // fetches not yet finished, and their waits; Batch then returns ctx's
 // error.
-func Batch(ctx context.Context, fn ScrapeFunc, urls []string, opts scrape.Options, concurrency int, busy BusyRetry, w io.Writer, flush func()) error {
+func Batch(ctx context.Context, fn ScrapeFunc, urls []string, opts scrape.Options, concurrency int, busy BusyRetry, frame Frame, w io.Writer, flush func()) error {
 	if concurrency < 1 {
 		concurrency = 1
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	lines := make(chan []byte)
+	type done struct {
+		line  []byte
+		usage *metering.Usage
+	}
+	lines := make(chan done)
 	sem := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	go func() {
@@ -40,12 +51,12 @@ func Batch(ctx context.Context, fn ScrapeFunc, urls []string, opts scrape.Option
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				line, _ := runOne(ctx, fn, u, opts, busy)
+				line, _, usage := runOne(ctx, fn, u, opts, busy)
 				if ctx.Err() != nil {
 					return // the client is gone; nobody reads this line
 				}
 				select {
-				case lines <- line:
+				case lines <- done{line, usage}:
 				case <-ctx.Done():
 				}
 			}()
@@ -54,10 +65,16 @@ func Batch(ctx context.Context, fn ScrapeFunc, urls []string, opts scrape.Option
 	}()
 
 	var werr error
-	for line := range lines {
+	i := 0
+	for d := range lines {
 		if werr != nil {
 			continue // drain so the producers finish
 		}
+		line := d.line
+		if frame != nil {
+			line = frame(i, line, d.usage)
+		}
+		i++
 		line = append(line, '\n')
 		if _, err := w.Write(line); err != nil {
 			werr = err

@@ -3,8 +3,10 @@ package jobs
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/subtle"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +23,7 @@ import (
 	"github.com/trawlhq/trawl/internal/store"
 )
 
-// Limits of spec section 8.
+// Limits of docs/spec/hosted-api.md §8.
 const (
 	MaxJobURLs = 10000
 	PageLines  = 500
@@ -36,15 +38,30 @@ const (
 	StatusDone    = "done"
 )
 
-// URL states.
+// URL states. A held URL is a failed one a retry has quoted and the gate
+// has not released yet: it is shown (and counted) as failed.
 const (
 	urlPending = "pending"
 	urlDone    = "done"
 	urlError   = "error"
+	urlHeld    = "held"
 )
 
 // ErrNoJob is returned for an unknown job id.
 var ErrNoJob = errors.New("no such job")
+
+// Errors of Release and HoldRetry.
+var (
+	// ErrNoHold: the token names no hold of the job, or its hold expired
+	// (the held submission was deleted, the held retry undone).
+	ErrNoHold = errors.New("no such hold, or it expired")
+	// ErrRetryHeld: a retry of the job is already waiting for its release.
+	ErrRetryHeld = errors.New("a retry of this job is already waiting to start")
+)
+
+// DefaultHoldTTL is how long a held submission or retry waits for the
+// gate's release before it expires.
+const DefaultHoldTTL = 10 * time.Minute
 
 // Storage layout (store.PrefixJob and store.PrefixJobIndex):
 //
@@ -79,9 +96,14 @@ type Config struct {
 	// before fleet-busy becomes its result; the zero value waits up to
 	// DefaultBusyWait. Shutting down ends the wait and leaves the URL
 	// pending.
-	Busy   BusyRetry
-	Now    func() time.Time
-	Logger *slog.Logger
+	Busy BusyRetry
+	// HoldTTL is how long a held submission or retry (Hold, HoldRetry)
+	// waits for its release; default DefaultHoldTTL. An expired held
+	// submission is deleted by Sweep; an expired held retry is undone
+	// (its URLs are failed again) by Sweep or by the next HoldRetry.
+	HoldTTL time.Duration
+	Now     func() time.Time
+	Logger  *slog.Logger
 }
 
 // Manager owns every job of the cell.
@@ -107,6 +129,16 @@ type meta struct {
 	CreatedAt time.Time      `json:"created_at"`
 	Options   scrape.Options `json:"options"`
 	Total     int            `json:"total"`
+	// Hold is the token of a submission the gate has not released yet
+	// (nothing of the job runs), HeldUntil when it expires; Released the
+	// token it was released with (a repeated release is no change).
+	Hold      string    `json:"hold,omitempty"`
+	HeldUntil time.Time `json:"held_until,omitzero"`
+	Released  string    `json:"released,omitempty"`
+	// RetryHold is a retry quoted and not yet released: its URLs are held.
+	RetryHold     string    `json:"retry_hold,omitempty"`
+	RetryUntil    time.Time `json:"retry_until,omitzero"`
+	RetryReleased string    `json:"retry_released,omitempty"`
 }
 
 type urlRecord struct {
@@ -155,6 +187,9 @@ func NewManager(st *store.Store, fn ScrapeFunc, cfg Config) (*Manager, error) {
 	if cfg.Retention <= 0 {
 		cfg.Retention = 7 * 24 * time.Hour
 	}
+	if cfg.HoldTTL <= 0 {
+		cfg.HoldTTL = DefaultHoldTTL
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -200,7 +235,7 @@ func (m *Manager) load(id string) (*job, error) {
 			j.pending++
 		case urlDone:
 			j.done++
-		case urlError:
+		case urlError, urlHeld:
 			j.failed++
 		}
 		if r.Slot >= j.nextSlot {
@@ -224,7 +259,7 @@ func (m *Manager) Start() {
 	defer m.mu.Unlock()
 	for _, j := range m.jobs {
 		j.mu.Lock()
-		if j.pending > 0 {
+		if j.pending > 0 && j.meta.Hold == "" {
 			m.cfg.Logger.Info("resuming job", "job", j.meta.ID, "pending", j.pending, "done", j.done, "error", j.failed)
 			m.startDispatchLocked(j)
 		}
@@ -258,21 +293,44 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 }
 
-// Submit durably records a new job of account and returns its id. Every
-// URL is written before Submit returns.
+// Submit durably records a new job of account, starts it and returns its
+// id. Every URL is written before Submit returns.
 func (m *Manager) Submit(account string, urls []string, opts scrape.Options) (string, error) {
+	id, _, err := m.submit(account, urls, opts, false)
+	return id, err
+}
+
+// Hold durably records a new job of account without starting it, and
+// returns its id and the token Release starts it with. A held job shows as
+// pending; if it is not released within HoldTTL, Sweep deletes it and
+// nothing of it has run.
+func (m *Manager) Hold(account string, urls []string, opts scrape.Options) (id, token string, err error) {
+	return m.submit(account, urls, opts, true)
+}
+
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (m *Manager) submit(account string, urls []string, opts scrape.Options, held bool) (string, string, error) {
 	if account == "" {
-		return "", errors.New("jobs: a job needs an owner account")
+		return "", "", errors.New("jobs: a job needs an owner account")
 	}
 	if len(urls) == 0 || len(urls) > MaxJobURLs {
-		return "", scrape.BadInput(fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", MaxJobURLs, len(urls)))
+		return "", "", scrape.BadInput(fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", MaxJobURLs, len(urls)))
 	}
 	id := jobid.New(m.cfg.Region, m.cfg.Cell)
+	now := m.cfg.Now().UTC()
 	j := &job{
-		meta:     meta{ID: id, Account: account, CreatedAt: m.cfg.Now().UTC(), Options: opts, Total: len(urls)},
+		meta:     meta{ID: id, Account: account, CreatedAt: now, Options: opts, Total: len(urls)},
 		pending:  len(urls),
 		inflight: map[uint64]bool{},
 		kick:     make(chan struct{}, 1),
+	}
+	if held {
+		j.meta.Hold, j.meta.HeldUntil = newToken(), now.Add(m.cfg.HoldTTL)
 	}
 	b := m.st.NewBatch()
 	mb, _ := json.Marshal(j.meta)
@@ -284,15 +342,138 @@ func (m *Manager) Submit(account string, urls []string, opts scrape.Options) (st
 		b.Set(seqKey(id, 'p', uint64(i)), []byte(u))
 	}
 	if err := b.Commit(store.Sync); err != nil {
-		return "", err
+		return "", "", err
 	}
 	m.mu.Lock()
 	m.jobs[id] = j
 	m.mu.Unlock()
+	if !held {
+		j.mu.Lock()
+		m.startDispatchLocked(j)
+		j.mu.Unlock()
+	}
+	return id, j.meta.Hold, nil
+}
+
+// putMeta writes j's meta; j.mu is held.
+func (m *Manager) putMeta(j *job) error {
+	mb, _ := json.Marshal(j.meta)
+	return m.st.Set(metaKey(j.meta.ID), mb, store.Sync)
+}
+
+// Release starts what token holds of account's job id: the held job
+// itself (Hold) or its held retry (HoldRetry). Releasing again with the
+// same token changes nothing; an unknown or expired token is ErrNoHold.
+func (m *Manager) Release(id, account, token string) error {
+	j, err := m.get(id, account)
+	if err != nil {
+		return err
+	}
+	if token == "" {
+		return ErrNoHold
+	}
 	j.mu.Lock()
-	m.startDispatchLocked(j)
-	j.mu.Unlock()
-	return id, nil
+	defer j.mu.Unlock()
+	now := m.cfg.Now()
+	switch {
+	case token == j.meta.Released || token == j.meta.RetryReleased:
+		return nil
+	case token == j.meta.Hold:
+		if now.After(j.meta.HeldUntil) {
+			return ErrNoHold
+		}
+		old := j.meta
+		j.meta.Hold, j.meta.HeldUntil, j.meta.Released = "", time.Time{}, token
+		if err := m.putMeta(j); err != nil {
+			j.meta = old
+			return err
+		}
+		m.startDispatchLocked(j)
+		return nil
+	case token == j.meta.RetryHold:
+		if now.After(j.meta.RetryUntil) {
+			return ErrNoHold
+		}
+		n, err := m.moveHeldLocked(j, urlPending, token)
+		if err != nil {
+			return err
+		}
+		j.failed -= n
+		j.pending += n
+		if n > 0 {
+			m.startDispatchLocked(j)
+		}
+		return nil
+	}
+	return ErrNoHold
+}
+
+// Drop ends what token holds of account's job id without starting it (the
+// gate could not charge it): a held job expires now (Sweep deletes it), a
+// held retry is undone. An unknown token changes nothing.
+func (m *Manager) Drop(id, account, token string) error {
+	j, err := m.get(id, account)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch {
+	case token == "":
+	case token == j.meta.Hold:
+		old := j.meta
+		j.meta.HeldUntil = time.Time{}
+		if err := m.putMeta(j); err != nil {
+			j.meta = old
+			return err
+		}
+	case token == j.meta.RetryHold:
+		_, err := m.moveHeldLocked(j, urlError, "")
+		return err
+	}
+	return nil
+}
+
+// moveHeldLocked moves the job's held URLs to state to (pending: queued
+// again; error: the retry undone) and ends the retry hold, in one batch;
+// j.mu is held.
+func (m *Manager) moveHeldLocked(j *job, to, token string) (int, error) {
+	id := j.meta.ID
+	b := m.st.NewBatch()
+	n := 0
+	err := m.st.Scan(jobKey(id, 'u'), nil, func(k, v []byte) (bool, error) {
+		var r urlRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, err
+		}
+		if r.State != urlHeld {
+			return true, nil
+		}
+		r.State = to
+		rb, _ := json.Marshal(r)
+		b.Set(bytes.Clone(k), rb)
+		if to == urlPending {
+			b.Set(seqKey(id, 'p', binary.BigEndian.Uint64(k[len(k)-8:])), []byte(r.URL))
+		}
+		n++
+		return true, nil
+	})
+	if err != nil {
+		b.Discard()
+		return 0, err
+	}
+	nm := j.meta
+	nm.RetryHold, nm.RetryUntil = "", time.Time{}
+	if to == urlPending {
+		nm.RetryReleased = token
+	}
+	mb, _ := json.Marshal(nm)
+	b.Set(metaKey(id), mb)
+	if err := b.Commit(store.Sync); err != nil {
+		return 0, err
+	}
+	j.meta = nm
+	return n, nil
 }
 
 // dispatch feeds the job's pending URLs to the workers in submission order,
@@ -369,7 +550,7 @@ func (m *Manager) run(t task) {
 	attempts := 0
 	for attempts < m.cfg.Attempts {
 		attempts++
-		line, serr = runOne(m.ctx, m.scrape, t.url, opts, m.cfg.Busy)
+		line, serr, _ = runOne(m.ctx, m.scrape, t.url, opts, m.cfg.Busy)
 		if m.ctx.Err() != nil {
 			// Shutting down: leave the URL pending for the next start.
 			t.job.mu.Lock()
@@ -541,57 +722,90 @@ func (m *Manager) Results(id, account string, after int64, w io.Writer) (int, er
 	return n, err
 }
 
-// Retry puts the failed URLs of account's job id back in the queue and
-// returns how many.
-func (m *Manager) Retry(id, account string) (int, error) {
+// HoldRetry holds the failed URLs of account's job id that fetchable
+// accepts (a URL that can never be fetched is neither retried nor billed)
+// and returns how many, with the token Release queues them with. Until
+// then they stay failed; a hold not released within HoldTTL is undone. A
+// job has at most one held retry (ErrRetryHeld); a held job has nothing
+// to retry. n 0 holds nothing and returns no token.
+func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n int, token string, err error) {
 	j, err := m.get(id, account)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.meta.Hold != "" {
+		return 0, "", nil
+	}
+	if j.meta.RetryHold != "" {
+		if !m.cfg.Now().After(j.meta.RetryUntil) {
+			return 0, "", ErrRetryHeld
+		}
+		if _, err := m.moveHeldLocked(j, urlError, ""); err != nil {
+			return 0, "", err
+		}
+	}
 	b := m.st.NewBatch()
-	n := 0
 	err = m.st.Scan(jobKey(id, 'u'), nil, func(k, v []byte) (bool, error) {
 		var r urlRecord
 		if err := json.Unmarshal(v, &r); err != nil {
 			return false, err
 		}
-		if r.State != urlError {
+		if r.State != urlError || !fetchable(r.URL) {
 			return true, nil
 		}
-		r.State = urlPending
+		r.State = urlHeld
 		rb, _ := json.Marshal(r)
-		seq := binary.BigEndian.Uint64(k[len(k)-8:])
 		b.Set(bytes.Clone(k), rb)
-		b.Set(seqKey(id, 'p', seq), []byte(r.URL))
 		n++
 		return true, nil
 	})
 	if err != nil || n == 0 {
 		b.Discard()
-		return 0, err
+		return 0, "", err
 	}
+	nm := j.meta
+	nm.RetryHold, nm.RetryUntil = newToken(), m.cfg.Now().Add(m.cfg.HoldTTL)
+	mb, _ := json.Marshal(nm)
+	b.Set(metaKey(id), mb)
 	if err := b.Commit(store.Sync); err != nil {
-		return 0, err
+		return 0, "", err
 	}
-	j.failed -= n
-	j.pending += n
-	m.startDispatchLocked(j)
-	return n, nil
+	j.meta = nm
+	return n, nm.RetryHold, nil
 }
 
-// Sweep deletes jobs older than the retention period and returns how many.
+// Sweep deletes jobs older than the retention period and held jobs whose
+// hold expired, undoes expired held retries, and returns how many jobs it
+// deleted.
 func (m *Manager) Sweep() (int, error) {
-	cutoff := m.cfg.Now().Add(-m.cfg.Retention)
+	now := m.cfg.Now()
+	cutoff := now.Add(-m.cfg.Retention)
 	m.mu.Lock()
-	var old []*job
+	var old, retries []*job
 	for _, j := range m.jobs {
-		if j.meta.CreatedAt.Before(cutoff) {
+		j.mu.Lock()
+		expired := j.meta.Hold != "" && now.After(j.meta.HeldUntil)
+		if j.meta.RetryHold != "" && now.After(j.meta.RetryUntil) {
+			retries = append(retries, j)
+		}
+		j.mu.Unlock()
+		if expired || j.meta.CreatedAt.Before(cutoff) {
 			old = append(old, j)
 		}
 	}
 	m.mu.Unlock()
+	for _, j := range retries {
+		j.mu.Lock()
+		if j.meta.RetryHold != "" && now.After(j.meta.RetryUntil) {
+			if _, err := m.moveHeldLocked(j, urlError, ""); err != nil {
+				j.mu.Unlock()
+				return 0, err
+			}
+		}
+		j.mu.Unlock()
+	}
 	sort.Slice(old, func(a, b int) bool { return old[a].meta.ID < old[b].meta.ID })
 	for _, j := range old {
 		id := j.meta.ID

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/metering"
 )
 
 // ScrapeFunc scrapes one URL; *scrape.Service.Scrape satisfies it.
 type ScrapeFunc func(ctx context.Context, url string, opts scrape.Options) (*scrape.Outcome, error)
 
-// Line is one NDJSON line of a batch or of job results (spec 2.5): ok lines
+// Line is one NDJSON line of a batch or of job results (docs/spec/hosted-api.md §2.5): ok lines
 // carry the scrape response as `result`, failed ones the error code and
 // message of the API.
 type Line struct {
@@ -28,8 +29,9 @@ type Line struct {
 
 // runOne scrapes u, waiting out a busy browser fleet as busy says, and
 // renders its line (without the trailing newline). The returned error is
-// the scrape error (nil when ok) so callers can decide on retries.
-func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, busy BusyRetry) ([]byte, *scrape.Error) {
+// the scrape error (nil when ok) so callers can decide on retries; the
+// usage is how an ok line was produced (nil for a failed one).
+func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, busy BusyRetry) ([]byte, *scrape.Error, *metering.Usage) {
 	start := time.Now()
 	out, err := scrapeWaiting(ctx, fn, u, opts, busy)
 	var line []byte
@@ -38,14 +40,15 @@ func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, b
 		line = appendJSONString(line, u)
 		line = append(line, `,"ok":true,"result":`...)
 		line = out.AppendJSON(line, time.Since(start))
-		return append(line, '}'), nil
+		usage := out.Usage
+		return append(line, '}'), nil, &usage
 	}
 	e := scrape.AsError(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		e = &scrape.Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site did not answer in time", Err: err}
 	}
 	line, _ = json.Marshal(Line{URL: u, OK: false, Error: e.Code, Message: e.Message})
-	return line, e
+	return line, e, nil
 }
 
 func appendJSONString(dst []byte, s string) []byte {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/testcorpus"
 )
@@ -180,6 +181,22 @@ func (p *proc) call(t *testing.T, method, path string, body any) (int, []byte) {
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
+	// A job submission or retry is held until its gate, having charged it,
+	// releases it: release it as the gate's meter would.
+	if u, err := metering.Parse(resp.Header.Get(metering.Header)); err == nil && u.Hold != "" {
+		rel, _ := http.NewRequest("POST", p.base+"/scrape/jobs/"+u.Job+metering.ReleasePath, nil)
+		rel.Header.Set(metering.HoldHeader, u.Hold)
+		keys.Sign(rel, regionauth.Claims{Account: "acct_e2e", Private: true}, time.Now())
+		rr, err := http.DefaultClient.Do(rel)
+		if err != nil {
+			t.Fatalf("release %s: %v", u.Job, err)
+		}
+		rb, _ := io.ReadAll(rr.Body)
+		rr.Body.Close()
+		if rr.StatusCode != http.StatusOK {
+			t.Fatalf("release %s: %d %s", u.Job, rr.StatusCode, rb)
+		}
+	}
 	return resp.StatusCode, out
 }
 

@@ -93,16 +93,18 @@ func TestScrapeThroughGate(t *testing.T) {
 		t.Fatalf("cache hit: %d cost %q balance %q", r.status, r.header.Get("X-Svc-Cost"), r.header.Get("X-Svc-Balance"))
 	}
 
-	// A batch bills one unit per URL it could fetch; a URL refused before
-	// any fetch costs nothing.
-	r = call(t, "POST", g.URL+"/scrape/batch", key, `{"urls":["`+pages.URL+`/b1","`+pages.URL+`/b2","ftp://nope/"]}`)
-	if r.status != 200 || r.header.Get("X-Svc-Cost") != "2.000" || strings.Count(r.body, "\n") != 3 {
-		t.Fatalf("batch: %d cost %q\n%s", r.status, r.header.Get("X-Svc-Cost"), r.body)
+	// A batch bills one unit per line it delivers with a page; a URL
+	// refused before any fetch costs nothing. The total is a trailer.
+	resp, br := streamBatch(t, g, key, `{"urls":["`+pages.URL+`/b1","`+pages.URL+`/b2","ftp://nope/"]}`)
+	body, _ := io.ReadAll(br)
+	if resp.StatusCode != 200 || resp.Trailer.Get("X-Svc-Cost") != "2.000" || strings.Count(string(body), "\n") != 3 {
+		t.Fatalf("batch: %d cost %q\n%s", resp.StatusCode, resp.Trailer.Get("X-Svc-Cost"), body)
 	}
 
-	// The usage history has the three lines.
+	// The usage history has four lines: the two scrapes and one per
+	// batch line charged.
 	r = call(t, "GET", g.URL+"/v1/billing/usage", key, "")
-	if r.status != 200 || strings.Count(r.body, `"receipt"`) != 3 {
+	if r.status != 200 || strings.Count(r.body, `"receipt"`) != 4 {
 		t.Fatalf("usage: %d %s", r.status, r.body)
 	}
 }

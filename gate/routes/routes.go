@@ -171,6 +171,7 @@ var Rows = []Route{
 // membership, operators, benchmarks); the gate never sends a client there.
 var CellLocal = []Route{
 	{Pattern: "GET /health", Server: Cell, Doc: "the cell's health: store and browser pool"},
+	{Pattern: "POST /scrape/jobs/{id}/release", Server: Cell, Doc: "the gate's meter starts a held job or retry it has charged (the hold's token in Trawl-Hold), or with ?drop=1 ends one it could not charge"},
 }
 
 // Table matches requests to rows.

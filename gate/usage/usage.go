@@ -1,5 +1,5 @@
 // Package usage keeps a region's usage history: one Line per receipt line
-// (spec 2.8) the gate's meter charged, stored in the region's own store
+// (docs/spec/hosted-api.md §2.8) the gate's meter charged, stored in the region's own store
 // under the prefix U/, and the route GET /v1/billing/usage that pages
 // through an account's lines.
 //
@@ -49,7 +49,7 @@ var (
 // restart skips what was reserved and not used: a gap, never a reuse.
 const seqBlock = 1 << 14
 
-// Line is one receipt line of the usage history (spec 2.8). The JSON form is
+// Line is one receipt line of the usage history (docs/spec/hosted-api.md §2.8). The JSON form is
 // the line of GET /v1/billing/usage.
 type Line struct {
 	// Seq is assigned by Record: strictly increasing across the store, so
@@ -86,6 +86,43 @@ type Line struct {
 	Units billing.Amount `json:"units"`
 	// Status is the HTTP status of the call.
 	Status int `json:"status"`
+	// Boxes name the components that did the work (docs/spec/hosted-api.md §2.8 boxes).
+	Boxes []string `json:"boxes,omitempty"`
+	// RemainingBefore is what the account's monthly spend cap left before
+	// this line was charged; nil without a cap.
+	RemainingBefore *billing.Amount `json:"remaining_before,omitempty"`
+}
+
+// Object is the usage object of docs/spec/hosted-api.md §2.8 that a billed answer (and each
+// line of a batch) carries: the gate builds it from the line it recorded
+// for that receipt, so the two always agree.
+type Object struct {
+	// Receipt is the line's receipt id; "" when nothing was billable (a
+	// job with no URL it could fetch) and no line was recorded.
+	Receipt string `json:"receipt,omitempty"`
+	// Units is the credit charged.
+	Units billing.Amount `json:"units"`
+	// LLMTokens is present when a language model ran.
+	LLMTokens Tokens `json:"llm_tokens,omitzero"`
+	// Boxes name the components used.
+	Boxes []string `json:"boxes"`
+	// RemainingBefore is present on accounts with a monthly cap.
+	RemainingBefore *billing.Amount `json:"remaining_before,omitempty"`
+	Cache           string          `json:"cache,omitempty"`
+	Engine          string          `json:"engine,omitempty"`
+	Level           string          `json:"level,omitempty"`
+	// Count is how many URLs or units the line covers.
+	Count int `json:"count"`
+}
+
+// Object returns the usage object of l.
+func (l *Line) Object() Object {
+	boxes := l.Boxes
+	if boxes == nil {
+		boxes = []string{}
+	}
+	return Object{Receipt: l.Receipt, Units: l.Units, LLMTokens: l.LLMTokens, Boxes: boxes,
+		RemainingBefore: l.RemainingBefore, Cache: l.Cache, Engine: l.Engine, Level: l.Level, Count: l.Count}
 }
 
 // Tokens counts a line's model tokens.
@@ -301,11 +338,15 @@ func (g *Log) Prune(before time.Time) (int, error) {
 // receipt, region, call, url, step, engine, level, cache (each a uvarint
 // length and the bytes), then count, tokens in, tokens out (uvarints),
 // units (varint, millicredits), status (uvarint). The account and seq are
-// in the key.
-const valueV1 = 1
+// in the key. Version 2 adds the boxes (a uvarint count, then each string)
+// and remaining_before (a byte 0 or 1, then the varint millicredits).
+const (
+	valueV1 = 1
+	valueV2 = 2
+)
 
 func appendValue(dst []byte, l *Line) []byte {
-	dst = append(dst, valueV1)
+	dst = append(dst, valueV2)
 	dst = binary.AppendVarint(dst, l.At.UnixMilli())
 	for _, s := range [...]string{l.Receipt, l.Region, l.Call, l.URL, l.Step, l.Engine, l.Level, l.Cache} {
 		dst = binary.AppendUvarint(dst, uint64(len(s)))
@@ -315,13 +356,22 @@ func appendValue(dst []byte, l *Line) []byte {
 	dst = binary.AppendUvarint(dst, uint64(max(l.LLMTokens.In, 0)))
 	dst = binary.AppendUvarint(dst, uint64(max(l.LLMTokens.Out, 0)))
 	dst = binary.AppendVarint(dst, int64(l.Units))
-	return binary.AppendUvarint(dst, uint64(max(l.Status, 0)))
+	dst = binary.AppendUvarint(dst, uint64(max(l.Status, 0)))
+	dst = binary.AppendUvarint(dst, uint64(len(l.Boxes)))
+	for _, b := range l.Boxes {
+		dst = binary.AppendUvarint(dst, uint64(len(b)))
+		dst = append(dst, b...)
+	}
+	if l.RemainingBefore == nil {
+		return append(dst, 0)
+	}
+	return binary.AppendVarint(append(dst, 1), int64(*l.RemainingBefore))
 }
 
 var errCorrupt = errors.New("corrupt usage line")
 
 func decodeAt(v []byte) (int64, error) {
-	if len(v) < 2 || v[0] != valueV1 {
+	if len(v) < 2 || (v[0] != valueV1 && v[0] != valueV2) {
 		return 0, errCorrupt
 	}
 	at, n := binary.Varint(v[1:])
@@ -376,7 +426,7 @@ func (r *reader) int() int {
 }
 
 func decodeValue(v []byte, l *Line) error {
-	if len(v) == 0 || v[0] != valueV1 {
+	if len(v) == 0 || (v[0] != valueV1 && v[0] != valueV2) {
 		return errCorrupt
 	}
 	r := reader{b: v[1:]}
@@ -387,6 +437,24 @@ func decodeValue(v []byte, l *Line) error {
 	l.LLMTokens.In, l.LLMTokens.Out = r.int(), r.int()
 	l.Units = billing.Amount(ledger.MC(r.varint()))
 	l.Status = r.int()
+	if v[0] == valueV2 {
+		n := r.int()
+		if n > len(r.b) {
+			return errCorrupt
+		}
+		for range n {
+			l.Boxes = append(l.Boxes, r.str())
+		}
+		if len(r.b) == 0 {
+			return errCorrupt
+		}
+		has := r.b[0]
+		r.b = r.b[1:]
+		if has == 1 {
+			a := billing.Amount(ledger.MC(r.varint()))
+			l.RemainingBefore = &a
+		}
+	}
 	if r.bad || len(r.b) != 0 {
 		return errCorrupt
 	}

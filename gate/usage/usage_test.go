@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -94,6 +95,7 @@ func TestRecordListRoundTrip(t *testing.T) {
 		Call: billing.KindExtract, URL: "https://example.com/a", Step: "extract", Engine: "browser",
 		Level: billing.LevelBrowser, Cache: billing.CacheArchive, Count: 2,
 		LLMTokens: Tokens{In: 6000, Out: 800}, Units: billing.Amount(4500), Status: 200,
+		Boxes: []string{"browser", "llm"}, RemainingBefore: new(billing.Amount(12500)),
 	}
 	seq := record(t, g, want)
 	if seq != 1 {
@@ -106,8 +108,19 @@ func TestRecordListRoundTrip(t *testing.T) {
 	if len(got) != 1 || next != seq {
 		t.Fatalf("List = %d lines, next %d; want 1, %d", len(got), next, seq)
 	}
-	if got[0] != *want {
+	if !reflect.DeepEqual(got[0], *want) {
 		t.Errorf("round trip:\n got %+v\nwant %+v", got[0], *want)
+	}
+	// A line of version 1 (no boxes, no cap) still reads.
+	var v1 Line
+	old := []byte{valueV1}
+	old = append(old, appendValue(nil, &Line{At: t0, Receipt: "r_eu_0", Count: 1, Units: 1000, Status: 200})[1:]...)
+	old = old[:len(old)-2] // no boxes count, no cap byte
+	if err := decodeValue(old, &v1); err != nil || v1.Receipt != "r_eu_0" || v1.Units != 1000 || v1.Boxes != nil || v1.RemainingBefore != nil {
+		t.Errorf("a version 1 line: %+v %v", v1, err)
+	}
+	if o := got[0].Object(); o.Receipt != want.Receipt || o.Units != want.Units || *o.RemainingBefore != *want.RemainingBefore || len(o.Boxes) != 2 {
+		t.Errorf("object %+v", o)
 	}
 }
 

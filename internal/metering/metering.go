@@ -98,7 +98,41 @@ type Usage struct {
 	// Lines are the inner calls of a call that makes several (§2.8 lines):
 	// each becomes its own receipt line.
 	Lines []Line `json:"lines,omitempty"`
+	// Job and Hold name a job submission or retry the cell keeps held
+	// (recorded, not started) until the gate, having charged this report,
+	// releases it: POST /scrape/jobs/{Job}/release with HoldHeader = Hold.
+	// A hold never released expires and nothing of it runs.
+	Job  string `json:"job,omitempty"`
+	Hold string `json:"hold,omitempty"`
+	// PerLine says the answer is NDJSON whose every line begins with its
+	// own signed usage report (LinePrefix): the gate charges each line as
+	// it passes and nothing for a line it does not receive. The header's
+	// own report then bills nothing.
+	PerLine bool `json:"per_line,omitempty"`
 }
+
+// HoldHeader carries a hold's token on the gate's release call.
+const HoldHeader = "Trawl-Hold"
+
+// ReleasePath is the cell route that releases a held job or retry.
+const ReleasePath = "/release"
+
+// Per-line usage (Usage.PerLine): a line of the cell's NDJSON starts with
+// LinePrefix, the line's Usage, LineSig and the signature of that usage
+// (regionauth.Keys.SignAnswer over LineNonce(nonce, i), status 200 and
+// the usage's JSON), then the line's own fields:
+//
+//	{"usage":{…},"usage_sig":"<hex>","url":…}
+//
+// The gate replaces the two by the public usage object (docs/spec/hosted-api.md §2.8).
+const (
+	LinePrefix = `{"usage":`
+	LineSig    = `,"usage_sig":"`
+)
+
+// LineNonce is what line i (from 0) of the answer to the request with
+// nonce is signed over.
+func LineNonce(nonce string, i int) string { return nonce + "/line/" + strconv.Itoa(i) }
 
 // Line is one inner call of a usage report: a page fetch (Call scrape,
 // with URL) or a model call (Call extract, with Step).
@@ -131,7 +165,8 @@ func PerURL(kind string, count int) Usage {
 
 func (u *Usage) isHit() bool {
 	return u.Kind == "" && u.Engine == EngineCache && u.Level == "" && u.Proxy == "" && u.Cache == CacheHit &&
-		u.Units == 0 && u.Count == nil && u.InTokens == 0 && u.OutTokens == 0 && u.Boxes == nil && u.Lines == nil
+		u.Units == 0 && u.Count == nil && u.InTokens == 0 && u.OutTokens == 0 && u.Boxes == nil && u.Lines == nil &&
+		u.Job == "" && u.Hold == "" && !u.PerLine
 }
 
 // String is the header value. A cache hit costs no allocation.
@@ -145,7 +180,7 @@ func (u Usage) String() string {
 
 // AppendJSON appends the JSON form of u to dst.
 func (u *Usage) AppendJSON(dst []byte) []byte {
-	if u.Boxes != nil || u.Lines != nil || !plain(u.Kind, u.Engine, u.Level, u.Proxy, u.Cache) {
+	if u.Boxes != nil || u.Lines != nil || u.Job != "" || u.Hold != "" || u.PerLine || !plain(u.Kind, u.Engine, u.Level, u.Proxy, u.Cache) {
 		v := *u                 // a copy, so u itself does not escape
 		b, _ := json.Marshal(v) // rare: inner lines, or text that needs escaping
 		return append(dst, b...)

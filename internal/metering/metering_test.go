@@ -12,6 +12,8 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 		{Engine: EngineBrowser, Level: LevelBrowserProxy, Proxy: "isp", Cache: CacheMiss, Units: 1},
 		PerURL(KindBatch, 3),
 		PerURL(KindJob, 0),
+		{Kind: KindJob, Engine: EngineHTTP, Cache: CacheMiss, Count: Count(2), Job: "j_eu.c1.00ff", Hold: "a1b2"},
+		{Kind: KindBatch, Engine: EngineHTTP, Cache: CacheMiss, Count: Count(0), PerLine: true},
 		{Kind: KindAnswer, Engine: EngineHTTP, Cache: CacheMiss, InTokens: 1200, OutTokens: 300},
 		{Kind: KindExtract, Engine: `we"ird<`, Cache: CacheMiss},
 		{Kind: KindRecipe, Engine: EngineHTTP, Cache: CacheMiss, Count: Count(4), Boxes: []string{"fetch", "wasm"},
