@@ -100,7 +100,8 @@ type Runtime struct {
 	// voters' shared secret.
 	forward   *regionauth.Keys
 	forwarded *regionauth.Verifier
-	ready     atomic.Bool // the replica has caught up once since start
+	ready     atomic.Bool   // the replica has caught up once since start
+	readyAt   atomic.Uint64 // the commit index to reach: the first one seen with a leader
 	stop      context.CancelFunc
 	bg        sync.WaitGroup // maintenance and pruning
 }
@@ -331,7 +332,19 @@ func (rt *Runtime) Ready() bool {
 	if rt.ready.Load() {
 		return true
 	}
-	if rt.node.CaughtUp() {
+	// Caught up means: applied what was committed when this gate first
+	// heard from a leader. Not "applied everything committed now", which
+	// a busy ledger may never show at the instant it is asked.
+	leader, applied, committed := rt.node.Progress()
+	target := rt.readyAt.Load()
+	if target == 0 {
+		if !leader || committed == 0 {
+			return false
+		}
+		rt.readyAt.CompareAndSwap(0, committed)
+		target = rt.readyAt.Load()
+	}
+	if applied >= target {
 		rt.ready.Store(true)
 		return true
 	}

@@ -604,12 +604,11 @@ func (n *Node) Status() NodeStatus {
 		Applied: m.AppliedIndex, Entries: m.Entries, LastHash: m.LastHash}
 }
 
-// CaughtUp reports whether the node knows a leader and has applied every
-// entry it knows committed: its replica is then as current as a follower's
-// can be, and a key missing from it is really missing.
-func (n *Node) CaughtUp() bool {
-	_, leader := n.raft.LeaderWithID()
-	return leader != "" && n.raft.AppliedIndex() >= n.raft.CommitIndex() && n.raft.CommitIndex() > 0
+// Progress is how far the node's replica has come: whether it knows a
+// leader, the index it has applied and the index it knows committed.
+func (n *Node) Progress() (leader bool, applied, committed uint64) {
+	_, id := n.raft.LeaderWithID()
+	return id != "", n.raft.AppliedIndex(), n.raft.CommitIndex()
 }
 
 // Handler serves the node's internal API (forwarded commands, status).
