@@ -162,20 +162,26 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, err
 	}
+	// The holds client exists before the voter, so it hears of every hold
+	// the replica takes back (a lowered spend cap) from the first command
+	// applied; it submits through the voter once that is open.
+	if rt.st, err = store.Open(filepath.Join(cfg.DataDir, "holds"), &store.Options{CacheBytes: 16 << 20, Logger: log}); err != nil {
+		return nil, err
+	}
+	voter := &lateSubmitter{}
+	hcfg := ledger.ClientConfig{Region: cfg.Region, Store: rt.st, Ledger: voter, Now: cfg.Now, Logger: log}
+	if rt.holds, err = ledger.NewClient(hcfg); err != nil {
+		return nil, fmt.Errorf("gate: holds client: %w", err)
+	}
 	ncfg := ledger.NodeConfig{
 		ID: cfg.Region, DataDir: filepath.Join(cfg.DataDir, "ledger"), RaftAddr: cfg.LedgerRaft,
 		Peers: peers, Bootstrap: cfg.Bootstrap, Secret: cfg.LedgerSecret, Logger: log,
+		OnHoldsReduced: rt.holds.HoldsReduced,
 	}
 	if rt.node, err = ledger.OpenNode(ncfg); err != nil {
 		return nil, fmt.Errorf("gate: open ledger voter: %w", err)
 	}
-	if rt.st, err = store.Open(filepath.Join(cfg.DataDir, "holds"), &store.Options{CacheBytes: 16 << 20, Logger: log}); err != nil {
-		return nil, err
-	}
-	hcfg := ledger.ClientConfig{Region: cfg.Region, Store: rt.st, Ledger: rt.node, Now: cfg.Now, Logger: log}
-	if rt.holds, err = ledger.NewClient(hcfg); err != nil {
-		return nil, fmt.Errorf("gate: holds client: %w", err)
-	}
+	voter.n.Store(rt.node)
 	rt.holds.Start()
 
 	mcfg := cfg.Members
@@ -276,15 +282,17 @@ func (rt *Runtime) closeParts() error {
 	}
 	if rt.holds != nil {
 		rt.holds.Close()
-		rt.holds = nil
 	}
-	if rt.st != nil {
-		errs = append(errs, rt.st.Close())
-		rt.st = nil
-	}
+	// The voter goes before the holds store: its applies may still tell
+	// the holds client of a reduced hold, which writes there.
 	if rt.node != nil {
 		errs = append(errs, rt.node.Close())
 		rt.node = nil
+	}
+	rt.holds = nil
+	if rt.st != nil {
+		errs = append(errs, rt.st.Close())
+		rt.st = nil
 	}
 	return errors.Join(errs...)
 }
@@ -432,3 +440,14 @@ func (rt *Runtime) AllowPrivateNetworks() bool { return rt.cfg.AllowPrivateNetwo
 // MembersAddr is the address of the gate's memberlist node: the seed the
 // region's cells join.
 func (rt *Runtime) MembersAddr() string { return rt.members.LocalAddr() }
+
+// lateSubmitter submits through a voter opened after the holds client.
+type lateSubmitter struct{ n atomic.Pointer[ledger.Node] }
+
+func (l *lateSubmitter) Submit(ctx context.Context, cmd *ledger.Command) (*ledger.Result, error) {
+	n := l.n.Load()
+	if n == nil {
+		return nil, errors.New("gate: the ledger voter is not open yet")
+	}
+	return n.Submit(ctx, cmd)
+}

@@ -91,7 +91,7 @@ func (t *tx) grant(g *Grant) error {
 	return t.transfer(SysGrants, BucketAccount(a.ID, g.Bucket), g.Amount, KindGrant, t.cmd.ID)
 }
 
-func (t *tx) settings(s *Settings) error {
+func (t *tx) settings(s *Settings, res *Result) error {
 	if s == nil {
 		return refuse(ErrCodeInvalid, "settings needs a body")
 	}
@@ -104,6 +104,9 @@ func (t *tx) settings(s *Settings) error {
 			return refuse(ErrCodeInvalid, "spend_cap_mc must be 0 (no cap) or positive")
 		}
 		a.SpendCapMC = *s.SpendCapMC
+		if err := t.fitCap(a, res); err != nil {
+			return err
+		}
 	}
 	if s.Recharge != nil {
 		r := *s.Recharge

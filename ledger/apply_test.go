@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -156,11 +157,47 @@ func TestHoldNeverExceedsBalanceOrCap(t *testing.T) {
 	if r.Granted != Credits(1) || r.Reason != ReasonSpendCap {
 		t.Fatalf("cap: %+v", r)
 	}
-	// A settle larger than the hold is a shortfall, never a negative hold.
+	// A settle larger than the hold takes the rest from the account's
+	// buckets (the call was served), never a negative hold.
 	r = a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "sin", Charges: []Charge{{Account: "acct2", Receipt: "x", Amount: Credits(2)}}}})
-	if r.Shortfall != Credits(1) || r.Holds["acct2"] != 0 {
+	if r.Shortfall != 0 || r.Holds["acct2"] != 0 {
+		t.Fatalf("short hold: %+v", r)
+	}
+	if rev, _ := a.s.Balance(SysRevenue); rev != Credits(2) {
+		t.Fatalf("revenue %s, want the whole charge", rev)
+	}
+	// What neither the hold nor the buckets cover is a shortfall.
+	newAccount(a, "acct3", Credits(1))
+	r = a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "sin", Charges: []Charge{{Account: "acct3", Receipt: "y", Amount: Credits(3)}}}})
+	if r.Shortfall != Credits(2) || r.Holds["acct3"] != 0 {
 		t.Fatalf("shortfall: %+v", r)
 	}
+	cleanAudit(t, a.s)
+}
+
+func TestLoweredCapTakesBackHolds(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "acct1", Credits(100))
+	var heard []HoldBalance
+	a.s.OnHoldsReduced(func(_ uint64, hs []HoldBalance) { heard = append(heard, hs...) })
+	a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "eu", Want: Credits(10)}})
+	a.ok(Command{Type: CmdHold, Hold: &HoldRequest{Account: "acct1", Region: "us", Want: Credits(6)}})
+	a.ok(Command{Type: CmdSettle, Settle: &Settle{Region: "eu", Charges: []Charge{{Account: "acct1", Receipt: "r1", Amount: Credits(4)}}}})
+	// Spent 4, held 6 + 6: a cap of 9 leaves 5 to hold. The largest hold
+	// gives first (a tie goes in region order).
+	capMC := Credits(9)
+	r := a.ok(Command{Type: CmdSettings, Settings: &Settings{Account: "acct1", SpendCapMC: &capMC}})
+	want := []HoldBalance{{Account: "acct1", Region: "eu", Balance: 0}, {Account: "acct1", Region: "us", Balance: Credits(5)}}
+	if !reflect.DeepEqual(r.Reduced, want) || !reflect.DeepEqual(heard, want) {
+		t.Fatalf("reduced %+v, heard %+v, want %+v", r.Reduced, heard, want)
+	}
+	// A raised cap takes nothing.
+	heard = nil
+	capMC = Credits(50)
+	if r := a.ok(Command{Type: CmdSettings, Settings: &Settings{Account: "acct1", SpendCapMC: &capMC}}); len(r.Reduced) != 0 || heard != nil {
+		t.Fatalf("raised cap reduced %+v", r.Reduced)
+	}
+	cleanAudit(t, a.s)
 }
 
 func TestRefusalsChangeNothing(t *testing.T) {
@@ -489,5 +526,13 @@ func TestMonthTurnsWithTheLedgersTime(t *testing.T) {
 	rb, _ := b.s.Audit()
 	if ra.StateHash != rb.StateHash || a.s.Meta() != b.s.Meta() {
 		t.Fatalf("replay differs: %s vs %s", ra.StateHash, rb.StateHash)
+	}
+}
+
+func cleanAudit(t *testing.T, s *State) {
+	t.Helper()
+	rep, err := s.Audit()
+	if err != nil || len(rep.Violations) > 0 {
+		t.Fatalf("audit: %v %v", err, rep.Violations)
 	}
 }

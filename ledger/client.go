@@ -326,6 +326,33 @@ func (c *Client) grow(ctx context.Context, acct string, h *holdState, amount MC)
 	return ErrNoCredit
 }
 
+// HoldsReduced takes the hold balances the ledger lowered without this
+// client asking (a lowered spend cap, applied at index) and keeps those of
+// its own region, so the next charge sees the smaller hold and asks the
+// ledger, which answers with the new cap. Wire it to the region's replica
+// with State.OnHoldsReduced.
+func (c *Client) HoldsReduced(index uint64, holds []HoldBalance) {
+	for _, hb := range holds {
+		if hb.Region != c.cfg.Region {
+			continue
+		}
+		h := c.state(hb.Account)
+		h.mu.Lock()
+		h.setHeld(hb.Balance, index)
+		h.mu.Unlock()
+		if err := c.saveHeld(hb.Account, h); err != nil {
+			c.cfg.Logger.Warn("keep the reduced hold", "account", hb.Account, "err", err)
+		}
+		// Settle now: charges the ledger has not seen were made against the
+		// old hold; once settled, the ledger fits the other regions' holds
+		// to them and the cap is exact.
+		select {
+		case c.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // observe updates the spend-rate estimate (credits per second, decaying).
 func (h *holdState) observe(amount MC, now time.Time) {
 	if !h.last.IsZero() {

@@ -235,3 +235,62 @@ func TestClientParksRefusedChargeAndSettlesTheRest(t *testing.T) {
 	}
 	mustAudit(t, d.State())
 }
+
+// A lowered spend cap holds from the next call in every region: holds
+// already taken are not spent past it (31 were spent against a cap of 26
+// before the ledger took holds back).
+func TestClientLoweredCapHoldsInEveryRegion(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
+	big := func(c *ClientConfig) { c.MinHold = Credits(20) }
+	eu, _ := newClient(t, t.TempDir(), d, big)
+	us, _ := newClient(t, t.TempDir(), d, func(c *ClientConfig) { big(c); c.Region = "us" })
+	d.State().OnHoldsReduced(func(i uint64, hs []HoldBalance) {
+		eu.HoldsReduced(i, hs)
+		us.HoldsReduced(i, hs)
+	})
+	ctx := context.Background()
+	for i := range 3 {
+		for j, c := range []*Client{eu, us} {
+			if err := c.Charge(ctx, "a", fmt.Sprintf("before-%d-%d", j, i), Credits(1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if eu.Available("a") < Credits(10) || us.Available("a") < Credits(10) {
+		t.Fatalf("holds %s and %s: the test needs large holds", eu.Available("a"), us.Available("a"))
+	}
+	// 6 spent (not yet settled); the cap now allows 4 more in all.
+	capMC := Credits(10)
+	if res, err := d.Submit(ctx, &Command{ID: "cap", Type: CmdSettings, Time: t0, Settings: &Settings{Account: "a", SpendCapMC: &capMC}}); err != nil || res.Error != "" {
+		t.Fatalf("cap: %v %+v", err, res)
+	}
+	// Hearing of the reduced holds, each region settles at once (the
+	// settle loop's kick); here, by hand.
+	for _, c := range []*Client{eu, us} {
+		if _, err := c.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := 0
+	for i := range 20 {
+		for j, c := range []*Client{eu, us} {
+			err := c.Charge(ctx, "a", fmt.Sprintf("after-%d-%d", j, i), Credits(1))
+			switch {
+			case err == nil:
+				served++
+			case !errors.Is(err, ErrSpendCap):
+				t.Fatalf("charge after the cap: %v", err)
+			}
+		}
+	}
+	for _, c := range []*Client{eu, us} {
+		if _, err := c.Settle(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acct, _ := d.State().Account("a")
+	if served != 4 || acct.MonthSpent != capMC {
+		t.Fatalf("served %d after the cap (want 4); month spent %s against a cap of %s", served, acct.MonthSpent, capMC)
+	}
+	mustAudit(t, d.State())
+}

@@ -180,9 +180,21 @@ type Result struct {
 	Parked []ParkedCharge `json:"parked,omitempty"`
 	// Compacted is how many results and receipts a compact dropped.
 	Compacted int `json:"compacted,omitempty"`
-	// Shortfall is charged credit a hold could not cover. The holds client
-	// never lets it happen; audit reports it.
+	// Reduced are holds a command took credit back from (a lowered spend
+	// cap), with their balance after, for the holds clients of their
+	// regions.
+	Reduced []HoldBalance `json:"reduced,omitempty"`
+	// Shortfall is charged credit neither the region's hold nor the
+	// account's buckets could cover: it is not charged. The holds client
+	// never lets it happen; the client logs it.
 	Shortfall MC `json:"shortfall_mc,omitempty"`
+}
+
+// HoldBalance is one region's hold of an account.
+type HoldBalance struct {
+	Account string `json:"account"`
+	Region  string `json:"region"`
+	Balance MC     `json:"balance_mc"`
 }
 
 // ParkedCharge is a charge a settle could not take, and why.

@@ -24,6 +24,9 @@ type State struct {
 	meta Meta
 	// halfRestored: a restore began and has not finished (guarded by mu).
 	halfRestored bool
+	// onReduced hears of holds a command took credit back from (guarded by
+	// mu; see OnHoldsReduced).
+	onReduced func(index uint64, holds []HoldBalance)
 	// RestoreBatch is how many keys a restore writes per batch (default
 	// 4096); tests make it small to crash between batches.
 	RestoreBatch int
@@ -126,7 +129,22 @@ func (s *State) Apply(cmd *Command, index uint64) (*Result, error) {
 		return nil, err
 	}
 	s.meta = meta
+	if len(res.Reduced) > 0 && !res.Duplicate && res.Error == "" && s.onReduced != nil {
+		s.onReduced(index, res.Reduced)
+	}
 	return res, nil
+}
+
+// OnHoldsReduced sets fn to hear, as each command is applied on this
+// replica, of holds the command took credit back from (a lowered spend
+// cap): the index it was applied at and each hold's balance after. The
+// region's holds client listens (Client.HoldsReduced) so its next call
+// respects the new cap without waiting for a result of its own. fn runs in
+// the apply path: it must be quick and must not call back into the State.
+func (s *State) OnHoldsReduced(fn func(index uint64, holds []HoldBalance)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onReduced = fn
 }
 
 // fsm is the raft.FSM face of State, kept off the public type.

@@ -148,6 +148,7 @@ func (t *tx) settle(s *Settle, res *Result) error {
 	res.Holds = map[string]MC{}
 	touched := map[string]*Account{}
 	dupAccts := map[string]bool{} // accounts with repeats: their holds are reported too
+	toppedUp := map[string]bool{} // accounts charged past their hold, from their buckets
 	var mark uint64               // highest sequence settled for the epoch
 	if s.Epoch != "" {
 		if b, err := t.r.Get(keyMark(s.Region, s.Epoch)); err == nil {
@@ -221,6 +222,29 @@ func (t *tx) settle(s *Settle, res *Result) error {
 			hold.Parts[bk] -= take
 			remaining -= take
 		}
+		if remaining > 0 {
+			// The hold is short: the ledger took part of it back (a lowered
+			// spend cap) after the region had spent it, or the region spent
+			// while cut off past what it held. The call was served: its
+			// credit comes from the account's buckets, through the hold, so
+			// the journal keeps one charge per receipt. What the buckets
+			// cannot cover is a shortfall.
+			parts, _, err := t.spendable(a)
+			if err != nil {
+				return err
+			}
+			for _, bk := range SpendOrder {
+				take := min(parts[bk], remaining)
+				if take <= 0 {
+					continue
+				}
+				if err := t.transfer(BucketAccount(a.ID, bk), HoldAccount(a.ID, s.Region), take, KindHold, ""); err != nil {
+					return err
+				}
+				remaining -= take
+				toppedUp[a.ID] = true
+			}
+		}
 		charged := c.Amount - remaining
 		if remaining > 0 {
 			res.Shortfall += remaining
@@ -241,6 +265,13 @@ func (t *tx) settle(s *Settle, res *Result) error {
 	sort.Strings(ids)
 	for _, id := range ids {
 		a := touched[id]
+		if toppedUp[id] {
+			// Spend from the buckets is spend the cap did not see coming:
+			// the other regions' holds shrink to fit it.
+			if err := t.fitCap(a, res); err != nil {
+				return err
+			}
+		}
 		if a.Recharge.On && !a.RechargeDue && a.RechargesThisMonth < a.Recharge.MaxPerMonth {
 			_, avail, err := t.spendable(a)
 			if err != nil {
@@ -281,36 +312,99 @@ func (t *tx) release(r *Release, res *Result) error {
 	if err != nil {
 		return err
 	}
-	hold, err := t.readHold(a.ID, r.Region)
+	after, err := t.giveBack(a.ID, r.Region, r.Amount)
 	if err != nil {
 		return err
 	}
-	bal, err := t.bal(HoldAccount(a.ID, r.Region))
+	res.Holds = map[string]MC{a.ID: after}
+	return nil
+}
+
+// giveBack moves up to amount (all of it when 0) from the account's hold in
+// region back to its buckets and returns the hold's balance after. It gives
+// back the credit that would be spent last first, so the hold keeps what the
+// spend order wants used soonest.
+func (t *tx) giveBack(acct, region string, amount MC) (MC, error) {
+	hold, err := t.readHold(acct, region)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	amount := r.Amount
+	bal, err := t.bal(HoldAccount(acct, region))
+	if err != nil {
+		return 0, err
+	}
 	if amount == 0 || amount > bal {
 		amount = bal
 	}
-	// Give back the credit that would be spent last first, so the hold keeps
-	// what the spend order wants used soonest.
 	for i := len(SpendOrder) - 1; i >= 0 && amount > 0; i-- {
 		bk := SpendOrder[i]
 		give := min(hold.Parts[bk], amount)
 		if give <= 0 {
 			continue
 		}
-		if err := t.transfer(HoldAccount(a.ID, r.Region), BucketAccount(a.ID, bk), give, KindRelease, ""); err != nil {
-			return err
+		if err := t.transfer(HoldAccount(acct, region), BucketAccount(acct, bk), give, KindRelease, ""); err != nil {
+			return 0, err
 		}
 		hold.Parts[bk] -= give
 		amount -= give
 	}
-	after, err := t.bal(HoldAccount(a.ID, r.Region))
+	return t.bal(HoldAccount(acct, region))
+}
+
+// fitCap gives back what the account's holds hold beyond its spend cap, so
+// a lowered cap holds from the next call in every region, not from when
+// each region's hold next grows. The largest holds give first (ties in
+// region order). Each changed hold is reported in res.Reduced; the holds
+// client of that region learns it from its replica (State.OnHoldsReduced).
+func (t *tx) fitCap(a *Account, res *Result) error {
+	if a.SpendCapMC <= 0 {
+		return nil
+	}
+	held, err := t.heldTotal(a.ID)
 	if err != nil {
 		return err
 	}
-	res.Holds = map[string]MC{a.ID: after}
+	excess := a.MonthSpent + held - a.SpendCapMC
+	if excess <= 0 {
+		return nil
+	}
+	type regionHold struct {
+		region string
+		bal    MC
+	}
+	var hs []regionHold
+	err = t.r.Scan(prefixHolds(a.ID), nil, func(k, _ []byte) (bool, error) {
+		hs = append(hs, regionHold{region: string(k[len(prefixHolds(a.ID)):])})
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range hs {
+		if hs[i].bal, err = t.bal(HoldAccount(a.ID, hs[i].region)); err != nil {
+			return err
+		}
+	}
+	sort.SliceStable(hs, func(i, j int) bool {
+		if hs[i].bal != hs[j].bal {
+			return hs[i].bal > hs[j].bal
+		}
+		return hs[i].region < hs[j].region
+	})
+	for _, h := range hs {
+		if excess <= 0 {
+			break
+		}
+		give := min(h.bal, excess)
+		if give <= 0 {
+			continue
+		}
+		after, err := t.giveBack(a.ID, h.region, give)
+		if err != nil {
+			return err
+		}
+		excess -= give
+		res.Reduced = append(res.Reduced, HoldBalance{Account: a.ID, Region: h.region, Balance: after})
+	}
 	return nil
 }

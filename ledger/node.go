@@ -121,6 +121,10 @@ type NodeConfig struct {
 	// StateFS is the filesystem of the state store (DataDir/state); nil is
 	// the OS's. Tests inject faults through it (vfs, errorfs).
 	StateFS vfs.FS
+	// OnHoldsReduced hears of holds a command took back (State.OnHoldsReduced),
+	// from the first command this node applies: the region's holds client
+	// (Client.HoldsReduced).
+	OnHoldsReduced func(index uint64, holds []HoldBalance)
 	// Raft tunes Raft's timeouts and snapshots; zero fields take defaults.
 	Raft   RaftConfig
 	Logger *slog.Logger
@@ -197,6 +201,9 @@ func OpenNode(cfg NodeConfig) (*Node, error) {
 	if n.state, err = OpenState(n.st); err != nil {
 		closeAll()
 		return nil, err
+	}
+	if cfg.OnHoldsReduced != nil {
+		n.state.OnHoldsReduced(cfg.OnHoldsReduced)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 3, hclogger(cfg.Logger))
 	if err != nil {

@@ -99,7 +99,7 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 	case CmdRelease:
 		err = t.release(cmd.Release, res)
 	case CmdSettings:
-		err = t.settings(cmd.Settings)
+		err = t.settings(cmd.Settings, res)
 	case CmdResetMonth:
 		err = t.resetMonth(cmd.ResetMonth)
 	case CmdTopup:

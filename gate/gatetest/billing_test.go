@@ -534,3 +534,28 @@ func TestDialRefusedURLsAreFree(t *testing.T) {
 		t.Fatalf("balance %q", b.header.Get("X-Svc-Balance"))
 	}
 }
+
+// Issue 12, item 9: a lowered spend cap holds from the next call, though
+// the region already holds more than the new cap leaves (before, a hold of
+// 10 taken under no cap was spent past a cap of 2).
+func TestLoweredSpendCapHoldsAtOnce(t *testing.T) {
+	g := Start(t, Options{})
+	pages := site(t)
+	key := g.Account(t, ledger.PlanFree, 100)
+	for i := range 2 {
+		if r := call(t, "POST", g.URL+"/scrape", key, fmt.Sprintf(`{"url":"%s/low%d"}`, pages.URL, i)); r.status != 200 {
+			t.Fatalf("scrape %d: %d %s", i, r.status, r.body)
+		}
+	}
+	// 2 spent; a cap of 3 leaves one more call.
+	if r := call(t, "POST", g.URL+"/v1/billing/settings", key, `{"spend_cap_mc":3000}`); r.status != 200 {
+		t.Fatalf("settings: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", g.URL+"/scrape", key, `{"url":"`+pages.URL+`/low2"}`); r.status != 200 {
+		t.Fatalf("the call the cap still allows: %d %s", r.status, r.body)
+	}
+	r := call(t, "POST", g.URL+"/scrape", key, `{"url":"`+pages.URL+`/low3"}`)
+	if r.status != 402 || !strings.HasPrefix(r.body, `{"error":"spend_cap"`) {
+		t.Fatalf("past the lowered cap: %d %s", r.status, r.body)
+	}
+}
