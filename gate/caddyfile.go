@@ -93,6 +93,16 @@ func (s Site) Caddyfile() (string, error) {
 	if s.SMTP != "" {
 		w("\t\tsmtp %s %s {env.TRAWL_SMTP_USERNAME} {env.TRAWL_SMTP_PASSWORD}\n", s.SMTP, strconv.Quote(s.SMTPFrom))
 	}
+	switch g.Payments.Provider {
+	case "stripe":
+		w("\t\tpayments stripe {env.TRAWL_STRIPE_SECRET_KEY}")
+		if g.Payments.StripeURL != "" {
+			w(" %s", g.Payments.StripeURL)
+		}
+		w("\n")
+	case "local":
+		w("\t\tpayments local {env.TRAWL_PAYMENTS_CONFIRM_TOKEN}\n")
+	}
 	w("\t}\n}\n\n")
 	w("http://:%s {\n", port)
 	if host != "" {

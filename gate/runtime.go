@@ -17,6 +17,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
+	"github.com/trawlhq/trawl/gate/payments"
 	"github.com/trawlhq/trawl/gate/signup"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/members"
@@ -60,12 +61,45 @@ type Config struct {
 	AllowPrivateNetworks bool
 	// Prices is the price table (default billing.DefaultPrices).
 	Prices *billing.Prices
+	// Payments takes money for top-ups; the zero value takes none (top-ups
+	// answer 503 payments_off).
+	Payments Payments
 	// Mailer sends sign-up verification mail; nil logs each mail instead
 	// (development: the link is in the log).
 	Mailer signup.Mailer
 	Now    func() time.Time
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
+}
+
+// Payments chooses the payment provider of top-ups (docs/payments.md).
+type Payments struct {
+	// Provider is "stripe", "local" (an operator confirms each checkout on
+	// a page; no saved cards) or "" (none).
+	Provider string
+	// StripeKey is Stripe's secret key; StripeURL its API base (stripe-mock
+	// in tests; default Stripe's).
+	StripeKey, StripeURL string
+	// ConfirmToken, for local, must be typed on the checkout page to
+	// confirm a payment (empty: anyone with the session URL can).
+	ConfirmToken string
+}
+
+// provider opens the configured provider; local checkout sessions are kept
+// in the gate's store.
+func (p Payments) provider(st *store.Store, publicURL string, now func() time.Time, log *slog.Logger) (payments.Provider, error) {
+	switch p.Provider {
+	case "":
+		return nil, nil
+	case "local":
+		return payments.NewLocal(payments.LocalConfig{
+			BaseURL: publicURL, ConfirmToken: p.ConfirmToken,
+			Store: payments.NewStoreSessions(st), Now: now, Logger: log,
+		})
+	case "stripe":
+		return payments.NewStripe(payments.StripeConfig{SecretKey: p.StripeKey, BackendURL: p.StripeURL})
+	}
+	return nil, fmt.Errorf("gate: payments provider %q is not stripe or local", p.Provider)
 }
 
 // Peer is another region's gate.
@@ -197,8 +231,12 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		return nil, fmt.Errorf("gate: membership: %w", err)
 	}
 
+	provider, err := cfg.Payments.provider(rt.st, cfg.PublicURL, cfg.Now, log)
+	if err != nil {
+		return nil, err
+	}
 	rt.billing = billing.Config{
-		State: rt.node.State(), Ledger: rt.node, Holds: rt.holds, Prices: cfg.Prices,
+		State: rt.node.State(), Ledger: rt.node, Holds: rt.holds, Prices: cfg.Prices, Provider: provider,
 		Region: cfg.Region, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: log,
 	}
 	rt.replica = newReplicaCache(rt.node.State())

@@ -26,6 +26,9 @@ func (t *tx) createAccount(c *CreateAccount) error {
 		ID: c.Account, Email: c.Email, Plan: c.Plan, CreatedAt: t.cmd.Time.UTC(),
 		Month: t.cmd.Time.UTC().Format("2006-01"),
 	})
+	if c.Email != "" {
+		t.b.Set(keyEmail(c.Email, c.Account), nil)
+	}
 	return nil
 }
 
@@ -39,15 +42,51 @@ func (t *tx) addKey(k *Key) error {
 	if _, err := t.account(k.Account); err != nil {
 		return err
 	}
+	if len(k.Name) > 64 {
+		return refuse(ErrCodeInvalid, "a key's name is at most 64 bytes")
+	}
 	if ok, err := t.exists(keyKeyID(k.ID)); err != nil {
 		return err
 	} else if ok {
 		return refuse(ErrCodeExists, "key %q exists", k.ID)
 	}
+	if k.MaxActive > 0 {
+		n := 0
+		err := t.r.Scan(prefixAcctKeys(k.Account), nil, func(_, hash []byte) (bool, error) {
+			var have Key
+			if ok, err := getJSON(t.r, keyKey(string(hash)), &have); err != nil || !ok {
+				return false, err
+			}
+			if !have.Revoked && (have.ExpiresAt.IsZero() || t.cmd.Time.Before(have.ExpiresAt)) {
+				n++
+			}
+			return true, nil
+		})
+		if err != nil {
+			return err
+		}
+		if n >= k.MaxActive {
+			return refuse(ErrCodeKeyLimit, "the account has %d active keys; its plan allows %d", n, k.MaxActive)
+		}
+	}
 	kk := *k
 	kk.CreatedAt = t.cmd.Time.UTC()
+	kk.MaxActive = 0
 	t.putJSON(keyKey(k.Hash), &kk)
 	t.b.Set(keyKeyID(k.ID), []byte(k.Hash))
+	t.b.Set(keyAcctKey(k.Account, k.ID), []byte(k.Hash))
+	return nil
+}
+
+func (t *tx) setCustomer(c *SetCustomer) error {
+	if c == nil || c.CustomerID == "" || len(c.CustomerID) > 255 {
+		return refuse(ErrCodeInvalid, "set_customer needs an account and a customer id of at most 255 bytes")
+	}
+	a, err := t.account(c.Account)
+	if err != nil {
+		return err
+	}
+	a.ProviderCustomerID = c.CustomerID
 	return nil
 }
 
@@ -230,6 +269,9 @@ func (t *tx) topup(p *Topup) error {
 	}
 	t.b.Set(keyPayment(p.PaymentID), fmt.Appendf(nil, "%d", t.meta.Entries))
 	a.Plan = PlanSupporter
+	if p.CustomerID != "" && len(p.CustomerID) <= 255 {
+		a.ProviderCustomerID = p.CustomerID
+	}
 	if p.Recharge {
 		a.RechargesThisMonth++
 		a.RechargeDue = false

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -534,5 +536,89 @@ func cleanAudit(t *testing.T, s *State) {
 	rep, err := s.Audit()
 	if err != nil || len(rep.Violations) > 0 {
 		t.Fatalf("audit: %v %v", err, rep.Violations)
+	}
+}
+
+// Issue 12: a key's name is stored; the plan's key limit is enforced in
+// Raft order (two gates creating keys at once cannot both pass it); keys
+// and e-mail addresses are found through indexes, also on a state written
+// before the indexes existed.
+func TestKeysNamedLimitedIndexed(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	a.ok(Command{Type: CmdCreateAccount, CreateAccount: &CreateAccount{Account: "ann", Email: "Ann@Example.com", Plan: PlanFree}})
+	a.ok(Command{Type: CmdCreateAccount, CreateAccount: &CreateAccount{Account: "bob", Email: "bob@example.com", Plan: PlanFree}})
+	key := func(id, acct string, limit int) Command {
+		h := sha256.Sum256([]byte(id))
+		return Command{Type: CmdAddKey, AddKey: &Key{ID: id, Account: acct, Hash: hex.EncodeToString(h[:]), Role: RoleUser, Kind: "permanent", Name: "n-" + id, MaxActive: limit}}
+	}
+	a.ok(key("k1", "ann", 2))
+	a.ok(key("k2", "ann", 2))
+	a.ok(key("b1", "bob", 2))
+	if r := a.do(key("k3", "ann", 2)); r.Error != ErrCodeKeyLimit {
+		t.Fatalf("third key past a limit of 2: %+v", r)
+	}
+	a.ok(Command{Type: CmdRevokeKey, RevokeKey: &RevokeKey{KeyID: "k1"}})
+	a.ok(key("k3", "ann", 2))
+	// An expired key does not count either.
+	exp := key("k4", "bob", 0)
+	exp.AddKey.ExpiresAt = t0.Add(time.Hour)
+	a.ok(exp)
+	if r := a.do(Command{Type: CmdAddKey, Time: t0.Add(2 * time.Hour), AddKey: key("b2", "bob", 2).AddKey}); r.Error != "" {
+		t.Fatalf("bob's second active key: %+v", r)
+	}
+
+	check := func(s *State) {
+		t.Helper()
+		keys, err := s.AccountKeys("ann")
+		if err != nil || len(keys) != 3 || keys[0].ID != "k1" || keys[0].Name != "n-k1" || keys[2].ID != "k3" || keys[2].MaxActive != 0 {
+			t.Fatalf("ann's keys: %v %+v", err, keys)
+		}
+		accts, err := s.AccountsByEmail("ann@example.COM")
+		if err != nil || len(accts) != 1 || accts[0].ID != "ann" {
+			t.Fatalf("by e-mail: %v %+v", err, accts)
+		}
+		if accts, _ := s.AccountsByEmail("nobody@example.com"); len(accts) != 0 {
+			t.Fatalf("nobody: %+v", accts)
+		}
+	}
+	check(a.s)
+
+	// A state written before the indexes: they are built when it opens.
+	st := a.s.st
+	for _, p := range [][]byte{[]byte(store.PrefixLedger + "akey/"), []byte(store.PrefixLedger + "email/")} {
+		if err := st.DeletePrefix(p, store.Sync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Delete(keyIndexed, store.Sync); err != nil {
+		t.Fatal(err)
+	}
+	if keys, _ := a.s.AccountKeys("ann"); len(keys) != 0 {
+		t.Fatalf("the indexes were not removed: %d keys", len(keys))
+	}
+	s2, err := OpenState(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(s2)
+}
+
+func TestSetCustomer(t *testing.T) {
+	a := &applier{t: t, s: newState(t)}
+	newAccount(a, "ann", 0)
+	if r := a.do(Command{Type: CmdSetCustomer, SetCustomer: &SetCustomer{Account: "ann"}}); r.Error != ErrCodeInvalid {
+		t.Fatalf("no customer id: %+v", r)
+	}
+	if r := a.do(Command{Type: CmdSetCustomer, SetCustomer: &SetCustomer{Account: "ghost", CustomerID: "cus_1"}}); r.Error != ErrCodeNoAccount {
+		t.Fatalf("no account: %+v", r)
+	}
+	a.ok(Command{Type: CmdSetCustomer, SetCustomer: &SetCustomer{Account: "ann", CustomerID: "cus_1"}})
+	if acct, _ := a.s.Account("ann"); acct.ProviderCustomerID != "cus_1" {
+		t.Fatalf("customer %q", acct.ProviderCustomerID)
+	}
+	// A top-up that names the customer who paid records it with the credit.
+	a.ok(Command{Type: CmdTopup, Topup: &Topup{Account: "ann", PaymentID: "pi_1", USD: 5, Credits: Credits(1000), CustomerID: "cus_2"}})
+	if acct, _ := a.s.Account("ann"); acct.ProviderCustomerID != "cus_2" {
+		t.Fatalf("customer after top-up %q", acct.ProviderCustomerID)
 	}
 }

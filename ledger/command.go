@@ -29,6 +29,14 @@ type Command struct {
 	SetPeer       *Peer          `json:"set_peer,omitempty"`
 	SetPlans      *Plans         `json:"set_plans,omitempty"`
 	Compact       *Compact       `json:"compact,omitempty"`
+	SetCustomer   *SetCustomer   `json:"set_customer,omitempty"`
+}
+
+// SetCustomer records the account's customer id at the payment provider
+// (a checkout created it; saved-card top-ups and auto-recharge charge it).
+type SetCustomer struct {
+	Account    string `json:"account"`
+	CustomerID string `json:"customer_id"`
 }
 
 // Command types.
@@ -48,6 +56,7 @@ const (
 	CmdSetPeer       = "set_peer"
 	CmdSetPlans      = "set_plans"
 	CmdCompact       = "compact"
+	CmdSetCustomer   = "set_customer"
 )
 
 type CreateAccount struct {
@@ -147,6 +156,9 @@ type Topup struct {
 	USD       int    `json:"usd"`
 	Credits   MC     `json:"credits_mc"`
 	Recharge  bool   `json:"recharge,omitempty"` // an auto-recharge
+	// CustomerID, when set, is the provider's customer who paid: stored
+	// on the account (as set_customer) with the credit.
+	CustomerID string `json:"customer_id,omitempty"`
 }
 
 // ExpirePass lapses the pass bucket once its time has come.
@@ -210,6 +222,7 @@ const (
 	ErrCodeExists    = "exists"
 	ErrCodeInvalid   = "invalid"
 	ErrCodeNoKey     = "no_such_key"
+	ErrCodeKeyLimit  = "key_limit"
 )
 
 // Hold shortfall reasons (docs/spec/hosted-api.md §7).

@@ -50,6 +50,9 @@ func OpenState(st *store.Store) (*State, error) {
 	if _, err := migrateJournal(st); err != nil {
 		return nil, fmt.Errorf("ledger: move the journal out of the replicated state: %w", err)
 	}
+	if err := buildIndexes(st); err != nil {
+		return nil, fmt.Errorf("ledger: index keys and e-mail addresses: %w", err)
+	}
 	m, err := readMeta(st)
 	if err != nil {
 		return nil, err
@@ -269,7 +272,46 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	}
 	f.meta = m
 	f.halfRestored = false
-	return nil
+	// A snapshot of a state written before the indexes has none.
+	return buildIndexes(f.st)
+}
+
+// buildIndexes writes the key and e-mail indexes of a state written before
+// they existed, once (keyIndexed marks it). Every replica derives the same
+// keys from the same state, so replicas stay equal.
+func buildIndexes(st *store.Store) error {
+	if _, err := st.Get(keyIndexed); err == nil {
+		return nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	b := st.NewBatch()
+	err := st.Scan(prefixKeys(), nil, func(_, v []byte) (bool, error) {
+		var k Key
+		if err := json.Unmarshal(v, &k); err != nil {
+			return false, err
+		}
+		b.Set(keyAcctKey(k.Account, k.ID), []byte(k.Hash))
+		return true, nil
+	})
+	if err == nil {
+		err = st.Scan(prefixAccounts(), nil, func(_, v []byte) (bool, error) {
+			var a Account
+			if err := json.Unmarshal(v, &a); err != nil {
+				return false, err
+			}
+			if a.Email != "" {
+				b.Set(keyEmail(a.Email, a.ID), nil)
+			}
+			return true, nil
+		})
+	}
+	if err != nil {
+		b.Discard()
+		return err
+	}
+	b.Set(keyIndexed, []byte("1"))
+	return b.Commit(store.Sync)
 }
 
 type fsmSnapshot struct {

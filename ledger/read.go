@@ -56,16 +56,16 @@ func (s *State) KeyByID(id string) (*Key, error) {
 }
 
 // AccountKeys returns an account's keys, revoked and expired ones too, oldest
-// first (ties by id). Keys are stored by hash, so this reads every key of the
-// replica: fine for the keys page, not for a hot path.
+// first (ties by id), read through the account's key index.
 func (s *State) AccountKeys(account string) ([]*Key, error) {
 	var out []*Key
-	err := s.st.Scan(prefixKeys(), nil, func(_, v []byte) (bool, error) {
+	err := s.st.Scan(prefixAcctKeys(account), nil, func(_, hash []byte) (bool, error) {
 		var k Key
-		if err := json.Unmarshal(v, &k); err != nil {
+		ok, err := getJSON(s.st, keyKey(string(hash)), &k)
+		if err != nil {
 			return false, err
 		}
-		if k.Account == account {
+		if ok {
 			out = append(out, &k)
 		}
 		return true, nil
@@ -83,13 +83,23 @@ func (s *State) AccountKeys(account string) ([]*Key, error) {
 }
 
 // AccountsByEmail returns the accounts recorded with e-mail address email
-// (compared without regard to case), in id order. It reads every account.
+// (compared without regard to case), in id order, read through the e-mail
+// index.
 func (s *State) AccountsByEmail(email string) ([]*Account, error) {
 	var out []*Account
-	err := s.Accounts(func(a *Account) (bool, error) {
-		if a.Email != "" && strings.EqualFold(a.Email, email) {
-			out = append(out, a)
+	if email == "" {
+		return nil, nil
+	}
+	p := prefixEmail(email)
+	err := s.st.Scan(p, nil, func(k, _ []byte) (bool, error) {
+		a, err := s.Account(string(k[len(p):]))
+		if errors.Is(err, ErrNotFound) {
+			return true, nil
 		}
+		if err != nil {
+			return false, err
+		}
+		out = append(out, a)
 		return true, nil
 	})
 	return out, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/trawlhq/trawl/internal/store"
@@ -64,6 +65,10 @@ type Account struct {
 	RechargeDue bool `json:"recharge_due,omitempty"`
 	// PassExpires is when the 7-day pass bucket lapses (zero: no pass).
 	PassExpires time.Time `json:"pass_expires,omitzero"`
+	// ProviderCustomerID is the account's customer at the payment
+	// provider (Stripe's cus_…), for saved-card top-ups and
+	// auto-recharge: set by set_customer or a top-up that names it.
+	ProviderCustomerID string `json:"provider_customer_id,omitempty"`
 }
 
 // Recharge are the auto-recharge settings.
@@ -82,9 +87,16 @@ type Key struct {
 	Prefix    string    `json:"prefix"` // first characters, for display
 	Role      string    `json:"role"`   // user, auditor
 	Kind      string    `json:"kind"`   // pass (24 h), permanent
+	Name      string    `json:"name,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	Revoked   bool      `json:"revoked,omitempty"`
+	// MaxActive, in an add_key command, refuses the key (key_limit) when
+	// the account already has this many active keys (not revoked, not
+	// expired at the command's time); 0 is no limit. It is not stored:
+	// the ledger enforces the plan's limit so two gates cannot race past
+	// it.
+	MaxActive int `json:"max_active,omitempty"`
 }
 
 // Roles.
@@ -189,6 +201,24 @@ var (
 	keyAnchor        = []byte(store.PrefixLedger + "~/anchor")
 	prefixOldJournal = []byte(store.PrefixLedger + "j/") // before the journal moved under L/~/
 )
+
+// Indexes, written with what they index: an account's keys
+// (L/akey/<account>/<key id> → hash) and accounts by e-mail address
+// (L/email/<address in lower case>/<account>).
+func keyAcctKey(acct, id string) []byte {
+	return []byte(store.PrefixLedger + "akey/" + acct + "/" + id)
+}
+func prefixAcctKeys(acct string) []byte { return []byte(store.PrefixLedger + "akey/" + acct + "/") }
+func keyEmail(email, acct string) []byte {
+	return []byte(store.PrefixLedger + "email/" + strings.ToLower(email) + "/" + acct)
+}
+func prefixEmail(email string) []byte {
+	return []byte(store.PrefixLedger + "email/" + strings.ToLower(email) + "/")
+}
+
+// keyIndexed marks a state whose indexes are built (states written
+// before them are indexed once, at open or restore).
+var keyIndexed = []byte(store.PrefixLedger + "indexed")
 
 func prefixHolds(acct string) []byte   { return []byte(store.PrefixLedger + "hold/" + acct + "/") }
 func prefixJournal() []byte            { return []byte(store.PrefixLedger + "~/j/") }

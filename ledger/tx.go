@@ -114,6 +114,8 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 		err = t.setPlans(cmd.SetPlans)
 	case CmdCompact:
 		err = t.compact(cmd.Compact, res)
+	case CmdSetCustomer:
+		err = t.setCustomer(cmd.SetCustomer)
 	default:
 		err = refuse(ErrCodeInvalid, "unknown command type %q", cmd.Type)
 	}

@@ -64,9 +64,24 @@ type App struct {
 	Prices string `json:"prices,omitempty"`
 	// SMTP sends sign-up mail; without it each mail is logged instead.
 	SMTP *SMTP `json:"smtp,omitempty"`
+	// Payments is the top-up provider; without it top-ups answer 503.
+	Payments *Payments `json:"payments,omitempty"`
 
 	rt  *gate.Runtime
 	key string
+}
+
+// Payments is the payment provider of top-ups. Placeholders such as
+// {env.TRAWL_STRIPE_SECRET_KEY} are expanded in every field.
+type Payments struct {
+	// Provider is stripe or local.
+	Provider string `json:"provider,omitempty"`
+	// SecretKey (stripe) is the secret API key; APIURL its API base
+	// (default Stripe's; stripe-mock in tests).
+	SecretKey string `json:"secret_key,omitempty"`
+	APIURL    string `json:"api_url,omitempty"`
+	// ConfirmToken (local) must be typed to confirm a checkout.
+	ConfirmToken string `json:"confirm_token,omitempty"`
 }
 
 // SMTP is the mail server of sign-up mail. Placeholders such as
@@ -112,6 +127,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 			cfg.Mailer = &signup.SMTPMailer{
 				Addr: repl.ReplaceAll(a.SMTP.Addr, ""), From: repl.ReplaceAll(a.SMTP.From, ""),
 				Username: repl.ReplaceAll(a.SMTP.Username, ""), Password: repl.ReplaceAll(a.SMTP.Password, ""),
+			}
+		}
+		if a.Payments != nil {
+			cfg.Payments = gate.Payments{
+				Provider:  a.Payments.Provider,
+				StripeKey: repl.ReplaceAll(a.Payments.SecretKey, ""), StripeURL: repl.ReplaceAll(a.Payments.APIURL, ""),
+				ConfirmToken: repl.ReplaceAll(a.Payments.ConfirmToken, ""),
 			}
 		}
 		if a.Prices != "" {
@@ -161,6 +183,14 @@ func (a *App) check() error {
 	}
 	if a.SMTP != nil && a.SMTP.Addr != "" && a.SMTP.From == "" {
 		return errors.New("trawl: smtp needs a sender")
+	}
+	if p := a.Payments; p != nil {
+		switch {
+		case p.Provider != "stripe" && p.Provider != "local":
+			return fmt.Errorf("trawl: payments provider %q is not stripe or local", p.Provider)
+		case p.Provider == "stripe" && strings.TrimSpace(p.SecretKey) == "":
+			return errors.New("trawl: payments stripe needs a secret key (payments stripe {env.TRAWL_STRIPE_SECRET_KEY})")
+		}
 	}
 	return nil
 }

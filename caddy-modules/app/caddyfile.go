@@ -29,6 +29,8 @@ func init() {
 //		members_join  127.0.0.1:7950 ...
 //		prices        /etc/trawl/prices.json
 //		smtp          smtp.example.com:587 "trawl <noreply@trawl.example>" {env.TRAWL_SMTP_USERNAME} {env.TRAWL_SMTP_PASSWORD}
+//		payments      stripe {env.TRAWL_STRIPE_SECRET_KEY} [api_url]
+//		payments      local [confirm_token]
 //	}
 func parseGlobal(d *caddyfile.Dispenser, _ any) (any, error) {
 	a := new(App)
@@ -97,6 +99,22 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.SMTP = &SMTP{Addr: args[0], From: args[1]}
 			if len(args) == 4 {
 				a.SMTP.Username, a.SMTP.Password = args[2], args[3]
+			}
+		case "payments":
+			args := d.RemainingArgs()
+			switch {
+			case len(args) >= 2 && len(args) <= 3 && args[0] == "stripe":
+				a.Payments = &Payments{Provider: "stripe", SecretKey: args[1]}
+				if len(args) == 3 {
+					a.Payments.APIURL = args[2]
+				}
+			case len(args) >= 1 && len(args) <= 2 && args[0] == "local":
+				a.Payments = &Payments{Provider: "local"}
+				if len(args) == 2 {
+					a.Payments.ConfirmToken = args[1]
+				}
+			default:
+				return d.Errf("payments wants: stripe secret_key [api_url], or local [confirm_token]")
 			}
 		case "bootstrap":
 			if d.NextArg() {

@@ -129,8 +129,10 @@ func (a *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		span.End()
-		if billing.IsAuthError(err) && !errors.Is(err, billing.ErrMissingKey) && !a.rt.Ready() {
-			// The key may not have reached this replica yet.
+		if errors.Is(err, billing.ErrInvalidKey) && !a.rt.Ready() {
+			// The key may not have reached this replica yet. A key it has
+			// (revoked, expired) is answered as it stands: a revocation
+			// is never undone.
 			ref := gate.Refuse(http.StatusServiceUnavailable, "starting",
 				"this gate is starting and has not read every account yet; repeat the request in a few seconds")
 			ref.Header = http.Header{"Retry-After": {"2"}}

@@ -42,6 +42,8 @@ type devFlags struct {
 	prices     string
 	smtp       string
 	smtpFrom   string
+	payments   string
+	stripeURL  string
 	crawl      crawlOpts
 }
 
@@ -66,6 +68,8 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&df.prices, "prices", "", "price table file (default: the built-in launch table)")
 	fs.StringVar(&df.smtp, "smtp", "", "SMTP server for sign-up mail, host:port (default: mail is written to the log)")
 	fs.StringVar(&df.smtpFrom, "smtp-from", "trawl <noreply@localhost>", "sender of sign-up mail")
+	fs.StringVar(&df.payments, "payments", "local", "top-up payments: local (confirm each checkout on its page; TRAWL_PAYMENTS_CONFIRM_TOKEN guards it), stripe (TRAWL_STRIPE_SECRET_KEY) or off")
+	fs.StringVar(&df.stripeURL, "stripe-api-url", "", "Stripe API base URL (stripe-mock for a trial; default Stripe's)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -118,6 +122,9 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	// requests of a gate that allows private networks too.
 	site.Gate.AllowPrivateNetworks = cfg.AllowPrivateNetworks
 	site.PricesFile, site.SMTP, site.SMTPFrom = df.prices, df.smtp, df.smtpFrom
+	if site.Gate.Payments, err = paymentsFlag(df.payments, df.stripeURL); err != nil {
+		return err
+	}
 	text, err := site.Caddyfile()
 	if err != nil {
 		return err

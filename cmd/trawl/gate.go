@@ -129,12 +129,18 @@ func runGateConfig(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&site.SMTP, "smtp", "", "SMTP server of sign-up mail, host:port (login from TRAWL_SMTP_USERNAME/TRAWL_SMTP_PASSWORD)")
 	fs.StringVar(&site.SMTPFrom, "smtp-from", "trawl <noreply@localhost>", "sender of sign-up mail")
 	fs.BoolVar(&site.Gate.AllowPrivateNetworks, "allow-private-networks", false, "let the region's cells fetch loopback and private addresses (development only)")
+	pay := fs.String("payments", "off", "top-up payments: stripe (TRAWL_STRIPE_SECRET_KEY), local (an operator confirms each checkout; TRAWL_PAYMENTS_CONFIRM_TOKEN) or off")
+	stripeURL := fs.String("stripe-api-url", "", "Stripe API base URL (default Stripe's)")
 	trusted := fs.String("trusted-proxies", "", "front proxies whose X-Forwarded-For names the client, CIDRs comma-separated (e.g. 10.0.0.0/8)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if site.Gate.DataDir == "" {
 		site.Gate.DataDir = "./data/" + site.Gate.Region + "/gate"
+	}
+	var err error
+	if site.Gate.Payments, err = paymentsFlag(*pay, *stripeURL); err != nil {
+		return err
 	}
 	ps, err := parseGatePeers(*peers)
 	if err != nil {
@@ -172,4 +178,17 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// paymentsFlag reads --payments and --stripe-api-url.
+func paymentsFlag(provider, stripeURL string) (gate.Payments, error) {
+	switch provider {
+	case "off", "":
+		return gate.Payments{}, nil
+	case "local":
+		return gate.Payments{Provider: "local"}, nil
+	case "stripe":
+		return gate.Payments{Provider: "stripe", StripeURL: stripeURL}, nil
+	}
+	return gate.Payments{}, fmt.Errorf("--payments %q: want stripe, local or off", provider)
 }

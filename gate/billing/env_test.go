@@ -50,7 +50,6 @@ type env struct {
 	state *ledger.State
 	led   *ledgertest.Direct
 	holds *ledger.Client
-	local *payments.Local
 	srv   *httptest.Server
 	cfg   Config
 	n     int
@@ -61,6 +60,16 @@ type env struct {
 // the Local provider configured by lc, and a holds client for region eu.
 func newEnv(t *testing.T, lc payments.LocalConfig) *env {
 	t.Helper()
+	return newEnvWith(t, func(base string) (payments.Provider, error) {
+		lc.BaseURL = base
+		return payments.NewLocal(lc)
+	})
+}
+
+// newEnvWith is newEnv with the provider made by mk (given the server's
+// base URL).
+func newEnvWith(t *testing.T, mk func(base string) (payments.Provider, error)) *env {
+	t.Helper()
 	st, err := ledger.OpenState(memStore(t, "state"))
 	if err != nil {
 		t.Fatal(err)
@@ -69,8 +78,8 @@ func newEnv(t *testing.T, lc payments.LocalConfig) *env {
 	var h http.Handler
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(e.srv.Close)
-	lc.BaseURL = e.srv.URL
-	if e.local, err = payments.NewLocal(lc); err != nil {
+	provider, err := mk(e.srv.URL)
+	if err != nil {
 		t.Fatal(err)
 	}
 	e.holds, err = ledger.NewClient(ledger.ClientConfig{Region: "eu", Store: memStore(t, "holds"), Ledger: e.led, Now: func() time.Time { return t0 }, Logger: quiet()})
@@ -78,7 +87,7 @@ func newEnv(t *testing.T, lc payments.LocalConfig) *env {
 		t.Fatal(err)
 	}
 	e.cfg = Config{
-		State: st, Ledger: e.led, Holds: e.holds, Prices: DefaultPrices(), Provider: e.local,
+		State: st, Ledger: e.led, Holds: e.holds, Prices: DefaultPrices(), Provider: provider,
 		Region: "eu", PublicURL: e.srv.URL, Now: func() time.Time { return t0 }, Logger: quiet(),
 	}
 	h = NewHandler(e.cfg)

@@ -82,7 +82,7 @@ func recharge(ctx context.Context, cfg Config, a *ledger.Account, rep *RechargeR
 		USD:            pack.USD,
 		Credits:        int64(pack.Credits),
 		IdempotencyKey: RechargeKey(a.ID, a.Month, n),
-		Customer:       payments.Customer{AccountID: a.ID, Email: a.Email},
+		Customer:       payments.Customer{AccountID: a.ID, Email: a.Email, ProviderCustomerID: a.ProviderCustomerID},
 	})
 	switch {
 	case errors.Is(err, payments.ErrCardDeclined), errors.Is(err, payments.ErrNoSavedCard),

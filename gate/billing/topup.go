@@ -103,7 +103,7 @@ func (h *handler) topup(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a
 		USD:            pack.USD,
 		Credits:        int64(pack.Credits),
 		IdempotencyKey: providerKey(kind, a.ID, strconv.Itoa(pack.USD), clientKey),
-		Customer:       payments.Customer{AccountID: a.ID, Email: a.Email},
+		Customer:       payments.Customer{AccountID: a.ID, Email: a.Email, ProviderCustomerID: a.ProviderCustomerID},
 	}
 	if checkout {
 		h.startCheckout(w, r, charge)
@@ -167,6 +167,15 @@ func (h *handler) startCheckout(w http.ResponseWriter, r *http.Request, c paymen
 		h.paymentError(w, "start checkout", err)
 		return
 	}
+	// The provider made a customer for this account: keep it, so the card
+	// saved by this checkout pays later top-ups and auto-recharges. The
+	// completed payment names the customer again; failing here only
+	// delays that.
+	if co.ProviderCustomerID != "" && co.ProviderCustomerID != c.Customer.ProviderCustomerID {
+		if err := setCustomer(r.Context(), h.cfg, c.AccountID, co.ProviderCustomerID); err != nil {
+			h.cfg.Logger.Warn("billing: keep the provider's customer", "account", c.AccountID, "customer", co.ProviderCustomerID, "err", err)
+		}
+	}
 	httpjson.Write(w, http.StatusOK, CheckoutStarted{
 		CheckoutURL: co.URL,
 		SessionID:   co.SessionID,
@@ -212,7 +221,8 @@ func credit(ctx context.Context, cfg Config, p *payments.Paid, recharge bool) er
 	}
 	cmd := &ledger.Command{
 		ID: "topup/" + p.PaymentID, Type: ledger.CmdTopup, Time: cfg.Now(),
-		Topup: &ledger.Topup{Account: p.AccountID, PaymentID: p.PaymentID, USD: p.USD, Credits: ledger.MC(p.Credits), Recharge: recharge},
+		Topup: &ledger.Topup{Account: p.AccountID, PaymentID: p.PaymentID, USD: p.USD, Credits: ledger.MC(p.Credits), Recharge: recharge,
+			CustomerID: p.ProviderCustomerID},
 	}
 	var err error
 	for attempt, wait := 0, 50*time.Millisecond; attempt < 3; attempt, wait = attempt+1, wait*4 {
@@ -234,6 +244,21 @@ func credit(ctx context.Context, cfg Config, p *payments.Paid, recharge bool) er
 		return nil
 	}
 	return err
+}
+
+// setCustomer records the account's customer at the payment provider.
+func setCustomer(ctx context.Context, cfg Config, acct, customer string) error {
+	res, err := submit(ctx, cfg, &ledger.Command{
+		ID: fmt.Sprintf("customer/%s/%s/%d", acct, customer, cfg.Now().UnixNano()), Type: ledger.CmdSetCustomer, Time: cfg.Now(),
+		SetCustomer: &ledger.SetCustomer{Account: acct, CustomerID: customer},
+	})
+	if err != nil {
+		return err
+	}
+	if res.Error != "" {
+		return fmt.Errorf("set_customer refused: %s: %s", res.Error, res.Message)
+	}
+	return nil
 }
 
 // CompleteCheckout credits a checkout session once it is paid, and returns

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell"
+	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/internal/nettest"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -557,5 +559,62 @@ func TestLoweredSpendCapHoldsAtOnce(t *testing.T) {
 	r := call(t, "POST", g.URL+"/scrape", key, `{"url":"`+pages.URL+`/low3"}`)
 	if r.status != 402 || !strings.HasPrefix(r.body, `{"error":"spend_cap"`) {
 		t.Fatalf("past the lowered cap: %d %s", r.status, r.body)
+	}
+}
+
+// Issue 12, item 13: the gate takes payments through the configured
+// provider (none was ever wired: every top-up answered 503), and a
+// checkout started before a restart of the gate can still be paid after
+// it (Local's sessions are in the gate's Pebble).
+func TestGateTopupThroughLocalPayments(t *testing.T) {
+	g := Start(t, Options{Payments: gate.Payments{Provider: "local"}})
+	key := g.Account(t, ledger.PlanFree, 1)
+	r := call(t, "POST", g.URL+"/v1/billing/topup?amount=10&checkout=1", key, "")
+	var co struct {
+		CheckoutURL string `json:"checkout_url"`
+		SessionID   string `json:"session_id"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &co); r.status != 200 || err != nil || !strings.HasPrefix(co.CheckoutURL, g.URL+"/") {
+		t.Fatalf("checkout: %d %v %s", r.status, err, r.body)
+	}
+	// The saved-card path of the local provider keeps no cards.
+	if r := call(t, "POST", g.URL+"/v1/billing/topup?amount=10", key, ""); r.status != 402 || !strings.Contains(r.body, `"no_saved_card"`) {
+		t.Fatalf("saved card: %d %s", r.status, r.body)
+	}
+	g.Restart(t)
+	g.WaitReady(t)
+	resp, err := http.PostForm(co.CheckoutURL, url.Values{"confirm": {"1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		t.Fatalf("confirm after a restart: %s", resp.Status)
+	}
+	r = call(t, "POST", g.URL+"/v1/billing/checkout/"+co.SessionID+"/complete", key, "")
+	if r.status != 200 || !strings.Contains(r.body, `"paid":true`) {
+		t.Fatalf("complete: %d %s", r.status, r.body)
+	}
+	if bal := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); !strings.Contains(bal.body, `"plan":"supporter"`) {
+		t.Fatalf("balance after paying: %s", bal.body)
+	}
+}
+
+// Issue 12: a gate that has not caught up with the ledger since it started
+// answers a key it does not know 503 starting with Retry-After, not 401 (the
+// key may be in what it has not read yet). Here the ledger has no quorum
+// (the other voter never starts), so the gate never catches up.
+func TestGateStartingAnswers503(t *testing.T) {
+	g := Start(t, Options{NoLeader: true, Peers: []gate.Peer{{Region: "us", Raft: FreeAddr(t), Gate: FreeAddr(t)}}})
+	r := call(t, "GET", g.URL+"/v1/billing/balance", "trawl_0123456789abcdef0123456789abcdef", "")
+	if r.status != 503 || !strings.Contains(r.body, `"error":"starting"`) || r.header.Get("Retry-After") == "" {
+		t.Fatalf("a key while starting: %d %s (Retry-After %q)", r.status, r.body, r.header.Get("Retry-After"))
+	}
+	if g.Runtime.Ready() {
+		t.Fatal("ready without a leader")
+	}
+	// No key at all is 401 at once: there is nothing to wait for.
+	if r := call(t, "GET", g.URL+"/v1/billing/balance", "", ""); r.status != 401 {
+		t.Fatalf("no key while starting: %d %s", r.status, r.body)
 	}
 }

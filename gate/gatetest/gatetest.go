@@ -37,6 +37,13 @@ type Options struct {
 	Cell func(*cell.Config)
 	// TrustedProxies are the gate's trusted front proxies (CIDRs).
 	TrustedProxies []string
+	// Payments is the gate's top-up provider (default none).
+	Payments gate.Payments
+	// Peers are other regions' gates (default none: a one-voter ledger).
+	// With peers that are not running the ledger has no quorum.
+	Peers []gate.Peer
+	// NoLeader skips the wait for a ledger leader.
+	NoLeader bool
 }
 
 // Gate is a running gate with its cells.
@@ -91,6 +98,7 @@ func Start(t testing.TB, o Options) *Gate {
 		Gate: gate.Config{
 			Region: o.Region, DataDir: filepath.Join(dir, "gate"), LedgerRaft: FreeAddr(t),
 			Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"}, AllowPrivateNetworks: true,
+			Payments: o.Payments, Peers: o.Peers,
 		},
 		PricesFile: o.PricesFile, TrustedProxies: o.TrustedProxies,
 	}
@@ -116,6 +124,9 @@ func Start(t testing.TB, o Options) *Gate {
 		t.Fatal("no runtime")
 	}
 	g.Runtime = rt
+	if o.NoLeader {
+		return g
+	}
 	WaitFor(t, 15*time.Second, "ledger leader", func() bool { return rt.Node().IsLeader() })
 	for i := range o.Cells {
 		g.AddCell(t, fmt.Sprintf("c%d", i+1), o.Cell)
@@ -219,6 +230,31 @@ func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Restart stops the gate (its runtime closes: voter, stores, membership)
+// and starts it again on the same data directory, as a process restart
+// would; WaitReady waits for it to serve. Its cells are not brought back.
+func (g *Gate) Restart(t testing.TB) {
+	t.Helper()
+	if err := caddy.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := caddy.Load(g.Config, true); err != nil {
+		t.Fatal(err)
+	}
+	rt, ok := app.Running(g.DataDir)
+	if !ok {
+		t.Fatal("no runtime after the restart")
+	}
+	g.Runtime = rt
+}
+
+// WaitReady waits until the gate's voter leads and its replica has caught
+// up (before, keyed calls answer 503 starting).
+func (g *Gate) WaitReady(t testing.TB) {
+	t.Helper()
+	WaitFor(t, 15*time.Second, "gate ready", func() bool { return g.Runtime.Node().IsLeader() && g.Runtime.Ready() })
 }
 
 // Reload loads the gate's config again, as `caddy reload` would: new module

@@ -9,9 +9,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/trawlhq/trawl/gate/payments/stripemock"
 )
 
-// Ids in stripe-mock's fixtures (also in testdata/stripe-mock-paid.json).
+// Ids in stripe-mock's fixtures (also in stripemock/paid.json).
 // Objects created through stripe-mock get fresh random ids instead.
 const (
 	fixtureCustomer = "cus_QXg1o8vcGmoR32"
@@ -148,7 +150,7 @@ func TestStripeChargeSaved(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := newRecorder(t, stripeMockURL(t, tt.mock))
+			rec := newRecorder(t, stripemock.URL(t, tt.mock))
 			got, err := newTestStripe(t, rec.srv.URL).ChargeSaved(context.Background(), tt.charge)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)
@@ -169,7 +171,7 @@ func TestStripeChargeSaved(t *testing.T) {
 // does not replay: it answers each call with a new id, so only the keys
 // sent can be checked here.)
 func TestStripeChargeRetrySendsSameKey(t *testing.T) {
-	rec := newRecorder(t, stripeMockURL(t, "paid"))
+	rec := newRecorder(t, stripemock.URL(t, "paid"))
 	s := newTestStripe(t, rec.srv.URL)
 	for range 2 {
 		if _, err := s.ChargeSaved(context.Background(), testCharge()); err != nil {
@@ -233,7 +235,7 @@ func TestStripeStartCheckout(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := newRecorder(t, stripeMockURL(t, "canned"))
+			rec := newRecorder(t, stripemock.URL(t, "canned"))
 			got, err := newTestStripe(t, rec.srv.URL).StartCheckout(context.Background(), tt.charge, success, cancel)
 			if err != nil {
 				t.Fatal(err)
@@ -285,7 +287,7 @@ func TestStripeCompleteCheckout(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rec := newRecorder(t, stripeMockURL(t, tt.mock))
+			rec := newRecorder(t, stripemock.URL(t, tt.mock))
 			got, paid, err := newTestStripe(t, rec.srv.URL).CompleteCheckout(context.Background(), tt.session)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err %v, want %v", err, tt.wantErr)

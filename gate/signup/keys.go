@@ -29,6 +29,7 @@ const (
 // KeyInfo is a key as the keys API shows it: never the hash.
 type KeyInfo struct {
 	ID        string     `json:"id"`
+	Name      string     `json:"name,omitempty"`
 	Prefix    string     `json:"prefix"`
 	Kind      string     `json:"kind"`
 	Role      string     `json:"role"`
@@ -59,7 +60,7 @@ type NewKey struct {
 }
 
 func info(k *ledger.Key, current *ledger.Key, now time.Time) KeyInfo {
-	ki := KeyInfo{ID: k.ID, Prefix: k.Prefix, Kind: k.Kind, Role: k.Role, CreatedAt: k.CreatedAt.UTC(),
+	ki := KeyInfo{ID: k.ID, Name: k.Name, Prefix: k.Prefix, Kind: k.Kind, Role: k.Role, CreatedAt: k.CreatedAt.UTC(),
 		Revoked: k.Revoked, Active: active(k, now), Current: current != nil && k.ID == current.ID}
 	exp := k.ExpiresAt
 	if exp.IsZero() && k.Kind == KindPass {
@@ -117,8 +118,7 @@ func (h *handler) keyLimit(a *ledger.Account) int {
 
 // createRequest is the optional body of POST /v1/keys.
 type createRequest struct {
-	// Name is accepted and checked, not stored: the ledger's key record has
-	// no name yet.
+	// Name is the caller's label for the key, stored with it and listed.
 	Name string `json:"name"`
 }
 
@@ -160,8 +160,17 @@ func (h *handler) createKey(w http.ResponseWriter, r *http.Request, k *ledger.Ke
 		return
 	}
 	secret, key := newKey(a.ID, KindPermanent, time.Time{})
-	if _, err := h.submit(r.Context(), &ledger.Command{ID: "keys/add/" + key.ID, Type: ledger.CmdAddKey, AddKey: key}); err != nil {
+	key.Name = req.Name
+	// The ledger checks the limit again, in Raft order: two gates creating
+	// keys at once cannot both pass the check above.
+	key.MaxActive = h.keyLimit(a)
+	res, err := h.submit(r.Context(), &ledger.Command{ID: "keys/add/" + key.ID, Type: ledger.CmdAddKey, AddKey: key}, ledger.ErrCodeKeyLimit)
+	if err != nil {
 		h.ledgerError(w, "add key", err)
+		return
+	}
+	if res.Error == ledger.ErrCodeKeyLimit {
+		httpjson.Error(w, http.StatusConflict, CodeKeyLimit, fmt.Sprintf("the %s plan allows %d active keys (%s); revoke one first (DELETE /v1/keys/{id})", a.Plan, key.MaxActive, res.Message))
 		return
 	}
 	stored, err := h.bc.State.KeyByID(key.ID)

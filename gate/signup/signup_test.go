@@ -299,6 +299,16 @@ func TestKeysListCreateAndLimit(t *testing.T) {
 	if _, a, err := e.authed(nk.Key); err != nil || a.ID != e.accountOf(perm).ID {
 		t.Fatalf("new key: %v", err)
 	}
+	if nk.Name != "ci" {
+		t.Fatalf("the new key's name: %q", nk.Name)
+	}
+	named := false
+	for _, k := range decode[signup.KeyList](t, e.do(http.MethodGet, "/v1/keys", perm, "")).Keys {
+		named = named || (k.ID == nk.ID && k.Name == "ci")
+	}
+	if !named {
+		t.Fatal("the key's name is not in the list")
+	}
 	r = e.do(http.MethodPost, "/v1/keys", nk.Key, "")
 	if r.status != http.StatusConflict || errCode(t, r) != signup.CodeKeyLimit {
 		t.Fatalf("third key on free: %d %s", r.status, r.body)

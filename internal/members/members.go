@@ -178,8 +178,12 @@ type Cluster struct {
 	seeds        []string
 	leaveTimeout time.Duration
 
-	mu    sync.Mutex      // guards nodes and publishing views
+	mu    sync.Mutex      // guards nodes, addrs and publishing views
 	nodes map[string]Meta // by memberlist name
+	// addrs are the live members' addresses by name, as the events last
+	// gave them: memberlist's own Node structs change under its lock, so
+	// reading them from Members() races with its updates.
+	addrs map[string]string
 	view  atomic.Pointer[view]
 
 	stop      chan struct{} // closed by Close: ends the join loop
@@ -266,6 +270,7 @@ func Start(cfg Config) (*Cluster, error) {
 		seeds:        slices.Clone(cfg.Join),
 		leaveTimeout: cfg.LeaveTimeout,
 		nodes:        map[string]Meta{},
+		addrs:        map[string]string{},
 		stop:         make(chan struct{}),
 		joined:       make(chan struct{}),
 		conflict:     make(chan struct{}, 1),
@@ -398,11 +403,11 @@ func (c *Cluster) seedsToJoin(all bool) []string {
 	self := c.LocalAddr()
 	live := map[string]bool{}
 	if !all {
-		for _, n := range c.ml.Members() {
-			if n.State == memberlist.StateAlive {
-				live[n.Address()] = true
-			}
+		c.mu.Lock()
+		for _, a := range c.addrs {
+			live[a] = true
 		}
+		c.mu.Unlock()
 	}
 	var out []string
 	for _, s := range c.seeds {
@@ -446,9 +451,24 @@ type events struct{ c *Cluster }
 
 func (e events) NotifyJoin(n *memberlist.Node)   { e.update(n) }
 func (e events) NotifyUpdate(n *memberlist.Node) { e.update(n) }
-func (e events) NotifyLeave(n *memberlist.Node)  { e.c.set(n.Name, nil) }
+func (e events) NotifyLeave(n *memberlist.Node) {
+	e.c.setAddr(n.Name, "")
+	e.c.set(n.Name, nil)
+}
+
+// setAddr records a live member's address ("" when it left).
+func (c *Cluster) setAddr(name, addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if addr == "" {
+		delete(c.addrs, name)
+	} else {
+		c.addrs[name] = addr
+	}
+}
 
 func (e events) update(n *memberlist.Node) {
+	e.c.setAddr(n.Name, n.Address())
 	var m Meta
 	if err := json.Unmarshal(n.Meta, &m); err != nil || m.validate() != nil {
 		// Not one of ours, or a broken one: never route to it.

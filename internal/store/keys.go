@@ -29,6 +29,9 @@ const (
 	// PrefixCells is every cell name the region has had (gate: routing
 	// of object ids to a cell that is down, or never was).
 	PrefixCells = "M/"
+	// PrefixPayments is the Local payment provider's checkout sessions
+	// (gate/payments).
+	PrefixPayments = "P/"
 )
 
 // The cell's store (<cell data>/store).
@@ -84,6 +87,7 @@ var Stores = []Layout{
 		{PrefixUsage, "gate/usage"},
 		{PrefixEstimate, "gate/estimate"},
 		{PrefixCells, "gate"},
+		{PrefixPayments, "gate/payments"},
 	}},
 	{Store: "store", Ranges: []Range{
 		{PrefixCache, "cell/scrape"},

@@ -164,9 +164,13 @@ func (nd *node) Start() error {
 	}
 	conf := raft.DefaultConfig()
 	conf.LocalID = nd.id
-	conf.HeartbeatTimeout = 200 * time.Millisecond
-	conf.ElectionTimeout = 200 * time.Millisecond
-	conf.LeaderLeaseTimeout = 100 * time.Millisecond
+	// Raft's defaults (1 s, 1 s, 500 ms): shorter ones made the leader
+	// step down under -race on two loaded cores ("leadership lost while
+	// committing log"), and no step of this test waits on an election
+	// after the first.
+	conf.HeartbeatTimeout = time.Second
+	conf.ElectionTimeout = time.Second
+	conf.LeaderLeaseTimeout = 500 * time.Millisecond
 	conf.CommitTimeout = 5 * time.Millisecond
 	// Snapshots only when the test asks, so compaction happens at known
 	// points; TrailingLogs makes that compaction a front DeleteRange that

@@ -1,15 +1,15 @@
-package payments
+// Package stripemock runs stripe-mock (Stripe's official API mock) on
+// loopback for tests: Stripe providers are tested against it, never against
+// Stripe. It is a test helper; nothing in a server imports it.
+package stripemock
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"go/build"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 )
+
+//go:embed paid.json
+var paidFixtures []byte
 
 // stripeMockInstall is how the stripe-mock binary is installed; docs/payments.md
 // and scripts/deps.sh say the same.
@@ -32,10 +35,10 @@ type stripeMock struct {
 	exited <-chan struct{}
 }
 
-// Two servers, started on first use and killed by TestMain: "canned" with
-// stripe-mock's own fixtures (an unpaid session, a PaymentIntent that
-// requires a payment method, a customer without a default card), and
-// "paid" with testdata/stripe-mock-paid.json, the same fixtures edited into
+// Two servers, started on first use and killed by StopAll (a package's
+// TestMain): "canned" with stripe-mock's own fixtures (an unpaid session, a
+// PaymentIntent that requires a payment method, a customer without a
+// default card), and "paid" with paid.json, the same fixtures edited into
 // a paid world (default card, succeeded PaymentIntent with a receipt, paid
 // session with trawl metadata). stripe-mock keeps no state: each answer is
 // the fixture with the request's parameters reflected into it.
@@ -45,20 +48,20 @@ var mocks struct {
 	errs    map[string]error
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
+// StopAll kills the servers started; call it from TestMain after m.Run.
+func StopAll() {
 	mocks.Lock()
 	for _, sm := range mocks.started {
 		sm.stop()
 	}
+	mocks.started = nil
 	mocks.Unlock()
-	os.Exit(code)
 }
 
-// stripeMockURL returns the base URL of the named stripe-mock ("canned" or
-// "paid"), starting it if needed. It fails the test if stripe-mock is not
+// URL returns the base URL of the named stripe-mock ("canned" or "paid"),
+// starting it if needed. It fails the test if stripe-mock is not
 // installed.
-func stripeMockURL(t *testing.T, name string) string {
+func URL(t testing.TB, name string) string {
 	t.Helper()
 	mocks.Lock()
 	defer mocks.Unlock()
@@ -70,9 +73,20 @@ func stripeMockURL(t *testing.T, name string) string {
 	}
 	var fixtures string
 	if name == "paid" {
-		fixtures = filepath.Join("testdata", "stripe-mock-paid.json")
+		f, err := os.CreateTemp("", "stripe-mock-paid-*.json")
+		if err == nil {
+			_, err = f.Write(paidFixtures)
+			f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixtures = f.Name()
 	}
 	sm, err := startStripeMock(fixtures)
+	if fixtures != "" {
+		defer os.Remove(fixtures) // stripe-mock reads it at start
+	}
 	if err != nil {
 		if mocks.errs == nil {
 			mocks.errs = map[string]error{}
@@ -198,61 +212,4 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// recorded is one request that went through a recorder.
-type recorded struct {
-	Method, Path   string
-	Form           url.Values // query and form body
-	IdempotencyKey string
-	Status         int
-}
-
-// recorder is a loopback reverse proxy in front of a Stripe backend that
-// records what the client sent and what the backend answered.
-type recorder struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	reqs []recorded
-}
-
-func newRecorder(t *testing.T, backend string) *recorder {
-	t.Helper()
-	target, err := url.Parse(backend)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := &recorder{}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	rec.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		form, _ := url.ParseQuery(string(body))
-		for k, v := range r.URL.Query() {
-			form[k] = append(form[k], v...)
-		}
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		proxy.ServeHTTP(sw, r)
-		rec.mu.Lock()
-		rec.reqs = append(rec.reqs, recorded{Method: r.Method, Path: r.URL.Path, Form: form, IdempotencyKey: r.Header.Get("Idempotency-Key"), Status: sw.status})
-		rec.mu.Unlock()
-	}))
-	t.Cleanup(rec.srv.Close)
-	return rec
-}
-
-func (rec *recorder) requests() []recorded {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	return append([]recorded(nil), rec.reqs...)
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
 }
