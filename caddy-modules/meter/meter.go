@@ -78,6 +78,9 @@ func (m *Meter) Provision(ctx caddy.Context) error {
 	}
 	m.rt, m.routes, m.usage, m.obs = rt, rt.Routes(), rt.Usage(), rt.Observer()
 	m.ctx, m.client = ctx, &http.Client{Timeout: releaseTimeout}
+	// Releases a previous run owed (a reload resumes them too: a release
+	// made twice is one release).
+	m.resume()
 	packs := rt.Prices().Packs
 	m.topup = billing.RouteTopup
 	if len(packs) > 0 {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
@@ -27,10 +28,49 @@ const (
 
 var releaseBackoff = []time.Duration{0, 200 * time.Millisecond, time.Second}
 
+// owe records a charged hold's release before it is tried, so a gate that
+// stops before the cell confirms it still makes it when it starts again
+// (resume).
+func (m *Meter) owe(account, job, token string) {
+	p := gate.PendingRelease{Account: account, Job: job, Token: token, At: m.rt.Now()}
+	if err := m.rt.OweRelease(p); err != nil {
+		m.rt.Logger().Error("meter: could not record a release owed; a crash before it is made would leave a charged job unstarted", "job", job, "err", err)
+	}
+}
+
+// released forgets an owed release.
+func (m *Meter) released(job, token string) {
+	if err := m.rt.Released(job, token); err != nil {
+		m.rt.Logger().Warn("meter: forget a release made", "job", job, "err", err)
+	}
+}
+
+// resume makes the releases a previous run of the gate owed (charged,
+// not confirmed by the cell), in the background, each until the cell's
+// hold would have expired.
+func (m *Meter) resume() {
+	owed, err := m.rt.PendingReleases()
+	if err != nil {
+		m.rt.Logger().Error("meter: read the releases owed", "err", err)
+		return
+	}
+	for _, p := range owed {
+		left := releaseFor - m.rt.Now().Sub(p.At)
+		if left <= 0 {
+			m.rt.Logger().Error("meter: a charged job was never released; its hold expired", "job", p.Job, "account", p.Account)
+			m.released(p.Job, p.Token)
+			continue
+		}
+		m.rt.Logger().Info("meter: resuming a release owed since before the gate started", "job", p.Job)
+		go m.retryRelease(p.Account, p.Job, p.Token, left)
+	}
+}
+
 // release starts the held job or retry of account that token names,
 // trying again as above; it reports whether the cell confirmed it within
-// the call.
+// the call. The release is owed (recorded) until the cell confirms it.
 func (m *Meter) release(ctx context.Context, account, job, token string) bool {
+	m.owe(account, job, token)
 	for _, d := range releaseBackoff {
 		select {
 		case <-time.After(d):
@@ -39,28 +79,36 @@ func (m *Meter) release(ctx context.Context, account, job, token string) bool {
 		}
 		err := m.releaseOnce(ctx, account, job, token, false)
 		if err == nil {
+			m.released(job, token)
 			return true
 		}
 		m.rt.Logger().Warn("meter: release of a charged job failed; trying again", "job", job, "err", err)
 	}
-	go func() {
-		deadline := time.Now().Add(releaseFor)
-		t := time.NewTicker(releaseEvery)
-		defer t.Stop()
-		for time.Now().Before(deadline) {
-			select {
-			case <-m.ctx.Done():
-				return
-			case <-t.C:
-			}
-			if err := m.releaseOnce(m.ctx, account, job, token, false); err == nil {
-				m.rt.Logger().Info("meter: released a charged job late", "job", job)
-				return
-			}
-		}
-		m.rt.Logger().Error("meter: a charged job was never released; its hold expired", "job", job, "account", account)
-	}()
+	go m.retryRelease(account, job, token, releaseFor)
 	return false
+}
+
+// retryRelease tries a release every releaseEvery for up to d. When the
+// module stops first (a reload, a shutdown) the release stays owed and the
+// next start resumes it.
+func (m *Meter) retryRelease(account, job, token string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	t := time.NewTicker(releaseEvery)
+	defer t.Stop()
+	for time.Now().Before(deadline) {
+		if err := m.releaseOnce(m.ctx, account, job, token, false); err == nil {
+			m.rt.Logger().Info("meter: released a charged job late", "job", job)
+			m.released(job, token)
+			return
+		}
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	m.rt.Logger().Error("meter: a charged job was never released; its hold expired", "job", job, "account", account)
+	m.released(job, token)
 }
 
 // drop tells the cell a hold will not be released (its charge was

@@ -20,7 +20,10 @@ import (
 
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/nettest"
+	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -617,4 +620,44 @@ func TestGateStartingAnswers503(t *testing.T) {
 	if r := call(t, "GET", g.URL+"/v1/billing/balance", "", ""); r.status != 401 {
 		t.Fatalf("no key while starting: %d %s", r.status, r.body)
 	}
+}
+
+// A job the meter charged and could not release before the gate stopped is
+// released when the gate's meter starts again: the release is owed in the
+// gate's store until the cell confirms it. Here the charged-and-owed state
+// is made by hand (a held submission signed to the cell, the record the
+// meter writes) and the meter starts again with a config load.
+func TestOwedReleaseIsResumedWhenTheMeterStarts(t *testing.T) {
+	g := Start(t, Options{})
+	pages := site(t)
+	key := g.Account(t, ledger.PlanFree, 10)
+	acct := g.Runtime.State() // the account id is the key's
+	k, _, err := billing.LookupKey(acct, billing.HashKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", "http://"+g.Cells[0].Addr+"/scrape/jobs", strings.NewReader(`{"urls":["`+pages.URL+`/owed"]}`))
+	req.Header.Set("Content-Type", "application/json")
+	g.Runtime.RegionKeys().Sign(req, regionauth.Claims{Account: k.Account, Private: true}, time.Now())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	u, err := metering.Parse(resp.Header.Get(metering.Header))
+	if resp.StatusCode != 202 || err != nil || u.Hold == "" || u.Job == "" {
+		t.Fatalf("held submission: %d %v %+v", resp.StatusCode, err, u)
+	}
+	if err := g.Runtime.OweRelease(gate.PendingRelease{Account: k.Account, Job: u.Job, Token: u.Hold, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	g.Reload(t) // the meter provisions again and resumes what is owed
+	WaitFor(t, 30*time.Second, "the owed job to run", func() bool {
+		r := call(t, "GET", g.URL+"/scrape/jobs/"+u.Job, key, "")
+		return r.status == 200 && strings.Contains(r.body, `"status":"done"`)
+	})
+	WaitFor(t, 10*time.Second, "the record to go", func() bool {
+		owed, err := g.Runtime.PendingReleases()
+		return err == nil && len(owed) == 0
+	})
 }

@@ -32,6 +32,9 @@ const (
 	// PrefixPayments is the Local payment provider's checkout sessions
 	// (gate/payments).
 	PrefixPayments = "P/"
+	// PrefixReleases is the held jobs and retries the meter charged and
+	// has not yet released at their cell (gate, caddy-modules/meter).
+	PrefixReleases = "R/"
 )
 
 // The cell's store (<cell data>/store).
@@ -88,6 +91,7 @@ var Stores = []Layout{
 		{PrefixEstimate, "gate/estimate"},
 		{PrefixCells, "gate"},
 		{PrefixPayments, "gate/payments"},
+		{PrefixReleases, "gate"},
 	}},
 	{Store: "store", Ranges: []Range{
 		{PrefixCache, "cell/scrape"},
