@@ -43,8 +43,8 @@ func driverProcs(t testing.TB) (pids []int, pssMB float64) {
 // TestOneDriverForThePool: the permanent browser and the cold and hot ones
 // run on one Playwright driver (one node process, however many tier
 // browsers are alive). When it is killed it is restarted once for all of
-// them, and every tier serves again; closing a tier browser (cleanup)
-// leaves the driver to the others.
+// them, the page in flight is retried, and every tier serves again;
+// closing a tier browser (cleanup) leaves the driver to the others.
 func TestOneDriverForThePool(t *testing.T) {
 	st := startSite(t)
 	ts := startServer(t, Config{})
@@ -78,9 +78,20 @@ func TestOneDriverForThePool(t *testing.T) {
 		t.Fatalf("the server's driver is %d; the process found is %d", got, pids[0])
 	}
 
-	// Killed: one restart for every tier.
+	// Killed with a page in flight: one restart for every tier, and the
+	// page is retried on the new driver's browser.
+	slow := submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/slow", "wait_for": "main"})
+	waitUntil(t, time.Minute, "the slow page requested", func() bool {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return st.seen["/slow"] > 0
+	})
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	st.release()
+	if a := poll(t, ts.URL, "", slow, 50*time.Millisecond, 2*time.Minute); a.Result == nil || !a.Result.Success {
+		t.Errorf("the page in flight when the driver died: %+v", a)
 	}
 	for _, v := range views {
 		crawlWith(t, v)
