@@ -154,7 +154,11 @@ func (s *Server) render(ctx context.Context, p *plan, u *url.URL) *Result {
 	var browserID string
 	for attempt := 0; attempt < 2; attempt++ {
 		var l *lease
-		l, err = s.pool.Acquire(ctx, p.sig)
+		if p.session != "" {
+			l, err = s.pool.AcquireSession(ctx, p.sig, p.session)
+		} else {
+			l, err = s.pool.Acquire(ctx, p.sig)
+		}
 		if err != nil {
 			break
 		}
@@ -162,7 +166,7 @@ func (s *Server) render(ctx context.Context, p *plan, u *url.URL) *Result {
 		opts := p.opts
 		resp, err = l.Engine().Fetch(ctx, &fetch.Request{URL: u.String(), Header: p.header.Clone(), Browser: &opts})
 		l.Release()
-		if !errors.Is(err, browser.ErrClosed) && !errors.Is(err, browser.ErrCrashed) || ctx.Err() != nil {
+		if !errors.Is(err, browser.ErrClosed) && !errors.Is(err, browser.ErrCrashed) && !errors.Is(err, browser.ErrSessionClosed) || ctx.Err() != nil {
 			break
 		}
 		s.log.Info("crawl: browser went away under a page; retrying", "browser_id", browserID, "url", fetch.Redact(u.String()))
@@ -171,11 +175,13 @@ func (s *Server) render(ctx context.Context, p *plan, u *url.URL) *Result {
 		r := failed(u.String(), pageError(err))
 		r.BrowserID = browserID
 		r.Engine = EngineBrowser
+		r.SessionID = nullString(p.session)
 		return r
 	}
 	r := s.toResult(ctx, p, u, resp)
 	r.BrowserID = browserID
 	r.Engine = EngineBrowser
+	r.SessionID = nullString(p.session)
 	return r
 }
 

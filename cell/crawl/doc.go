@@ -25,7 +25,10 @@
 //     cell/webhook when the task finishes.
 //   - Browser pool: one permanent browser, hot and cold ones started on
 //     demand, shed under memory pressure and swept when idle by the
-//     janitor (docs/spec/crawl-server.md §3).
+//     janitor (docs/spec/crawl-server.md §3), all on one Playwright driver
+//     (browser.Driver, restarted once for all when it dies). A request's
+//     session_id keeps its browser context between requests (bounded,
+//     least recently used closed first, expired by the janitor).
 //   - Operations monitor: /monitor/* (health, requests, browsers, endpoint
 //     statistics, timeline, janitor and error logs, actions), the
 //     WebSocket /monitor/ws and the dashboard (package dashboard). CPU and
@@ -47,6 +50,6 @@
 //     need no browser.
 //   - jsonvalues.go: JSON forms v0.4 clients expect (floats that stay
 //     floats, null for empty fields).
-//   - pool.go: the browser pool tiers.
+//   - pool.go: the browser pool tiers and the sessions.
 //   - monitor.go: the monitor's counters, rings and timeline.
 package crawl

@@ -45,8 +45,28 @@ type Browser interface {
 	// last measured; Measure measures it now.
 	MemoryBytes() int64
 	Measure() int64
+	// NewSession returns a browser context kept between requests (a
+	// session_id's), holding nothing until its first page.
+	NewSession() Session
 	Close() error
 }
+
+// Session is a browser context kept between the requests of one
+// session_id: cookies and storage stay. *browser.Session is one.
+type Session interface {
+	Engine
+	Close() error
+}
+
+// Defaults of the sessions (PoolConfig).
+const (
+	// DefaultMaxSessions bounds the sessions kept at once; past it the
+	// least recently used one is closed.
+	DefaultMaxSessions = 100
+	// DefaultSessionIdle is how long a session is kept unused: Crawl4AI's
+	// session_ttl (1800 s).
+	DefaultSessionIdle = 30 * time.Minute
+)
 
 // Launcher starts a browser for a configuration signature ("" is the
 // default configuration).
@@ -69,6 +89,16 @@ type entry struct {
 	gone     bool  // removed from the pool
 }
 
+// sessionEntry is a session_id's browser context, in one pool browser.
+type sessionEntry struct {
+	id       string
+	sig      string // the configuration it was started with
+	e        *entry
+	s        Session
+	lastUsed time.Time
+	inUse    int // requests holding it
+}
+
 // Pool is the crawl server's 3-tier browser pool: a permanent browser for
 // the default configuration, and hot and cold browsers for the others,
 // swept by a janitor. It is safe for concurrent use.
@@ -80,8 +110,12 @@ type Pool struct {
 	pressure func() float64 // memory in use, 0 to 1
 	log      *slog.Logger
 	jlog     func(JanitorEntry)
+	// maxSessions bounds sessions; sessionIdle expires them.
+	maxSessions int
+	sessionIdle time.Duration
 
 	mu        sync.Mutex
+	sessions  map[string]*sessionEntry // by session_id
 	permanent *entry
 	others    map[string]*entry // by sig
 	byID      map[string]*entry
@@ -109,6 +143,11 @@ type PoolConfig struct {
 	Logger   *slog.Logger
 	// Janitor receives every janitor log entry.
 	Janitor func(JanitorEntry)
+	// MaxSessions bounds the session_id contexts kept (default
+	// DefaultMaxSessions); SessionIdle is how long one is kept unused
+	// (default DefaultSessionIdle), on Now's clock.
+	MaxSessions int
+	SessionIdle time.Duration
 }
 
 // JanitorEntry is a line of the janitor log.
@@ -141,9 +180,15 @@ func NewPool(ctx context.Context, cfg PoolConfig) (*Pool, error) {
 	if cfg.Janitor == nil {
 		cfg.Janitor = func(JanitorEntry) {}
 	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = DefaultSessionIdle
+	}
 	p := &Pool{launch: cfg.Launch, pages: cfg.PagesPerBrowser, maxOther: cfg.MaxBrowsers, now: cfg.Now,
-		pressure: cfg.Pressure, log: cfg.Logger, jlog: cfg.Janitor,
-		others: map[string]*entry{}, byID: map[string]*entry{}}
+		pressure: cfg.Pressure, log: cfg.Logger, jlog: cfg.Janitor, maxSessions: cfg.MaxSessions, sessionIdle: cfg.SessionIdle,
+		others: map[string]*entry{}, byID: map[string]*entry{}, sessions: map[string]*sessionEntry{}}
 	e := p.newEntryLocked(TierPermanent, "")
 	e.id = "permanent"
 	p.byID = map[string]*entry{e.id: e}
@@ -176,14 +221,21 @@ func (p *Pool) start(ctx context.Context, e *entry) error {
 	return err
 }
 
-// lease is a page slot on a pool browser.
+// lease is a page slot on a pool browser, in a session when sess is set.
 type lease struct {
-	p *Pool
-	e *entry
+	p    *Pool
+	e    *entry
+	sess *sessionEntry
 }
 
-// Engine is the browser of the lease.
-func (l *lease) Engine() Engine { return l.e.br }
+// Engine is the browser of the lease (the session's context in it, for a
+// session).
+func (l *lease) Engine() Engine {
+	if l.sess != nil {
+		return l.sess.s
+	}
+	return l.e.br
+}
 
 // BrowserID names the browser of the lease.
 func (l *lease) BrowserID() string { return l.e.id }
@@ -195,6 +247,10 @@ func (l *lease) Release() {
 	l.e.inflight--
 	l.e.requests++
 	l.e.lastUsed = l.p.now()
+	if l.sess != nil {
+		l.sess.inUse--
+		l.sess.lastUsed = l.e.lastUsed
+	}
 	l.p.mu.Unlock()
 }
 
@@ -233,43 +289,143 @@ func (p *Pool) Acquire(ctx context.Context, sig string) (*lease, error) {
 			return nil, ErrNoBrowser
 		}
 		e, _ := p.entryLocked(sig)
-		e.inflight++
-		e.lastUsed = p.now()
-		p.mu.Unlock()
-		select {
-		case <-e.ready:
-		case <-ctx.Done():
-			p.unflight(e)
-			return nil, ctx.Err()
-		}
-		if e.err != nil {
-			p.mu.Lock()
-			e.inflight--
-			if !e.gone {
-				p.removeLocked(e)
-			}
-			p.mu.Unlock()
-			if sig == "" {
-				return nil, fmt.Errorf("%w: %v", ErrNoBrowser, e.err)
-			}
-			return nil, fmt.Errorf("%w: start a browser for %s: %v", ErrNoBrowser, sig, e.err)
-		}
-		select {
-		case e.slots <- struct{}{}:
-		case <-ctx.Done():
-			p.unflight(e)
-			return nil, ctx.Err()
-		}
-		p.mu.Lock()
-		if e.gone { // killed while we waited: try again
-			e.inflight--
-			p.mu.Unlock()
-			<-e.slots
+		l, err := p.acquireLocked(ctx, e)
+		if errors.Is(err, errGone) {
 			continue
 		}
-		p.mu.Unlock()
-		return &lease{p: p, e: e}, nil
+		return l, err
 	}
+}
+
+// errGone: the browser was removed while a request waited for it.
+var errGone = errors.New("browser removed")
+
+// acquireLocked waits for a page slot on e; p.mu is held on entry and
+// released. errGone means e was removed meanwhile: ask again.
+func (p *Pool) acquireLocked(ctx context.Context, e *entry) (*lease, error) {
+	e.inflight++
+	e.lastUsed = p.now()
+	p.mu.Unlock()
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		p.unflight(e)
+		return nil, ctx.Err()
+	}
+	if e.err != nil {
+		p.mu.Lock()
+		e.inflight--
+		if !e.gone {
+			p.removeLocked(e)
+		}
+		p.mu.Unlock()
+		if e.sig == "" {
+			return nil, fmt.Errorf("%w: %v", ErrNoBrowser, e.err)
+		}
+		return nil, fmt.Errorf("%w: start a browser for %s: %v", ErrNoBrowser, e.sig, e.err)
+	}
+	select {
+	case e.slots <- struct{}{}:
+	case <-ctx.Done():
+		p.unflight(e)
+		return nil, ctx.Err()
+	}
+	p.mu.Lock()
+	if e.gone { // killed while we waited: try again
+		e.inflight--
+		p.mu.Unlock()
+		<-e.slots
+		return nil, errGone
+	}
+	p.mu.Unlock()
+	return &lease{p: p, e: e}, nil
+}
+
+// AcquireSession is Acquire for a request naming a session_id: the page
+// opens in the session's context, kept between requests in the browser
+// that served its first one. A session whose browser was removed (killed,
+// restarted, idle, evicted), or named with another configuration than it
+// was started with, is closed and started afresh. Starting one past
+// MaxSessions closes the least recently used idle one.
+func (p *Pool) AcquireSession(ctx context.Context, sig, id string) (*lease, error) {
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return nil, ErrNoBrowser
+		}
+		se := p.sessions[id]
+		if se != nil && (se.e.gone || se.sig != sig) {
+			p.dropSessionLocked(se)
+			se = nil
+		}
+		if se != nil {
+			se.inUse++
+			l, err := p.acquireLocked(ctx, se.e)
+			if err != nil {
+				p.mu.Lock()
+				se.inUse--
+				p.mu.Unlock()
+				if errors.Is(err, errGone) {
+					continue
+				}
+				return nil, err
+			}
+			l.sess = se
+			return l, nil
+		}
+		e, _ := p.entryLocked(sig)
+		l, err := p.acquireLocked(ctx, e)
+		if errors.Is(err, errGone) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		p.mu.Lock()
+		se = p.sessions[id]
+		if se != nil && se.e != e { // started meanwhile by another request, elsewhere
+			p.dropSessionLocked(se)
+			se = nil
+		}
+		if se == nil {
+			se = p.newSessionLocked(id, sig, e)
+		}
+		se.inUse++
+		p.mu.Unlock()
+		l.sess = se
+		return l, nil
+	}
+}
+
+// newSessionLocked keeps a new session on e, closing the least recently
+// used idle session first when MaxSessions are kept.
+func (p *Pool) newSessionLocked(id, sig string, e *entry) *sessionEntry {
+	if len(p.sessions) >= p.maxSessions {
+		var victim *sessionEntry
+		for _, s := range p.sessions {
+			if s.inUse == 0 && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+				victim = s
+			}
+		}
+		if victim != nil { // else every one is serving a page: over the bound until one ends
+			p.dropSessionLocked(victim)
+			p.janitorLocked("evict_session", victim.e, 0, fmt.Sprintf("closed session %q (least recently used of %d) to keep a new one", victim.id, p.maxSessions))
+		}
+	}
+	se := &sessionEntry{id: id, sig: sig, e: e, s: e.br.NewSession(), lastUsed: p.now()}
+	p.sessions[id] = se
+	p.log.Info("crawl pool: session started", "browser_id", e.id, "sessions", len(p.sessions))
+	return se
+}
+
+// dropSessionLocked forgets a session and closes its context in the
+// background (a page still running in it fails).
+func (p *Pool) dropSessionLocked(se *sessionEntry) {
+	if p.sessions[se.id] == se {
+		delete(p.sessions, se.id)
+	}
+	p.wg.Go(func() { se.s.Close() })
 }
 
 func (p *Pool) unflight(e *entry) {
@@ -352,6 +508,11 @@ func (p *Pool) removeLocked(e *entry) {
 	if p.others[e.sig] == e {
 		delete(p.others, e.sig)
 	}
+	for _, se := range p.sessions {
+		if se.e == e {
+			p.dropSessionLocked(se)
+		}
+	}
 	p.wg.Go(func() {
 		<-e.ready
 		if e.br != nil {
@@ -426,6 +587,19 @@ func (p *Pool) Sweep(force bool) (cleaned int, freedMB float64) {
 			why += fmt.Sprintf(", memory at %.0f%%", pr*100)
 		}
 		p.janitorLocked("remove_idle", e, mb, fmt.Sprintf("removed %s browser %s (%s; %s), %.1f MB freed", e.tier, e.id, e.sig, why, mb))
+	}
+	if !force {
+		var expired []*sessionEntry
+		for _, se := range p.sessions {
+			if se.inUse == 0 && now.Sub(se.lastUsed) >= p.sessionIdle {
+				expired = append(expired, se)
+			}
+		}
+		sort.Slice(expired, func(i, j int) bool { return expired[i].id < expired[j].id })
+		for _, se := range expired {
+			p.dropSessionLocked(se)
+			p.janitorLocked("expire_session", se.e, 0, fmt.Sprintf("closed session %q of browser %s, idle %s", se.id, se.e.id, now.Sub(se.lastUsed).Round(time.Second)))
+		}
 	}
 	if n := p.acquired - p.sweepAcquired; n > 0 {
 		rate := 100 * float64(p.reused-p.sweepReus) / float64(n)
@@ -517,6 +691,8 @@ type BrowserInfo struct {
 	PagesInUse   int    `json:"pages_in_use"`
 	Uses         int    `json:"uses"`
 	Ready        bool   `json:"ready"`
+	// Sessions counts the session_id contexts kept in the browser.
+	Sessions int `json:"sessions"`
 }
 
 // Browsers lists the pool by tier.
@@ -529,6 +705,11 @@ func (p *Pool) Browsers() (permanent, hot, cold []BrowserInfo, reuseRate Number)
 			CreatedAt: unixSeconds(e.created), LastUsedAt: unixSeconds(e.lastUsed), PagesInUse: e.inflight, Uses: e.uses, Ready: isReady(e)}
 		if bi.Config == "" {
 			bi.Config = "default"
+		}
+		for _, se := range p.sessions {
+			if se.e == e {
+				bi.Sessions++
+			}
 		}
 		if e.inflight == 0 {
 			bi.IdleSeconds = round1(now.Sub(e.lastUsed).Seconds())
@@ -625,8 +806,11 @@ func (b *poolBrowser) Measure() int64 {
 }
 func (b *poolBrowser) Close() error { return b.pool.Close() }
 
+func (b *poolBrowser) NewSession() Session { return b.Engine.NewSession() }
+
 // ChromiumLauncher starts each pool browser as a browser.Pool of one
-// Chromium with pages page slots.
+// Chromium with pages page slots, on base.Driver when set (the server
+// gives every tier one driver), else on a driver of its own.
 func ChromiumLauncher(base browser.Config, eng browser.EngineConfig, pages int, log *slog.Logger) Launcher {
 	return func(ctx context.Context, id, sig string) (Browser, error) {
 		cfg := base

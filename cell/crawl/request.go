@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/andybalholm/cascadia"
 
@@ -51,8 +52,9 @@ type Request struct {
 	WaitFor          string            `json:"wait_for,omitempty"`
 	Screenshot       bool              `json:"screenshot,omitempty"`
 	BrowserConfig    *BrowserConfig    `json:"browser_config,omitempty"`
-	// Session is accepted for compatibility (a Crawl4AI client may send
-	// it) and has no effect: every page gets a fresh browser context.
+	// SessionID (or crawler_params.session_id) names a browser context
+	// kept between requests, as Crawl4AI's: cookies and storage stay
+	// (docs/crawl-server.md, "Sessions").
 	SessionID string `json:"session_id,omitempty"`
 
 	// WebhookConfig asks for a POST when the task finishes (docs/spec/crawl-server.md §6 leaves
@@ -181,6 +183,9 @@ type plan struct {
 	minWords int
 	strategy extract.Strategy
 	webhook  *WebhookConfig
+	// session is the session_id whose browser context the pages use, or
+	// empty for a fresh context per page.
+	session string
 	// needsBrowser: the request asks for what only a browser does (a
 	// script, a wait, a screenshot, a viewport, a delay, its own user
 	// agent, proxy or headers); otherwise the page cache and
@@ -287,6 +292,16 @@ func (s *Server) compile(r *Request) (*plan, error) {
 	}
 	if cp.UserDataDir != "" {
 		return nil, bad("crawler_params.user_data_dir is not supported: every page gets a fresh browser context and no profile is kept on the server")
+	}
+	p.session = strings.TrimSpace(r.SessionID)
+	if id := strings.TrimSpace(cp.SessionID); id != "" {
+		if p.session != "" && p.session != id {
+			return nil, bad("session_id %q and crawler_params.session_id %q differ: name one session", p.session, id)
+		}
+		p.session = id
+	}
+	if len(p.session) > 256 || strings.IndexFunc(p.session, unicode.IsControl) >= 0 {
+		return nil, bad("session_id must be one line of at most 256 characters")
 	}
 	if cp.UseManagedBrowser {
 		return nil, bad("crawler_params.use_managed_browser is not supported: the server's own pool manages its browsers")
@@ -421,7 +436,7 @@ func (s *Server) compile(r *Request) (*plan, error) {
 		p.minWords = *r.WordCountThreshold
 	}
 	p.needsBrowser = p.opts.JS != "" || p.opts.WaitFor != "" || p.opts.Screenshot || p.opts.Delay > 0 || bc.Viewport != nil ||
-		len(sig) > 0 || len(p.header) > 0
+		len(sig) > 0 || len(p.header) > 0 || p.session != ""
 	sort.Strings(sig)
 	p.sig = strings.Join(sig, " ")
 	return p, nil

@@ -55,6 +55,12 @@ type Config struct {
 	// (default 4); MaxBrowsers bounds the hot and cold browsers (default 6).
 	PagesPerBrowser int
 	MaxBrowsers     int
+	// MaxSessions bounds the session_id browser contexts kept (default
+	// DefaultMaxSessions, the least recently used closed past it);
+	// SessionIdle is how long one is kept unused (default
+	// DefaultSessionIdle, 30 minutes), on the Now clock, by the janitor.
+	MaxSessions int
+	SessionIdle time.Duration
 	// Browser is the base configuration of every pool browser (each is a
 	// browser.Pool of one Chromium); Engine configures their engines.
 	Browser browser.Config
@@ -83,7 +89,9 @@ type Config struct {
 	// SyncWait is how long POST /crawl_sync waits for its task before
 	// answering 408 (default DefaultSyncWait, v0.4's 60 s).
 	SyncWait time.Duration
-	// Launch starts pool browsers; nil means Chromium (ChromiumLauncher).
+	// Launch starts pool browsers; nil means Chromium (ChromiumLauncher),
+	// every pool browser on one Playwright driver that the server starts
+	// (unless Browser.Driver names one) and stops on Close.
 	Launch Launcher
 	// Extract configures the extraction strategies (LLM endpoints).
 	Extract extract.Config
@@ -151,9 +159,6 @@ func (c *Config) defaults() {
 		c.Logger = slog.Default()
 	}
 	c.Browser.AllowPrivateNetworks = c.AllowPrivateNetworks
-	if c.Launch == nil {
-		c.Launch = ChromiumLauncher(c.Browser, c.Engine, c.PagesPerBrowser, c.Logger)
-	}
 }
 
 // Server is the self-hosted crawl server: the task API, the browser pool
@@ -172,6 +177,9 @@ type Server struct {
 	ladder  *ladder.Ladder
 	sampler *sysstat.Sampler
 	started time.Time
+	// driver is the Playwright driver of every pool browser, when the
+	// server started it (closed after the pool).
+	driver *browser.Driver
 
 	sampleMu  sync.Mutex
 	last      sysstat.Sample
@@ -209,9 +217,25 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Pressure == nil {
 		cfg.Pressure = s.pressure
 	}
+	if cfg.Launch == nil {
+		bcfg := cfg.Browser
+		if bcfg.Driver == nil {
+			dcfg := bcfg
+			dcfg.Logger = cfg.Logger
+			if s.driver, err = browser.NewDriver(dcfg); err != nil {
+				st.Close()
+				return nil, fmt.Errorf("crawl: %w", err)
+			}
+			bcfg.Driver = s.driver
+		}
+		cfg.Launch = ChromiumLauncher(bcfg, cfg.Engine, cfg.PagesPerBrowser, cfg.Logger)
+		s.cfg.Launch = cfg.Launch
+	}
 	s.pool, err = NewPool(ctx, PoolConfig{Launch: cfg.Launch, PagesPerBrowser: cfg.PagesPerBrowser, MaxBrowsers: cfg.MaxBrowsers,
-		Now: cfg.Now, Pressure: cfg.Pressure, Logger: cfg.Logger, Janitor: s.mon.logJanitor})
+		Now: cfg.Now, Pressure: cfg.Pressure, Logger: cfg.Logger, Janitor: s.mon.logJanitor,
+		MaxSessions: cfg.MaxSessions, SessionIdle: cfg.SessionIdle})
 	if err != nil {
+		s.closeDriver()
 		st.Close()
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
@@ -223,6 +247,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	if err != nil {
 		s.pool.Close()
+		s.closeDriver()
 		st.Close()
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
@@ -230,6 +255,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		Schedule: cfg.WebhookSchedule, Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
 		s.pool.Close()
+		s.closeDriver()
 		st.Close()
 		return nil, fmt.Errorf("crawl: %w", err)
 	}
@@ -269,9 +295,18 @@ func (s *Server) Close() error {
 		s.sched.close()
 		s.bg.Wait()
 		s.http.Close()
-		err = errors.Join(s.pool.Close(), s.st.Close())
+		err = errors.Join(s.pool.Close(), s.closeDriver(), s.st.Close())
 	})
 	return err
+}
+
+// closeDriver stops the Playwright driver the server started, once its
+// browsers are closed.
+func (s *Server) closeDriver() error {
+	if s.driver == nil {
+		return nil
+	}
+	return s.driver.Close()
 }
 
 // janitor runs the pool sweep, the task expiry and the timeline samples.

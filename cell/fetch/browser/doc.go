@@ -42,6 +42,14 @@
 // (a recipe's session) live only in that context and are never logged; a
 // cookie the browser refuses is reported without its value.
 //
+// The exception is a Session (Engine.NewSession), what the crawl server
+// keeps per session_id: a context kept between the session's requests, so
+// cookies and storage stay. It is created by the session's first request
+// (with its options), each request gets a new page in it, one at a time,
+// and a page deadline closes that page, not the context. The context lives
+// in one browser: when that browser dies, is recycled or its pool closes,
+// the session's next request starts an empty one. Session.Close closes it.
+//
 // # Deadlines
 //
 // Each page has a deadline (BrowserOptions.Timeout, else
@@ -83,6 +91,14 @@
 // crashed (its requests retried once), then a new driver is started and
 // browsers on it, with the same backoff (500 ms doubling to 30 s) while
 // that fails. Stats.DriverRestarts counts the restarts.
+//
+// A pool starts a driver of its own, unless Config.Driver gives it one
+// to share (NewDriver): the crawl server runs all its pool browsers, each
+// a Pool of one Chromium, on one driver (one node process of about 45 MB
+// instead of one per browser). When a shared driver dies, every pool on
+// it handles its own browsers as above, and the first to need a driver
+// starts one, once, for all: the others wait for that start and use it.
+// The pools are closed before the driver.
 //
 // # Health
 //

@@ -68,7 +68,118 @@ func nodePath(cfg Config) (string, error) {
 	return p, nil
 }
 
-// driver is a running playwright driver (a node process) of one pool.
+// Driver is one Playwright driver (a node process, ~40 MB) that several
+// pools may share: each Pool given it in Config.Driver launches its
+// browsers on it instead of starting a driver of its own. It is
+// restartable: when its process dies every browser on it dies too, each
+// pool handles its own as crashed (their pages retried once), and the
+// first pool to need a driver again starts one for all of them; the
+// others find it running. Close it after the pools that use it. It is safe
+// for concurrent use.
+type Driver struct {
+	cfg Config
+	log *slog.Logger
+
+	start sync.Mutex // held while a driver starts: one start for all pools
+
+	mu       sync.Mutex
+	cur      *driver // the running generation; nil after a failed start
+	restarts int64
+	closed   bool
+}
+
+// NewDriver starts a driver with cfg's DriverDir, NodePath and Logger
+// (defaults applied), for the pools given it in Config.Driver.
+func NewDriver(cfg Config) (*Driver, error) {
+	cfg = cfg.withDefaults()
+	if err := CheckInstall(cfg); err != nil {
+		return nil, err
+	}
+	d := &Driver{cfg: cfg, log: cfg.Logger}
+	cur, err := startDriver(cfg, d.log)
+	if err != nil {
+		return nil, err
+	}
+	d.cur = cur
+	return d, nil
+}
+
+// get returns the running driver. When the running one is dead (the
+// generation a pool saw die), or none runs, it starts another, once for
+// every pool that asks: callers wait for the start under way and then
+// share its result. started reports that this call started it.
+func (d *Driver) get(dead *driver) (drv *driver, started bool, err error) {
+	d.start.Lock()
+	defer d.start.Unlock()
+	d.mu.Lock()
+	cur, closed := d.cur, d.closed
+	d.mu.Unlock()
+	if closed {
+		return nil, false, ErrClosed
+	}
+	if cur != nil && cur != dead && !cur.exited() {
+		return cur, false, nil
+	}
+	if cur != nil {
+		cur.stop() // collects what is left of it; its error is the death
+	}
+	if d.cfg.beforeDriver != nil {
+		err = d.cfg.beforeDriver()
+	}
+	if err == nil {
+		drv, err = startDriver(d.cfg, d.log)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil {
+		d.cur = nil
+		return nil, false, err
+	}
+	if d.closed {
+		drv.stop()
+		return nil, false, ErrClosed
+	}
+	d.cur = drv
+	d.restarts++
+	d.log.Info("playwright driver restarted", "pid", drv.pid)
+	return drv, true, nil
+}
+
+// Restarts counts the drivers started again after one died.
+func (d *Driver) Restarts() int64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.restarts
+}
+
+// PID is the driver's node process, 0 when none runs or it could not be
+// found.
+func (d *Driver) PID() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.cur == nil {
+		return 0
+	}
+	return d.cur.pid
+}
+
+// Close stops the driver. The browsers of pools still using it die with
+// it: close the pools first.
+func (d *Driver) Close() error {
+	d.start.Lock() // not in the middle of a start
+	defer d.start.Unlock()
+	d.mu.Lock()
+	cur := d.cur
+	already := d.closed
+	d.closed, d.cur = true, nil
+	d.mu.Unlock()
+	if already || cur == nil {
+		return nil
+	}
+	return cur.stop()
+}
+
+// driver is one run of the playwright driver (a node process).
 type driver struct {
 	pw     *playwright.Playwright
 	dir    string // private driver directory, removed on stop
@@ -76,6 +187,9 @@ type driver struct {
 	pid    int           // the node process; 0 if it could not be found
 	dead   chan struct{} // closed when the node process is seen gone
 	quit   chan struct{} // closed by stop: the watch ends
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // driverPoll is how often a driver's process is looked at.
@@ -125,7 +239,15 @@ func startDriver(cfg Config, log *slog.Logger) (*driver, error) {
 		return nil, fmt.Errorf("start playwright driver: %w (stderr: %s)", err, d.stderr)
 	}
 	d.dead, d.quit = make(chan struct{}), make(chan struct{})
-	if d.pid, err = findDriver(dir); err != nil {
+	// A scan of /proc can miss a process just started on a loaded
+	// machine: look again for a while before going without a watch.
+	for wait := 10 * time.Millisecond; ; wait *= 2 {
+		if d.pid, err = findDriver(dir); err == nil || wait > time.Second {
+			break
+		}
+		time.Sleep(wait)
+	}
+	if err != nil {
 		// Its death is then noticed by the launches it fails.
 		log.Warn("playwright driver: its process is not watched", "err", err)
 	} else {
@@ -135,19 +257,21 @@ func startDriver(cfg Config, log *slog.Logger) (*driver, error) {
 }
 
 // findDriver returns the driver process this process started from dir:
-// playwright-go runs <dir>/node <dir>/package/cli.js run-driver.
+// playwright-go runs <dir>/node <dir>/package/cli.js run-driver, or
+// $PLAYWRIGHT_NODEJS_PATH <dir>/package/cli.js run-driver when that is
+// set (by the operator, or by a test harness in this process).
 func findDriver(dir string) (int, error) {
 	procs, err := sysstat.Processes()
 	if err != nil {
 		return 0, err
 	}
 	self := os.Getpid()
-	want := filepath.Join(dir, "node")
+	node, cli := filepath.Join(dir, "node"), filepath.Join(dir, "package", "cli.js")
 	for _, p := range procs {
 		if p.PPID != self || p.State == 'Z' {
 			continue
 		}
-		if args, err := sysstat.Cmdline(p.PID); err == nil && len(args) > 0 && args[0] == want {
+		if args, err := sysstat.Cmdline(p.PID); err == nil && len(args) > 1 && (args[0] == node || args[1] == cli) {
 			return p.PID, nil
 		}
 	}
@@ -195,15 +319,18 @@ func (d *driver) isDead() bool {
 	}
 }
 
-// stop ends the driver process and removes its directory.
+// stop ends the driver process and removes its directory. Every pool
+// that saw it die may call it; it runs once.
 func (d *driver) stop() error {
-	close(d.quit)
-	err := d.pw.Stop()
-	os.RemoveAll(d.dir)
-	if err != nil {
-		return fmt.Errorf("stop playwright driver: %w", err)
-	}
-	return nil
+	d.stopOnce.Do(func() {
+		close(d.quit)
+		err := d.pw.Stop()
+		os.RemoveAll(d.dir)
+		if err != nil {
+			d.stopErr = fmt.Errorf("stop playwright driver: %w", err)
+		}
+	})
+	return d.stopErr
 }
 
 // driverDirPrefix names pools' private directories in the temporary

@@ -107,6 +107,11 @@ func NewEngine(pool *Pool, cfg EngineConfig) *Engine {
 // page free within the pool's AcquireTimeout it fails with
 // fetch.ErrFleetBusy.
 func (e *Engine) Fetch(ctx context.Context, req *fetch.Request) (*fetch.Response, error) {
+	return e.fetch(ctx, nil, req)
+}
+
+// fetch renders req in a fresh context, or in sess's when not nil.
+func (e *Engine) fetch(ctx context.Context, sess *Session, req *fetch.Request) (*fetch.Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: no request", fetch.ErrInvalidURL)
 	}
@@ -123,7 +128,7 @@ func (e *Engine) Fetch(ctx context.Context, req *fetch.Request) (*fetch.Response
 		return nil, fmt.Errorf("browser fetch %s: %w", u, err)
 	}
 	var resp *fetch.Response
-	err = e.pool.run(ctx, spec, func(pctx context.Context, s *session) error {
+	err = e.pool.run(ctx, sess, spec, func(pctx context.Context, s *session) error {
 		r, err := e.render(ctx, pctx, s, u, &o)
 		resp = r
 		return err

@@ -32,22 +32,31 @@ type session struct {
 // run lends fn a fresh page in a fresh context, within spec.timeout. ctx
 // passed to fn ends at the page deadline; when it ends the context is
 // closed, which ends whatever call fn is blocked in. If the browser dies
-// under fn, fn runs once more on another browser.
-func (p *Pool) run(ctx context.Context, spec *pageSpec, fn func(context.Context, *session) error) error {
+// under fn, fn runs once more on another browser. With a Session the page
+// is opened in the session's context instead (created by its first
+// request), one page of the session at a time, and the deadline closes
+// the page rather than the context.
+func (p *Pool) run(ctx context.Context, sess *Session, spec *pageSpec, fn func(context.Context, *session) error) error {
 	if err := p.enter(); err != nil {
 		return err
 	}
 	defer p.leave()
+	if sess != nil {
+		if err := sess.lock(ctx); err != nil {
+			return err
+		}
+		defer sess.unlock()
+	}
 	if err := p.acquireSlot(ctx); err != nil {
 		return err
 	}
 	defer p.slots.Release(1)
 	for attempt := 0; ; attempt++ {
-		inst, err := p.pick(ctx)
+		inst, err := p.pick(ctx, sess.browser(p))
 		if err != nil {
 			return err
 		}
-		crashed, err := p.runOn(ctx, inst, spec, fn)
+		crashed, err := p.runOn(ctx, inst, sess, spec, fn)
 		p.release(inst)
 		if !crashed {
 			return err
@@ -115,8 +124,10 @@ func (p *Pool) acquireSlot(ctx context.Context) error {
 }
 
 // pick chooses the serving browser with the fewest pages open, waiting
-// for one to start when none can take the page (after a crash).
-func (p *Pool) pick(ctx context.Context) (*instance, error) {
+// for one to start when none can take the page (after a crash). want,
+// when not nil, is the browser holding the page's session: it is the one
+// chosen (once it has room) as long as it serves.
+func (p *Pool) pick(ctx context.Context, want *instance) (*instance, error) {
 	p.mu.Lock()
 	failures := p.st.LaunchFailures
 	p.mu.Unlock()
@@ -127,7 +138,16 @@ func (p *Pool) pick(ctx context.Context) (*instance, error) {
 			return nil, ErrClosed
 		}
 		var best *instance
+		serving := false
 		for _, in := range p.current {
+			if in == want && !in.dead {
+				serving = true
+			}
+		}
+		for _, in := range p.current {
+			if serving && in != want {
+				continue
+			}
 			if !in.dead && in.inflight < p.cfg.PagesPerBrowser && (best == nil || in.inflight < best.inflight) {
 				best = in
 			}
@@ -176,7 +196,10 @@ func (p *Pool) release(inst *instance) {
 
 // runOn runs fn on a page of inst. crashed reports that the browser died
 // under it, so the request may be retried elsewhere.
-func (p *Pool) runOn(ctx context.Context, inst *instance, spec *pageSpec, fn func(context.Context, *session) error) (crashed bool, err error) {
+func (p *Pool) runOn(ctx context.Context, inst *instance, sess *Session, spec *pageSpec, fn func(context.Context, *session) error) (crashed bool, err error) {
+	if sess != nil {
+		return p.runInSession(ctx, inst, sess, spec, fn)
+	}
 	pctx, cancel := context.WithTimeout(ctx, spec.timeout)
 	defer cancel()
 

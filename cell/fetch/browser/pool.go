@@ -96,6 +96,11 @@ type Config struct {
 	// Logger receives the pool's events (launches, recycles, crashes).
 	// Nil discards them.
 	Logger *slog.Logger
+	// Driver, when set, is the Playwright driver the pool's browsers run
+	// on, shared with other pools (see NewDriver): the pool neither
+	// starts nor stops it, and DriverDir and NodePath are its. Nil: the
+	// pool starts a driver of its own and stops it on Close.
+	Driver *Driver
 
 	onLaunch     func(*instance) // tests: every browser started
 	beforeDriver func() error    // tests: a driver restart fails with its error
@@ -159,8 +164,10 @@ type Stats struct {
 	Crashes, Retries int64
 	// FleetBusy counts requests refused with fetch.ErrFleetBusy.
 	FleetBusy int64
-	// DriverRestarts counts playwright drivers started again after theirs
-	// died (its browsers die with it: each counts as a crash).
+	// DriverRestarts counts the times the pool's playwright driver died
+	// and the pool moved to a new one (its browsers die with it: each
+	// counts as a crash). With a shared Driver, one restart moves every
+	// pool on it.
 	DriverRestarts int64
 	// Healthy is false while the pool has no browser serving and its last
 	// attempt to start one (or the driver) failed: browser requests fail
@@ -181,11 +188,17 @@ type Pool struct {
 	guard *guardproxy.Guard
 	proxy *guardproxy.Proxy
 	defRt *guardproxy.Route // the browsers' launch-time proxy
-	// drv is the running driver; nil while it is being restarted. Only
-	// newPool, the maintenance goroutine and then Close touch it.
-	drv   *driver
-	slots *semaphore.Weighted
-	token string // marks this pool's browsers' command lines
+	// driver runs the pool's drivers: the pool's own (ownDriver) or one
+	// shared with other pools.
+	driver    *Driver
+	ownDriver bool
+	// drv is the running driver; nil while it is being restarted, and
+	// deadDrv is then the one that died. Only newPool, the maintenance
+	// goroutine and then Close touch them.
+	drv     *driver
+	deadDrv *driver
+	slots   *semaphore.Weighted
+	token   string // marks this pool's browsers' command lines
 	// maintaining is set once the maintenance goroutine runs; only
 	// newPool and Close read it, one after the other.
 	maintaining bool
@@ -265,9 +278,20 @@ func newPool(ctx context.Context, cfg Config, public func(netip.Addr) bool) (*Po
 	if p.defRt, err = p.proxy.Open("", false); err != nil {
 		return nil, err
 	}
-	if p.drv, err = startDriver(cfg, p.log); err != nil {
+	p.driver = cfg.Driver
+	if p.driver == nil {
+		if p.driver, err = NewDriver(cfg); err != nil {
+			p.proxy.Close()
+			return nil, err
+		}
+		p.ownDriver = true
+	}
+	if p.drv, _, err = p.driver.get(nil); err != nil {
+		if p.ownDriver {
+			p.driver.Close()
+		}
 		p.proxy.Close()
-		return nil, err
+		return nil, fmt.Errorf("playwright driver: %w", err)
 	}
 	for range cfg.Browsers {
 		inst, err := p.launch(ctx)
@@ -307,7 +331,7 @@ func (p *Pool) launch(ctx context.Context) (*instance, error) {
 	// of the browser's process group (parented to init). Giving each
 	// browser its own dump directory names them on their command line,
 	// so the pool can count, measure and kill them with their browser.
-	crashDir := filepath.Join(p.drv.dir, fmt.Sprintf("crash-%d", id))
+	crashDir := filepath.Join(p.drv.dir, fmt.Sprintf("crash-%s-%d", p.token, id))
 	env := make(map[string]string)
 	for _, kv := range os.Environ() {
 		if k, v, ok := strings.Cut(kv, "="); ok {
@@ -495,12 +519,13 @@ func (p *Pool) maintain() {
 // driverDied handles the death of the playwright driver (its node process
 // killed or crashed): every browser went with it, and is reaped and
 // counted as crashed, so requests on them are retried once on the next
-// driver's browsers. The maintenance goroutine then starts a new driver.
+// driver's browsers. The maintenance goroutine then gets a new driver
+// (from a shared Driver, the one another pool may have started already).
 func (p *Pool) driverDied() {
 	old := p.drv
 	p.log.Error("playwright driver died; starting another", "pid", old.pid, "stderr", old.stderr.String())
 	p.mu.Lock()
-	p.drv = nil
+	p.drv, p.deadDrv = nil, old
 	insts := make([]*instance, 0, len(p.all))
 	for in := range p.all {
 		insts = append(insts, in)
@@ -512,21 +537,15 @@ func (p *Pool) driverDied() {
 	old.stop() // collects what is left of it; its error is the death
 }
 
-// startDriver starts a driver when the pool has none (after its death).
-// A failure counts as a failed launch: requests waiting for a browser
-// fail with it rather than wait.
+// startDriver gets a running driver when the pool has none (after its
+// death): it starts one, or finds the one another pool of a shared Driver
+// started. A failure counts as a failed launch: requests waiting for a
+// browser fail with it rather than wait.
 func (p *Pool) startDriver() error {
 	if p.drv != nil {
 		return nil
 	}
-	var d *driver
-	var err error
-	if p.cfg.beforeDriver != nil {
-		err = p.cfg.beforeDriver()
-	}
-	if err == nil {
-		d, err = startDriver(p.cfg, p.log)
-	}
+	d, started, err := p.driver.get(p.deadDrv)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -536,12 +555,13 @@ func (p *Pool) startDriver() error {
 		return err
 	}
 	if p.closed {
-		d.stop()
 		return ErrClosed
 	}
-	p.drv = d
+	p.drv, p.deadDrv = d, nil
 	p.st.DriverRestarts++
-	p.log.Info("playwright driver restarted", "pid", d.pid)
+	if !started {
+		p.log.Info("playwright driver: on the one restarted for the pools sharing it", "pid", d.pid)
+	}
 	return nil
 }
 
@@ -747,8 +767,8 @@ func (p *Pool) Close() error {
 	}
 	t.Stop()
 	var err error
-	if p.drv != nil {
-		err = p.drv.stop()
+	if p.ownDriver {
+		err = p.driver.Close()
 	}
 	p.proxy.Close()
 	// Belt and braces: nothing of ours outlives Close.
