@@ -44,6 +44,9 @@ lint:
 # skipping.
 test: deps-test lint build
 	TRAWL_REQUIRE_BROWSER=1 $(GO) test -race -count=1 -timeout 20m $(PKGS)
+	# deploy/ is its own module (the Dockerfile and compose parsers stay
+	# out of the binary's): images, compose and systemd units.
+	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
 	# The crawl server's memory bound, measured without the race detector.
 	TRAWL_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 10m -run 'TestLoad100Concurrent$$' ./cell/crawl/
 

@@ -17,7 +17,7 @@ want() { dpkg -s "$1" >/dev/null 2>&1 || need_apt+=("$1"); }
 case "$what" in
 driver-version) echo "$pw_version"; exit 0 ;;
 build) ;;
-test) want postgresql-doc-15; want chromium; want tinyproxy ;;
+test) want postgresql-doc-15; want chromium; want tinyproxy; want systemd ;;
 browser) want chromium ;;
 bench) want postgresql-doc-15; want wrk; want jq; want curl ;;
 *) echo "deps.sh: unknown target $what" >&2; exit 2 ;;
@@ -43,6 +43,7 @@ fi
 
 command -v go >/dev/null || { echo "deps: Go is required (https://go.dev/dl)" >&2; exit 1; }
 go mod download
+[[ $what != test ]] || (cd "$root/deploy" && go mod download)
 
 # Stripe's own API mock, for the payment provider's tests (pinned: the tests
 # check ids from this version's fixtures).

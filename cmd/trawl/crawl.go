@@ -162,6 +162,7 @@ func runCrawl(ctx context.Context, args []string, stderr io.Writer) error {
 	maxPage := fs.Int64("max-page-bytes", 10<<20, "largest rendered page accepted")
 	pages := fs.Int("browser-pages", 4, "pages each pool browser renders at once")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	gpu := fs.Bool("gpu", os.Getenv("TRAWL_CRAWL_GPU") == "1", "render with the machine's NVIDIA GPU (the gpu image sets TRAWL_CRAWL_GPU=1); refuses to start without one")
 	var proxies []fetch.ProxySpec
 	var escalate string
 	fs.Var(&proxiesFlag{dst: &proxies}, "proxy", "an upstream proxy of the engine ladder, KIND[:COUNTRY]=URL (as trawl cell's --proxy); repeat it")
@@ -171,6 +172,10 @@ func runCrawl(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *gpu && !gpuPresent() {
+		// docs/spec/crawl-server.md §7: the gpu variant without a GPU.
+		return errors.New("GPU not found: install the NVIDIA drivers and run the container with --gpus all")
 	}
 	logger, err := newLogger(stderr, *logLevel)
 	if err != nil {
@@ -186,6 +191,7 @@ func runCrawl(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	cfg.Proxies, cfg.EscalateProxy = proxies, escalate
+	cfg.Browser.GPU = *gpu
 	rc, err := startCrawl(ctx, cfg, o.listen, logger)
 	if err != nil {
 		return err
@@ -196,4 +202,19 @@ func runCrawl(ctx context.Context, args []string, stderr io.Writer) error {
 		rc.errc <- err
 	}
 	return rc.stop(logger)
+}
+
+// gpuDevices are where an NVIDIA GPU shows itself to a container run with
+// --gpus all (the NVIDIA container toolkit mounts them). A variable so
+// tests can point it elsewhere.
+var gpuDevices = []string{"/dev/nvidia0", "/proc/driver/nvidia/version"}
+
+// gpuPresent reports whether the machine shows an NVIDIA GPU.
+func gpuPresent() bool {
+	for _, p := range gpuDevices {
+		if _, err := os.Stat(p); err == nil {
+			return true
+		}
+	}
+	return false
 }

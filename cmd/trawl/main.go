@@ -74,6 +74,7 @@ usage:
   trawl crawl [flags]  the self-hosted crawl server alone (task API, browser pool,
                        monitor and dashboard) on 127.0.0.1:11235
   trawl ledger serve|audit|join|remove|status   a ledger voter with no gate; audits
+  trawl health URL     exit 0 when URL answers 2xx within 5 s (container health checks)
 
 Run "trawl <command> -h" for the flags of a command.
 `
@@ -97,6 +98,8 @@ func main() {
 		err = runGate(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "ledger":
 		err = runLedger(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "health":
+		err = runHealth(ctx, os.Args[2:])
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

@@ -93,6 +93,9 @@ type Config struct {
 	NodePath string
 	// Args are extra Chromium switches, after the pool's own.
 	Args []string
+	// GPU lets Chromium use the machine's GPU (compositing, rasterisation,
+	// WebGL) instead of software rendering: the crawl server's gpu image.
+	GPU bool
 	// Logger receives the pool's events (launches, recycles, crashes).
 	// Nil discards them.
 	Logger *slog.Logger
@@ -308,7 +311,11 @@ func newPool(ctx context.Context, cfg Config, public func(netip.Addr) bool) (*Po
 	return p, nil
 }
 
-// chromiumArgs are the switches every browser gets besides Playwright's.
+// gpuArgs replace --disable-gpu when Config.GPU is set.
+var gpuArgs = []string{"--enable-gpu-rasterization", "--ignore-gpu-blocklist"}
+
+// chromiumArgs are the switches every browser gets besides Playwright's;
+// the first is dropped for Config.GPU.
 var chromiumArgs = []string{
 	"--disable-gpu",
 	"--no-first-run",
@@ -326,7 +333,11 @@ func (p *Pool) launch(ctx context.Context) (*instance, error) {
 	id := p.nextID
 	p.mu.Unlock()
 	marker := fmt.Sprintf("--trawl-browser=%s-%d", p.token, id)
-	args := append(append(append([]string(nil), chromiumArgs...), marker), p.cfg.Args...)
+	base := chromiumArgs
+	if p.cfg.GPU {
+		base = append(append([]string(nil), gpuArgs...), chromiumArgs[1:]...)
+	}
+	args := append(append(append([]string(nil), base...), marker), p.cfg.Args...)
 	// Debian's chromium starts two crashpad handlers that daemonise out
 	// of the browser's process group (parented to init). Giving each
 	// browser its own dump directory names them on their command line,

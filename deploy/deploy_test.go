@@ -1,0 +1,384 @@
+// Package deploy holds the container images, the three-region compose
+// setup and the systemd units (docs/deploy.md). There is no container
+// engine on the build machine, so its tests read the files with the
+// parsers the Docker ecosystem itself uses (BuildKit's Dockerfile parser,
+// the compose-spec loader) and check what an operator relies on; the
+// systemd units are checked with systemd-analyze verify.
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compose-spec/compose-go/v2/loader"
+	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+
+	"github.com/trawlhq/trawl/internal/pwdriver"
+)
+
+var update = flag.Bool("update", false, "rewrite compose/gates/*.Caddyfile from `trawl gate config`")
+
+// stages parses a Dockerfile into its stages and the ARGs before the first
+// FROM.
+func stages(t *testing.T, path string) ([]instructions.Stage, []instructions.ArgCommand) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := parser.Parse(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	st, metaArgs, err := instructions.Parse(res.AST, nil)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return st, metaArgs
+}
+
+func argDefault(args []instructions.ArgCommand, name string) string {
+	for _, a := range args {
+		for _, kv := range a.Args {
+			if kv.Key == name && kv.Value != nil {
+				return *kv.Value
+			}
+		}
+	}
+	return ""
+}
+
+// runtimeChecks are what every runtime stage of an image must have.
+type runtimeChecks struct {
+	user       string
+	volumes    []string
+	ports      []string
+	health     []string
+	entrypoint []string
+	env        map[string]string
+	fromStage  string
+}
+
+func inspect(st instructions.Stage, byName map[string]instructions.Stage) runtimeChecks {
+	var rc runtimeChecks
+	rc.env = map[string]string{}
+	var walk func(s instructions.Stage)
+	walk = func(s instructions.Stage) {
+		if parent, ok := byName[strings.ToLower(s.BaseName)]; ok {
+			walk(parent)
+			rc.fromStage = parent.Name
+		}
+		for _, c := range s.Commands {
+			switch c := c.(type) {
+			case *instructions.UserCommand:
+				rc.user = c.User
+			case *instructions.VolumeCommand:
+				rc.volumes = append(rc.volumes, c.Volumes...)
+			case *instructions.ExposeCommand:
+				rc.ports = append(rc.ports, c.Ports...)
+			case *instructions.HealthCheckCommand:
+				rc.health = c.Health.Test
+			case *instructions.EntrypointCommand:
+				rc.entrypoint = c.CmdLine
+			case *instructions.EnvCommand:
+				for _, kv := range c.Env {
+					rc.env[kv.Key] = kv.Value
+				}
+			}
+		}
+	}
+	walk(st)
+	return rc
+}
+
+func goVersion(t *testing.T) string {
+	raw, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "go "); ok {
+			parts := strings.Split(strings.TrimSpace(v), ".")
+			return parts[0] + "." + parts[1]
+		}
+	}
+	t.Fatal("no go line in go.mod")
+	return ""
+}
+
+func TestTrawlImage(t *testing.T) {
+	st, meta := stages(t, "Dockerfile")
+	if got := argDefault(meta, "GO_VERSION"); got != goVersion(t) {
+		t.Errorf("GO_VERSION %q, go.mod says %s", got, goVersion(t))
+	}
+	if got := argDefault(meta, "PLAYWRIGHT_VERSION"); got != pwdriver.Version {
+		t.Errorf("PLAYWRIGHT_VERSION %q, the driver the code expects is %s", got, pwdriver.Version)
+	}
+	byName := map[string]instructions.Stage{}
+	for _, s := range st {
+		byName[strings.ToLower(s.Name)] = s
+	}
+	rc := inspect(st[len(st)-1], byName)
+	checkRuntime(t, rc, "8080")
+	if !slices.Contains(rc.ports, "8081") || !slices.Contains(rc.ports, "7001") {
+		t.Errorf("ports %v: the gate (8081) and the Raft voter (7001) are not exposed", rc.ports)
+	}
+}
+
+func TestCrawlImages(t *testing.T) {
+	st, meta := stages(t, "crawl/Dockerfile")
+	if got := argDefault(meta, "PLAYWRIGHT_VERSION"); got != pwdriver.Version {
+		t.Errorf("PLAYWRIGHT_VERSION %q, want %s", got, pwdriver.Version)
+	}
+	if got := argDefault(meta, "VARIANT"); got != "all" {
+		t.Errorf("default VARIANT %q, want all (latest)", got)
+	}
+	if last := st[len(st)-1]; last.BaseName != "${VARIANT}" {
+		t.Errorf("the last stage is FROM %s, not the chosen variant", last.BaseName)
+	}
+	byName := map[string]instructions.Stage{}
+	for _, s := range st {
+		byName[strings.ToLower(s.Name)] = s
+	}
+	for _, v := range []string{"basic", "all", "gpu"} {
+		s, ok := byName[v]
+		if !ok {
+			t.Fatalf("no %s stage", v)
+		}
+		rc := inspect(s, byName)
+		checkRuntime(t, rc, "11235")
+		if !slices.Equal(rc.entrypoint, []string{"tini", "--", "trawl", "crawl"}) {
+			t.Errorf("%s: entrypoint %v", v, rc.entrypoint)
+		}
+		if gpu := rc.env["TRAWL_CRAWL_GPU"] == "1"; gpu != (v == "gpu") {
+			t.Errorf("%s: TRAWL_CRAWL_GPU=%q", v, rc.env["TRAWL_CRAWL_GPU"])
+		}
+	}
+}
+
+func checkRuntime(t *testing.T, rc runtimeChecks, port string) {
+	t.Helper()
+	if rc.user == "" || rc.user == "root" || rc.user == "0" {
+		t.Errorf("runs as %q: want a non-root user", rc.user)
+	}
+	if !slices.Contains(rc.volumes, "/data") {
+		t.Errorf("volumes %v: no /data", rc.volumes)
+	}
+	if !slices.Contains(rc.ports, port) {
+		t.Errorf("ports %v: %s not exposed", rc.ports, port)
+	}
+	want := []string{"CMD", "trawl", "health", "http://127.0.0.1:" + port + "/health"}
+	if !slices.Equal(rc.health, want) {
+		t.Errorf("health check %v, want %v", rc.health, want)
+	}
+	if rc.env["PLAYWRIGHT_DRIVER_PATH"] == "" || rc.env["PLAYWRIGHT_NODEJS_PATH"] == "" {
+		t.Errorf("the Playwright driver is not configured: %v", rc.env)
+	}
+}
+
+// regions: every gate serves on 8081 and its voter on 7001 inside the
+// compose network; published is the host port.
+var regions = []struct{ name, gatePort, raftPort, published string }{
+	{"eu", "8081", "7001", "8081"}, {"sin", "8081", "7001", "8082"}, {"us", "8081", "7001", "8083"},
+}
+
+func loadCompose(t *testing.T) *types.Project {
+	t.Helper()
+	env := map[string]string{"TRAWL_LEDGER_SECRET": "s", "TRAWL_REGION_KEYS_EU": "k1", "TRAWL_REGION_KEYS_SIN": "k2", "TRAWL_REGION_KEYS_US": "k3"}
+	p, err := loader.LoadWithContext(context.Background(), types.ConfigDetails{
+		WorkingDir:  "compose",
+		ConfigFiles: []types.ConfigFile{{Filename: "compose/compose.yaml"}},
+		Environment: env,
+	}, func(o *loader.Options) { o.SetProjectName("trawl", true) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestCompose(t *testing.T) {
+	p := loadCompose(t)
+	for i, r := range regions {
+		g, err := p.GetService("gate-" + r.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(g.Ports) != 1 || g.Ports[0].Published != r.published || g.Ports[0].Target != mustAtoi(t, r.gatePort) {
+			t.Errorf("gate-%s ports %+v", r.name, g.Ports)
+		}
+		if !slices.Equal(g.Command, []string{"gate", "--config", "/etc/trawl/gate.Caddyfile", "--region", r.name}) {
+			t.Errorf("gate-%s command %v", r.name, g.Command)
+		}
+		keys := *g.Environment["TRAWL_REGION_KEYS"]
+		if want := []string{"k1", "k2", "k3"}[i]; keys != want {
+			t.Errorf("gate-%s region keys %q, want its region's %q", r.name, keys, want)
+		}
+		if *g.Environment["TRAWL_LEDGER_SECRET"] != "s" {
+			t.Errorf("gate-%s has no ledger secret", r.name)
+		}
+		checkService(t, g, r.gatePort)
+		mounted := false
+		for _, v := range g.Volumes {
+			mounted = mounted || (v.Target == "/etc/trawl/gate.Caddyfile" && strings.HasSuffix(v.Source, "gates/"+r.name+".Caddyfile") && v.ReadOnly)
+		}
+		if !mounted {
+			t.Errorf("gate-%s does not mount its generated Caddyfile read-only: %+v", r.name, g.Volumes)
+		}
+		for _, n := range []string{"1", "2"} {
+			c, err := p.GetService("cell-" + r.name + "-" + n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkService(t, c, "8080")
+			if *c.Environment["TRAWL_REGION_KEYS"] != keys {
+				t.Errorf("cell-%s-%s has another region's keys", r.name, n)
+			}
+			cmd := strings.Join(c.Command, " ")
+			if !strings.Contains(cmd, "--region "+r.name) || !strings.Contains(cmd, "--members-join gate-"+r.name+":7946") || !strings.Contains(cmd, "--name c"+n) {
+				t.Errorf("cell-%s-%s command %q", r.name, n, cmd)
+			}
+			if _, ok := c.Environment["TRAWL_LEDGER_SECRET"]; ok {
+				t.Errorf("cell-%s-%s is given the ledger secret; only gates hold it", r.name, n)
+			}
+		}
+	}
+	for _, s := range []string{"otel-collector", "prometheus"} {
+		if _, err := p.GetService(s); err != nil {
+			t.Error(err)
+		}
+	}
+	// Every trawl service exports to the collector.
+	for _, s := range p.Services {
+		if strings.HasPrefix(s.Name, "gate-") || strings.HasPrefix(s.Name, "cell-") {
+			if v := s.Environment["OTEL_EXPORTER_OTLP_ENDPOINT"]; v == nil || *v != "http://otel-collector:4318" {
+				t.Errorf("%s does not export to the collector", s.Name)
+			}
+		}
+	}
+}
+
+func checkService(t *testing.T, s types.ServiceConfig, port string) {
+	t.Helper()
+	if s.ShmSize != 1<<30 {
+		t.Errorf("%s: shm_size %d, want 1g (the spec's reference run)", s.Name, s.ShmSize)
+	}
+	if s.HealthCheck == nil || !slices.Equal([]string(s.HealthCheck.Test), []string{"CMD", "trawl", "health", "http://127.0.0.1:" + port + "/health"}) {
+		t.Errorf("%s: health check %+v", s.Name, s.HealthCheck)
+	}
+	data := false
+	for _, v := range s.Volumes {
+		data = data || (v.Target == "/data" && v.Type == types.VolumeTypeVolume)
+	}
+	if !data {
+		t.Errorf("%s: no named volume at /data: %+v", s.Name, s.Volumes)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) uint32 {
+	var n uint32
+	for _, c := range s {
+		n = n*10 + uint32(c-'0')
+	}
+	return n
+}
+
+// trawlBin is the trawl binary: $TRAWL_BIN (make test builds it) or one
+// built for the test.
+func trawlBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("TRAWL_BIN"); b != "" {
+		if _, err := os.Stat(b); err == nil {
+			return b
+		}
+	}
+	bin := filepath.Join(t.TempDir(), "trawl")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/trawl")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build trawl: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// gateConfigArgs are the flags each region's Caddyfile is generated with.
+func gateConfigArgs(region, gatePort, raftPort string) []string {
+	var peers []string
+	for _, r := range regions {
+		if r.name != region {
+			peers = append(peers, r.name+"=gate-"+r.name+":"+r.raftPort+"/gate-"+r.name+":"+r.gatePort)
+		}
+	}
+	return []string{"gate", "config", "--region", region, "--listen", "gate-" + region + ":" + gatePort,
+		"--data", "/data", "--public-url", "https://" + region + ".trawl.example",
+		"--ledger-raft", "gate-" + region + ":" + raftPort, "--peers", strings.Join(peers, ","),
+		"--members-bind", "0.0.0.0:7946", "--payments", "stripe"}
+}
+
+// The gates' Caddyfiles are what `trawl gate config` prints for them, to
+// the byte: compose and the generator never disagree.
+func TestGateCaddyfilesAreGenerated(t *testing.T) {
+	bin := trawlBin(t)
+	for _, r := range regions {
+		args := gateConfigArgs(r.name, r.gatePort, r.raftPort)
+		out, err := exec.Command(bin, args...).Output()
+		if err != nil {
+			t.Fatalf("trawl %v: %v", args, err)
+		}
+		want := "# generated by: trawl " + strings.Join(args, " ") + "\n" + string(out)
+		path := filepath.Join("compose", "gates", r.name+".Caddyfile")
+		if *update {
+			if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != want {
+			t.Errorf("%s differs from `trawl %s` (go test ./ -run TestGateCaddyfiles -update rewrites it): %v", path, strings.Join(args, " "), err)
+		}
+	}
+}
+
+// The systemd units pass systemd-analyze verify (with ExecStart pointed at
+// a real trawl binary: verify checks that it exists).
+func TestSystemdUnits(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Fatal("systemd-analyze is needed (apt-get install systemd; scripts/deps.sh test does)")
+	}
+	bin := trawlBin(t)
+	dir := t.TempDir()
+	units, _ := filepath.Glob("systemd/*.service")
+	if len(units) < 3 {
+		t.Fatalf("units %v", units)
+	}
+	var args []string
+	for _, u := range units {
+		raw, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(u)
+		if strings.HasSuffix(name, "@.service") {
+			name = strings.TrimSuffix(name, "@.service") + "@c1.service"
+		}
+		dst := filepath.Join(dir, name)
+		if err := os.WriteFile(dst, bytes.ReplaceAll(raw, []byte("/usr/local/bin/trawl"), []byte(bin)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, dst)
+	}
+	out, err := exec.Command(analyze, append([]string{"verify", "--man=no"}, args...)...).CombinedOutput()
+	if err != nil || len(bytes.TrimSpace(out)) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
