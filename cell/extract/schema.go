@@ -1,0 +1,333 @@
+package extract
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// Schema is a compiled request schema: the validator of the JSON Schema
+// library, and the simple view of it the extractors fill (types,
+// properties in the order the caller wrote them, items).
+type Schema struct {
+	Root *Node
+	// Raw is the schema as the caller sent it (compact), for the model.
+	Raw json.RawMessage
+	sch *jsonschema.Schema
+}
+
+// Node is one schema of the simple view. What it does not model ($ref,
+// allOf, conditionals) is left to validation.
+type Node struct {
+	Types       []string // "object", "array", "string", "number", "integer", "boolean", "null"
+	Props       []Prop   // object properties, in the schema's order
+	Items       *Node    // array items
+	Enum        []any
+	Format      string // date, date-time, email, uri, ...
+	Description string
+}
+
+// Prop is a named property of an object node.
+type Prop struct {
+	Name string
+	Node *Node
+}
+
+// Is reports whether t is one of n's types.
+func (n *Node) Is(t string) bool {
+	if n == nil {
+		return false
+	}
+	for _, x := range n.Types {
+		if x == t || (t == "number" && x == "integer") {
+			return true
+		}
+	}
+	return false
+}
+
+// Main is n's main type: the first that is not null ("" when untyped).
+func (n *Node) Main() string {
+	if n == nil {
+		return ""
+	}
+	for _, t := range n.Types {
+		if t != "null" {
+			return t
+		}
+	}
+	return ""
+}
+
+// SchemaError is a schema that does not compile; Error is the JSON
+// Schema library's own message, which says where.
+type SchemaError struct{ Err error }
+
+func (e *SchemaError) Error() string { return "schema does not compile: " + e.Err.Error() }
+func (e *SchemaError) Unwrap() error { return e.Err }
+
+const schemaURL = "urn:trawl:extract:schema.json"
+
+// CompileSchema compiles a JSON Schema (draft 2020-12 unless it says
+// otherwise). It loads nothing: a $ref outside the schema itself fails.
+func CompileSchema(raw json.RawMessage) (*Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, &SchemaError{Err: fmt.Errorf("not JSON: %w", err)}
+	}
+	if _, ok := doc.(map[string]any); !ok {
+		if _, isBool := doc.(bool); !isBool {
+			return nil, &SchemaError{Err: errors.New("a schema is a JSON object")}
+		}
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(jsonschema.SchemeURLLoader{}) // no file, no network
+	c.DefaultDraft(jsonschema.Draft2020)
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, &SchemaError{Err: err}
+	}
+	sch, err := c.Compile(schemaURL)
+	if err != nil {
+		return nil, &SchemaError{Err: errors.New(strings.ReplaceAll(err.Error(), schemaURL, "schema"))}
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, &SchemaError{Err: err}
+	}
+	root, err := simpleNode(buf.Bytes())
+	if err != nil {
+		return nil, &SchemaError{Err: err}
+	}
+	return &Schema{Root: root, Raw: buf.Bytes(), sch: sch}, nil
+}
+
+// simpleNode reads the simple view of a schema, keeping property order.
+func simpleNode(raw json.RawMessage) (*Node, error) {
+	n := &Node{}
+	if len(raw) == 0 || raw[0] != '{' {
+		return n, nil // true/false schemas
+	}
+	keys, vals, err := orderedObject(raw)
+	if err != nil {
+		return nil, err
+	}
+	for i, k := range keys {
+		v := vals[i]
+		switch k {
+		case "type":
+			var one string
+			var many []string
+			if json.Unmarshal(v, &one) == nil {
+				n.Types = []string{one}
+			} else if json.Unmarshal(v, &many) == nil {
+				n.Types = many
+			}
+		case "properties":
+			pk, pv, err := orderedObject(v)
+			if err != nil {
+				return nil, err
+			}
+			for j, name := range pk {
+				child, err := simpleNode(pv[j])
+				if err != nil {
+					return nil, err
+				}
+				n.Props = append(n.Props, Prop{Name: name, Node: child})
+			}
+		case "items":
+			child, err := simpleNode(v)
+			if err != nil {
+				return nil, err
+			}
+			n.Items = child
+		case "enum":
+			_ = json.Unmarshal(v, &n.Enum)
+		case "const":
+			var c any
+			if json.Unmarshal(v, &c) == nil {
+				n.Enum = []any{c}
+			}
+		case "format":
+			_ = json.Unmarshal(v, &n.Format)
+		case "description":
+			_ = json.Unmarshal(v, &n.Description)
+		case "anyOf", "oneOf":
+			// ["string","null"]-style unions: take the types of the branches.
+			var branches []json.RawMessage
+			if json.Unmarshal(v, &branches) == nil {
+				for _, b := range branches {
+					bn, err := simpleNode(b)
+					if err != nil {
+						return nil, err
+					}
+					n.Types = append(n.Types, bn.Types...)
+					if bn.Items != nil && n.Items == nil {
+						n.Items = bn.Items
+					}
+					if len(bn.Props) > 0 && len(n.Props) == 0 {
+						n.Props = bn.Props
+					}
+					if n.Format == "" {
+						n.Format = bn.Format
+					}
+				}
+			}
+		}
+	}
+	if len(n.Types) == 0 {
+		switch {
+		case len(n.Props) > 0:
+			n.Types = []string{"object"}
+		case n.Items != nil:
+			n.Types = []string{"array"}
+		}
+	}
+	return n, nil
+}
+
+// orderedObject decodes a JSON object's keys in order, with their raw
+// values.
+func orderedObject(raw json.RawMessage) ([]string, []json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	t, err := dec.Token()
+	if err != nil {
+		return nil, nil, err
+	}
+	if d, ok := t.(json.Delim); !ok || d != '{' {
+		return nil, nil, errors.New("want a JSON object")
+	}
+	var keys []string
+	var vals []json.RawMessage
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, nil, err
+		}
+		k, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, k)
+		vals = append(vals, v)
+	}
+	return keys, vals, nil
+}
+
+// Validate drops to null every value of data that the schema refuses,
+// deepest first, until the schema accepts it or nothing more can be
+// dropped; it returns the result. A value that fails is never returned.
+func (s *Schema) Validate(data any) any {
+	for range 64 {
+		inst, err := roundTrip(data)
+		if err != nil {
+			return nil
+		}
+		verr := s.sch.Validate(inst)
+		if verr == nil {
+			return data
+		}
+		var ve *jsonschema.ValidationError
+		if !errors.As(verr, &ve) {
+			return nil
+		}
+		var locs [][]string
+		leaves(ve, &locs)
+		changed := false
+		// Deepest first: a bad leaf costs only itself.
+		sort.SliceStable(locs, func(i, j int) bool { return len(locs[i]) > len(locs[j]) })
+		for _, loc := range locs {
+			if len(loc) == 0 {
+				continue
+			}
+			if setNull(data, loc) {
+				changed = true
+				break
+			}
+		}
+		if !changed {
+			// Only the root, or nulls the schema refuses, are left: a
+			// root that fails by itself is null; nulls stay (they say
+			// "not on the page").
+			if rootOnly(locs) {
+				return nil
+			}
+			return data
+		}
+	}
+	return data
+}
+
+func rootOnly(locs [][]string) bool {
+	for _, l := range locs {
+		if len(l) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func leaves(ve *jsonschema.ValidationError, out *[][]string) {
+	if len(ve.Causes) == 0 {
+		*out = append(*out, ve.InstanceLocation)
+		return
+	}
+	for _, c := range ve.Causes {
+		leaves(c, out)
+	}
+}
+
+// setNull sets the value at loc to nil; false when it is nil already or
+// not there.
+func setNull(data any, loc []string) bool {
+	cur := data
+	for i, k := range loc {
+		last := i == len(loc)-1
+		switch v := cur.(type) {
+		case map[string]any:
+			x, ok := v[k]
+			if !ok {
+				return false
+			}
+			if last {
+				if x == nil {
+					return false
+				}
+				v[k] = nil
+				return true
+			}
+			cur = x
+		case []any:
+			n, err := strconv.Atoi(k)
+			if err != nil || n < 0 || n >= len(v) {
+				return false
+			}
+			if last {
+				if v[n] == nil {
+					return false
+				}
+				v[n] = nil
+				return true
+			}
+			cur = v[n]
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// roundTrip turns data into the form the validator reads (json.Number).
+func roundTrip(data any) (any, error) {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	return jsonschema.UnmarshalJSON(bytes.NewReader(b))
+}
