@@ -446,7 +446,9 @@ func (p *page) tables(doc *goquery.Document) {
 			if len(rows) == 1 {
 				p.facts = append(p.facts, l.records[0]...)
 			}
-			return
+			if len(headRow) > 2 {
+				return
+			}
 		}
 		// Two-column tables are label/value pairs.
 		for _, r := range rows {

@@ -69,8 +69,8 @@ func (r *Request) Check() (*Plan, error) {
 		return nil, &InputError{Status: 413, Message: fmt.Sprintf("content is %d bytes; at most %d are accepted", len(*r.Content), MaxContent)}
 	}
 	schema := isSet(r.Schema)
-	if !schema && strings.TrimSpace(r.Instruction) == "" {
-		return nil, bad("one of instruction or schema is required")
+	if !schema && strings.TrimSpace(r.Instruction) == "" && !isSet(r.Example) {
+		return nil, bad("one of instruction or schema is required (or an example of the structure)")
 	}
 	if len(r.Instruction) > 8<<10 {
 		return nil, bad("instruction is %d bytes; at most %d are accepted", len(r.Instruction), 8<<10)

@@ -22,7 +22,7 @@ func SchemaFromInstruction(instruction string) json.RawMessage {
 	var fields []field
 	seen := map[string]bool{}
 	var subject string
-	for _, part := range strings.Split(s, ",") {
+	for pi, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
 			continue
@@ -50,7 +50,7 @@ func SchemaFromInstruction(instruction string) json.RawMessage {
 		// "the product name": the product is the subject, the field is
 		// its name; later parts name fields of the same subject.
 		if len(kept) >= 2 && knownField(kept[len(kept)-1]) && typ == "" {
-			if subject == "" {
+			if subject == "" && pi == 0 {
 				subject = strings.Join(kept[:len(kept)-1], " ")
 			}
 			if strings.Join(kept[:len(kept)-1], " ") == subject {
@@ -60,8 +60,8 @@ func SchemaFromInstruction(instruction string) json.RawMessage {
 		if len(kept) > 4 {
 			kept = kept[len(kept)-4:]
 		}
-		name := strings.Join(kept, "_")
-		if seen[name] {
+		name := reNotName.ReplaceAllString(strings.Join(kept, "_"), "")
+		if strings.Trim(name, "_0123456789") == "" || seen[name] {
 			continue
 		}
 		seen[name] = true
@@ -109,6 +109,7 @@ func SchemaFromInstruction(instruction string) json.RawMessage {
 }
 
 var (
+	reNotName = regexp.MustCompile(`[^\p{L}\p{N}_]+`)
 	reLead    = regexp.MustCompile(`^\s*(?:please\s+)?(?:extract|get|find|give me|return|list|pull|read|scrape|collect|fetch|tell me)(?:\s+me)?\s*(?:out\s+)?[:\-]?\s*`)
 	reAnd     = regexp.MustCompile(`\s+(?:and|&)\s+`)
 	reWhether = regexp.MustCompile(`^(?:whether|if)\s+(?:it|they|the \w+|this \w+)\s+(?:is|are|has|have|was|can)\s+(?:an?\s+|the\s+)?(.+)$`)

@@ -168,8 +168,8 @@ func (m *Model) chunk(ctx context.Context, pageURL, chunk string, i, n int, plan
 		problem = err.Error()
 	default:
 		v = unwrap(ans.Text)
-		if verr := plan.Schema.sch.Validate(mustRoundTrip(v)); verr != nil {
-			problem = "it does not match the schema: " + verr.Error()
+		if p := plan.Schema.Problem(v); p != "" {
+			problem = "it does not match the schema: " + p
 		}
 	}
 	if problem == "" {
@@ -224,14 +224,6 @@ func decodeAny(text string) (any, error) {
 	var v any
 	err := dec.Decode(&v)
 	return v, err
-}
-
-func mustRoundTrip(v any) any {
-	r, err := roundTrip(v)
-	if err != nil {
-		return nil
-	}
-	return r
 }
 
 // merge joins b into a: objects field by field (a's non-null value wins,

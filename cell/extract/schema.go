@@ -264,6 +264,63 @@ func (s *Schema) Validate(data any) any {
 	return data
 }
 
+// Problem says what in data the schema refuses, leaving out nulls (a
+// null says "not on the page"); "" when nothing else is wrong.
+func (s *Schema) Problem(data any) string {
+	inst, err := roundTrip(data)
+	if err != nil {
+		return err.Error()
+	}
+	verr := s.sch.Validate(inst)
+	if verr == nil {
+		return ""
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(verr, &ve) {
+		return verr.Error()
+	}
+	var bad []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		if v, ok := at(data, e.InstanceLocation); ok && v == nil {
+			return
+		}
+		bad = append(bad, "/"+strings.Join(e.InstanceLocation, "/")+": "+e.Error())
+	}
+	walk(ve)
+	return strings.Join(bad, "; ")
+}
+
+// at is the value at loc in data.
+func at(data any, loc []string) (any, bool) {
+	cur := data
+	for _, k := range loc {
+		switch v := cur.(type) {
+		case map[string]any:
+			x, ok := v[k]
+			if !ok {
+				return nil, false
+			}
+			cur = x
+		case []any:
+			n, err := strconv.Atoi(k)
+			if err != nil || n < 0 || n >= len(v) {
+				return nil, false
+			}
+			cur = v[n]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
 func rootOnly(locs [][]string) bool {
 	for _, l := range locs {
 		if len(l) > 0 {
