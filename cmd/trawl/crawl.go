@@ -16,9 +16,9 @@ import (
 
 	"github.com/trawlhq/trawl/cell/crawl"
 	"github.com/trawlhq/trawl/cell/extract"
-	"github.com/trawlhq/trawl/cell/llm"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
+	"github.com/trawlhq/trawl/cell/llm"
 	"github.com/trawlhq/trawl/internal/telemetry"
 )
 
