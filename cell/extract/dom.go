@@ -306,8 +306,11 @@ func (p *page) microdata(doc *goquery.Document) {
 		m := itemMap(s, p.base, 0)
 		t, _ := m["@type"].(string)
 		src := srcMicrodata
-		if strings.HasSuffix(t, "web site") || strings.HasSuffix(t, "organization") || strings.HasSuffix(t, "breadcrumb list") || strings.HasSuffix(t, "site navigation element") || strings.HasSuffix(t, "wp header") || strings.HasSuffix(t, "wp footer") {
+		switch {
+		case weakType(t):
 			src = srcWeak
+		case t == "" || strings.HasSuffix(t, "web page"):
+			src = srcClass // the whole page as an item, or no type: says little
 		}
 		p.addEntity("", m, src, 0)
 		if byType[t] == nil {
@@ -328,6 +331,17 @@ func (p *page) microdata(doc *goquery.Document) {
 	}
 }
 
+// weakType: an item type (in words) that describes the site, a person or
+// a place in the navigation rather than what the page is about.
+func weakType(t string) bool {
+	for _, w := range []string{"web site", "website", "organization", "breadcrumb list", "breadcrumb", "list item", "site navigation element", "wp header", "wp footer", "wp side bar", "person", "image object", "logo", "search action", "comment"} {
+		if strings.HasSuffix(t, w) {
+			return true
+		}
+	}
+	return false
+}
+
 // ---- RDFa Lite (property on elements other than <meta>)
 
 func (p *page) rdfa(doc *goquery.Document) {
@@ -337,8 +351,12 @@ func (p *page) rdfa(doc *goquery.Document) {
 		}
 		props, _ := s.Attr("property")
 		v := clean(itemValue(s, p.base))
+		src := srcRDFa
+		if t, ok := s.Closest("[typeof]").Attr("typeof"); ok && weakType(words(t)) {
+			src = srcWeak
+		}
 		for _, name := range strings.Fields(props) {
-			p.add(name, v, srcRDFa)
+			p.add(name, v, src)
 		}
 	})
 }
@@ -373,28 +391,67 @@ func (p *page) meta(doc *goquery.Document) {
 var reTitleSep = regexp.MustCompile(`\s+[|–—·:»-]\s+`)
 
 func (p *page) headings(doc *goquery.Document) {
-	h1 := doc.Find("article h1, main h1, [role=main] h1").First()
-	if h1.Length() == 0 {
-		h1 = doc.Find("h1").First()
-	}
-	if t := clean(visibleText(h1)); t != "" {
-		p.add("heading", t, srcHeading)
-	}
 	title := clean(doc.Find("head title").First().Text())
 	if title == "" {
 		title = clean(doc.Find("title").First().Text())
 	}
+	short := title
 	if title != "" {
 		// "Headline | Site": keep the longest part.
 		parts := reTitleSep.Split(title, -1)
-		best := parts[0]
+		short = parts[0]
 		for _, x := range parts[1:] {
-			if len(x) > len(best) {
-				best = x
+			if len(x) > len(short) {
+				short = x
 			}
 		}
-		p.add("page title", best, srcText)
 	}
+	// The heading is the <h1> that says what the title says; without a
+	// title, the first <h1> of the article, else of the page.
+	var best string
+	bestScore := -1.0
+	doc.Find("h1").EachWithBreak(func(i int, h *goquery.Selection) bool {
+		t := clean(visibleText(h))
+		if t == "" || len(t) > 400 {
+			return i < 20
+		}
+		s := overlap(t, title)
+		if h.Closest("article, main, [role=main]").Length() > 0 {
+			s += 0.05
+		}
+		if s > bestScore {
+			best, bestScore = t, s
+		}
+		return i < 20
+	})
+	switch {
+	case best != "" && (title == "" || bestScore >= 0.3):
+		p.add("heading", best, srcHeading)
+	case short != "":
+		p.add("heading", short, srcHeading)
+	}
+	if short != "" {
+		p.add("page title", short, srcText)
+	}
+}
+
+// overlap is the share of a's word tokens found in b.
+func overlap(a, b string) float64 {
+	at, bt := strings.Fields(strings.ToLower(words(a))), strings.Fields(strings.ToLower(words(b)))
+	if len(at) == 0 || len(bt) == 0 {
+		return 0
+	}
+	in := map[string]bool{}
+	for _, w := range bt {
+		in[w] = true
+	}
+	n := 0
+	for _, w := range at {
+		if in[w] {
+			n++
+		}
+	}
+	return float64(n) / float64(len(at))
 }
 
 // ---- tables, definition lists, lists under a heading
@@ -532,6 +589,42 @@ func cleanByline(s string) string {
 	return strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(s, " and"), ","))
 }
 
+// authorName is the name in an author element's text: its first line
+// that is not "By", cut before a handle, a date or a role.
+func authorName(text string) string {
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimSpace(line)
+		if l := strings.ToLower(strings.TrimRight(line, ":")); l == "" || l == "by" || l == "author" || l == "written by" || l == "posted by" {
+			continue
+		}
+		if i := strings.IndexAny(line, "@|/•·"); i > 0 {
+			line = line[:i]
+		}
+		if m := reDigit.FindStringIndex(line); m != nil && m[0] > 0 {
+			line = line[:m[0]]
+		}
+		for _, role := range []string{"Staff Writer", "Staff Reporter", "Contributor", "View More Articles", "More Articles", "Biography", "Follow", "Updated", "Published", "Posted"} {
+			if i := strings.Index(line, role); i > 0 {
+				line = line[:i]
+			}
+		}
+		if mi := reMonthWord.FindStringIndex(line); mi != nil && mi[0] > 0 {
+			line = line[:mi[0]]
+		}
+		line = cleanByline(line)
+		if line == "" || len(line) > 80 {
+			return ""
+		}
+		return line
+	}
+	return ""
+}
+
+var (
+	reDigit     = regexp.MustCompile(`\d`)
+	reMonthWord = regexp.MustCompile(`\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\b|\b(?:January|February|March|April|June|July|August|September|October|November|December)\b`)
+)
+
 // ---- class, id, rel and itemprop hints
 
 func hintWords(s *goquery.Selection) string {
@@ -584,7 +677,9 @@ func (p *page) hints(doc *goquery.Document) {
 				}
 			}
 			if rel, _ := s.Attr("rel"); strings.Contains(rel, "author") {
-				adds("author", visibleText(s))
+				if t := authorName(visibleText(s)); t != "" {
+					adds("author", t)
+				}
 				return true
 			}
 		}
@@ -594,8 +689,11 @@ func (p *page) hints(doc *goquery.Document) {
 		}
 		text := func() string { return clean(visibleText(s)) }
 		switch {
-		case hasWord(h, "author", "byline", "writer", "by line", "author name", "contributor"):
-			if t := cleanByline(text()); t != "" && len(t) < 120 && !hasWord(h, "bio", "avatar", "image", "photo", "description") {
+		case hasWord(h, "author", "byline", "writer", "by line", "author name"):
+			if hasWord(h, "bio", "avatar", "image", "photo", "description", "box", "info") || s.Find("[class*=author], [class*=byline], [rel=author], [itemprop=author]").Length() > 0 {
+				return true // the name is in an inner element
+			}
+			if t := authorName(visibleText(s)); t != "" {
 				adds("author", t)
 			}
 		case hasWord(h, "price", "amount", "cost"):
