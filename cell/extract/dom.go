@@ -32,7 +32,9 @@ type recordList struct {
 const maxLDBytes = 4 << 20
 
 // readHTML reads the facts of an HTML page. base makes its URLs absolute.
-func readHTML(src string, base *url.URL) *page {
+// lists asks for the repeated blocks too (a schema with arrays of
+// objects): the costliest reading, skipped when nothing needs it.
+func readHTML(src string, base *url.URL, lists bool) *page {
 	doc, err := goquery.NewDocumentFromReader(strings.NewReader(src))
 	if err != nil {
 		return &page{base: base}
@@ -52,7 +54,9 @@ func readHTML(src string, base *url.URL) *page {
 	p.text = visibleText(doc.Selection)
 	p.labels(p.text)
 	p.hints(doc)
-	p.blocks(doc)
+	if lists {
+		p.blocks(doc)
+	}
 	sort.SliceStable(p.facts, func(i, j int) bool { return p.facts[i].src < p.facts[j].src })
 	return p
 }
@@ -564,11 +568,17 @@ func (p *page) labels(text string) {
 		if n++; n > 5000 {
 			return
 		}
-		if m := reLabel.FindStringSubmatch(line); m != nil && !strings.HasPrefix(m[2], "//") {
-			p.add(m[1], m[2], srcLabel)
-			continue
+		if i := strings.IndexAny(line, ":："); i > 0 && i < 64 {
+			if m := reLabel.FindStringSubmatch(line); m != nil && !strings.HasPrefix(m[2], "//") {
+				p.add(m[1], m[2], srcLabel)
+				continue
+			}
 		}
-		if m := reBy.FindStringSubmatch(line); m != nil {
+		if c := line[0] | 0x20; (c == 'b' || c == 'w' || c == 'p' || c == 's') && strings.Contains(strings.ToLower(line[:min(len(line), 12)]), "by ") {
+			m := reBy.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
 			p.add("by", cleanByline(m[1]), srcLabel)
 		}
 	}
@@ -720,10 +730,17 @@ func hasWord(h string, ws ...string) bool {
 
 // ---- repeated sibling blocks (cards, rows, list items)
 
+// Bounds of the blocks read from one page.
+const (
+	maxGroups    = 200
+	maxRecords   = 1000
+	maxBlockText = 2000
+)
+
 // blocks finds elements with three or more children of one kind (tag and
 // class) and reads each child as a record.
 func (p *page) blocks(doc *goquery.Document) {
-	seen := 0
+	seen, groups := 0, 0
 	doc.Find("body *").EachWithBreak(func(_ int, s *goquery.Selection) bool {
 		if seen > 20000 {
 			return false
@@ -749,9 +766,15 @@ func (p *page) blocks(doc *goquery.Document) {
 		})
 		for _, key := range order {
 			group := sig[key]
-			if len(group) < 3 {
+			if len(group) < 3 || groups >= maxGroups {
 				continue
 			}
+			// Cards and rows are short; a run of long children is
+			// sections of a document, not records.
+			if len(group) > maxRecords || len(visibleText(group[0])) > maxBlockText {
+				continue
+			}
+			groups++
 			l := recordList{src: srcClass}
 			rich := 0
 			for _, k := range group {
@@ -815,6 +838,9 @@ func blockFacts(k *goquery.Selection, base *url.URL) []fact {
 		q.add("image", absURL(base, src), srcHeading)
 	}
 	text := visibleText(k)
+	if len(text) > maxBlockText {
+		text = text[:maxBlockText]
+	}
 	q.labels(text)
 	if m, ok := findMoney(text); ok {
 		q.add("price", m, srcText)

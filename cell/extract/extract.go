@@ -181,9 +181,25 @@ func Deterministic(pg Page, plan *Plan) any {
 	if pg.URL == "" {
 		base = nil
 	}
-	p := readHTML(pg.HTML, base)
+	p := readHTML(pg.HTML, base, needsLists(plan.Schema.Root))
 	data := p.fill(plan.Schema.Root)
 	return plan.Schema.Validate(data)
+}
+
+// needsLists: n has an array of objects (filled from lists of records).
+func needsLists(n *Node) bool {
+	if n == nil {
+		return false
+	}
+	if n.Main() == "array" && (n.Items == nil || n.Items.Main() == "object" || len(n.Items.Props) > 0) {
+		return true
+	}
+	for _, p := range n.Props {
+		if needsLists(p.Node) {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrModel wraps a failed model call.

@@ -77,7 +77,7 @@ func (m *Model) Extract(ctx context.Context, pg Page, plan *Plan) (*Result, erro
 		if pg.URL != "" {
 			base, _ = url.Parse(pg.URL)
 		}
-		md = readHTML(pg.HTML, base).text
+		md = readHTML(pg.HTML, base, false).text
 	}
 	chunks := llm.ChunkTokens(md, m.cfg.ChunkTokens, m.cfg.OverlapTokens, m.cfg.MaxChunks)
 	if len(chunks) == 0 {

@@ -20,14 +20,13 @@ var (
 	reEmail  = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
 	rePhone  = regexp.MustCompile(`(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}`)
 	reURL    = regexp.MustCompile(`https?://[^\s<>"')\]]+`)
-	reSpace  = regexp.MustCompile(`\s+`)
 	// A currency symbol or code next to an amount.
 	reMoney = regexp.MustCompile(`(?i)(?:[$€£¥₹₩]|\b(?:usd|eur|gbp|jpy|chf|cad|aud|inr|sek|nok|dkk|pln)\b)\s?[-−]?\d[\d.,' \x{00a0}]*\d?|[-−]?\d[\d.,' \x{00a0}]*\d?\s?(?:[$€£¥₹₩]|\b(?:usd|eur|gbp|jpy|chf|cad|aud|inr|sek|nok|dkk|pln)\b)`)
 )
 
 // clean collapses white space.
 func clean(s string) string {
-	return strings.TrimSpace(reSpace.ReplaceAllString(s, " "))
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // parseNumber reads the first number of s: "1,299.00" and "1.299,00" are
@@ -75,9 +74,30 @@ func parseNumber(s string) (float64, bool) {
 
 // findMoney returns the first amount with a currency in s.
 func findMoney(s string) (string, bool) {
+	if !strings.ContainsAny(s, "$€£¥₹₩") && !hasCurrencyCode(s) {
+		return "", false
+	}
 	m := reMoney.FindString(s)
 	return m, m != ""
 }
+
+// hasCurrencyCode reports whether s holds a currency code of reMoney, in
+// any case, as a word: the cheap test before the regexp.
+func hasCurrencyCode(s string) bool {
+	for i := 0; i+3 <= len(s); i++ {
+		c := s[i] | 0x20
+		if c < 'a' || c > 'z' || (i > 0 && isLetter(s[i-1])) || (i+3 < len(s) && isLetter(s[i+3])) {
+			continue
+		}
+		switch strings.ToLower(s[i : i+3]) {
+		case "usd", "eur", "gbp", "jpy", "chf", "cad", "aud", "inr", "sek", "nok", "dkk", "pln":
+			return true
+		}
+	}
+	return false
+}
+
+func isLetter(b byte) bool { b |= 0x20; return b >= 'a' && b <= 'z' }
 
 var months = map[string]time.Month{
 	"jan": 1, "january": 1, "feb": 2, "february": 2, "mar": 3, "march": 3, "apr": 4, "april": 4,
