@@ -149,6 +149,9 @@ func (p *page) jsonLD(doc *goquery.Document) {
 		types := ldTypes(e)
 		src := entityRank(types)
 		p.addEntity("", e, src, 0)
+		for _, t := range types {
+			p.add(t, e, src) // the entity itself, under its type ("recipe")
+		}
 		if len(types) > 0 {
 			if byType[types[0]] == nil {
 				order = append(order, types[0])
@@ -317,6 +320,10 @@ func (p *page) microdata(doc *goquery.Document) {
 			src = srcClass // the whole page as an item, or no type: says little
 		}
 		p.addEntity("", m, src, 0)
+		if t != "" {
+			f := strings.Fields(t)
+			p.add(f[len(f)-1], m, src) // the item itself, under its type
+		}
 		if byType[t] == nil {
 			order = append(order, t)
 		}

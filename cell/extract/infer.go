@@ -39,10 +39,14 @@ func SchemaFromInstruction(instruction string) json.RawMessage {
 		var kept []string
 		for _, w := range ws {
 			w = strings.Trim(w, `"'()[]:`)
-			if w == "" || (fillers[w] && !(typ == "boolean" && w == "in")) {
+			inner := (len(kept) > 0 && (w == "of" || w == "per")) || (typ == "boolean" && w == "in")
+			if w == "" || (fillers[w] && !inner) {
 				continue
 			}
 			kept = append(kept, w)
+		}
+		for len(kept) > 0 && (kept[len(kept)-1] == "of" || kept[len(kept)-1] == "per") {
+			kept = kept[:len(kept)-1]
 		}
 		if len(kept) == 0 {
 			continue
@@ -113,7 +117,7 @@ var (
 	reLead    = regexp.MustCompile(`^\s*(?:please\s+)?(?:extract|get|find|give me|return|list|pull|read|scrape|collect|fetch|tell me)(?:\s+me)?\s*(?:out\s+)?[:\-]?\s*`)
 	reAnd     = regexp.MustCompile(`\s+(?:and|&)\s+`)
 	reWhether = regexp.MustCompile(`^(?:whether|if)\s+(?:it|they|the \w+|this \w+)\s+(?:is|are|has|have|was|can)\s+(?:an?\s+|the\s+)?(.+)$`)
-	reAll     = regexp.MustCompile(`^(?:all|every|each|the list of|a list of|list of|the)\s+(?:the\s+)?(.+?s)$`)
+	reAll     = regexp.MustCompile(`^(?:all|every|each|the list of|a list of|list of)\s+(?:of\s+)?(?:the\s+|its\s+|their\s+)?(.+?s)$`)
 )
 
 var fillers = map[string]bool{
