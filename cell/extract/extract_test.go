@@ -27,17 +27,17 @@ func TestParseNumber(t *testing.T) {
 
 func TestParseDate(t *testing.T) {
 	for in, want := range map[string]string{
-		"2019-11-19":                      "2019-11-19",
-		"2019-11-19T10:30:00Z":            "2019-11-19T10:30:00Z",
-		"2019-11-19T10:30:00-0500":        "2019-11-19T10:30:00-05:00",
-		"Published November 19, 2019":     "2019-11-19",
-		"Tue, Nov. 19th, 2019 at 3pm":     "2019-11-19",
-		"19 November 2019":                "2019-11-19",
-		"on the 3rd of March 2024":        "2024-03-03",
-		"2019/11/19":                      "2019-11-19",
-		"11/19/2019":                      "2019-11-19",
-		"19/11/2019":                      "2019-11-19",
-		"Updated 2 Dec 2020, first 2019-01-01": "2019-01-01" /* the first in the text */,
+		"2019-11-19":                           "2019-11-19",
+		"2019-11-19T10:30:00Z":                 "2019-11-19T10:30:00Z",
+		"2019-11-19T10:30:00-0500":             "2019-11-19T10:30:00-05:00",
+		"Published November 19, 2019":          "2019-11-19",
+		"Tue, Nov. 19th, 2019 at 3pm":          "2019-11-19",
+		"19 November 2019":                     "2019-11-19",
+		"on the 3rd of March 2024":             "2024-03-03",
+		"2019/11/19":                           "2019-11-19",
+		"11/19/2019":                           "2019-11-19",
+		"19/11/2019":                           "2019-11-19",
+		"Updated 2 Dec 2020, first 2019-01-01": "2019-01-01", /* the first in the text */
 	} {
 		if got, ok := parseDate(in); !ok || got != want {
 			if !(in == "Updated 2 Dec 2020, first 2019-01-01" && got == "2020-12-02") {
@@ -80,8 +80,8 @@ func TestSchemaFromInstruction(t *testing.T) {
 	for in, want := range map[string]string{
 		"the product name, its price and whether it is in stock": `{"name":["string","null"],"price":["number","null"],"in_stock":["boolean","null"]}`,
 		"Extract the title, author and publication date":         `{"title":["string","null"],"author":["string","null"],"publication_date":["string","null"]}`,
-		"get all the links":                                      `{"links":"array"}`,
-		"the rating; the number of reviews":                      `{"rating":["number","null"],"number_of_reviews":["number","null"]}`,
+		"get all the links":                 `{"links":"array"}`,
+		"the rating; the number of reviews": `{"rating":["number","null"],"number_of_reviews":["number","null"]}`,
 	} {
 		raw := SchemaFromInstruction(in)
 		sch, err := CompileSchema(raw)
