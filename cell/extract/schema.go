@@ -94,7 +94,7 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 	}
 	sch, err := c.Compile(schemaURL)
 	if err != nil {
-		return nil, &SchemaError{Err: errors.New(strings.ReplaceAll(err.Error(), schemaURL, "schema"))}
+		return nil, &SchemaError{Err: errors.New(strings.ReplaceAll(compileMessage(err), schemaURL, "schema"))}
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {
@@ -105,6 +105,36 @@ func CompileSchema(raw json.RawMessage) (*Schema, error) {
 		return nil, &SchemaError{Err: err}
 	}
 	return &Schema{Root: root, Raw: buf.Bytes(), sch: sch}, nil
+}
+
+// compileMessage is the library's message, with the places a schema
+// that breaks the metaschema breaks it ("at '/properties/a/type': value
+// must be one of ...") rather than its first line only.
+func compileMessage(err error) string {
+	var sve *jsonschema.SchemaValidationError
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &sve) || !errors.As(sve.Err, &ve) {
+		return err.Error()
+	}
+	lines := strings.Split(fmt.Sprintf("%v", ve), "\n")
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	var leaves []string
+	for i, l := range lines {
+		if !strings.HasPrefix(strings.TrimSpace(l), "- at") {
+			continue
+		}
+		if i+1 < len(lines) && indent(lines[i+1]) > indent(l) {
+			continue
+		}
+		leaves = append(leaves, strings.TrimPrefix(strings.TrimSpace(l), "- "))
+		if len(leaves) == 3 {
+			break
+		}
+	}
+	if len(leaves) == 0 {
+		return err.Error()
+	}
+	return "not a valid JSON Schema: " + strings.Join(leaves, "; ")
 }
 
 // simpleNode reads the simple view of a schema, keeping property order.
