@@ -121,7 +121,7 @@ func (c *Cell) handleExtract(w http.ResponseWriter, r *http.Request) {
 	}
 	usage.Kind = metering.KindExtract
 	w.Header().Set(UsageHeader, usage.String())
-	httpjson.Write(w, http.StatusOK, extractAnswer{OK: true, URL: pg.URL, Data: res.Data, MS: time.Since(start).Milliseconds()})
+	httpjson.Write(w, http.StatusOK, extractAnswer{OK: true, URL: pg.URL, Data: plan.Schema.Ordered(res.Data), MS: time.Since(start).Milliseconds()})
 }
 
 // extractPage is the page a scrape of rawURL produced: the archived copy

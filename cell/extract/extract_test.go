@@ -232,3 +232,15 @@ func TestMerge(t *testing.T) {
 		t.Errorf("%s", got)
 	}
 }
+
+func TestOrdered(t *testing.T) {
+	sch, err := CompileSchema(json.RawMessage(`{"type":"object","properties":{"z":{"type":"object","properties":{"b":{},"a":{}}},"y":{"type":"array","items":{"type":"object","properties":{"d":{},"c":{}}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string]any{"y": []any{map[string]any{"c": 1, "d": 2}}, "z": map[string]any{"a": 1, "b": 2}, "extra": true}
+	b, _ := json.Marshal(sch.Ordered(data))
+	if string(b) != `{"z":{"b":2,"a":1},"y":[{"d":2,"c":1}],"extra":true}` {
+		t.Errorf("%s", b)
+	}
+}

@@ -418,3 +418,70 @@ func roundTrip(data any) (any, error) {
 	}
 	return jsonschema.UnmarshalJSON(bytes.NewReader(b))
 }
+
+// Ordered returns data with its objects' members in the schema's order
+// (properties as the caller wrote them, then any others sorted), for
+// JSON answers that read like the schema.
+func (s *Schema) Ordered(data any) any { return ordered(data, s.Root) }
+
+func ordered(data any, n *Node) any {
+	switch v := data.(type) {
+	case map[string]any:
+		o := &jsonObject{vals: v}
+		seen := map[string]bool{}
+		if n != nil {
+			for _, p := range n.Props {
+				if _, ok := v[p.Name]; ok && !seen[p.Name] {
+					seen[p.Name] = true
+					o.keys = append(o.keys, p.Name)
+					v[p.Name] = ordered(v[p.Name], p.Node)
+				}
+			}
+		}
+		var rest []string
+		for k := range v {
+			if !seen[k] {
+				rest = append(rest, k)
+			}
+		}
+		sort.Strings(rest)
+		o.keys = append(o.keys, rest...)
+		return o
+	case []any:
+		var items *Node
+		if n != nil {
+			items = n.Items
+		}
+		for i := range v {
+			v[i] = ordered(v[i], items)
+		}
+		return v
+	}
+	return data
+}
+
+// jsonObject is a JSON object whose members keep an order.
+type jsonObject struct {
+	keys []string
+	vals map[string]any
+}
+
+func (o *jsonObject) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		kb, _ := json.Marshal(k)
+		b.Write(kb)
+		b.WriteByte(':')
+		vb, err := json.Marshal(o.vals[k])
+		if err != nil {
+			return nil, err
+		}
+		b.Write(vb)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
