@@ -37,7 +37,7 @@ func TestParseDate(t *testing.T) {
 		"2019/11/19":                           "2019-11-19",
 		"11/19/2019":                           "2019-11-19",
 		"19/11/2019":                           "2019-11-19",
-		"Updated 2 Dec 2020, first 2019-01-01": "2019-01-01", /* the first in the text */
+		"Updated 2 Dec 2020, first 2019-01-01": "2020-12-02", // the first date in the text
 	} {
 		if got, ok := parseDate(in); !ok || got != want {
 			t.Errorf("parseDate(%q) = %q, %v; want %q", in, got, ok, want)
