@@ -49,7 +49,7 @@ func (c *Cell) handleExtract(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	plan, err := req.Check()
+	plan, err := req.CheckFor(&c.extractor)
 	if ie, ok := errors.AsType[*extract.InputError](err); ok {
 		code := "bad_input"
 		if ie.Status == http.StatusRequestEntityTooLarge {

@@ -264,3 +264,20 @@ func TestExtractChunksAndMerges(t *testing.T) {
 		t.Errorf("no second chunk")
 	}
 }
+
+// With a model, an instruction alone lets the model shape the data: no
+// schema is imposed beyond "an object or an array".
+func TestExtractModelInstructionOnly(t *testing.T) {
+	srv := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
+		llmtest.CompletionUsage(w, `{"data":[{"product":"Ridge Tent","colours":["green","sand"]}]}`, 300, 20)
+	})
+	tc := modelCell(t, srv, nil)
+	resp, b := tc.post(t, "/extract", `{"content":"# Ridge Tent\n\nIn green and sand.","instruction":"every product with its colours","example":null}`)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"data":[{"colours":["green","sand"],"product":"Ridge Tent"}]`) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	msg := srv.Requests()[0].Body.Messages[1].Content
+	if !strings.Contains(msg, "every product with its colours") || !strings.Contains(msg, "Choose the structure") {
+		t.Errorf("prompt %q", msg)
+	}
+}

@@ -51,13 +51,27 @@ func bad(format string, a ...any) error {
 type Plan struct {
 	Schema      *Schema
 	Instruction string
+	// Example is the caller's example of the structure, for a model.
+	Example json.RawMessage
 	// Inferred says where the schema came from: "schema", "example" or
 	// "instruction".
 	Inferred string
 }
 
-// Check refuses a request that cannot run and compiles its schema.
-func (r *Request) Check() (*Plan, error) {
+// Check refuses a request that cannot run and compiles its schema. With
+// an instruction alone, the default extractor reads its fields from it
+// (SchemaFromInstruction; none: refused), and a model (CheckFor) shapes
+// the data itself from the instruction.
+func (r *Request) Check() (*Plan, error) { return r.check(false) }
+
+// CheckFor is Check for an extractor: with a model, an instruction alone
+// need not name its fields.
+func (r *Request) CheckFor(e *Extractor) (*Plan, error) { return r.check(e != nil && e.Model != nil) }
+
+// anyData is the schema of an instruction a model shapes itself.
+const anyData = `{"type":["object","array"]}`
+
+func (r *Request) check(withModel bool) (*Plan, error) {
 	hasContent := r.Content != nil && strings.TrimSpace(*r.Content) != ""
 	switch {
 	case r.URL == "" && !hasContent:
@@ -76,6 +90,9 @@ func (r *Request) Check() (*Plan, error) {
 		return nil, bad("instruction is %d bytes; at most %d are accepted", len(r.Instruction), 8<<10)
 	}
 	p := &Plan{Instruction: strings.TrimSpace(r.Instruction)}
+	if isSet(r.Example) {
+		p.Example = r.Example
+	}
 	raw := r.Schema
 	p.Inferred = "schema"
 	if !schema && isSet(r.Example) {
@@ -88,6 +105,10 @@ func (r *Request) Check() (*Plan, error) {
 	if !isSet(raw) {
 		raw = SchemaFromInstruction(r.Instruction)
 		p.Inferred = "instruction"
+		if withModel {
+			// The model reads the instruction itself and shapes the data.
+			raw, p.Inferred = json.RawMessage(anyData), "model"
+		}
 		if raw == nil {
 			return nil, bad("instruction names no field to extract; list the fields (\"the title, the price and whether it is in stock\") or send a schema")
 		}

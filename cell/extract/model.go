@@ -140,7 +140,14 @@ func (m *Model) chunk(ctx context.Context, pageURL, chunk string, i, n int, plan
 	if plan.Instruction != "" {
 		fmt.Fprintf(&u, "Instruction:\n%s\n\n", plan.Instruction)
 	}
-	fmt.Fprintf(&u, "JSON schema of data:\n%s\n\n", plan.Schema.Raw)
+	if plan.Inferred == "model" {
+		u.WriteString("Choose the structure of data (an object, or an array of objects) from the instruction.\n\n")
+	} else {
+		fmt.Fprintf(&u, "JSON schema of data:\n%s\n\n", plan.Schema.Raw)
+	}
+	if plan.Example != nil {
+		fmt.Fprintf(&u, "Example of the structure (not of the values):\n%s\n\n", truncateText(string(plan.Example), 4<<10))
+	}
 	if pageURL != "" {
 		fmt.Fprintf(&u, "Page URL: %s\n", pageURL)
 	}
