@@ -146,7 +146,9 @@ func TestValidateDropsToNull(t *testing.T) {
 	}
 }
 
-func readPage(t *testing.T, name string) string {
+func readPage(t *testing.T, name string) string { return readPageB(t, name) }
+
+func readPageB(t testing.TB, name string) string {
 	b, err := os.ReadFile("testdata/" + name)
 	if err != nil {
 		t.Fatal(err)
@@ -267,5 +269,24 @@ func TestRealTable(t *testing.T) {
 	if v.Title != "8.1. Numeric Types" || len(v.Types) != 10 || v.Types[0].Name != "smallint" || *v.Types[0].StorageSize != 2 ||
 		v.Types[0].Range != "-32768 to +32767" || v.Types[3].StorageSize != nil || v.Types[9].Name != "bigserial" {
 		t.Errorf("%s", got)
+	}
+}
+
+// Many bad values in a long list: every one is dropped, none survives.
+func TestValidateManyBad(t *testing.T) {
+	sch, err := CompileSchema(json.RawMessage(`{"type":"array","items":{"type":"object","properties":{"n":{"type":"integer","maximum":10}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []any
+	for i := range 300 {
+		list = append(list, map[string]any{"n": i})
+	}
+	got := sch.Validate(list).([]any)
+	for i, x := range got {
+		n := x.(map[string]any)["n"]
+		if (i <= 10 && n != i) || (i > 10 && n != nil) {
+			t.Fatalf("item %d: %v", i, n)
+		}
 	}
 }

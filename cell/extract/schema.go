@@ -251,8 +251,9 @@ func orderedObject(raw json.RawMessage) ([]string, []json.RawMessage, error) {
 }
 
 // Validate drops to null every value of data that the schema refuses,
-// deepest first, until the schema accepts it or nothing more can be
-// dropped; it returns the result. A value that fails is never returned.
+// the deepest failing values of each round first, until the schema
+// accepts it or nothing more can be dropped; it returns the result. A
+// value that fails is never returned.
 func (s *Schema) Validate(data any) any {
 	for range 64 {
 		inst, err := roundTrip(data)
@@ -270,15 +271,17 @@ func (s *Schema) Validate(data any) any {
 		var locs [][]string
 		leaves(ve, &locs)
 		changed := false
-		// Deepest first: a bad leaf costs only itself.
+		// Every failing leaf at once, deepest first: a bad value costs
+		// only itself (its parent is looked at again in the next round).
 		sort.SliceStable(locs, func(i, j int) bool { return len(locs[i]) > len(locs[j]) })
+		depth := -1
 		for _, loc := range locs {
-			if len(loc) == 0 {
+			if len(loc) == 0 || (depth >= 0 && len(loc) < depth) {
 				continue
 			}
 			if setNull(data, loc) {
 				changed = true
-				break
+				depth = len(loc)
 			}
 		}
 		if !changed {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Typed values read from text: numbers with separators and currencies,
@@ -74,27 +75,51 @@ func parseNumber(s string) (float64, bool) {
 
 // findMoney returns the first amount with a currency in s.
 func findMoney(s string) (string, bool) {
-	if !strings.ContainsAny(s, "$€£¥₹₩") && !hasCurrencyCode(s) {
-		return "", false
+	// The regexp runs only around each currency sign or code, in text
+	// order: a long text costs a scan, not a regexp pass.
+	from := 0
+	for from < len(s) {
+		i := currencyAt(s, from)
+		if i < 0 {
+			return "", false
+		}
+		lo, hi := max(0, i-32), min(len(s), i+40)
+		for lo > 0 && !utf8.RuneStart(s[lo]) {
+			lo--
+		}
+		for hi < len(s) && !utf8.RuneStart(s[hi]) {
+			hi++
+		}
+		if m := reMoney.FindString(s[lo:hi]); m != "" {
+			return m, true
+		}
+		from = i + 1
 	}
-	m := reMoney.FindString(s)
-	return m, m != ""
+	return "", false
 }
 
-// hasCurrencyCode reports whether s holds a currency code of reMoney, in
-// any case, as a word: the cheap test before the regexp.
-func hasCurrencyCode(s string) bool {
-	for i := 0; i+3 <= len(s); i++ {
+// currencyAt is the index of the first currency sign or code of s at or
+// after from, or -1.
+func currencyAt(s string, from int) int {
+	best := -1
+	if j := strings.IndexAny(s[from:], "$€£¥₹₩"); j >= 0 {
+		best = from + j
+	}
+	end := len(s)
+	if best >= 0 {
+		end = best
+	}
+	for i := from; i+3 <= end; i++ {
 		c := s[i] | 0x20
 		if c < 'a' || c > 'z' || (i > 0 && isLetter(s[i-1])) || (i+3 < len(s) && isLetter(s[i+3])) {
 			continue
 		}
 		switch strings.ToLower(s[i : i+3]) {
 		case "usd", "eur", "gbp", "jpy", "chf", "cad", "aud", "inr", "sek", "nok", "dkk", "pln":
-			return true
+			return i
 		}
 	}
-	return false
+	return best
 }
 
 func isLetter(b byte) bool { b |= 0x20; return b >= 'a' && b <= 'z' }
