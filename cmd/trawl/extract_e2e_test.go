@@ -108,3 +108,35 @@ func TestExtractModelThroughDev(t *testing.T) {
 		t.Errorf("usage %v", x.Usage)
 	}
 }
+
+// --llm-provider with --llm-api-key-file: the extract model and the crawl
+// server's default provider come from the same flags; errors name what to
+// set.
+func TestLLMFlags(t *testing.T) {
+	keyFile := t.TempDir() + "/key"
+	os.WriteFile(keyFile, []byte("sk-from-file\n"), 0o600)
+	o := crawlOpts{llmProvider: "acme/m-1", llmKeyFile: keyFile, llmBase: map[string]string{"acme": "http://127.0.0.1:9/v1"}, viewport: "1080x600"}
+	mc, err := o.model()
+	if err != nil || mc == nil || mc.Client.Provider() != "acme/m-1" {
+		t.Fatalf("%v %v", mc, err)
+	}
+	getenv, err := o.getenv()
+	if err != nil || getenv("ACME_API_KEY") != "sk-from-file" {
+		t.Errorf("key from file: %v", err)
+	}
+	cfg, err := o.config(t.TempDir(), false, 1<<20, 1, nil)
+	if err != nil || cfg.Extract.DefaultProvider != "acme/m-1" || cfg.Extract.Getenv("ACME_API_KEY") != "sk-from-file" {
+		t.Errorf("crawl config: %v", err)
+	}
+	if mc, err := (&crawlOpts{}).model(); mc != nil || err != nil {
+		t.Errorf("no provider: %v %v", mc, err)
+	}
+	_, err = (&crawlOpts{llmProvider: "nokey/m"}).model()
+	if err == nil || !strings.Contains(err.Error(), "NOKEY_BASE_URL") {
+		t.Errorf("no endpoint: %v", err)
+	}
+	_, err = (&crawlOpts{llmProvider: "acme/m", llmBase: map[string]string{"acme": "http://127.0.0.1:9/v1"}}).model()
+	if err == nil || !strings.Contains(err.Error(), "ACME_API_KEY") {
+		t.Errorf("no key: %v", err)
+	}
+}
