@@ -37,6 +37,7 @@ func TestParseDate(t *testing.T) {
 		"2019/11/19":                           "2019-11-19",
 		"11/19/2019":                           "2019-11-19",
 		"19/11/2019":                           "2019-11-19",
+		"11/19/19 06:56 AM EST":                "2019-11-19",
 		"Updated 2 Dec 2020, first 2019-01-01": "2020-12-02", // the first date in the text
 	} {
 		if got, ok := parseDate(in); !ok || got != want {

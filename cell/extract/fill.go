@@ -119,6 +119,9 @@ func (p *page) fromText(name string, n *Node) any {
 			s, ok = dateFromURL(p.base.String())
 		}
 		if !ok {
+			s, ok = parseDate(p.nearHeading(5, 30))
+		}
+		if !ok {
 			s, ok = parseDate(firstLines(p.text, 60))
 		}
 	}
@@ -126,6 +129,22 @@ func (p *page) fromText(name string, n *Node) any {
 		return nil
 	}
 	return coerce(s, n, name, p.base)
+}
+
+// nearHeading is the visible text from before lines above the headline
+// to after lines below it ("" when the headline is not a line of it): a
+// dateline is next to the headline, the site's "today" is not.
+func (p *page) nearHeading(before, after int) string {
+	if p.heading == "" {
+		return ""
+	}
+	lines := strings.Split(p.text, "\n")
+	for i, l := range lines {
+		if l == p.heading {
+			return strings.Join(lines[max(0, i-before):min(len(lines), i+after)], "\n")
+		}
+	}
+	return ""
 }
 
 func firstLines(s string, n int) string {

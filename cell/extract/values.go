@@ -137,6 +137,7 @@ var (
 	reMDY       = regexp.MustCompile(`(?i)\b` + monthRe + `\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b`)
 	reDMY       = regexp.MustCompile(`(?i)\b(\d{1,2})(?:st|nd|rd|th)?\.?\s+(?:of\s+)?` + monthRe + `,?\s+(\d{4})\b`)
 	reSlashDate = regexp.MustCompile(`\b(\d{4})[/.](\d{1,2})[/.](\d{1,2})\b|\b(\d{1,2})[/.](\d{1,2})[/.](\d{4})\b`)
+	reShortDate = regexp.MustCompile(`\b(\d{1,2})/(\d{1,2})/(\d{2})\b`)
 	rePathDate  = regexp.MustCompile(`/(20\d{2}|19\d{2})/(\d{1,2})/(\d{1,2})/`)
 )
 
@@ -189,6 +190,21 @@ func parseDate(s string) (string, bool) {
 		} else {
 			a, b, y := atoi(s[m[8]:m[9]]), atoi(s[m[10]:m[11]]), atoi(s[m[12]:m[13]])
 			if a > 12 { // day first
+				a, b = b, a
+			}
+			try(m[0], ymd(y, a, b))
+		}
+	}
+	if bestAt < 0 {
+		// m/d/yy, the last resort: "11/19/19 06:56 AM EST".
+		if m := reShortDate.FindStringSubmatchIndex(s); m != nil {
+			a, b, y := atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]])
+			if y < 70 {
+				y += 2000
+			} else {
+				y += 1900
+			}
+			if a > 12 {
 				a, b = b, a
 			}
 			try(m[0], ymd(y, a, b))
