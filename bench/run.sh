@@ -17,6 +17,9 @@
 #   6. browser (bench/browser): browser-engine pages/s, p50/p99, Chromium
 #      PSS after 1,000 pages vs 10, bursts of 100 at 10/50/100 concurrent
 #      vs  the same cell's plain HTTP engine and bare Chromium (playwright-go)
+#   7. extract (bench/extract): deterministic POST /extract of cached pages
+#      through `trawl dev`'s gate, p50/p99 at one request at a time  vs
+#      POST /scrape of the same pages through the same gate, interleaved
 #
 # A cell answers only requests its region's gate signed (internal/regionauth).
 # Every `trawl cell` and `trawl dev` here runs with one bench key in
@@ -36,7 +39,7 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg) # for the table's header
 BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
-ALL_PARTS=pipeline,scrape,job,ledger,gate,browser
+ALL_PARTS=pipeline,scrape,job,ledger,gate,browser,extract
 ONLY=${BENCH_ONLY:-$ALL_PARTS}                   # comma list of parts to run
 PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
@@ -64,7 +67,7 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 # The pipeline, scrape and job parts read the corpus through the file server.
-want_corpus() { want pipeline || want scrape || want job || want gate || want browser; }
+want_corpus() { want pipeline || want scrape || want job || want gate || want browser || want extract; }
 
 # ---------------------------------------------------------------- setup
 
@@ -170,7 +173,10 @@ fi
 if want scrape || want gate; then
 	go build -o "$WORK/bin/" ./bench/cellfront || die "bench/cellfront does not build (cell)"
 fi
-if want scrape || want job || want gate || want browser; then
+if want extract; then
+	go build -o "$WORK/bin/" ./bench/extract || die "bench/extract does not build"
+fi
+if want scrape || want job || want gate || want browser || want extract; then
 	if [[ ! -x $TRAWL ]]; then
 		log "bin/trawl missing: make build"
 		make build
@@ -552,6 +558,40 @@ if want browser; then
 	R[br_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
 fi
 
+if want extract; then
+	EXTRACT_PAGES=${BENCH_EXTRACT_PAGES:-50}
+	EXTRACT_ROUNDS=${BENCH_EXTRACT_ROUNDS:-5}
+	cp "$TRAWL" "$WORK/bin/trawl-extract"
+	# No rate or concurrency limit, a large grant: the figure is the call.
+	cat >"$WORK/extract-prices.json" <<-'EOF'
+	{
+	  "grants": {"signup": "1000000000.000"},
+	  "plans": {
+	    "free": {"rate_per_minute": 0, "concurrency": 0, "keys": 2, "monthly_cap": "0.000"},
+	    "supporter": {"rate_per_minute": 0, "concurrency": 0, "keys": 10, "monthly_cap": "0.000"}
+	  }
+	}
+	EOF
+	EXTRACT_KEY=trawl_dev_$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
+	xport=$("$LG" freeport); xcport=$("$LG" freeport); xrport=$("$LG" freeport)
+	mkdir -p "$WORK/extract-data"
+	log "7/7 extract: trawl dev (gate + cell + one-voter ledger), $EXTRACT_PAGES pages x $EXTRACT_ROUNDS rounds"
+	start extract-dev env -u OTEL_TRACES_EXPORTER -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT \
+		TRAWL_DEV_KEY="$EXTRACT_KEY" TRAWL_REGION_KEYS="$REGION_KEYS" "$WORK/bin/trawl-extract" dev --listen "127.0.0.1:$xport" --cell-listen "127.0.0.1:$xcport" \
+		--ledger-raft "127.0.0.1:$xrport" --data "$WORK/extract-data" --prices "$WORK/extract-prices.json" --allow-private-networks --browsers 0
+	XDEV_PID=$LAST_PID
+	wait_until "trawl dev" 90 "$XDEV_PID" grep -q '"msg":"gate serving"' "$WORK/extract-dev.log"
+	XGATE=http://127.0.0.1:$xport
+	wait_until "trawl dev (gate)" 30 "$XDEV_PID" curl -fsS --max-time 2 -o /dev/null -H "Authorization: Bearer $EXTRACT_KEY" "$XGATE/v1/billing/balance"
+	head -n "$EXTRACT_PAGES" "$WORK/paths.txt" | sed "s|^|$FS|" >"$WORK/extract-urls.txt"
+	R[x_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
+	"$WORK/bin/extract" -gate "$XGATE" -key "$EXTRACT_KEY" -urls "$WORK/extract-urls.txt" -pages "$EXTRACT_PAGES" -rounds "$EXTRACT_ROUNDS" >"$WORK/extract.json" ||
+		{ tail -n 30 "$WORK/extract-dev.log" >&2; die "bench/extract failed"; }
+	cat "$WORK/extract.json" >&2
+	R[x_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
+	stop "$XDEV_PID"
+fi
+
 # ------------------------------------------------ table
 
 # ratio A B: A/B to 2 decimals
@@ -649,6 +689,14 @@ if want browser; then
 	done < <(jq -c '.bursts[]' "$B")
 fi
 
+if want extract; then
+	X=$WORK/extract.json
+	xj() { jq -r "$1" "$X"; }
+	xp=$(xj .extract.p50_ms) sp=$(xj .scrape.p50_ms)
+	rows+=("| Extract: deterministic \`POST /extract\` of a cached page through the gate (\`trawl dev\`), p50 ms at one request at a time ($(xj .pages) pages × $(xj .rounds) rounds; title filled on $(xj .title_filled)) | $xp | $sp (\`POST /scrape\` of the same page, same gate, interleaved) | $(ratio "$xp" "$sp")x | p50 < 20 ms | $(check "$xp < 20") |")
+	rows+=("| Extract: p99 ms | $(xj .extract.p99_ms) | $(xj .scrape.p99_ms) | $(ratio "$(xj .extract.p99_ms)" "$(xj .scrape.p99_ms)")x | — | — |")
+fi
+
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)
 git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 {
@@ -690,6 +738,9 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 		echo "$(jq .rounds "$G") rounds of direct, plain, plain+cell, gate back to back (order rotating), $GATE_DURATION each under load, then $GATE_LOW_DURATION each at 1 connection; figures are medians per side,"
 		echo "ratios and differences the medians of the per-round ones: gate/direct req/s $(jq -c .per_round.load_gate_direct "$G"), gate/plain $(jq -c .per_round.load_gate_plain "$G"),"
 		echo "gate/plain+cell $(jq -c .per_round.load_gate_plaincell "$G"), gate − cell p50 at low load $(jq -c .per_round.low_gate_over_p50 "$G") ms, gate/plain+cell CPU per request $(jq -c .per_round.load_cpu_gate_plaincell "$G"). Load average at the gate part's start ${R[gate_load_start]}, at its end ${R[gate_load_end]}."
+	fi
+	if want extract; then
+		echo "Extract rows (bench/extract): \`trawl dev\` with a bench price table (no limits), no model (the deterministic extractor); each page scraped once, then extracted once (checked: a cache hit), then in each round scraped and extracted back to back, the order alternating by round, one request at a time with the dev key; schema: title, date, sections (an array of objects). Load average at the part's start ${R[x_load_start]}, at its end ${R[x_load_end]}."
 	fi
 	if want browser; then
 		echo "Browser rows (bench/browser): \`trawl cell --browsers 1 --fresh-for -1s\` (pool defaults), each page POSTed with \`wait_for: body\` (straight to the browser) and a query of its own; 503 fleet-busy answers are repeated after Retry-After, as the API asks, and count as failures only after 120 s."

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
@@ -92,6 +93,11 @@ type Config struct {
 	// never).
 	StepDown time.Duration
 
+	// Model is the operator's language model for /extract (cell/llm,
+	// shared with the crawl server's llm strategy); nil: extraction runs
+	// the deterministic extractor only.
+	Model *extract.ModelConfig
+
 	Now    func() time.Time
 	Logger *slog.Logger
 
@@ -134,6 +140,8 @@ type Cell struct {
 	scrape *scrape.Service
 	jobs   *jobs.Manager
 	gate   *regionauth.Verifier
+	// extractor serves /extract.
+	extractor extract.Extractor
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -223,6 +231,10 @@ func New(cfg Config) (*Cell, error) {
 	}
 	c := &Cell{cfg: cfg, store: st, engine: engine, pool: pool, ladder: lad, scrape: svc, jobs: mgr,
 		gate: regionauth.NewVerifier(cfg.RegionKeys, nil), stop: make(chan struct{}), done: make(chan struct{})}
+	if cfg.Model != nil && cfg.Model.Client != nil {
+		c.extractor.Model = extract.NewModel(*cfg.Model)
+		cfg.Logger.Info("extract model", "provider", cfg.Model.Client.Provider())
+	}
 	mgr.Start()
 	go c.janitor()
 	return c, nil

@@ -255,7 +255,15 @@ func (w *writer) WriteHeader(status int) {
 			return
 		}
 		if line != nil && status < 300 && strings.HasPrefix(h.Get("Content-Type"), "application/json") {
-			w.obj, _ = json.Marshal(line.Object())
+			obj := line.Object()
+			if strings.Contains(raw, `"lines"`) {
+				u, _ := metering.Parse(raw)
+				for _, l := range u.Lines {
+					obj.Lines = append(obj.Lines, usage.Inner{Call: l.Call, URL: l.URL, Step: l.Step, Engine: l.Engine,
+						Level: l.Level, Cache: l.Cache, LLMTokens: usage.Tokens{In: l.InTokens, Out: l.OutTokens}})
+				}
+			}
+			w.obj, _ = json.Marshal(obj)
 			w.inject = injectOpen
 			h.Del("Content-Length")
 		}

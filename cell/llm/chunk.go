@@ -58,3 +58,54 @@ func Chunk(md string, size, maxChunks int) []string {
 	}
 	return chunks
 }
+
+// BytesPerToken is the estimate of tokens this package uses: a token of
+// the common BPE vocabularies is about four bytes of English text (fewer
+// for other scripts, so the estimate errs towards smaller chunks there
+// only in bytes, never in tokens). No tokenizer is shipped: the model's
+// own count comes back in its usage, and that is what is billed.
+const BytesPerToken = 4
+
+// EstimateTokens is the token estimate of s (BytesPerToken).
+func EstimateTokens(s string) int { return (len(s) + BytesPerToken - 1) / BytesPerToken }
+
+// ChunkTokens cuts Markdown into at most maxChunks chunks of about size
+// tokens (EstimateTokens) as Chunk does, and begins every chunk after the
+// first with the last overlap tokens of the one before it (from a line
+// start when one is near), so a record cut at a chunk's end is whole in
+// the next. An overlap of size/2 or more is taken as size/4.
+func ChunkTokens(md string, size, overlap, maxChunks int) []string {
+	if size <= 0 {
+		size = 1
+	}
+	if overlap < 0 || overlap >= size/2 {
+		overlap = size / 4
+	}
+	body := (size - overlap) * BytesPerToken
+	chunks := Chunk(md, body, maxChunks)
+	if overlap == 0 || len(chunks) < 2 {
+		return chunks
+	}
+	out := make([]string, len(chunks))
+	out[0] = chunks[0]
+	for i := 1; i < len(chunks); i++ {
+		out[i] = tail(chunks[i-1], overlap*BytesPerToken) + "\n\n" + chunks[i]
+	}
+	return out
+}
+
+// tail is the last n bytes of s or a little less, starting at a line
+// start when there is one in its first half, else at a rune start.
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	start := len(s) - n
+	if nl := strings.IndexByte(s[start:], '\n'); nl >= 0 && nl < n/2 {
+		return s[start+nl+1:]
+	}
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return s[start:]
+}

@@ -240,12 +240,28 @@ type Completion struct {
 	Content string
 	// FinishReason is the provider's: "stop", "length" (cut off)...
 	FinishReason string
+	// Usage is the tokens the provider says the call took.
+	Usage Usage
+}
+
+// Usage is the token count a provider reports for a call (its "usage":
+// prompt_tokens, completion_tokens); zero when it reports none.
+type Usage struct {
+	InTokens  int `json:"prompt_tokens"`
+	OutTokens int `json:"completion_tokens"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InTokens: u.InTokens + v.InTokens, OutTokens: u.OutTokens + v.OutTokens}
 }
 
 // Complete makes one call (with its retries) and returns the answer's
 // first choice. An error is a *ProviderError for a non-2xx answer, the
 // context's error, or says what the answer lacked (choices, content) or
-// that the model refused.
+// that the model refused; when the provider did answer 2xx, the
+// Completion returned with such an error still carries the Usage it
+// reported (the tokens were spent).
 func (c *Client) Complete(ctx context.Context, req Request) (*Completion, error) {
 	body, err := c.post(ctx, chatRequest{Model: c.model, Messages: req.Messages, Temperature: req.Temperature, ResponseFormat: req.ResponseFormat})
 	if err != nil {
@@ -259,21 +275,22 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Completion, error)
 			} `json:"message"`
 			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
+		Usage Usage `json:"usage"`
 	}
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, fmt.Errorf("llm answer is not a chat completion: %w", err)
 	}
 	if len(r.Choices) == 0 {
-		return nil, errors.New("llm answer has no choices")
+		return &Completion{Usage: r.Usage}, errors.New("llm answer has no choices")
 	}
 	ch := r.Choices[0]
 	if ch.Message.Refusal != "" {
-		return nil, fmt.Errorf("llm refused: %s", truncate(ch.Message.Refusal, maxErrorMessage))
+		return &Completion{Usage: r.Usage}, fmt.Errorf("llm refused: %s", truncate(ch.Message.Refusal, maxErrorMessage))
 	}
 	if ch.Message.Content == nil || strings.TrimSpace(*ch.Message.Content) == "" {
-		return nil, errors.New("llm answer has no content")
+		return &Completion{Usage: r.Usage, FinishReason: ch.FinishReason}, errors.New("llm answer has no content")
 	}
-	return &Completion{Content: *ch.Message.Content, FinishReason: ch.FinishReason}, nil
+	return &Completion{Content: *ch.Message.Content, FinishReason: ch.FinishReason, Usage: r.Usage}, nil
 }
 
 // CompleteJSON is Complete for a JSON reply: it returns the JSON text of
@@ -281,23 +298,48 @@ func (c *Client) Complete(ctx context.Context, req Request) (*Completion, error)
 // refuses with 400 is made again with JSONObject, which more
 // OpenAI-compatible servers know (put the schema in the prompt too).
 func (c *Client) CompleteJSON(ctx context.Context, req Request) (string, error) {
+	ans, err := c.JSON(ctx, req)
+	return ans.Text, err
+}
+
+// JSONAnswer is the answer of JSON.
+type JSONAnswer struct {
+	// Text is the JSON of the answer (see JSONText).
+	Text string
+	// Usage is the tokens the calls took, as the provider reported them;
+	// set also when the call failed after the provider answered.
+	Usage Usage
+	// Schemaless: the server refused response_format json_schema and the
+	// call was made again in JSON mode, so nothing enforced the schema.
+	Schemaless bool
+}
+
+// JSON is CompleteJSON that also says what the calls cost and whether
+// the schema was enforced by the server.
+func (c *Client) JSON(ctx context.Context, req Request) (JSONAnswer, error) {
+	var ans JSONAnswer
 	comp, err := c.Complete(ctx, req)
 	var pe *ProviderError
 	if req.ResponseFormat["type"] == "json_schema" && errors.As(err, &pe) && pe.StatusCode == http.StatusBadRequest {
 		req.ResponseFormat = JSONObject()
+		ans.Schemaless = true
 		comp, err = c.Complete(ctx, req)
 	}
+	if comp != nil {
+		ans.Usage = comp.Usage
+	}
 	if err != nil {
-		return "", err
+		return ans, err
 	}
 	text, ok := JSONText(comp.Content)
 	if !ok {
 		if comp.FinishReason == "length" {
-			return "", errors.New("llm answer was cut off (finish_reason length) before its JSON was complete")
+			return ans, errors.New("llm answer was cut off (finish_reason length) before its JSON was complete")
 		}
-		return "", fmt.Errorf("llm answer is not JSON: %q", truncate(comp.Content, 200))
+		return ans, fmt.Errorf("llm answer is not JSON: %q", truncate(comp.Content, 200))
 	}
-	return text, nil
+	ans.Text = text
+	return ans, nil
 }
 
 // post sends one request, retrying 429 and 5xx answers and network

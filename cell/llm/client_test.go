@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/trawlhq/trawl/cell/llm"
 	"github.com/trawlhq/trawl/cell/llm/llmtest"
@@ -301,5 +302,68 @@ func TestCompleteErrors(t *testing.T) {
 				t.Errorf("got %d calls, want %d", got, tc.wantCalls)
 			}
 		})
+	}
+}
+
+// JSON returns the tokens the server reported, also for an answer that
+// is no JSON (the tokens were spent), and says when it fell back to JSON
+// mode.
+func TestJSONUsage(t *testing.T) {
+	cs := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
+		if rf := r.Raw["response_format"].(map[string]any); rf["type"] == "json_schema" {
+			llmtest.APIError(w, http.StatusBadRequest, "json_schema unsupported")
+			return
+		}
+		if n == 2 {
+			llmtest.CompletionUsage(w, `{"a":1}`, 120, 7)
+			return
+		}
+		llmtest.CompletionUsage(w, `no json here`, 50, 3)
+	})
+	c := newClient(t, testConfig(cs), "openai/gpt-4o-mini")
+	req := ask("x")
+	req.ResponseFormat = llm.JSONSchema("thing", json.RawMessage(`{"type":"object"}`))
+	ans, err := c.JSON(context.Background(), req)
+	if err != nil || ans.Text != `{"a":1}` || ans.Usage != (llm.Usage{InTokens: 120, OutTokens: 7}) || !ans.Schemaless {
+		t.Errorf("%+v, %v", ans, err)
+	}
+	ans, err = c.JSON(context.Background(), ask("y"))
+	if err == nil || ans.Usage != (llm.Usage{InTokens: 50, OutTokens: 3}) || ans.Schemaless {
+		t.Errorf("not JSON: %+v, %v", ans, err)
+	}
+}
+
+// ChunkTokens: chunks of about size tokens, each after the first starting
+// with the end of the one before, never cutting a UTF-8 sequence.
+func TestChunkTokens(t *testing.T) {
+	var b strings.Builder
+	for i := range 400 {
+		fmt.Fprintf(&b, "Line %d of the page, été.\n", i)
+	}
+	md := b.String()
+	chunks := llm.ChunkTokens(md, 200, 40, 100)
+	if len(chunks) < 10 {
+		t.Fatalf("%d chunks", len(chunks))
+	}
+	for i, c := range chunks {
+		if n := llm.EstimateTokens(c); n > 200+2 {
+			t.Errorf("chunk %d: %d tokens", i, n)
+		}
+		if !utf8.ValidString(c) {
+			t.Errorf("chunk %d is not UTF-8", i)
+		}
+		if i > 0 {
+			prev := chunks[i-1]
+			first := strings.SplitN(c, "\n", 2)[0]
+			if !strings.Contains(prev, first) {
+				t.Errorf("chunk %d does not start with the end of chunk %d: %q", i, i-1, first)
+			}
+		}
+	}
+	if got := llm.ChunkTokens(md, 200, 40, 3); len(got) != 3 {
+		t.Errorf("maxChunks: %d", len(got))
+	}
+	if got := llm.ChunkTokens("short", 200, 40, 3); len(got) != 1 || got[0] != "short" {
+		t.Errorf("%q", got)
 	}
 }

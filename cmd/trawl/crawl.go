@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/crawl"
+	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
+	"github.com/trawlhq/trawl/cell/llm"
 	"github.com/trawlhq/trawl/internal/telemetry"
 )
 
@@ -31,6 +33,8 @@ type crawlOpts struct {
 	ttl          time.Duration
 	janitorEvery time.Duration
 	llmBase      map[string]string
+	llmProvider  string
+	llmKeyFile   string
 	viewport     string
 	cors         string
 	pageCache    time.Duration
@@ -49,6 +53,50 @@ func crawlFlags(fs *flag.FlagSet, o *crawlOpts, listenName, listenDefault, liste
 	fs.DurationVar(&o.pageCache, "crawl-cache-for", crawl.DefaultFreshFor, "how long the crawl server serves a page fetched without a browser from its cache (0: no cache)")
 	o.llmBase = map[string]string{}
 	fs.Var(vendorURLs(o.llmBase), "llm-base-url", "VENDOR=URL: OpenAI-compatible endpoint of an LLM vendor (repeat; also $<VENDOR>_BASE_URL); the key comes from $<VENDOR>_API_KEY")
+	fs.StringVar(&o.llmProvider, "llm-provider", os.Getenv("TRAWL_LLM_PROVIDER"), "VENDOR/MODEL: the operator's one model, for /extract and for crawl llm extractions that name no provider (default $TRAWL_LLM_PROVIDER; none: /extract runs its deterministic extractor); its endpoint is --llm-base-url VENDOR=URL or $<VENDOR>_BASE_URL, its key $<VENDOR>_API_KEY or --llm-api-key-file")
+	fs.StringVar(&o.llmKeyFile, "llm-api-key-file", "", "a file holding the key of --llm-provider's vendor (instead of $<VENDOR>_API_KEY)")
+}
+
+// getenv is os.Getenv, with the key of --llm-api-key-file as
+// <VENDOR>_API_KEY of --llm-provider's vendor.
+func (o *crawlOpts) getenv() (func(string) string, error) {
+	if o.llmKeyFile == "" {
+		return os.Getenv, nil
+	}
+	b, err := os.ReadFile(o.llmKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--llm-api-key-file: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	vendor, _, ok := llm.ParseProvider(o.llmProvider)
+	if !ok {
+		return nil, errors.New("--llm-api-key-file needs --llm-provider VENDOR/MODEL")
+	}
+	name := llm.EnvPrefix(vendor) + "_API_KEY"
+	return func(k string) string {
+		if k == name {
+			return key
+		}
+		return os.Getenv(k)
+	}, nil
+}
+
+// model is the operator's model for /extract (nil without
+// --llm-provider): the same client package, endpoint and key as the crawl
+// server's llm strategy.
+func (o *crawlOpts) model() (*extract.ModelConfig, error) {
+	if strings.TrimSpace(o.llmProvider) == "" {
+		return nil, nil
+	}
+	getenv, err := o.getenv()
+	if err != nil {
+		return nil, err
+	}
+	client, err := llm.New(llm.Config{Getenv: getenv, BaseURLs: o.llmBase}, o.llmProvider, "")
+	if err != nil {
+		return nil, fmt.Errorf("--llm-provider: %w", err)
+	}
+	return &extract.ModelConfig{Client: client}, nil
 }
 
 // vendorURLs is --llm-base-url, VENDOR=URL, repeated.
@@ -81,6 +129,12 @@ func (o *crawlOpts) config(dataDir string, allowPrivate bool, maxPage int64, pag
 		DefaultTTL: o.ttl, PagesPerBrowser: pages, MaxBrowsers: o.maxBrowsers, JanitorEvery: o.janitorEvery, Logger: logger}
 	cfg.Engine.MaxBodyBytes = maxPage
 	cfg.Extract.BaseURLs = o.llmBase
+	cfg.Extract.DefaultProvider = strings.TrimSpace(o.llmProvider)
+	getenv, err := o.getenv()
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Extract.Getenv = getenv
 	cfg.FreshFor = o.pageCache
 	if o.pageCache <= 0 {
 		cfg.FreshFor = -1

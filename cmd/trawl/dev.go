@@ -166,6 +166,9 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	cfg.Region = region
 	cfg.Logger = logger
 	mcfg.Join = []string{rt.MembersAddr()}
+	if cfg.Model, err = df.crawl.model(); err != nil {
+		return err
+	}
 	c, err := startCell(cfg, df.cellListen, mcfg, logger, withDemo)
 	if err != nil {
 		return err

@@ -283,6 +283,9 @@ func runCell(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer shutdown(context.Background())
+	if cfg.Model, err = co.model(); err != nil {
+		return err
+	}
 	c, err := startCell(cfg, listen, mcfg, logger, nil)
 	if err != nil {
 		return err

@@ -78,6 +78,9 @@ const (
 	// FormBody bounds the gate's small JSON and form bodies (settings,
 	// keys, sign-up).
 	FormBody = 16 * KiB
+	// ExtractBody bounds an extract request: 2 MiB of pasted content
+	// (cell/extract.MaxContent, JSON-escaped) with its schema and example.
+	ExtractBody = 4 * MiB
 )
 
 // Route is one row of the table.
@@ -161,6 +164,7 @@ var Rows = []Route{
 	{Pattern: "POST /scrape", Kind: metering.KindScrape, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape one page (§4)"},
 	{Pattern: "POST /scrape/batch", Kind: metering.KindBatch, PerURL: true, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape up to 100 pages, NDJSON (§4)"},
 	{Pattern: "POST /scrape/jobs", Kind: metering.KindJob, PerURL: true, Server: Cell, BodyLimit: JobBody, Doc: "submit a background job (§4)"},
+	{Pattern: "POST /extract", Kind: metering.KindExtract, Server: Cell, BodyLimit: ExtractBody, Doc: "typed JSON from a page or pasted content, by schema and/or instruction (§2.4a)"},
 	{Pattern: "GET /scrape/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a job's status"},
 	{Pattern: "GET /scrape/jobs/{id}/results", Server: Owner, Owner: Jobs, Doc: "a job's results, NDJSON"},
 	{Pattern: "POST /scrape/jobs/{id}/retry", Kind: metering.KindJob, Server: Owner, Owner: Jobs, Doc: "retry a job's failed URLs"},

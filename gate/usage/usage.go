@@ -113,6 +113,26 @@ type Object struct {
 	Level           string          `json:"level,omitempty"`
 	// Count is how many URLs or units the line covers.
 	Count int `json:"count"`
+	// TotalTokens is the model tokens, in and out, of a call whose kind
+	// prices them (extract, answer): 0 when no model ran.
+	TotalTokens *int `json:"total_tokens,omitempty"`
+	// Lines are the inner calls of a call that makes several (a page
+	// fetch, model calls), in order, from the cell's report; the call's
+	// units cover them all (one receipt).
+	Lines []Inner `json:"lines,omitempty"`
+}
+
+// Inner is one inner call of a usage object (docs/spec/hosted-api.md
+// §2.8 lines): a page fetch (call scrape, with url) or a model call
+// (call extract, with step).
+type Inner struct {
+	Call      string `json:"call"`
+	URL       string `json:"url,omitempty"`
+	Step      string `json:"step,omitempty"`
+	Engine    string `json:"engine,omitempty"`
+	Level     string `json:"level,omitempty"`
+	Cache     string `json:"cache,omitempty"`
+	LLMTokens Tokens `json:"llm_tokens,omitzero"`
 }
 
 // Object returns the usage object of l.
@@ -121,8 +141,13 @@ func (l *Line) Object() Object {
 	if boxes == nil {
 		boxes = []string{}
 	}
-	return Object{Receipt: l.Receipt, Units: l.Units, LLMTokens: l.LLMTokens, Boxes: boxes,
+	o := Object{Receipt: l.Receipt, Units: l.Units, LLMTokens: l.LLMTokens, Boxes: boxes,
 		RemainingBefore: l.RemainingBefore, Cache: l.Cache, Engine: l.Engine, Level: l.Level, Count: l.Count}
+	if l.Call == billing.KindExtract || l.Call == billing.KindAnswer {
+		n := l.LLMTokens.In + l.LLMTokens.Out
+		o.TotalTokens = &n
+	}
+	return o
 }
 
 // Tokens counts a line's model tokens.

@@ -48,6 +48,10 @@ type Config struct {
 	// LLMRetries is how many times a 429 or 5xx answer is retried;
 	// 0 = DefaultLLMRetries, negative = no retry.
 	LLMRetries int
+	// DefaultProvider is the operator's model ("<vendor>/<model>", trawl's
+	// --llm-provider, the one /extract uses): the provider of an llm
+	// extraction whose params name none. Empty: params must name one.
+	DefaultProvider string
 
 	// retryBase is the first backoff when the provider sends no
 	// Retry-After; tests shorten it.

@@ -40,6 +40,9 @@ func newLLM(cfg Config, p params) (Strategy, error) {
 	}
 	provider = strings.TrimSpace(provider)
 	if provider == "" {
+		provider = cfg.DefaultProvider
+	}
+	if provider == "" {
 		return nil, badParams(p.field("provider"), `is required, as "<vendor>/<model>" (e.g. "openai/gpt-4o-mini")`)
 	}
 	vendor, _, ok := llm.ParseProvider(provider)

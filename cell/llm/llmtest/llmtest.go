@@ -74,12 +74,22 @@ func (cs *Server) Calls() int32 { return cs.calls.Load() }
 
 // Completion answers with a chat completion whose message is content.
 func Completion(w http.ResponseWriter, content string) {
+	CompletionUsage(w, content, 0, 0)
+}
+
+// CompletionUsage is Completion that reports usage: in prompt tokens and
+// out completion tokens (none when both are 0).
+func CompletionUsage(w http.ResponseWriter, content string, in, out int) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(map[string]any{
+	body := map[string]any{
 		"id":      "chatcmpl-1",
 		"object":  "chat.completion",
 		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop", "message": map[string]any{"role": "assistant", "content": content}}},
-	})
+	}
+	if in != 0 || out != 0 {
+		body["usage"] = map[string]int{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out}
+	}
+	_ = json.NewEncoder(w).Encode(body)
 }
 
 // APIError answers status with an OpenAI-style error body.
