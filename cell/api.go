@@ -102,6 +102,9 @@ func (c *Cell) Handler() http.Handler {
 				Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
 		})
 	}
+	for pattern, h := range c.cfg.Pages {
+		mux.Handle(pattern, h)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &scrape.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + r.URL.Path})
 	})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -38,6 +39,9 @@ type Config struct {
 	// addresses. Off by default: local use and tests only. The cell then
 	// serves only requests whose gate allows it too (regionauth.Claims).
 	AllowPrivateNetworks bool
+	// Pages are extra handlers by ServeMux pattern (trawl dev's /demo/
+	// site), served like every route: only to its gate, answers signed.
+	Pages map[string]http.Handler
 	// RegionKeys are the region's keys (TRAWL_REGION_KEYS): the cell
 	// answers only requests its region's gate signed with them, and signs
 	// its answers. Required.

@@ -169,7 +169,8 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	if cfg.Model, err = df.crawl.model(); err != nil {
 		return err
 	}
-	c, err := startCell(cfg, df.cellListen, mcfg, logger, withDemo)
+	cfg.Pages = demoPages()
+	c, err := startCell(cfg, df.cellListen, mcfg, logger, nil)
 	if err != nil {
 		return err
 	}

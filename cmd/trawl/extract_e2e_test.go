@@ -140,3 +140,23 @@ func TestLLMFlags(t *testing.T) {
 		t.Errorf("no key: %v", err)
 	}
 }
+
+// The README's first request through `trawl dev`: the demo page at /demo/
+// (served by the cell, through its gate, signed like every answer) scraped
+// through the gate. Before, the gate refused the demo page's unsigned
+// answer with 502 cell_unavailable, and the README's example failed.
+func TestReadmeDemoThroughDev(t *testing.T) {
+	dev := startDev(t)
+	resp, err := http.Get(dev.base + "/demo/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /demo/: %s", resp.Status)
+	}
+	a := gateCall(t, "POST", dev.base+"/scrape", `{"url":"`+dev.base+`/demo/"}`)
+	if a.status != 200 || !strings.Contains(string(a.body), "Brewing a pot of tea") {
+		t.Fatalf("scrape of the demo page: %d %.300s", a.status, a.body)
+	}
+}

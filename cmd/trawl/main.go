@@ -407,14 +407,12 @@ func serve(ctx context.Context, l net.Listener, h http.Handler, logger *slog.Log
 //go:embed demo
 var demoFS embed.FS
 
-// withDemo serves a small sample site at /demo/ next to the API, so the
-// README's first request works on a machine without internet access.
-func withDemo(api http.Handler) http.Handler {
+// demoPages is a small sample site at /demo/, served by the cell through
+// its gate like every route (so its answers are signed), so the README's
+// first request works on a machine without internet access.
+func demoPages() map[string]http.Handler {
 	sub, _ := fs.Sub(demoFS, "demo")
-	mux := http.NewServeMux()
-	mux.Handle("GET /demo/", http.StripPrefix("/demo/", http.FileServerFS(sub)))
-	mux.Handle("/", api)
-	return mux
+	return map[string]http.Handler{"GET /demo/": http.StripPrefix("/demo/", http.FileServerFS(sub))}
 }
 
 // startCrawlBeside starts the crawl server next to a cell when
