@@ -23,6 +23,7 @@ import (
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Config is everything a cell needs; cmd/trawl builds it from flags.
@@ -140,6 +141,7 @@ type Cell struct {
 	store  *store.Store
 	engine *fetch.HTTP
 	pool   *browser.Pool // nil without a browser, or with Config.BrowserEngine
+	gauges metric.Registration
 	ladder *ladder.Ladder
 	scrape *scrape.Service
 	jobs   *jobs.Manager
@@ -239,6 +241,9 @@ func New(cfg Config) (*Cell, error) {
 		c.extractor.Model = extract.NewModel(*cfg.Model)
 		cfg.Logger.Info("extract model", "provider", cfg.Model.Client.Provider())
 	}
+	if c.gauges, err = c.observe(); err != nil {
+		return nil, fmt.Errorf("cell: metrics: %w", err)
+	}
 	mgr.Start()
 	go c.janitor()
 	return c, nil
@@ -327,6 +332,9 @@ func (c *Cell) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		<-c.done
+		if c.gauges != nil {
+			c.gauges.Unregister()
+		}
 		c.jobs.Close()
 		c.scrape.Close()
 		c.engine.Close()

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
 	"github.com/trawlhq/trawl/gate/payments"
@@ -134,8 +136,9 @@ type Runtime struct {
 	// voters' shared secret.
 	forward   *regionauth.Keys
 	forwarded *regionauth.Verifier
-	ready     atomic.Bool   // the replica has caught up once since start
-	readyAt   atomic.Uint64 // the commit index to reach: the first one seen with a leader
+	gauges    metric.Registration // the runtime's observable gauges
+	ready     atomic.Bool         // the replica has caught up once since start
+	readyAt   atomic.Uint64       // the commit index to reach: the first one seen with a leader
 	stop      context.CancelFunc
 	bg        sync.WaitGroup // maintenance and pruning
 }
@@ -270,6 +273,9 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		defer rt.bg.Done()
 		rt.pruneUsage(ctx, 6*time.Hour)
 	}()
+	if rt.gauges, err = rt.observe(); err != nil {
+		return nil, fmt.Errorf("gate: metrics: %w", err)
+	}
 	log.Info("gate runtime started", "addr", cfg.Addr, "ledger_raft", cfg.LedgerRaft,
 		"members", rt.members.LocalAddr(), "data", cfg.DataDir)
 	return rt, nil
@@ -310,6 +316,10 @@ func (rt *Runtime) Close() error {
 
 func (rt *Runtime) closeParts() error {
 	var errs []error
+	if rt.gauges != nil {
+		errs = append(errs, rt.gauges.Unregister())
+		rt.gauges = nil
+	}
 	if rt.members != nil {
 		errs = append(errs, rt.members.Close())
 		rt.members = nil

@@ -375,6 +375,7 @@ func (w *writer) charge(u metering.Usage, count int, url string, status int) (le
 			return 0, nil, err
 		}
 	}
+	gate.Metrics().Charged(ctx, kind, level, price)
 	line.Receipt, line.At, line.Units = receipt, w.m.rt.Now().UTC(), billing.Amount(price)
 	if err := w.m.usage.Record(line); err != nil {
 		w.m.rt.Logger().Warn("meter: usage line not recorded", "receipt", receipt, "err", err)

@@ -8,6 +8,10 @@ package trace
 
 import (
 	"net/http"
+	"time"
+
+	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/routes"
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 
@@ -37,15 +41,30 @@ func init() {
 var tracer = otel.Tracer("github.com/trawlhq/trawl/caddy-modules/trace")
 
 // Trace starts the gate's span of each request.
-type Trace struct{}
+type Trace struct {
+	routes *routes.Table
+}
 
 // CaddyModule returns the Caddy module information.
 func (Trace) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.trawl_trace", New: func() caddy.Module { return new(Trace) }}
 }
 
-// ServeHTTP wraps the rest of the chain in the gate's span.
-func (Trace) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+// Provision takes the route table, which names each request's route in
+// the request metrics.
+func (t *Trace) Provision(ctx caddy.Context) error {
+	rt, err := app.Runtime(ctx)
+	if err != nil {
+		return err
+	}
+	t.routes = rt.Routes()
+	return nil
+}
+
+// ServeHTTP wraps the rest of the chain in the gate's span and counts the
+// request by route and status (gate.Metrics).
+func (t *Trace) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	start := time.Now()
 	ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 	ctx, span := tracer.Start(ctx, "trawl.gate "+r.Method, oteltrace.WithSpanKind(oteltrace.SpanKindServer),
 		oteltrace.WithAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path)))
@@ -56,7 +75,15 @@ func (Trace) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Ha
 	if he, ok := err.(caddyhttp.HandlerError); ok {
 		status = he.StatusCode
 	}
+	if status == 0 && err == nil {
+		status = http.StatusOK
+	}
 	span.SetAttributes(attribute.Int("http.response.status_code", status))
+	route := "unmatched"
+	if t.routes != nil {
+		route = t.routes.Match(r).Pattern
+	}
+	gate.Metrics().Request(ctx, r.Method, route, status, time.Since(start))
 	if status >= 500 || (err != nil && status == 0) {
 		span.SetStatus(codes.Error, http.StatusText(status))
 	}

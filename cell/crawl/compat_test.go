@@ -48,7 +48,7 @@ func rawCall(t testing.TB, method, url string, hdr map[string]string, body strin
 func TestLegacyCalls(t *testing.T) {
 	const token = "legacy-token"
 	st := startSite(t)
-	ts := startServer(t, Config{Token: token, SyncWait: 2 * time.Second})
+	ts := startServer(t, Config{Token: token, SyncWait: 8 * time.Second})
 	auth := map[string]string{"Authorization": "bearer " + token, "Content-Type": "application/json"}
 
 	t.Run("root and lower-case bearer", func(t *testing.T) {

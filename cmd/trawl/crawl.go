@@ -19,7 +19,6 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/llm"
-	"github.com/trawlhq/trawl/internal/telemetry"
 )
 
 // crawlOpts are the crawl server's own flags; trawl cell and trawl dev
@@ -216,6 +215,7 @@ func runCrawl(ctx context.Context, args []string, stderr io.Writer) error {
 	maxPage := fs.Int64("max-page-bytes", 10<<20, "largest rendered page accepted")
 	pages := fs.Int("browser-pages", 4, "pages each pool browser renders at once")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	metricsFlag(fs)
 	gpu := fs.Bool("gpu", os.Getenv("TRAWL_CRAWL_GPU") == "1", "render with the machine's NVIDIA GPU (the gpu image sets TRAWL_CRAWL_GPU=1); refuses to start without one")
 	var proxies []fetch.ProxySpec
 	var escalate string
@@ -235,7 +235,7 @@ func runCrawl(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	shutdown, err := telemetry.Setup(ctx, "trawl-crawl")
+	shutdown, err := setupTelemetry(ctx, "trawl-crawl", logger)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,6 @@ import (
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/regionauth"
-	"github.com/trawlhq/trawl/internal/telemetry"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -136,7 +135,7 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	if err := os.WriteFile(cfPath, []byte(text), 0o644); err != nil {
 		return err
 	}
-	shutdown, err := telemetry.Setup(ctx, "trawl-dev")
+	shutdown, err := setupTelemetry(ctx, "trawl-dev", logger)
 	if err != nil {
 		return err
 	}
@@ -293,7 +292,7 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 	crawlListen := ""
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
-		case "regions", "region", "listen", "ledger-raft", "peers", "dev-account", "cell-listen":
+		case "regions", "region", "listen", "ledger-raft", "peers", "dev-account", "cell-listen", "metrics-listen":
 			return
 		case "crawl-listen": // one crawl server, beside the first region's cell
 			crawlListen = f.Value.String()

@@ -16,7 +16,6 @@ import (
 
 	_ "github.com/trawlhq/trawl/caddy-modules/all"
 	"github.com/trawlhq/trawl/gate"
-	"github.com/trawlhq/trawl/internal/telemetry"
 )
 
 const gateUsage = `usage:
@@ -34,6 +33,7 @@ func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	region := fs.String("region", "", "the region the config must be for (checked)")
 	config := fs.String("config", "", "the gate's Caddyfile")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	metricsFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,7 +49,7 @@ func runGate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	shutdown, err := telemetry.Setup(ctx, "trawl-gate")
+	shutdown, err := setupTelemetry(ctx, "trawl-gate", logger)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,6 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/regionauth"
-	"github.com/trawlhq/trawl/internal/telemetry"
 )
 
 const usage = `trawl: a self-hostable web data service
@@ -135,6 +134,7 @@ func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *str
 		return nil
 	})
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
+	metricsFlag(fs)
 
 	// The browser engine and the engine ladder (docs/api.md, "Engines").
 	cfg.Browsers = -1
@@ -278,7 +278,7 @@ func runCell(ctx context.Context, args []string, stderr io.Writer) error {
 	if cfg.RegionKeys, err = regionKeys(false); err != nil {
 		return err
 	}
-	shutdown, err := telemetry.Setup(ctx, "trawl-cell")
+	shutdown, err := setupTelemetry(ctx, "trawl-cell", logger)
 	if err != nil {
 		return err
 	}

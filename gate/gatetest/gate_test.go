@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -253,4 +254,50 @@ func keys(m map[string]sdktrace.ReadOnlySpan) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// Issue 21: the Prometheus endpoint shows what an SRE pages on during a
+// run: requests by route and status, credits charged, the ledger voter,
+// settlement lag, parked charges, live cells, and the cells' gauges.
+func TestMetricsEndpoint(t *testing.T) {
+	m, err := telemetry.SetupMetrics(context.Background(), "127.0.0.1:0", slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	g := Start(t, Options{})
+	pages := site(t)
+	key := g.Account(t, ledger.PlanFree, 10)
+	if r := call(t, "POST", g.URL+"/scrape", key, `{"url":"`+pages.URL+`/m"}`); r.status != 200 {
+		t.Fatalf("scrape: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", g.URL+"/scrape", "", `{}`); r.status != 401 {
+		t.Fatalf("no key: %d", r.status)
+	}
+	resp, err := http.Get("http://" + m.Addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	body := string(b)
+	for _, want := range []string{
+		`trawl_gate_requests_total{http_request_method="POST",http_response_status_code="200",http_route="POST /scrape"`,
+		`trawl_gate_requests_total{http_request_method="POST",http_response_status_code="401",http_route="POST /scrape"`,
+		`trawl_gate_request_duration_seconds_bucket{http_route="POST /scrape"`,
+		`trawl_gate_credits_charged_total{otel_scope_name="github.com/trawlhq/trawl/gate",otel_scope_schema_url="",otel_scope_version="",trawl_kind="scrape",trawl_level="light"} 1000`,
+		`trawl_ledger_raft_leader{`,
+		`trawl_ledger_raft_commit_lag{`,
+		`trawl_ledger_holds_unsettled{`,
+		`trawl_ledger_charges_parked{`,
+		`trawl_gate_cells_live{`,
+		`trawl_cell_store_disk_bytes{`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in /metrics", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", body)
+	}
 }
