@@ -11,7 +11,7 @@
 // run), then:
 //
 //   - trawl: content.Process, the Markdown's text (links' targets, images
-//     and markup removed; see markdownText);
+//     and markup removed; see score.MarkdownText);
 //   - go-trafilatura: trafilatura.Extract with its defaults (fallback to
 //     Readability and DOM Distiller on), its ContentText;
 //   - go-readability: the readeck port of Readability.js, its TextContent.
@@ -46,6 +46,7 @@ import (
 
 	readability "codeberg.org/readeck/go-readability"
 	trafilatura "github.com/markusmobius/go-trafilatura"
+	"github.com/trawlhq/trawl/bench/aeb/score"
 	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/fetch"
 )
@@ -73,7 +74,7 @@ var extractors = []extractorDef{
 		if err != nil {
 			return "", el, err
 		}
-		return markdownText(d.Markdown), el, nil
+		return score.MarkdownText(d.Markdown), el, nil
 	}},
 	{"go-trafilatura", func(body []byte, u *url.URL) (string, time.Duration, error) {
 		t := time.Now()
@@ -117,7 +118,7 @@ func main() {
 type pageResult struct {
 	id     string
 	text   map[string]string
-	scores map[string]score
+	scores map[string]score.Score
 }
 
 func run(data, split string, worst int, only, pageID, out string) error {
@@ -186,7 +187,7 @@ func run(data, split string, worst int, only, pageID, out string) error {
 			return err
 		}
 		u, _ := url.Parse(resp.URL)
-		pr := pageResult{id: id, text: map[string]string{}, scores: map[string]score{}}
+		pr := pageResult{id: id, text: map[string]string{}, scores: map[string]score.Score{}}
 		for _, e := range exs {
 			txt, el, err := e.run(resp.Body, u)
 			if err != nil {
@@ -194,15 +195,21 @@ func run(data, split string, worst int, only, pageID, out string) error {
 			}
 			total[e.name] += el
 			pr.text[e.name] = txt
-			pr.scores[e.name] = shingleMatch(gt[id].ArticleBody, txt)
+			pr.scores[e.name] = score.Match(gt[id].ArticleBody, txt)
 		}
 		results = append(results, pr)
 	}
 
 	if pageID != "" {
 		r := results[0]
-		f, p, rc := metrics([]score{r.scores["trawl"]})
-		fmt.Printf("== %s  F1 %.3f P %.3f R %.3f\n== trawl:\n%s\n== truth:\n%s\n", r.id, f, p, rc, r.text["trawl"], gt[r.id].ArticleBody)
+		f, p, rc := score.Metrics([]score.Score{r.scores["trawl"]})
+		fmt.Printf("== %s  F1 %.3f P %.3f R %.3f %s\n== trawl's lines not in the truth:\n", r.id, f, p, rc, gt[r.id].URL)
+		want := " " + strings.Join(score.Tokens(gt[r.id].ArticleBody), " ") + " "
+		for _, line := range strings.Split(r.text["trawl"], "\n") {
+			if t := score.Tokens(line); len(t) > 0 && !strings.Contains(want, " "+strings.Join(t, " ")+" ") {
+				fmt.Println("+ " + strings.TrimSpace(line))
+			}
+		}
 		return nil
 	}
 
@@ -227,7 +234,7 @@ func run(data, split string, worst int, only, pageID, out string) error {
 	fmt.Printf("%-10s %-16s %5s %6s %6s %6s %9s\n", "split", "extractor", "pages", "F1", "P", "R", "ms/page")
 	for _, rw := range rows {
 		for _, e := range exs {
-			var ss []score
+			var ss []score.Score
 			var ms time.Duration
 			for _, r := range results {
 				if rw.keep(r.id) {
@@ -235,7 +242,7 @@ func run(data, split string, worst int, only, pageID, out string) error {
 				}
 			}
 			ms = total[e.name] / time.Duration(max(1, len(results)))
-			f, p, rc := metrics(ss)
+			f, p, rc := score.Metrics(ss)
 			fmt.Printf("%-10s %-16s %5d %6.3f %6.3f %6.3f %9.1f\n", rw.name, e.name, len(ss), f, p, rc, float64(ms.Microseconds())/1000)
 		}
 	}
@@ -247,12 +254,12 @@ func run(data, split string, worst int, only, pageID, out string) error {
 				tune = append(tune, r)
 			}
 		}
-		f1 := func(s score) float64 { f, _, _ := metrics([]score{s}); return f }
+		f1 := func(s score.Score) float64 { f, _, _ := score.Metrics([]score.Score{s}); return f }
 		sort.Slice(tune, func(i, j int) bool { return f1(tune[i].scores["trawl"]) < f1(tune[j].scores["trawl"]) })
 		fmt.Printf("\nworst tuning pages (trawl F1, P, R | go-trafilatura F1)\n")
 		for _, r := range tune[:min(worst, len(tune))] {
 			s := r.scores["trawl"]
-			fmt.Printf("%s %.3f %.3f %.3f | %.3f  %s\n", r.id[:12], f1(s), precisionOf(s), recallOf(s), f1(r.scores["go-trafilatura"]), gt[r.id].URL)
+			fmt.Printf("%s %.3f %.3f %.3f | %.3f  %s\n", r.id[:12], f1(s), score.Precision(s), score.Recall(s), f1(r.scores["go-trafilatura"]), gt[r.id].URL)
 		}
 	}
 

@@ -76,7 +76,7 @@ var goldenCases = []goldenCase{
 		want: []string{
 			"![A green anemone, open](https://cdn.example.net/notes/2024/img/anemone.jpg)",
 			"[last year's notes](https://cdn.example.net/notes/2023/pools.html#anemones)",
-			"![Hermit crab](https://cdn.example.net/notes/2024/img/crab.jpg)",
+			"![Hermit crab](https://cdn.example.net/notes/2024/img/crab.jpg \"The hermit crab, photographed from above.\")",
 			"[the editor](mailto:notes@example.net)",
 			"[![Map of the pools](https://cdn.example.net/maps/pools-thumb.png)](https://cdn.example.net/maps/pools.png)",
 			"This link does nothing.",

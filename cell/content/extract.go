@@ -89,6 +89,8 @@ type extractConfig struct {
 	noFallback bool
 	// noLandmark ignores <main>/role="main".
 	noLandmark bool
+	// noPrecision skips the precision pass (precision.go).
+	noPrecision bool
 }
 
 var defaultExtract = extractConfig{mapReadability: true, pruneBelow: 0.5}
@@ -113,7 +115,11 @@ func extractMain(doc *html.Node, base *url.URL, cfg extractConfig) (*html.Node, 
 		body.AppendChild(lm)
 	}
 	lead := leadHeading(body)
+	article := declaresArticle(doc)
 	m, method := extractIn(doc, body, base, cfg)
+	if !cfg.noPrecision && m != nil && m.Type == html.ElementNode {
+		precisionPass(m, article)
+	}
 	restoreHeading(m, lead)
 	return m, method
 }
@@ -257,20 +263,43 @@ func wordsOf(s string, fn func(w string)) {
 	}
 }
 
-type tokStats struct{ hits, total int }
+// tokStats counts the words below an element: total, those in the
+// extractor's vocabulary (words), and those whose pair with the word
+// before is one of the extractor's pairs not yet taken (hits).
+type tokStats struct{ hits, words, total int }
+
+// pairKey is a pair of consecutive words (word bigram). Single words say
+// too little about a block (an image caption or a teaser repeats the
+// article's words, not its word sequences).
+type pairKey struct{ a, b string }
 
 // mapToOriginal finds, below root, the page's own element whose words best
 // match the words of extracted (a tree built by another extractor), and
 // prunes from it the child blocks that the extractor left out. Code blocks
 // and data tables inside the chosen element are kept even when the
 // extractor dropped them. It returns nil if nothing matches.
+//
+// The element is chosen by words (F1 of the word multisets' overlap): the
+// vocabulary is forgiving, so the chosen element is the whole content even
+// when the extractor rewrote or dropped parts of it (a table it kept alone).
+// Blocks are pruned by word pairs, each pair of the extractor's text
+// matching at most as many times as it occurs there, in document order: a
+// block that repeats the article (a hidden copy, a teaser, a caption that
+// quotes it) finds its pairs already taken by the article itself.
 func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
-	want := map[string]bool{}
+	vocab := map[string]bool{}
+	pairs := map[pairKey]int{}
 	nWant := 0
+	prev := ""
 	var collect func(*html.Node)
 	collect = func(n *html.Node) {
 		if n.Type == html.TextNode {
-			wordsOf(n.Data, func(w string) { want[w] = true; nWant++ })
+			wordsOf(n.Data, func(w string) {
+				vocab[w] = true
+				pairs[pairKey{prev, w}]++
+				prev = w
+				nWant++
+			})
 			return
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
@@ -285,13 +314,20 @@ func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
 	stats := map[*html.Node]tokStats{}
 	var best *html.Node
 	bestF := 0.0
+	prev = ""
 	var walk func(*html.Node) tokStats
 	walk = func(n *html.Node) tokStats {
 		var s tokStats
 		if n.Type == html.TextNode {
 			wordsOf(n.Data, func(w string) {
+				p := pairKey{prev, w}
+				prev = w
 				s.total++
-				if want[w] {
+				if vocab[w] {
+					s.words++
+				}
+				if pairs[p] > 0 {
+					pairs[p]--
 					s.hits++
 				}
 			})
@@ -303,11 +339,12 @@ func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
 			cs := walk(c)
 			s.hits += cs.hits
+			s.words += cs.words
 			s.total += cs.total
 		}
 		if n.Type == html.ElementNode {
 			stats[n] = s
-			if f := 2 * float64(s.hits) / float64(s.total+nWant); f > bestF {
+			if f := 2 * float64(s.words) / float64(s.total+nWant); f > bestF {
 				best, bestF = n, f
 			}
 		}
@@ -335,14 +372,43 @@ func prune(n *html.Node, stats map[*html.Node]tokStats, below float64) {
 			case s.total == 0 || protected(c):
 			case isBoilerTag(c) || looksLikeNav(c) && linkDensity(c) > 0.3:
 				n.RemoveChild(c)
-			case s.total >= 3 && float64(s.hits) < below*float64(s.total):
-				n.RemoveChild(c)
+			case s.total >= 3 && float64(blockHits(c, s)) < below*float64(s.total):
+				switch {
+				case isHeading(c):
+					// Extractors drop a heading that repeats the
+					// page's title; it is still the section's title.
+				case findFirst(c, func(n *html.Node) bool { return protected(n) || isHeading(n) }) != nil:
+					// A wrapper of a code block, a table or a heading
+					// (DocBook's div.table, div.titlepage): keep those.
+					prune(c, stats, below)
+				default:
+					n.RemoveChild(c)
+				}
 			case s.hits < s.total:
 				prune(c, stats, below)
 			}
 		}
 		c = next
 	}
+}
+
+func isHeading(n *html.Node) bool {
+	switch n.DataAtom {
+	case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+		return true
+	}
+	return false
+}
+
+// blockHits is how many of a block's words count as kept by the
+// extractor: its matched word pairs, except in link lists (a table of
+// contents, an index), which extractors rewrite or cut and whose entries
+// are short: there any word of the extractor's vocabulary counts.
+func blockHits(n *html.Node, s tokStats) int {
+	if s.hits < s.words && linkDensity(n) >= 0.5 {
+		return s.words
+	}
+	return s.hits
 }
 
 // navNames are class/id fragments of navigation chrome (after

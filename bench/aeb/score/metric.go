@@ -1,4 +1,6 @@
-package main
+// Package score is the article extraction benchmark's metric (evaluate.py),
+// reimplemented, and the text of Markdown that it scores.
+package score
 
 import (
 	"strings"
@@ -10,8 +12,8 @@ import (
 // page normalised to sum 1, precision and recall averaged over pages, F1
 // of the averages.
 
-// score is one page's normalised TP, FP and FN.
-type score struct{ tp, fp, fn float64 }
+// Score is one page's normalised TP, FP and FN.
+type Score struct{ tp, fp, fn float64 }
 
 // isWord is Python's re \w with re.UNICODE: str.isalnum() or '_'. isalnum
 // is the letter categories (L*) and the numeric ones (Nd, Nl, No); marks
@@ -20,9 +22,9 @@ func isWord(r rune) bool {
 	return r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r)
 }
 
-// tokens are the \w+ runs of s, case kept (the IGNORECASE flag of the
+// Tokens are the \w+ runs of s, case kept (the IGNORECASE flag of the
 // original does not change what \w matches).
-func tokens(s string) []string {
+func Tokens(s string) []string {
 	var out []string
 	start := -1
 	for i, r := range s {
@@ -44,7 +46,7 @@ func tokens(s string) []string {
 // shingles counts the n-grams of s's tokens; a text of fewer than n tokens
 // is one shingle of all of them, an empty text has none.
 func shingles(s string, n int) map[string]int {
-	t := tokens(s)
+	t := Tokens(s)
 	m := map[string]int{}
 	for i := 0; i < max(1, len(t)-n+1); i++ {
 		g := t[i:min(i+n, len(t))]
@@ -56,10 +58,10 @@ func shingles(s string, n int) map[string]int {
 	return m
 }
 
-// shingleMatch is string_shingle_matching.
-func shingleMatch(truth, pred string) score {
+// Match is string_shingle_matching.
+func Match(truth, pred string) Score {
 	ts, ps := shingles(truth, 4), shingles(pred, 4)
-	var s score
+	var s Score
 	for k, tc := range ts {
 		pc := ps[k]
 		s.tp += float64(min(tc, pc))
@@ -77,7 +79,7 @@ func shingleMatch(truth, pred string) score {
 	return s
 }
 
-func precisionOf(s score) float64 {
+func Precision(s Score) float64 {
 	if s.fp == 0 && s.fn == 0 {
 		return 1
 	}
@@ -87,7 +89,7 @@ func precisionOf(s score) float64 {
 	return s.tp / (s.tp + s.fp)
 }
 
-func recallOf(s score) float64 {
+func Recall(s Score) float64 {
 	if s.fp == 0 && s.fn == 0 {
 		return 1
 	}
@@ -97,17 +99,17 @@ func recallOf(s score) float64 {
 	return s.tp / (s.tp + s.fn)
 }
 
-// metrics is metrics_from_tp_fp_fns: mean precision over pages that
+// Metrics is metrics_from_tp_fp_fns: mean precision over pages that
 // predicted something, mean recall over pages with a truth, F1 of the two.
-func metrics(ss []score) (f1, p, r float64) {
+func Metrics(ss []Score) (f1, p, r float64) {
 	var np, nr int
 	for _, s := range ss {
 		if s.tp+s.fp > 0 {
-			p += precisionOf(s)
+			p += Precision(s)
 			np++
 		}
 		if s.tp+s.fn > 0 {
-			r += recallOf(s)
+			r += Recall(s)
 			nr++
 		}
 	}

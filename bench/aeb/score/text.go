@@ -1,4 +1,4 @@
-package main
+package score
 
 import (
 	"strings"
@@ -11,11 +11,11 @@ import (
 
 var md = goldmark.New(goldmark.WithExtensions(extension.GFM))
 
-// markdownText is the text a reader sees in GFM: link targets, image
+// MarkdownText is the text a reader sees in GFM: link targets, image
 // references and markup go; link texts, code and table cells stay; blocks
 // are separated by newlines. The benchmark scores text, so Markdown syntax
 // must not count as words (a link's URL would).
-func markdownText(src string) string {
+func MarkdownText(src string) string {
 	source := []byte(src)
 	doc := md.Parser().Parse(text.NewReader(source))
 	var b strings.Builder
