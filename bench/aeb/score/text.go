@@ -1,12 +1,14 @@
 package score
 
 import (
+	"html"
 	"strings"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/ast"
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/text"
+	"github.com/yuin/goldmark/util"
 )
 
 var md = goldmark.New(goldmark.WithExtensions(extension.GFM))
@@ -30,7 +32,8 @@ func MarkdownText(src string) string {
 		case *ast.Image:
 			return ast.WalkSkipChildren, nil
 		case *ast.Text:
-			b.Write(v.Segment.Value(source))
+			// Backslash escapes and entity references are syntax too.
+			b.WriteString(html.UnescapeString(string(util.UnescapePunctuations(v.Segment.Value(source)))))
 			if v.SoftLineBreak() || v.HardLineBreak() {
 				b.WriteByte('\n')
 			}
