@@ -210,6 +210,13 @@ func run(data, split string, worst int, only, pageID, out string) error {
 				fmt.Println("+ " + strings.TrimSpace(line))
 			}
 		}
+		fmt.Println("== truth's lines missing from trawl's text:")
+		got := " " + strings.Join(score.Tokens(r.text["trawl"]), " ") + " "
+		for _, line := range strings.Split(gt[r.id].ArticleBody, "\n") {
+			if t := score.Tokens(line); len(t) > 0 && !strings.Contains(got, " "+strings.Join(t, " ")+" ") {
+				fmt.Println("- " + strings.TrimSpace(line))
+			}
+		}
 		return nil
 	}
 

@@ -45,7 +45,7 @@ var boilerClass = []string{
 
 // boilerShort are class words matched only as whole words: short words
 // that occur inside longer, innocent ones.
-var boilerShort = []string{"ad", "ads", "tag", "meta", "date", "cookie", "consent", "print", "hidden"}
+var boilerShort = []string{"ad", "ads", "cta", "tag", "meta", "date", "cookie", "consent", "print", "hidden"}
 
 // boilerID are id words: ids are often anchors derived from headings, so
 // only words that no section title would produce.
@@ -157,12 +157,21 @@ func dropForPrecision(n *html.Node, total int, article bool) bool {
 	if !article {
 		return false
 	}
+	links := findAll(nil, n, func(n *html.Node) bool { return n.DataAtom == atom.A && hasAttr(n, "href") })
 	switch n.DataAtom {
-	case atom.Ul, atom.Ol, atom.Div, atom.Section, atom.P, atom.Li, atom.Dl:
+	case atom.Ul, atom.Ol, atom.Div, atom.Section, atom.Dl:
+	case atom.P:
+		// A "Related: ..." or "Read more: ..." line, or a paragraph
+		// that is a list of links (<br>-separated headlines); not a
+		// paragraph that happens to hold a long link.
+		if runes > 150 && len(links) < 3 {
+			return false
+		}
 	default:
+		// List items are judged with their list: a list of linked
+		// headlines, each with a sentence, is content.
 		return false
 	}
-	links := findAll(nil, n, func(n *html.Node) bool { return n.DataAtom == atom.A && hasAttr(n, "href") })
 	return len(links) > 0 && linkDensity(n) > 0.6 && float64(runes) < 0.3*float64(total) && findFirst(n, protected) == nil
 }
 
@@ -181,3 +190,4 @@ func captionToTitle(cap *html.Node) {
 		setAttr(imgs[0], "title", t)
 	}
 }
+
