@@ -190,4 +190,3 @@ func captionToTitle(cap *html.Node) {
 		setAttr(imgs[0], "title", t)
 	}
 }
-
