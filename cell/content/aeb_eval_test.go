@@ -40,6 +40,11 @@ type aebVariant struct {
 
 var aebVariants = []aebVariant{
 	{"shipped", defaultExtract},
+	{"headline kept in the Markdown", extractConfig{mapReadability: true, pruneBelow: 0.5, keepHeadline: true}},
+	{"no precision pass", extractConfig{mapReadability: true, pruneBelow: 0.5, noPrecision: true}},
+	{"no precision pass, headline kept", extractConfig{mapReadability: true, pruneBelow: 0.5, noPrecision: true, keepHeadline: true}},
+	{"no trafilatura fallback", extractConfig{mapReadability: true, pruneBelow: 0.5, noFallback: true}},
+	{"Readability tree as is", extractConfig{pruneBelow: 0.5}},
 }
 
 func aebHeldOut(id string) bool { return id != "" && id[0] >= '0' && id[0] <= '5' }
@@ -86,6 +91,7 @@ func TestEvalArticles(t *testing.T) {
 	var report strings.Builder
 	for vi, v := range aebVariants {
 		var ss []score.Score
+		methods := map[string]int{}
 		type worst struct {
 			id string
 			s  score.Score
@@ -97,13 +103,19 @@ func TestEvalArticles(t *testing.T) {
 			txt := ""
 			if err == nil {
 				txt = score.MarkdownText(d.Markdown)
+				methods[d.Method]++
+				if d.Method != "readability" && os.Getenv("AEB_METHODS") != "" {
+					sc := score.Match(gt[id].ArticleBody, txt)
+					f, _, _ := score.Metrics([]score.Score{sc})
+					t.Logf("%s %s F1 %.3f %s", v.name, d.Method, f, id[:12])
+				}
 			}
 			s := score.Match(gt[id].ArticleBody, txt)
 			ss = append(ss, s)
 			ws = append(ws, worst{id, s})
 		}
 		f, p, r := score.Metrics(ss)
-		fmt.Fprintf(&report, "%-40s %s %3d pages  F1 %.3f  P %.3f  R %.3f\n", v.name, *evalAEBSplit, len(ss), f, p, r)
+		fmt.Fprintf(&report, "%-40s %s %3d pages  F1 %.3f  P %.3f  R %.3f  %v\n", v.name, *evalAEBSplit, len(ss), f, p, r, methods)
 		if vi == 0 && *evalAEBWorst > 0 && *evalAEBSplit == "tune" {
 			f1 := func(s score.Score) float64 { f, _, _ := score.Metrics([]score.Score{s}); return f }
 			sort.Slice(ws, func(i, j int) bool { return f1(ws[i].s) < f1(ws[j].s) })

@@ -91,6 +91,9 @@ type extractConfig struct {
 	noLandmark bool
 	// noPrecision skips the precision pass (precision.go).
 	noPrecision bool
+	// keepHeadline keeps (and restores) the headline of article pages,
+	// as on other pages.
+	keepHeadline bool
 }
 
 var defaultExtract = extractConfig{mapReadability: true, pruneBelow: 0.5}
@@ -120,8 +123,60 @@ func extractMain(doc *html.Node, base *url.URL, cfg extractConfig) (*html.Node, 
 	if !cfg.noPrecision && m != nil && m.Type == html.ElementNode {
 		precisionPass(m, article)
 	}
-	restoreHeading(m, lead)
+	if article && !cfg.keepHeadline {
+		dropHeadline(m, lead, pageTitle(doc))
+	} else {
+		restoreHeading(m, lead)
+	}
 	return m, method
+}
+
+// dropHeadline removes an article's headline from the top of its body: on
+// a page that declares an article, the headline is the Document's Title
+// (and og:title), not body text, as in schema.org's articleBody and the
+// article extractors (Readability, trafilatura). The headline is the
+// first heading before any text, when it is the page's lead <h1> or
+// its text is part of the page's title.
+func dropHeadline(main, lead *html.Node, title string) {
+	if main == nil || main.Type != html.ElementNode {
+		return
+	}
+	var h *html.Node
+	findFirst(main, func(n *html.Node) bool {
+		if isHeading(n) {
+			h = n
+			return true
+		}
+		// Text before any heading: there is no headline on top.
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			if c.Type == html.TextNode && strings.TrimSpace(c.Data) != "" {
+				return true
+			}
+		}
+		return false
+	})
+	if h == nil || h == main {
+		return
+	}
+	t := collapsedText(h)
+	if t == "" {
+		return
+	}
+	if lead != nil && collapsedText(lead) == t || strings.Contains(strings.ToLower(title), strings.ToLower(t)) {
+		removeWithEmptyParents(h, main)
+	}
+}
+
+// removeWithEmptyParents detaches n, then each ancestor below stop that it
+// leaves without text or images.
+func removeWithEmptyParents(n, stop *html.Node) {
+	p := n.Parent
+	detach(n)
+	for p != nil && p != stop && visibleRunes(p, false) == 0 && findFirst(p, func(m *html.Node) bool { return m.DataAtom == atom.Img }) == nil {
+		next := p.Parent
+		detach(p)
+		p = next
+	}
 }
 
 // leadHeading returns the page's first <h1> outside navigation chrome.

@@ -164,7 +164,7 @@ func dropForPrecision(n *html.Node, total int, article bool) bool {
 		// A "Related: ..." or "Read more: ..." line, or a paragraph
 		// that is a list of links (<br>-separated headlines); not a
 		// paragraph that happens to hold a long link.
-		if runes > 150 && len(links) < 3 {
+		if runes > 150 && (len(links) < 3 || float64(runes)*(1-linkDensity(n)) > 80) {
 			return false
 		}
 	default:
