@@ -323,11 +323,6 @@ func wordsOf(s string, fn func(w string)) {
 // before is one of the extractor's pairs not yet taken (hits).
 type tokStats struct{ hits, words, total int }
 
-// pairKey is a pair of consecutive words (word bigram). Single words say
-// too little about a block (an image caption or a teaser repeats the
-// article's words, not its word sequences).
-type pairKey struct{ a, b string }
-
 // mapToOriginal finds, below root, the page's own element whose words best
 // match the words of extracted (a tree built by another extractor), and
 // prunes from it the child blocks that the extractor left out. Code blocks
@@ -342,17 +337,23 @@ type pairKey struct{ a, b string }
 // block that repeats the article (a hidden copy, a teaser, a caption that
 // quotes it) finds its pairs already taken by the article itself.
 func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
-	vocab := map[string]bool{}
-	pairs := map[pairKey]int{}
+	// Words are interned: a pair of word ids is one uint64 key. Id 0 is
+	// "no word yet" and words outside the extractor's vocabulary.
+	vocab := map[string]uint32{}
+	pairs := map[uint64]int32{}
 	nWant := 0
-	prev := ""
+	var prev uint32
 	var collect func(*html.Node)
 	collect = func(n *html.Node) {
 		if n.Type == html.TextNode {
 			wordsOf(n.Data, func(w string) {
-				vocab[w] = true
-				pairs[pairKey{prev, w}]++
-				prev = w
+				id, ok := vocab[w]
+				if !ok {
+					id = uint32(len(vocab) + 1)
+					vocab[w] = id
+				}
+				pairs[uint64(prev)<<32|uint64(id)]++
+				prev = id
 				nWant++
 			})
 			return
@@ -369,22 +370,22 @@ func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
 	stats := map[*html.Node]tokStats{}
 	var best *html.Node
 	bestF := 0.0
-	prev = ""
+	prev = 0
 	var walk func(*html.Node) tokStats
 	walk = func(n *html.Node) tokStats {
 		var s tokStats
 		if n.Type == html.TextNode {
 			wordsOf(n.Data, func(w string) {
-				p := pairKey{prev, w}
-				prev = w
+				id := vocab[w]
 				s.total++
-				if vocab[w] {
+				if id != 0 {
 					s.words++
+					if k := uint64(prev)<<32 | uint64(id); pairs[k] > 0 {
+						pairs[k]--
+						s.hits++
+					}
 				}
-				if pairs[p] > 0 {
-					pairs[p]--
-					s.hits++
-				}
+				prev = id
 			})
 			return s
 		}

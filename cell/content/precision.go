@@ -2,6 +2,7 @@ package content
 
 import (
 	"strings"
+	"unicode"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
@@ -115,10 +116,57 @@ func declaresArticle(doc *html.Node) bool {
 	}) != nil
 }
 
+// blockStats are the counts precisionPass decides by, gathered for every
+// element in one walk (deciding element by element with subtree walks
+// would cost the square of the depth).
+type blockStats struct {
+	runes     int  // non-space runes of visible text
+	linkRunes int  // of which inside <a>
+	links     int  // <a href> elements
+	guarded   bool // holds a code block or a data table
+}
+
+func gatherStats(n *html.Node, inLink bool, st map[*html.Node]*blockStats) blockStats {
+	var s blockStats
+	if n.Type == html.TextNode {
+		for _, r := range n.Data {
+			if !unicode.IsSpace(r) {
+				s.runes++
+			}
+		}
+		if inLink {
+			s.linkRunes = s.runes
+		}
+		return s
+	}
+	if n.Type == html.ElementNode && skipText(n) {
+		return s
+	}
+	isLink := n.Type == html.ElementNode && n.DataAtom == atom.A
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		cs := gatherStats(c, inLink || isLink, st)
+		s.runes += cs.runes
+		s.linkRunes += cs.linkRunes
+		s.links += cs.links
+		s.guarded = s.guarded || cs.guarded
+	}
+	if n.Type == html.ElementNode {
+		if isLink && hasAttr(n, "href") {
+			s.links++
+		}
+		if protected(n) {
+			s.guarded = true
+		}
+		st[n] = &s
+	}
+	return s
+}
+
 // precisionPass removes non-content blocks from main (see above). article
 // says the page declares itself an article.
 func precisionPass(main *html.Node, article bool) {
-	total := visibleRunes(main, false)
+	st := map[*html.Node]*blockStats{}
+	total := gatherStats(main, false, st).runes
 	if total == 0 {
 		return
 	}
@@ -127,7 +175,7 @@ func precisionPass(main *html.Node, article bool) {
 		for c := n.FirstChild; c != nil; {
 			next := c.NextSibling
 			if c.Type == html.ElementNode && !skipText(c) && c.DataAtom != atom.Pre && !protected(c) {
-				if dropForPrecision(c, total, article) {
+				if dropForPrecision(c, st[c], total, article) {
 					n.RemoveChild(c)
 				} else {
 					walk(c)
@@ -139,7 +187,7 @@ func precisionPass(main *html.Node, article bool) {
 	walk(main)
 }
 
-func dropForPrecision(n *html.Node, total int, article bool) bool {
+func dropForPrecision(n *html.Node, s *blockStats, total int, article bool) bool {
 	switch n.DataAtom {
 	case atom.Figcaption:
 		captionToTitle(n)
@@ -147,24 +195,23 @@ func dropForPrecision(n *html.Node, total int, article bool) bool {
 	case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6, atom.Code, atom.Tbody, atom.Thead, atom.Tr, atom.Td, atom.Th:
 		return false
 	}
-	runes := visibleRunes(n, false)
-	if runes == 0 {
+	if s == nil || s.runes == 0 || s.guarded || float64(s.runes) >= 0.3*float64(total) {
 		return false
 	}
-	if boilerByName(n) && float64(runes) < 0.3*float64(total) && findFirst(n, protected) == nil {
+	if boilerByName(n) {
 		return true
 	}
-	if !article {
+	if !article || s.links == 0 {
 		return false
 	}
-	links := findAll(nil, n, func(n *html.Node) bool { return n.DataAtom == atom.A && hasAttr(n, "href") })
+	density := float64(s.linkRunes) / float64(s.runes)
 	switch n.DataAtom {
 	case atom.Ul, atom.Ol, atom.Div, atom.Section, atom.Dl:
 	case atom.P:
 		// A "Related: ..." or "Read more: ..." line, or a paragraph
 		// that is a list of links (<br>-separated headlines); not a
 		// paragraph that happens to hold a long link.
-		if runes > 150 && (len(links) < 3 || float64(runes)*(1-linkDensity(n)) > 80) {
+		if s.runes > 150 && (s.links < 3 || s.runes-s.linkRunes > 80) {
 			return false
 		}
 	default:
@@ -172,7 +219,7 @@ func dropForPrecision(n *html.Node, total int, article bool) bool {
 		// headlines, each with a sentence, is content.
 		return false
 	}
-	return len(links) > 0 && linkDensity(n) > 0.6 && float64(runes) < 0.3*float64(total) && findFirst(n, protected) == nil
+	return density > 0.6
 }
 
 // captionToTitle gives the single image of cap's <figure> the caption as
