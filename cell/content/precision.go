@@ -126,7 +126,7 @@ type blockStats struct {
 	guarded   bool // holds a code block or a data table
 }
 
-func gatherStats(n *html.Node, inLink bool, st map[*html.Node]*blockStats) blockStats {
+func gatherStats(n *html.Node, inLink bool, st map[*html.Node]blockStats) blockStats {
 	var s blockStats
 	if n.Type == html.TextNode {
 		for _, r := range n.Data {
@@ -157,7 +157,7 @@ func gatherStats(n *html.Node, inLink bool, st map[*html.Node]*blockStats) block
 		if protected(n) {
 			s.guarded = true
 		}
-		st[n] = &s
+		st[n] = s
 	}
 	return s
 }
@@ -165,7 +165,7 @@ func gatherStats(n *html.Node, inLink bool, st map[*html.Node]*blockStats) block
 // precisionPass removes non-content blocks from main (see above). article
 // says the page declares itself an article.
 func precisionPass(main *html.Node, article bool) {
-	st := map[*html.Node]*blockStats{}
+	st := map[*html.Node]blockStats{}
 	total := gatherStats(main, false, st).runes
 	if total == 0 {
 		return
@@ -175,7 +175,7 @@ func precisionPass(main *html.Node, article bool) {
 		for c := n.FirstChild; c != nil; {
 			next := c.NextSibling
 			if c.Type == html.ElementNode && !skipText(c) && c.DataAtom != atom.Pre && !protected(c) {
-				if dropForPrecision(c, st[c], total, article) {
+				if s, ok := st[c]; ok && dropForPrecision(c, s, total, article) {
 					n.RemoveChild(c)
 				} else {
 					walk(c)
@@ -187,7 +187,7 @@ func precisionPass(main *html.Node, article bool) {
 	walk(main)
 }
 
-func dropForPrecision(n *html.Node, s *blockStats, total int, article bool) bool {
+func dropForPrecision(n *html.Node, s blockStats, total int, article bool) bool {
 	switch n.DataAtom {
 	case atom.Figcaption:
 		captionToTitle(n)
@@ -195,7 +195,7 @@ func dropForPrecision(n *html.Node, s *blockStats, total int, article bool) bool
 	case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6, atom.Code, atom.Tbody, atom.Thead, atom.Tr, atom.Td, atom.Th:
 		return false
 	}
-	if s == nil || s.runes == 0 || s.guarded || float64(s.runes) >= 0.3*float64(total) {
+	if s.runes == 0 || s.guarded || float64(s.runes) >= 0.3*float64(total) {
 		return false
 	}
 	if boilerByName(n) {
