@@ -261,14 +261,44 @@ func extractIn(doc, body *html.Node, base *url.URL, cfg extractConfig) (*html.No
 		}
 		return body, "body"
 	}
-	if m := mapToOriginal(body, res.ContentNode, cfg.pruneBelow); m != nil {
-		return m, "trafilatura"
+	tBest, tStats := bestMatch(body, res.ContentNode)
+	if rnode != nil && tBest != nil && linkList(res.ContentNode) && prose(rnode) {
+		// The fallback found a list of links where Readability found
+		// prose. If the two are apart on the page, the list is a menu
+		// beside a short article: keep the prose. (A list around the
+		// prose, such as a chapter's table of contents after its
+		// introduction, is the content.)
+		if rBest, rStats := bestMatch(body, rnode); rBest != nil && !isAncestor(rBest, tBest) && !isAncestor(tBest, rBest) && rBest != tBest {
+			prune(rBest, rStats, cfg.pruneBelow)
+			return rBest, "readability"
+		}
+	}
+	if tBest != nil {
+		prune(tBest, tStats, cfg.pruneBelow)
+		return tBest, "trafilatura"
 	}
 	if rnode != nil {
 		return rnode, "readability"
 	}
 	return body, "body"
 }
+
+// linkList reports an extraction that is mostly link text. Extractors
+// build their trees without atoms, so links are found by name.
+func linkList(n *html.Node) bool {
+	all := visibleRunes(n, false)
+	if all == 0 {
+		return false
+	}
+	links := 0
+	for _, a := range findAll(nil, n, func(n *html.Node) bool { return n.Type == html.ElementNode && n.Data == "a" }) {
+		links += visibleRunes(a, false)
+	}
+	return float64(links) > 0.5*float64(all)
+}
+
+// prose reports an extraction of some length that is mostly not links.
+func prose(n *html.Node) bool { return visibleRunes(n, false) >= 200 && linkDensity(n) < 0.25 }
 
 // landmark returns the single <main> or role="main" element below body
 // when it holds a meaningful amount of text, or nil.
@@ -337,6 +367,17 @@ type tokStats struct{ hits, words, total int }
 // block that repeats the article (a hidden copy, a teaser, a caption that
 // quotes it) finds its pairs already taken by the article itself.
 func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
+	best, stats := bestMatch(root, extracted)
+	if best == nil {
+		return nil
+	}
+	prune(best, stats, pruneBelow)
+	return best
+}
+
+// bestMatch is the first half of mapToOriginal: the page's element that
+// best matches extracted, and the word counts of every element below root.
+func bestMatch(root, extracted *html.Node) (*html.Node, map[*html.Node]tokStats) {
 	// Words are interned: a pair of word ids is one uint64 key. Id 0 is
 	// "no word yet" and words outside the extractor's vocabulary.
 	vocab := map[string]uint32{}
@@ -364,7 +405,7 @@ func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
 	}
 	collect(extracted)
 	if nWant == 0 {
-		return nil
+		return nil, nil
 	}
 
 	stats := map[*html.Node]tokStats{}
@@ -407,11 +448,7 @@ func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
 		return s
 	}
 	walk(root)
-	if best == nil {
-		return nil
-	}
-	prune(best, stats, pruneBelow)
-	return best
+	return best, stats
 }
 
 // prune removes the child elements of n that are mostly words the
