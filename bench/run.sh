@@ -14,6 +14,10 @@
 #      requests straight at a cell (bench/cellfront) and through a plain Caddy
 #      reverse_proxy to it (bench/caddyplain), interleaved rounds, under load
 #      and at 1 connection
+#   1b. articles: the content pipeline on the article extraction benchmark's
+#      181 news and blog pages (../shared/data/aeb) vs JSDOM + Readability +
+#      Turndown(+GFM), and bench/aeb's F1 with the benchmark's metric beside
+#      go-trafilatura and go-readability on the same pages
 #   6. browser (bench/browser): browser-engine pages/s, p50/p99, Chromium
 #      PSS after 1,000 pages vs 10, bursts of 100 at 10/50/100 concurrent
 #      vs  the same cell's plain HTTP engine and bare Chromium (playwright-go)
@@ -39,7 +43,8 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg) # for the table's header
 BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
-ALL_PARTS=pipeline,scrape,job,ledger,gate,browser,extract
+AEB=${BENCH_AEB:-$REPO/../shared/data/aeb}   # the article extraction benchmark (articles part)
+ALL_PARTS=pipeline,articles,scrape,job,ledger,gate,browser,extract
 ONLY=${BENCH_ONLY:-$ALL_PARTS}                   # comma list of parts to run
 PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
@@ -89,7 +94,12 @@ if ((${#need_apt[@]})); then
 fi
 ! want_corpus || [[ -d $CORPUS ]] || die "corpus $CORPUS not found"
 
-if want pipeline; then
+if want articles && [[ ! -f $AEB/ground-truth.json ]]; then
+	log "articles: $AEB not found, part skipped (BENCH_AEB names it)"
+	ONLY=${ONLY//articles/}
+fi
+
+if want pipeline || want articles; then
 	# Node comes from the machine, never from apt here: jsdom 29 needs >= 20.19.
 	command -v node >/dev/null || die "node not found (need >= 20.19 for jsdom 29)"
 	node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a==20&&b>=19)?0:1)' ||
@@ -158,8 +168,11 @@ stop() { # stop PID: end one started process group and wait for it
 log "building bench tools"
 mkdir -p "$WORK/bin"
 go build -o "$WORK/bin/" ./bench/fileserver ./bench/loadgen
-if want pipeline; then
+if want pipeline || want articles; then
 	go build -o "$WORK/bin/" ./bench/pipeline || die "bench/pipeline does not build (cell/content)"
+fi
+if want articles; then
+	go build -o "$WORK/bin/" ./bench/aeb || die "bench/aeb does not build (cell/content)"
 fi
 if want ledger; then
 	go build -o "$WORK/bin/" ./bench/ledger || die "bench/ledger does not build (ledger)"
@@ -263,6 +276,35 @@ if want pipeline; then
 	R[pipe_js_p99]=$(jq -r .p99 "$WORK/pipeline-js.json")
 	R[pipe_go_bad]=$(jq -r '.errors + .empty' "$WORK/pipeline-go.json")
 	R[pipe_js_bad]=$(jq -r .empty "$WORK/pipeline-js.json")
+fi
+
+# ------------------------------------------------ 1b. articles
+
+if want articles; then
+	mkdir -p "$WORK/aeb"
+	for f in "$AEB"/html/*.html.gz; do
+		b=$(basename "$f" .gz)
+		gzip -dc "$f" >"$WORK/aeb/$b"
+	done
+	find "$WORK/aeb" -name '*.html' -type f | LC_ALL=C sort >"$WORK/aeb-pages.txt"
+	NAEB=$(wc -l <"$WORK/aeb-pages.txt")
+	AEB_WARMUP=$((PIPELINE_WARMUP < NAEB ? PIPELINE_WARMUP : NAEB / 2))
+	log "1b articles: content pipeline on $NAEB article pages: trawl (Go)"
+	"$WORK/bin/pipeline" -list "$WORK/aeb-pages.txt" -root "$WORK/aeb" -base "http://127.0.0.1/aeb/" -warmup "$AEB_WARMUP" >"$WORK/aeb-go.json"
+	cat "$WORK/aeb-go.json" >&2
+	log "1b articles: content pipeline on $NAEB article pages: JSDOM + Readability + Turndown(+GFM)"
+	node "$BENCH/js/pipeline.js" --list "$WORK/aeb-pages.txt" --root "$WORK/aeb" --base "http://127.0.0.1/aeb/" --warmup "$AEB_WARMUP" >"$WORK/aeb-js.json"
+	cat "$WORK/aeb-js.json" >&2
+	R[aeb_go]=$(jq -r .ms_per_page "$WORK/aeb-go.json")
+	R[aeb_js]=$(jq -r .ms_per_page "$WORK/aeb-js.json")
+	R[aeb_go_cpu]=$(jq -r .cpu_ms_per_page "$WORK/aeb-go.json")
+	R[aeb_js_cpu]=$(jq -r .cpu_ms_per_page "$WORK/aeb-js.json")
+	log "1b articles: F1 with the benchmark's metric (bench/aeb)"
+	"$WORK/bin/aeb" -data "$AEB" >"$WORK/aeb-f1.txt"
+	cat "$WORK/aeb-f1.txt" >&2
+	f1() { awk -v s="$1" -v e="$2" '$1 == s && $2 == e { print $4 }' "$WORK/aeb-f1.txt"; }
+	R[aeb_f1]=$(f1 all trawl); R[aeb_f1_traf]=$(f1 all go-trafilatura); R[aeb_f1_read]=$(f1 all go-readability)
+	R[aeb_f1_held]=$(f1 held-out trawl); R[aeb_f1_held_traf]=$(f1 held-out go-trafilatura)
 fi
 
 # ------------------------------------------------ 2. /scrape cache hits
@@ -607,6 +649,14 @@ if want pipeline; then
 	rows+=("| Content pipeline, CPU ms/page (less sensitive to load) | ${R[pipe_go_cpu]} | ${R[pipe_js_cpu]} | ${x}x less | ≥ 10x | $(check "$x >= 10") |")
 	rows+=("| Content pipeline, p99 ms/page | ${R[pipe_go_p99]} | ${R[pipe_js_p99]} | $(ratio "${R[pipe_js_p99]}" "${R[pipe_go_p99]}")x faster | — | — |")
 	rows+=("| Content pipeline, pages with no Markdown (or error) | ${R[pipe_go_bad]} | ${R[pipe_js_bad]} | — | — | — |")
+fi
+if want articles; then
+	x=$(ratio "${R[aeb_js]}" "${R[aeb_go]}")
+	rows+=("| Content pipeline on $NAEB article pages, ms/page | ${R[aeb_go]} | ${R[aeb_js]} | ${x}x faster | ≥ 20x | $(check "$x >= 20") |")
+	x=$(ratio "${R[aeb_js_cpu]}" "${R[aeb_go_cpu]}")
+	rows+=("| Content pipeline on $NAEB article pages, CPU ms/page | ${R[aeb_go_cpu]} | ${R[aeb_js_cpu]} | ${x}x less | ≥ 20x | $(check "$x >= 20") |")
+	rows+=("| Article F1, benchmark metric, all $NAEB pages (baseline: go-trafilatura; go-readability ${R[aeb_f1_read]}) | ${R[aeb_f1]} | ${R[aeb_f1_traf]} | $(awk -v a="${R[aeb_f1]}" -v b="${R[aeb_f1_traf]}" 'BEGIN{printf "%+.3f", a-b}') | ≥ go-trafilatura | $(check "${R[aeb_f1]} >= ${R[aeb_f1_traf]}") |")
+	rows+=("| Article F1, held-out pages (ids 0-5, never tuned on) | ${R[aeb_f1_held]} | ${R[aeb_f1_held_traf]} | $(awk -v a="${R[aeb_f1_held]}" -v b="${R[aeb_f1_held_traf]}" 'BEGIN{printf "%+.3f", a-b}') | ≥ go-trafilatura | $(check "${R[aeb_f1_held]} >= ${R[aeb_f1_held_traf]}") |")
 fi
 if want scrape; then
 	sc_rps=$(jq .rps <<<"${R[sc_wrk]}"); fs_rps=$(jq .rps <<<"${R[fs_wrk]}")

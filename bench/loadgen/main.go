@@ -40,6 +40,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/bench/internal/benchsign"
+	"github.com/trawlhq/trawl/internal/metering"
 )
 
 func main() {
@@ -280,8 +281,30 @@ func job(args []string) error {
 	if resp.StatusCode/100 != 2 || json.Unmarshal(b, &sub) != nil || sub.JobID == "" {
 		return fmt.Errorf("submit: HTTP %d: %.300s", resp.StatusCode, b)
 	}
+	// A cell keeps a submitted job held until the gate, having charged its
+	// usage report, releases it with the report's hold token; there is no
+	// gate here, so do what it does.
+	var usage metering.Usage
+	if h := resp.Header.Get(metering.Header); h != "" {
+		if err := json.Unmarshal([]byte(h), &usage); err != nil {
+			return fmt.Errorf("submit: usage report %.200q: %w", h, err)
+		}
+	}
+	if usage.Hold != "" {
+		rel, _ := http.NewRequestWithContext(ctx, http.MethodPost, *api+"/scrape/jobs/"+sub.JobID+metering.ReleasePath, nil)
+		rel.Header.Set(metering.HoldHeader, usage.Hold)
+		rresp, err := hc.Do(rel)
+		if err != nil {
+			return fmt.Errorf("release: %w", err)
+		}
+		rb, _ := io.ReadAll(rresp.Body)
+		rresp.Body.Close()
+		if rresp.StatusCode/100 != 2 {
+			return fmt.Errorf("release: HTTP %d: %.300s", rresp.StatusCode, rb)
+		}
+	}
 	submitted := time.Since(t0)
-	fmt.Fprintf(os.Stderr, "job %s submitted in %s (status %q)\n", sub.JobID, submitted.Round(time.Millisecond), sub.Status)
+	fmt.Fprintf(os.Stderr, "job %s submitted and released in %s (status %q)\n", sub.JobID, submitted.Round(time.Millisecond), sub.Status)
 
 	var last map[string]any
 	var peakRSS int64

@@ -80,7 +80,18 @@ func dropElement(n *html.Node) bool {
 	if hasAttr(n, "hidden") || attr(n, "aria-hidden") == "true" && n.DataAtom != atom.Span {
 		return true
 	}
-	return false
+	return styleHidden(attr(n, "style"))
+}
+
+// styleHidden reports an inline style that hides the element (display:none
+// or visibility:hidden): schema.org copies of the article, templates for
+// scripts. What a script might reveal later is not on the page.
+func styleHidden(style string) bool {
+	if style == "" {
+		return false
+	}
+	s := strings.ToLower(strings.Join(strings.Fields(style), ""))
+	return strings.Contains(s, "display:none") || strings.Contains(s, "visibility:hidden")
 }
 
 // deadLink reports links that cannot navigate: without href, or to

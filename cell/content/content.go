@@ -47,7 +47,10 @@ type Document struct {
 	// HTML is the main content as an HTML fragment: scripts, styles and
 	// forms removed, links and images absolute.
 	HTML string
-	// Markdown is the main content as GitHub-flavoured Markdown.
+	// Markdown is the main content as GitHub-flavoured Markdown. On a
+	// page that declares an article (og:type article, JSON-LD Article),
+	// the headline is Title, not part of the Markdown; other pages keep
+	// their lead <h1>.
 	Markdown string
 	// Parsed is nil unless Options.Parse.Any().
 	Parsed *Parsed

@@ -38,6 +38,20 @@ var goldenCases = []goldenCase{
 		notWant: []string{"cookies", "Pricing", "Sign in", "In this section", "Upgrading between releases", "Previous", "All rights reserved", "Privacy"},
 	},
 	{
+		// A news article: the precision pass and the headline rule.
+		name: "news_article", url: "https://coastal.example/news/ferry-returns",
+		want: []string{
+			"The harbour ferry returned to service on Monday",
+			"a departure every twenty minutes",
+			"Passengers who bought a monthly card",
+			`![The ferry at the quay](https://coastal.example/img/ferry.jpg "The ferry at the north quay on Monday morning. Photo: Lars Holm")`,
+		},
+		notWant: []string{
+			"# Harbour ferry", "Maria Jensen", "Share on", "Related:", "morning briefing", "newsletter",
+			"Tags", "More from News", "cycle lanes", "comments", "forever", "cookies", "All rights reserved",
+		},
+	},
+	{
 		name: "tables", url: "https://example.com/releases/",
 		want: []string{
 			"Supported releases\n\n| Release | Platforms | End of support |\n|---|---|---|\n| 4.2 | Linux, macOS | 2026-03-31 |",
@@ -76,7 +90,7 @@ var goldenCases = []goldenCase{
 		want: []string{
 			"![A green anemone, open](https://cdn.example.net/notes/2024/img/anemone.jpg)",
 			"[last year's notes](https://cdn.example.net/notes/2023/pools.html#anemones)",
-			"![Hermit crab](https://cdn.example.net/notes/2024/img/crab.jpg)",
+			"![Hermit crab](https://cdn.example.net/notes/2024/img/crab.jpg \"The hermit crab, photographed from above.\")",
 			"[the editor](mailto:notes@example.net)",
 			"[![Map of the pools](https://cdn.example.net/maps/pools-thumb.png)](https://cdn.example.net/maps/pools.png)",
 			"This link does nothing.",

@@ -89,6 +89,11 @@ type extractConfig struct {
 	noFallback bool
 	// noLandmark ignores <main>/role="main".
 	noLandmark bool
+	// noPrecision skips the precision pass (precision.go).
+	noPrecision bool
+	// keepHeadline keeps (and restores) the headline of article pages,
+	// as on other pages.
+	keepHeadline bool
 }
 
 var defaultExtract = extractConfig{mapReadability: true, pruneBelow: 0.5}
@@ -113,9 +118,65 @@ func extractMain(doc *html.Node, base *url.URL, cfg extractConfig) (*html.Node, 
 		body.AppendChild(lm)
 	}
 	lead := leadHeading(body)
+	article := declaresArticle(doc)
 	m, method := extractIn(doc, body, base, cfg)
-	restoreHeading(m, lead)
+	if !cfg.noPrecision && m != nil && m.Type == html.ElementNode {
+		precisionPass(m, article)
+	}
+	if article && !cfg.keepHeadline {
+		dropHeadline(m, lead, pageTitle(doc))
+	} else {
+		restoreHeading(m, lead)
+	}
 	return m, method
+}
+
+// dropHeadline removes an article's headline from the top of its body: on
+// a page that declares an article, the headline is the Document's Title
+// (and og:title), not body text, as in schema.org's articleBody and the
+// article extractors (Readability, trafilatura). The headline is the
+// first heading before any text, when it is the page's lead <h1> or
+// its text is part of the page's title.
+func dropHeadline(main, lead *html.Node, title string) {
+	if main == nil || main.Type != html.ElementNode {
+		return
+	}
+	var h *html.Node
+	findFirst(main, func(n *html.Node) bool {
+		if isHeading(n) {
+			h = n
+			return true
+		}
+		// Text before any heading: there is no headline on top.
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			if c.Type == html.TextNode && strings.TrimSpace(c.Data) != "" {
+				return true
+			}
+		}
+		return false
+	})
+	if h == nil || h == main {
+		return
+	}
+	t := collapsedText(h)
+	if t == "" {
+		return
+	}
+	if lead != nil && collapsedText(lead) == t || strings.Contains(strings.ToLower(title), strings.ToLower(t)) {
+		removeWithEmptyParents(h, main)
+	}
+}
+
+// removeWithEmptyParents detaches n, then each ancestor below stop that it
+// leaves without text or images.
+func removeWithEmptyParents(n, stop *html.Node) {
+	p := n.Parent
+	detach(n)
+	for p != nil && p != stop && visibleRunes(p, false) == 0 && findFirst(p, func(m *html.Node) bool { return m.DataAtom == atom.Img }) == nil {
+		next := p.Parent
+		detach(p)
+		p = next
+	}
 }
 
 // leadHeading returns the page's first <h1> outside navigation chrome.
@@ -200,14 +261,44 @@ func extractIn(doc, body *html.Node, base *url.URL, cfg extractConfig) (*html.No
 		}
 		return body, "body"
 	}
-	if m := mapToOriginal(body, res.ContentNode, cfg.pruneBelow); m != nil {
-		return m, "trafilatura"
+	tBest, tStats := bestMatch(body, res.ContentNode)
+	if rnode != nil && tBest != nil && linkList(res.ContentNode) && prose(rnode) {
+		// The fallback found a list of links where Readability found
+		// prose. If the two are apart on the page, the list is a menu
+		// beside a short article: keep the prose. (A list around the
+		// prose, such as a chapter's table of contents after its
+		// introduction, is the content.)
+		if rBest, rStats := bestMatch(body, rnode); rBest != nil && !isAncestor(rBest, tBest) && !isAncestor(tBest, rBest) && rBest != tBest {
+			prune(rBest, rStats, cfg.pruneBelow)
+			return rBest, "readability"
+		}
+	}
+	if tBest != nil {
+		prune(tBest, tStats, cfg.pruneBelow)
+		return tBest, "trafilatura"
 	}
 	if rnode != nil {
 		return rnode, "readability"
 	}
 	return body, "body"
 }
+
+// linkList reports an extraction that is mostly link text. Extractors
+// build their trees without atoms, so links are found by name.
+func linkList(n *html.Node) bool {
+	all := visibleRunes(n, false)
+	if all == 0 {
+		return false
+	}
+	links := 0
+	for _, a := range findAll(nil, n, func(n *html.Node) bool { return n.Type == html.ElementNode && n.Data == "a" }) {
+		links += visibleRunes(a, false)
+	}
+	return float64(links) > 0.5*float64(all)
+}
+
+// prose reports an extraction of some length that is mostly not links.
+func prose(n *html.Node) bool { return visibleRunes(n, false) >= 200 && linkDensity(n) < 0.25 }
 
 // landmark returns the single <main> or role="main" element below body
 // when it holds a meaningful amount of text, or nil.
@@ -257,20 +348,55 @@ func wordsOf(s string, fn func(w string)) {
 	}
 }
 
-type tokStats struct{ hits, total int }
+// tokStats counts the words below an element: total, those in the
+// extractor's vocabulary (words), and those whose pair with the word
+// before is one of the extractor's pairs not yet taken (hits).
+type tokStats struct{ hits, words, total int }
 
 // mapToOriginal finds, below root, the page's own element whose words best
 // match the words of extracted (a tree built by another extractor), and
 // prunes from it the child blocks that the extractor left out. Code blocks
 // and data tables inside the chosen element are kept even when the
 // extractor dropped them. It returns nil if nothing matches.
+//
+// The element is chosen by words (F1 of the word multisets' overlap): the
+// vocabulary is forgiving, so the chosen element is the whole content even
+// when the extractor rewrote or dropped parts of it (a table it kept alone).
+// Blocks are pruned by word pairs, each pair of the extractor's text
+// matching at most as many times as it occurs there, in document order: a
+// block that repeats the article (a hidden copy, a teaser, a caption that
+// quotes it) finds its pairs already taken by the article itself.
 func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
-	want := map[string]bool{}
+	best, stats := bestMatch(root, extracted)
+	if best == nil {
+		return nil
+	}
+	prune(best, stats, pruneBelow)
+	return best
+}
+
+// bestMatch is the first half of mapToOriginal: the page's element that
+// best matches extracted, and the word counts of every element below root.
+func bestMatch(root, extracted *html.Node) (*html.Node, map[*html.Node]tokStats) {
+	// Words are interned: a pair of word ids is one uint64 key. Id 0 is
+	// "no word yet" and words outside the extractor's vocabulary.
+	vocab := map[string]uint32{}
+	pairs := map[uint64]int32{}
 	nWant := 0
+	var prev uint32
 	var collect func(*html.Node)
 	collect = func(n *html.Node) {
 		if n.Type == html.TextNode {
-			wordsOf(n.Data, func(w string) { want[w] = true; nWant++ })
+			wordsOf(n.Data, func(w string) {
+				id, ok := vocab[w]
+				if !ok {
+					id = uint32(len(vocab) + 1)
+					vocab[w] = id
+				}
+				pairs[uint64(prev)<<32|uint64(id)]++
+				prev = id
+				nWant++
+			})
 			return
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
@@ -279,21 +405,28 @@ func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
 	}
 	collect(extracted)
 	if nWant == 0 {
-		return nil
+		return nil, nil
 	}
 
 	stats := map[*html.Node]tokStats{}
 	var best *html.Node
 	bestF := 0.0
+	prev = 0
 	var walk func(*html.Node) tokStats
 	walk = func(n *html.Node) tokStats {
 		var s tokStats
 		if n.Type == html.TextNode {
 			wordsOf(n.Data, func(w string) {
+				id := vocab[w]
 				s.total++
-				if want[w] {
-					s.hits++
+				if id != 0 {
+					s.words++
+					if k := uint64(prev)<<32 | uint64(id); pairs[k] > 0 {
+						pairs[k]--
+						s.hits++
+					}
 				}
+				prev = id
 			})
 			return s
 		}
@@ -303,22 +436,19 @@ func mapToOriginal(root, extracted *html.Node, pruneBelow float64) *html.Node {
 		for c := n.FirstChild; c != nil; c = c.NextSibling {
 			cs := walk(c)
 			s.hits += cs.hits
+			s.words += cs.words
 			s.total += cs.total
 		}
 		if n.Type == html.ElementNode {
 			stats[n] = s
-			if f := 2 * float64(s.hits) / float64(s.total+nWant); f > bestF {
+			if f := 2 * float64(s.words) / float64(s.total+nWant); f > bestF {
 				best, bestF = n, f
 			}
 		}
 		return s
 	}
 	walk(root)
-	if best == nil {
-		return nil
-	}
-	prune(best, stats, pruneBelow)
-	return best
+	return best, stats
 }
 
 // prune removes the child elements of n that are mostly words the
@@ -335,14 +465,43 @@ func prune(n *html.Node, stats map[*html.Node]tokStats, below float64) {
 			case s.total == 0 || protected(c):
 			case isBoilerTag(c) || looksLikeNav(c) && linkDensity(c) > 0.3:
 				n.RemoveChild(c)
-			case s.total >= 3 && float64(s.hits) < below*float64(s.total):
-				n.RemoveChild(c)
+			case s.total >= 3 && float64(blockHits(c, s)) < below*float64(s.total):
+				switch {
+				case isHeading(c):
+					// Extractors drop a heading that repeats the
+					// page's title; it is still the section's title.
+				case findFirst(c, func(n *html.Node) bool { return protected(n) || isHeading(n) }) != nil:
+					// A wrapper of a code block, a table or a heading
+					// (DocBook's div.table, div.titlepage): keep those.
+					prune(c, stats, below)
+				default:
+					n.RemoveChild(c)
+				}
 			case s.hits < s.total:
 				prune(c, stats, below)
 			}
 		}
 		c = next
 	}
+}
+
+func isHeading(n *html.Node) bool {
+	switch n.DataAtom {
+	case atom.H1, atom.H2, atom.H3, atom.H4, atom.H5, atom.H6:
+		return true
+	}
+	return false
+}
+
+// blockHits is how many of a block's words count as kept by the
+// extractor: its matched word pairs, except in link lists (a table of
+// contents, an index), which extractors rewrite or cut and whose entries
+// are short: there any word of the extractor's vocabulary counts.
+func blockHits(n *html.Node, s tokStats) int {
+	if s.hits < s.words && linkDensity(n) >= 0.5 {
+		return s.words
+	}
+	return s.hits
 }
 
 // navNames are class/id fragments of navigation chrome (after

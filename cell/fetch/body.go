@@ -11,10 +11,17 @@ import (
 	"strings"
 
 	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/zstd"
 )
 
-// acceptEncoding lists what decodeContent can undo.
-const acceptEncoding = "gzip, deflate, br"
+// acceptEncoding lists what decodeContent can undo, in the order Chrome
+// sends them.
+const acceptEncoding = "gzip, deflate, br, zstd"
+
+// zstdMaxWindow is the largest zstd window the decoder accepts: RFC 9659
+// limits zstd as an HTTP content coding to 8 MiB windows, so a larger one
+// is not a valid response, and the cap bounds the decoder's memory.
+const zstdMaxWindow = 8 << 20
 
 // maxEncodings bounds stacked Content-Encodings: real servers use one, and
 // each layer costs decoder memory.
@@ -177,6 +184,15 @@ func decoder(r io.Reader, coding string) (io.Reader, error) {
 		return flate.NewReader(br), nil
 	case "br":
 		return brotli.NewReader(r), nil
+	case "zstd":
+		// One goroutine-free decoder per response; it holds no resources
+		// beyond its buffers once the stream ends, which the garbage
+		// collector reclaims with the reader.
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(zstdMaxWindow), zstd.WithDecoderLowmem(true))
+		if err != nil {
+			return nil, fmt.Errorf("%w: zstd: %w", ErrDecode, err)
+		}
+		return zr.IOReadCloser(), nil
 	default:
 		return nil, fmt.Errorf("%w: unsupported content-encoding %q", ErrDecode, coding)
 	}

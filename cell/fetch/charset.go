@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/wlynxg/chardet"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
 	"golang.org/x/text/encoding"
@@ -82,13 +83,19 @@ var boms = []struct {
 	{[]byte{0xff, 0xfe}, "utf-16le"},
 }
 
-// determineCharset follows the WHATWG order: a byte order mark, then the
-// charset parameter of the Content-Type header, then the document's own
-// declaration (<meta> for HTML, <?xml encoding?> for XML), then a sniff:
-// UTF-8 if the whole body is valid UTF-8, windows-1252 otherwise. Unlike
-// x/net/html/charset.DetermineEncoding, the sniff looks at the whole body,
-// not its first kilobyte: pages with no declaration are nearly always
-// UTF-8, often with an ASCII-only head.
+// determineCharset finds the charset of body: a byte order mark, then
+// the charset parameter of the Content-Type header (label), then the
+// document's own declaration (<meta> for HTML, <?xml encoding?> for XML),
+// as browsers do (WHATWG); then, for a body that declares nothing, UTF-8
+// if the whole body is valid UTF-8, else statistical detection
+// (detectCharset). A declaration is overruled when the body shows it is
+// wrong: a body declared in a legacy charset that is valid UTF-8 with
+// non-ASCII text is UTF-8 (servers that label every page ISO-8859-1), and
+// a body declared UTF-8 that has no valid multi-byte sequence but several
+// invalid bytes is detected (pages saved in a legacy charset under a
+// UTF-8 template). Unlike x/net/html/charset.DetermineEncoding, the
+// UTF-8 check looks at the whole body, not its first kilobyte: pages with
+// no declaration are nearly always UTF-8, often with an ASCII-only head.
 func determineCharset(body []byte, label string, kind textKind) (e encoding.Encoding, name string, bomLen int) {
 	for _, b := range boms {
 		if bytes.HasPrefix(body, b.bom) {
@@ -97,31 +104,119 @@ func determineCharset(body []byte, label string, kind textKind) (e encoding.Enco
 		}
 	}
 	if label != "" {
-		if e, name = charset.Lookup(label); e != nil {
-			return e, name, 0
+		e, name = charset.Lookup(label)
+	}
+	if e == nil {
+		head := body[:min(len(body), prescanLen)]
+		switch kind {
+		case htmlText:
+			e, name = metaCharset(head)
+		case xmlText:
+			e, name = xmlCharset(head)
+		}
+		// Without a BOM, a document that declares UTF-16 in its own
+		// ASCII text cannot be UTF-16.
+		if e != nil && strings.HasPrefix(name, "utf-16") {
+			e, name = charset.Lookup("utf-8")
 		}
 	}
-	head := body[:min(len(body), prescanLen)]
-	switch kind {
-	case htmlText:
-		e, name = metaCharset(head)
-	case xmlText:
-		e, name = xmlCharset(head)
-	}
 	if e != nil {
-		// Without a BOM, a document that declares UTF-16 in its own ASCII
-		// text cannot be UTF-16.
-		if strings.HasPrefix(name, "utf-16") {
+		switch {
+		case name != "utf-8" && utf8.Valid(body) && !asciiOnly(body):
 			e, name = charset.Lookup("utf-8")
+		case name == "utf-8" && utf8Lie(body):
+			e, name = detectCharset(body)
 		}
 		return e, name, 0
 	}
 	if utf8.Valid(body) {
 		e, name = charset.Lookup("utf-8")
-	} else {
-		e, name = charset.Lookup("windows-1252")
+		return e, name, 0
 	}
+	e, name = detectCharset(body)
 	return e, name, 0
+}
+
+func asciiOnly(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// utf8Lie reports a body that is not UTF-8 at all: no valid multi-byte
+// sequence and at least lieMinInvalid invalid ones. A few stray bytes in a
+// UTF-8 page are damage, not a lie; they become U+FFFD.
+func utf8Lie(b []byte) bool {
+	const lieMinInvalid = 3
+	invalid := 0
+	for i := 0; i < len(b); {
+		if b[i] < 0x80 {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size <= 1 {
+			invalid++
+			i++
+			continue
+		}
+		return false // a valid multi-byte sequence
+	}
+	return invalid >= lieMinInvalid
+}
+
+// detectLimit bounds the bytes given to the statistical detector: enough
+// text for its models, and a cap on its cost for huge pages.
+const detectLimit = 256 << 10
+
+// detectMinConfidence: below it the detector's guess is no better than
+// the WHATWG default for undeclared pages, windows-1252.
+const detectMinConfidence = 0.5
+
+// detectCharset guesses the charset of a body that is not UTF-8 and does
+// not say what it is (or lies), with github.com/wlynxg/chardet, a port of
+// Mozilla's universal charset detector as kept in Python's chardet: byte
+// sequence models for the CJK multi-byte charsets and letter-frequency
+// models for the Cyrillic, Greek, Hebrew, Thai, Turkish and Central
+// European single-byte ones. Markup is removed first, so tags and
+// attributes do not count as text. Unknown or unsure results fall back to
+// windows-1252, the WHATWG default.
+func detectCharset(body []byte) (encoding.Encoding, string) {
+	text := markupless(body[:min(len(body), detectLimit)])
+	r := chardet.Detect(text)
+	if r.Confidence >= detectMinConfidence && r.Charset != "" {
+		if e, name := charset.Lookup(r.Charset); e != nil && name != "utf-8" && !strings.HasPrefix(name, "utf-16") {
+			return e, name
+		}
+	}
+	return charset.Lookup("windows-1252")
+}
+
+// markupless is b without tags, comments, and the contents of script and
+// style elements: the page's text, as bytes in its own charset.
+func markupless(b []byte) []byte {
+	out := make([]byte, 0, len(b)/2)
+	z := html.NewTokenizer(bytes.NewReader(b))
+	skip := false
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return out
+		case html.TextToken:
+			if !skip {
+				out = append(out, z.Raw()...)
+				out = append(out, ' ')
+			}
+		case html.StartTagToken:
+			name, _ := z.TagName()
+			skip = string(name) == "script" || string(name) == "style"
+		case html.EndTagToken:
+			skip = false
+		}
+	}
 }
 
 // metaCharset is the WHATWG "prescan a byte stream to determine its

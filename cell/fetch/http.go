@@ -179,6 +179,15 @@ func (h *HTTP) checkDial(_ context.Context, network, address string, _ syscall.R
 // the error wraps ErrUnreachable and context.DeadlineExceeded, but when ctx
 // ends first it wraps ctx.Err() alone, since that says nothing about the
 // site.
+//
+// An HTML page whose <meta http-equiv="refresh"> sends the reader to
+// another URL within maxRefreshDelay seconds is a redirect, as browsers
+// treat it: the engine follows it (checked like any redirect, counted in
+// Response.Redirects and against MaxRedirects). A refresh that reloads the
+// same page, names no URL, or waits longer is left alone: the page is the
+// answer. <link rel="canonical"> is never followed: it is the site's
+// preferred address for the content, reported by cell/content in the
+// page's metadata, not an instruction to fetch elsewhere.
 func (h *HTTP) Fetch(ctx context.Context, req *Request) (*Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: no request", ErrInvalidURL)
@@ -190,20 +199,46 @@ func (h *HTTP) Fetch(ctx context.Context, req *Request) (*Response, error) {
 	reqCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 
+	redirects := 0
+	for {
+		resp, err := h.fetchOnce(ctx, reqCtx, u, req.Header, redirects)
+		if err != nil {
+			return nil, err
+		}
+		target := ""
+		if h.cfg.MaxRedirects >= 0 && resp.Status == http.StatusOK && resp.ContentType == "text/html" {
+			target = refreshTarget(resp.Body, resp.URL)
+		}
+		if target == "" {
+			return resp, nil
+		}
+		redirects = resp.Redirects + 1
+		if redirects > h.cfg.MaxRedirects {
+			return nil, fmt.Errorf("fetch %s: %w: more than %d", u, ErrTooManyRedirects, h.cfg.MaxRedirects)
+		}
+		if u, err = validateURL(target, h.cfg.AllowPrivateNetworks, h.public); err != nil {
+			return nil, fmt.Errorf("fetch %s: refresh to %s: %w", resp.URL, target, err)
+		}
+	}
+}
+
+// fetchOnce is one request with its HTTP redirects; done counts the
+// redirects already followed by the fetch (meta refreshes and their hops).
+func (h *HTTP) fetchOnce(ctx, reqCtx context.Context, u *url.URL, extra http.Header, done int) (*Response, error) {
 	hreq, err := http.NewRequestWithContext(reqCtx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidURL, err)
 	}
-	hreq.Header = h.header(req.Header)
+	hreq.Header = h.header(extra)
 
-	redirects := 0
+	redirects := done
 	client := &http.Client{
 		Transport: h.transport,
 		CheckRedirect: func(next *http.Request, via []*http.Request) error {
 			if h.cfg.MaxRedirects < 0 {
 				return http.ErrUseLastResponse
 			}
-			if len(via) > h.cfg.MaxRedirects {
+			if done+len(via) > h.cfg.MaxRedirects {
 				return fmt.Errorf("%w: more than %d", ErrTooManyRedirects, h.cfg.MaxRedirects)
 			}
 			nu, err := validateURL(next.URL.String(), h.cfg.AllowPrivateNetworks, h.public)
@@ -211,7 +246,7 @@ func (h *HTTP) Fetch(ctx context.Context, req *Request) (*Response, error) {
 				return fmt.Errorf("redirect to %s: %w", next.URL.Redacted(), err)
 			}
 			next.URL = nu
-			redirects = len(via)
+			redirects = done + len(via)
 			return nil
 		},
 	}

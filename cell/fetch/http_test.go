@@ -29,6 +29,7 @@ import (
 	"github.com/trawlhq/trawl/internal/nettest"
 
 	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/zstd"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
@@ -68,6 +69,12 @@ func brotlied(b []byte) []byte {
 	w.Write(b)
 	w.Close()
 	return buf.Bytes()
+}
+
+func zstded(b []byte) []byte {
+	w, _ := zstd.NewWriter(nil)
+	defer w.Close()
+	return w.EncodeAll(b, nil)
 }
 
 // serveBytes answers every request with body, status and the header
@@ -116,7 +123,11 @@ func TestFetchContentEncoding(t *testing.T) {
 		{name: "gzip corrupt", encodings: []string{"gzip"}, body: corrupt, err: ErrDecode},
 		{name: "not gzip", encodings: []string{"gzip"}, body: page, err: ErrDecode},
 		{name: "br corrupt", encodings: []string{"br"}, body: page, err: ErrDecode},
-		{name: "unsupported", encodings: []string{"zstd"}, body: page, err: ErrDecode},
+		{name: "zstd", encodings: []string{"zstd"}, body: zstded(page), want: page},
+		{name: "zstd then gzip", encodings: []string{"zstd", "gzip"}, body: gzipped(zstded(page)), want: page},
+		{name: "zstd corrupt", encodings: []string{"zstd"}, body: page, err: ErrDecode},
+		{name: "zstd truncated", encodings: []string{"zstd"}, body: zstded(page)[:len(zstded(page))/2], err: ErrDecode},
+		{name: "unsupported", encodings: []string{"compress"}, body: page, err: ErrDecode},
 		{name: "three layers", encodings: []string{"gzip, gzip, gzip"}, body: gzipped(gzipped(gzipped(page))), err: ErrDecode},
 	}
 	for _, tt := range tests {
@@ -132,7 +143,7 @@ func TestFetchContentEncoding(t *testing.T) {
 				w.Write(tt.body)
 			}))
 			resp, err := newEngine(t, HTTPConfig{}).Fetch(t.Context(), &Request{URL: srv.URL})
-			if ae := gotAE.Load(); ae != "gzip, deflate, br" {
+			if ae := gotAE.Load(); ae != "gzip, deflate, br, zstd" {
 				t.Errorf("Accept-Encoding = %q", ae)
 			}
 			if tt.err != nil {
@@ -162,6 +173,7 @@ func TestFetchCharset(t *testing.T) {
 		file        string
 		contentType string // "" serves no Content-Type header
 		gzip        bool
+		zstd        bool
 		wantType    string
 		wantCharset string
 	}{
@@ -176,11 +188,20 @@ func TestFetchCharset(t *testing.T) {
 		{file: "utf-8-undeclared.html", contentType: "text/html", wantType: "text/html", wantCharset: "utf-8"},
 		{file: "utf-8-undeclared.html", contentType: "", wantType: "text/html", wantCharset: "utf-8"},
 		{file: "latin1-undeclared.html", contentType: "TEXT/HTML", wantType: "text/html", wantCharset: "windows-1252"},
+		// Legacy charsets declared nowhere: statistical detection.
+		{file: "windows-1251-undeclared.html", contentType: "text/html", wantType: "text/html", wantCharset: "windows-1251"},
+		{file: "windows-1251-undeclared.html", contentType: "", zstd: true, wantType: "text/html", wantCharset: "windows-1251"},
+		{file: "shift_jis-undeclared.html", contentType: "text/html", wantType: "text/html", wantCharset: "shift_jis"},
+		{file: "euc-kr-undeclared.html", contentType: "text/html", wantType: "text/html", wantCharset: "euc-kr"},
+		{file: "gbk-undeclared.html", contentType: "text/html", wantType: "text/html", wantCharset: "gbk"},
+		// Declarations that the body contradicts.
+		{file: "windows-1252-lying-utf-8.html", contentType: "text/html", wantType: "text/html", wantCharset: "windows-1252"},
+		{file: "utf-8-lying-iso-8859-1.html", contentType: "text/html; charset=iso-8859-1", wantType: "text/html", wantCharset: "utf-8"},
 		{file: "shift_jis.txt", contentType: "text/plain; charset=Shift_JIS", wantType: "text/plain", wantCharset: "shift_jis"},
 		{file: "iso-8859-1.xml", contentType: "application/xml", wantType: "application/xml", wantCharset: "windows-1252"},
 	}
 	for _, tt := range tests {
-		name := fmt.Sprintf("%s/%s/gzip=%v", tt.file, tt.contentType, tt.gzip)
+		name := fmt.Sprintf("%s/%s/gzip=%v/zstd=%v", tt.file, tt.contentType, tt.gzip, tt.zstd)
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			raw, err := os.ReadFile(filepath.Join("testdata", "charset", tt.file))
@@ -191,6 +212,10 @@ func TestFetchCharset(t *testing.T) {
 			if tt.gzip {
 				raw = gzipped(raw)
 				kv = append(kv, "Content-Encoding", "gzip")
+			}
+			if tt.zstd {
+				raw = zstded(raw)
+				kv = append(kv, "Content-Encoding", "zstd")
 			}
 			srv := nettest.NewServer(t, serveBytes(http.StatusOK, raw, kv...))
 			resp, err := newEngine(t, HTTPConfig{}).Fetch(t.Context(), &Request{URL: srv.URL})
@@ -377,7 +402,9 @@ func bombs(t *testing.T) map[string][]byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return map[string][]byte{"gzip": gz, "deflate": df, "br": br}
+	// zstd: a reader must accept concatenated frames.
+	zs := bytes.Repeat(zstded(zeros), 1024)
+	return map[string][]byte{"gzip": gz, "deflate": df, "br": br, "zstd": zs}
 }
 
 // TestFetchCompressionBomb fetches 1 GiB bombs with a 4 MiB cap and checks
@@ -572,7 +599,7 @@ func TestFetchRequestHeaders(t *testing.T) {
 		"User-Agent":      "trawl-test/1.0",
 		"Accept-Language": "de-DE",
 		"X-Trace":         "abc",
-		"Accept-Encoding": "gzip, deflate, br", // ours: we must decode what we asked for
+		"Accept-Encoding": "gzip, deflate, br, zstd", // ours: we must decode what we asked for
 	} {
 		if v := got().Get(k); v != want {
 			t.Errorf("%s = %q; want %q", k, v, want)
