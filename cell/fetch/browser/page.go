@@ -276,9 +276,15 @@ func (p *Pool) runOn(ctx context.Context, inst *instance, sess *Session, spec *p
 // closeContext closes a page's context, killing the browser if that takes
 // longer than CloseGrace.
 func (p *Pool) closeContext(inst *instance, c playwright.BrowserContext) {
+	p.closeWithin(inst, "a context did not close", func() { c.Close() })
+}
+
+// closeWithin runs closeFn, killing the browser (why) if it takes longer
+// than CloseGrace; it returns at once if the browser is gone.
+func (p *Pool) closeWithin(inst *instance, why string, closeFn func()) {
 	done := make(chan struct{})
 	go func() {
-		c.Close()
+		closeFn()
 		close(done)
 	}()
 	t := time.NewTimer(p.cfg.CloseGrace)
@@ -287,7 +293,7 @@ func (p *Pool) closeContext(inst *instance, c playwright.BrowserContext) {
 	case <-done:
 	case <-inst.gone:
 	case <-t.C:
-		p.kill(inst, "a context did not close")
+		p.kill(inst, why)
 	}
 }
 

@@ -236,17 +236,5 @@ func (p *Pool) runInSession(ctx context.Context, inst *instance, sess *Session, 
 // closePage closes a session's page, killing the browser if that takes
 // longer than CloseGrace.
 func (p *Pool) closePage(inst *instance, pg playwright.Page) {
-	done := make(chan struct{})
-	go func() {
-		pg.Close()
-		close(done)
-	}()
-	t := time.NewTimer(p.cfg.CloseGrace)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-inst.gone:
-	case <-t.C:
-		p.kill(inst, "a page did not close")
-	}
+	p.closeWithin(inst, "a page did not close", func() { pg.Close() })
 }
