@@ -2,7 +2,9 @@ package cell
 
 import (
 	"context"
+	"net/http"
 
+	"github.com/trawlhq/trawl/internal/metering"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -32,4 +34,25 @@ func (c *Cell) observe() (metric.Registration, error) {
 		}
 		return nil
 	}, disk, browsers, busy, crashes, restarts, fleetBusy)
+}
+
+// pages counts the pages the cell answered with, by how (cache hit or
+// miss, engine): the cache hit rate is hit / (hit + miss).
+var pages, _ = otel.Meter("github.com/trawlhq/trawl/cell").Int64Counter("trawl.cell.pages",
+	metric.WithDescription("pages answered, by route, cache outcome (hit, miss, archive) and engine"))
+
+func countPages(ctx context.Context, r *http.Request, header string) {
+	u, err := metering.Parse(header)
+	if err != nil || u.Cache == "" {
+		return
+	}
+	n := int64(1)
+	if u.Count != nil {
+		n = int64(*u.Count)
+	}
+	if n <= 0 {
+		return
+	}
+	pages.Add(ctx, n, metric.WithAttributes(attribute.String("http.route", r.Method+" "+routeName(r.URL.Path)),
+		attribute.String("trawl.cache", u.Cache), attribute.String("trawl.engine", u.Engine)))
 }

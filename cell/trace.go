@@ -27,6 +27,7 @@ func traced(next http.Handler) http.Handler {
 		span.SetAttributes(attribute.Int("http.response.status_code", sw.status))
 		if u := sw.Header().Get(UsageHeader); u != "" {
 			span.SetAttributes(attribute.String("trawl.usage", u))
+			countPages(ctx, r, u)
 		}
 		if sw.status >= 500 {
 			span.SetStatus(codes.Error, http.StatusText(sw.status))

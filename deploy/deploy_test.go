@@ -9,10 +9,12 @@ package deploy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -380,5 +382,56 @@ func TestSystemdUnits(t *testing.T) {
 	out, err := exec.Command(analyze, append([]string{"verify", "--man=no"}, args...)...).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// exported are the series the code exports (gate/metrics.go, cell/metrics.go,
+// as Prometheus names them); gate/gatetest TestMetricsEndpoint reads them
+// from a running gate.
+var exported = []string{
+	"trawl_gate_requests_total", "trawl_gate_request_duration_seconds_bucket", "trawl_gate_credits_charged_total",
+	"trawl_ledger_raft_leader", "trawl_ledger_raft_applied_index", "trawl_ledger_raft_commit_lag",
+	"trawl_ledger_holds_unsettled", "trawl_ledger_charges_parked", "trawl_gate_cells_live",
+	"trawl_cell_store_disk_bytes", "trawl_cell_pages_total", "trawl_cell_browser_browsers", "trawl_cell_browser_pages_in_use",
+	"trawl_cell_browser_crashes_total", "trawl_cell_browser_driver_restarts_total", "trawl_cell_browser_fleet_busy_total",
+}
+
+// labels are the series' trawl_ labels (not series).
+var labels = []string{"trawl_region", "trawl_cell", "trawl_kind", "trawl_level", "trawl_cache", "trawl_engine"}
+
+// The Grafana dashboard is valid JSON and every query names series the
+// code exports.
+func TestGrafanaDashboard(t *testing.T) {
+	raw, err := os.ReadFile("grafana/trawl.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil || len(d.Panels) < 10 {
+		t.Fatalf("dashboard: %v, %d panels", err, len(d.Panels))
+	}
+	seriesRE := regexp.MustCompile(`trawl_[a-z_]+`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			names := seriesRE.FindAllString(tg.Expr, -1)
+			if len(names) == 0 {
+				t.Errorf("%s: %q names no trawl series", p.Title, tg.Expr)
+			}
+			for _, n := range names {
+				if slices.Contains(labels, n) {
+					continue
+				}
+				if !slices.Contains(exported, n) {
+					t.Errorf("%s: %s is not exported", p.Title, n)
+				}
+			}
+		}
 	}
 }

@@ -292,6 +292,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`trawl_ledger_charges_parked{`,
 		`trawl_gate_cells_live{`,
 		`trawl_cell_store_disk_bytes{`,
+		`trawl_cell_pages_total{http_route="POST /scrape",otel_scope_name="github.com/trawlhq/trawl/cell",otel_scope_schema_url="",otel_scope_version="",trawl_cache="miss",trawl_engine="http"} 1`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %s in /metrics", want)
