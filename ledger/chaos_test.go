@@ -421,7 +421,7 @@ func (s *chaosSchedule) charge(r, a string, rng *rand.Rand, stop <-chan struct{}
 			rig.done = append(rig.done, Charge{Account: a, Receipt: receipt, Amount: amount})
 			rig.doneMu.Unlock()
 			time.Sleep(time.Duration(1+rng.IntN(6)) * time.Millisecond) // pace: funds last the schedule
-		case errors.Is(err, ErrNoCredit), errors.Is(err, ErrSpendCap):
+		case errors.Is(err, ErrNoCredit), errors.Is(err, ErrSpendCap), errors.Is(err, ErrUnreachable):
 			time.Sleep(10 * time.Millisecond)
 		default:
 			s.t.Errorf("seed %d: charge %s: %v", s.seed, receipt, err)

@@ -25,11 +25,19 @@ type Submitter interface {
 	Submit(ctx context.Context, cmd *Command) (*Result, error)
 }
 
-// Errors of Charge. Both are 402s at the gate (docs/spec/hosted-api.md §7).
+// Errors of Charge. ErrNoCredit and ErrSpendCap are 402s at the gate
+// (docs/spec/hosted-api.md §7). ErrUnreachable: the hold could not cover
+// the call and the ledger did not answer a request for more (a region cut
+// off, a ledger without a leader): the account may well have credit, so
+// the gate answers 503 with Retry-After, not 402.
 var (
-	ErrNoCredit = errors.New("no_credit")
-	ErrSpendCap = errors.New("spend_cap")
+	ErrNoCredit    = errors.New("no_credit")
+	ErrSpendCap    = errors.New("spend_cap")
+	ErrUnreachable = errors.New("ledger_unreachable")
 )
+
+// errHoldRefused is a hold the ledger answered with a refusal.
+var errHoldRefused = errors.New("hold refused")
 
 // ClientConfig configures a region's holds client.
 type ClientConfig struct {
@@ -320,6 +328,9 @@ func (c *Client) grow(ctx context.Context, acct string, h *holdState, amount MC)
 	if !short {
 		return nil
 	}
+	if err != nil && !errors.Is(err, errHoldRefused) {
+		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
 	if reason == ReasonSpendCap {
 		return ErrSpendCap
 	}
@@ -441,7 +452,7 @@ func (c *Client) refillSync(ctx context.Context, acct string, h *holdState, need
 			return MC(0), err
 		}
 		if res.Error != "" {
-			return MC(0), fmt.Errorf("hold refused: %s: %s", res.Error, res.Message)
+			return MC(0), fmt.Errorf("%w: %s: %s", errHoldRefused, res.Error, res.Message)
 		}
 		h.mu.Lock()
 		h.setHeld(res.Holds[acct], res.Index)

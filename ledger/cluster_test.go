@@ -107,7 +107,7 @@ func TestClusterPartitionKeepsGuarantees(t *testing.T) {
 					case err == nil:
 						rig.ok.Add(250)
 						rig.n.Add(1)
-					case errors.Is(err, ErrNoCredit):
+					case errors.Is(err, ErrNoCredit), errors.Is(err, ErrUnreachable):
 						if c.Net().IsCut(r) {
 							refusedCut.Add(1)
 						}

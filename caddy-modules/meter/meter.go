@@ -186,6 +186,12 @@ func (m *Meter) refusal(id *gate.Identity, err error) error {
 	case errors.Is(err, ledger.ErrNoCredit):
 		bal, _ := m.rt.Balance(id.Account)
 		return caddyhttp.Error(http.StatusPaymentRequired, &gate.Refusal{Status: http.StatusPaymentRequired, Body: billing.NoCreditBody(max(bal, 0), m.topup)})
+	case errors.Is(err, ledger.ErrUnreachable):
+		m.rt.Logger().Warn("meter: the region's hold is spent and the ledger does not answer", "account", id.Account.ID, "err", err)
+		ref := gate.Refuse(http.StatusServiceUnavailable, "ledger_unreachable",
+			"this region cannot reach the ledger to extend your credit right now; nothing was charged, repeat the request in a few seconds")
+		ref.Header = http.Header{"Retry-After": {"5"}}
+		return caddyhttp.Error(http.StatusServiceUnavailable, ref)
 	}
 	m.rt.Logger().Error("meter: charge not recorded", "account", id.Account.ID, "err", err)
 	return caddyhttp.Error(http.StatusServiceUnavailable, gate.Refuse(http.StatusServiceUnavailable, "meter_unavailable",

@@ -389,10 +389,12 @@ func TestPartitionedRegionServesFromHold(t *testing.T) {
 		switch a.status {
 		case 200:
 			served++
-		case 402:
+		case 503:
+			// The hold is spent and the ledger does not answer: the
+			// account has credit, so not 402 but "try again".
 			refused++
-			if !strings.Contains(string(a.body), `"error":"no_credit"`) {
-				t.Fatalf("402 body: %s", a.body)
+			if !strings.Contains(string(a.body), `"error":"ledger_unreachable"`) || a.header.Get("Retry-After") == "" {
+				t.Fatalf("503 body: %s (Retry-After %q)", a.body, a.header.Get("Retry-After"))
 			}
 		default:
 			t.Fatalf("cut off: %d %s", a.status, a.body)
