@@ -49,6 +49,13 @@ const (
 	PrefixJobIndex = "ji/"
 	// PrefixSite is the engine ladder's memory per site (cell/fetch/ladder).
 	PrefixSite = "site/"
+	// PrefixMonitor is the monitors this cell holds: records, versions,
+	// timeline events and the charges not yet collected by the gate
+	// (cell/monitor).
+	PrefixMonitor = "mon/"
+	// PrefixMonitorHook is the monitors' pending webhook deliveries
+	// (cell/webhook, for cell/monitor).
+	PrefixMonitorHook = "monhook/"
 )
 
 // The crawl server's store (<data>/crawl).
@@ -99,6 +106,8 @@ var Stores = []Layout{
 		{PrefixJob, "cell/jobs"},
 		{PrefixJobIndex, "cell/jobs"},
 		{PrefixSite, "cell/fetch/ladder"},
+		{PrefixMonitor, "cell/monitor"},
+		{PrefixMonitorHook, "cell/webhook"},
 	}},
 	{Store: "crawl", Ranges: []Range{
 		{PrefixCrawlTask, "cell/crawl"},

@@ -269,3 +269,17 @@ func (d *Doc) Hash() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
+
+// Labels are the version's `label: value` lines, by label as written
+// (the first of a label that appears twice).
+func (d *Doc) Labels() map[string]string {
+	out := map[string]string{}
+	for _, b := range d.blocks {
+		if b.kind == kindLabel {
+			if _, ok := out[b.label]; !ok {
+				out[b.label] = b.value
+			}
+		}
+	}
+	return out
+}
