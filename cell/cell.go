@@ -17,6 +17,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/jobs"
+	"github.com/trawlhq/trawl/cell/monitor"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/regionauth"
@@ -92,6 +93,11 @@ type Config struct {
 	// never).
 	StepDown time.Duration
 
+	// Monitor holds the operator's monitor settings (MinEvery,
+	// ConfirmAfter, Limits, WebhookRetries, Extractor; cmd/trawl flags);
+	// the cell fills in the rest. Zero values are the spec's.
+	Monitor monitor.Config
+
 	Now    func() time.Time
 	Logger *slog.Logger
 
@@ -134,6 +140,9 @@ type Cell struct {
 	scrape *scrape.Service
 	jobs   *jobs.Manager
 	gate   *regionauth.Verifier
+
+	monitors     *monitor.Service
+	stopMonitors func()
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -223,6 +232,15 @@ func New(cfg Config) (*Cell, error) {
 	}
 	c := &Cell{cfg: cfg, store: st, engine: engine, pool: pool, ladder: lad, scrape: svc, jobs: mgr,
 		gate: regionauth.NewVerifier(cfg.RegionKeys, nil), stop: make(chan struct{}), done: make(chan struct{})}
+	if err := c.startMonitors(st); err != nil {
+		mgr.Close()
+		svc.Close()
+		if pool != nil {
+			pool.Close()
+		}
+		st.Close()
+		return nil, fmt.Errorf("cell: monitors: %w", err)
+	}
 	mgr.Start()
 	go c.janitor()
 	return c, nil
@@ -311,6 +329,7 @@ func (c *Cell) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		<-c.done
+		c.stopMonitors()
 		c.jobs.Close()
 		c.scrape.Close()
 		c.engine.Close()

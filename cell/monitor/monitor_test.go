@@ -129,7 +129,9 @@ const shopV1 = `<html><head><title>Shop</title></head><body><nav><a href="/">Hom
 <p>All prices include tax and are shown in euros. Shipping is free over 100 euros.</p>
 </article></main><footer>Rendered at 10:00:01</footer></body></html>`
 
-func shop(price string) string { return strings.Replace(shopV1, "<td>50</td>", "<td>"+price+"</td>", 1) }
+func shop(price string) string {
+	return strings.Replace(shopV1, "<td>50</td>", "<td>"+price+"</td>", 1)
+}
 
 type env struct {
 	t     *testing.T
