@@ -95,6 +95,7 @@ type Charge struct {
 	ID      string         `json:"id"`
 	Account string         `json:"account"`
 	Monitor string         `json:"monitor"`
+	URL     string         `json:"url"`
 	Event   int64          `json:"event,omitempty"`
 	At      time.Time      `json:"at"`
 	Usage   metering.Usage `json:"usage"`
@@ -202,7 +203,7 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 	if !now.Before(m.BilledUntil) {
 		// One credit per `every` window, at its first good check.
 		u := metering.Usage{Kind: metering.KindMonitorCheck, Engine: page.Engine, Level: page.Level, Cache: metering.CacheMiss, Units: 1, Count: metering.Count(1)}
-		s.charge(b, &Charge{ID: fmt.Sprintf("%s/check/%d", m.ID, now.Unix()), Account: m.Account, Monitor: m.ID, At: now.UTC(), Usage: u})
+		s.charge(b, &Charge{ID: fmt.Sprintf("%s/check/%d", m.ID, now.Unix()), Account: m.Account, Monitor: m.ID, URL: m.URL, At: now.UTC(), Usage: u})
 		m.BilledUntil = now.Add(m.EveryD)
 	}
 	doc := diff.Parse(page.Markdown)
@@ -318,7 +319,7 @@ func (s *Service) confirm(ctx context.Context, b *store.Batch, m *Monitor, page 
 	if len(e.Matched) > 0 {
 		e.CostCredits = PerChangeCredits
 		u := metering.Usage{Kind: metering.KindMonitorChange, Engine: page.Engine, Level: page.Level, Cache: metering.CacheMiss, Count: metering.Count(1)}
-		s.charge(b, &Charge{ID: fmt.Sprintf("%s/change/%d", m.ID, e.ID), Account: m.Account, Monitor: m.ID, Event: e.ID, At: at, Usage: u})
+		s.charge(b, &Charge{ID: fmt.Sprintf("%s/change/%d", m.ID, e.ID), Account: m.Account, Monitor: m.ID, URL: m.URL, Event: e.ID, At: at, Usage: u})
 	}
 	e.Delivery = &Delivery{Done: true}
 	if m.Notify.Webhook != "" {

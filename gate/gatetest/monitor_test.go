@@ -1,6 +1,7 @@
 package gatetest
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -232,6 +233,35 @@ func TestMonitorThroughGate(t *testing.T) {
 	}
 	if kinds[metering.KindMonitorChange] != 1 || kinds[metering.KindMonitorCheck] < 2 {
 		t.Fatalf("charges %+v", cs)
+	}
+	// The gate collects them: each a usage line with its receipt, charged
+	// once.
+	n, err := g.Runtime.CollectMonitorCharges(context.Background())
+	if err != nil || n != len(cs) {
+		t.Fatalf("collected %d of %d: %v", n, len(cs), err)
+	}
+	if left, _ := mon.Charges(100); len(left) != 0 {
+		t.Fatalf("%d charges left at the cell", len(left))
+	}
+	if n, err := g.Runtime.CollectMonitorCharges(context.Background()); n != 0 || err != nil {
+		t.Fatalf("collected again: %d %v", n, err)
+	}
+	r = call(t, "GET", g.URL+"/v1/billing/usage", key1, "")
+	var hist struct {
+		Lines []struct {
+			Receipt, Call, URL, Units string
+		} `json:"lines"`
+	}
+	json.Unmarshal([]byte(r.body), &hist)
+	got := map[string]string{}
+	for _, l := range hist.Lines {
+		if !strings.HasPrefix(l.Receipt, "r_eu_") || l.URL != shop.URL+"/shop" {
+			t.Errorf("usage line %+v", l)
+		}
+		got[l.Call] = l.Units
+	}
+	if got[metering.KindMonitorChange] != "3.000" || got[metering.KindMonitorCheck] != "1.000" || len(hist.Lines) != len(cs) {
+		t.Fatalf("usage lines %s", r.body)
 	}
 	// A customer cannot read them through the gate.
 	if r := call(t, "GET", g.URL+"/monitor-charges", key1, ""); r.status != 403 {

@@ -35,6 +35,9 @@ const (
 	// PrefixReleases is the held jobs and retries the meter charged and
 	// has not yet released at their cell (gate, caddy-modules/meter).
 	PrefixReleases = "R/"
+	// PrefixMonitorCharges marks the monitor charges the gate has
+	// collected from its cells, so each is charged once (gate).
+	PrefixMonitorCharges = "MC/"
 )
 
 // The cell's store (<cell data>/store).
@@ -99,6 +102,7 @@ var Stores = []Layout{
 		{PrefixCells, "gate"},
 		{PrefixPayments, "gate/payments"},
 		{PrefixReleases, "gate"},
+		{PrefixMonitorCharges, "gate"},
 	}},
 	{Store: "store", Ranges: []Range{
 		{PrefixCache, "cell/scrape"},
