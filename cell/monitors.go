@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/monitor"
@@ -61,11 +60,11 @@ func (c *Cell) fetchMonitored(ctx context.Context, raw, _ string) (*monitor.Page
 	if err != nil {
 		final = u
 	}
-	doc, err := content.Process(lr.Body, final, content.Options{})
+	md, err := monitor.MainContent(lr.Body, final)
 	if err != nil {
 		return nil, err
 	}
-	return &monitor.Page{Markdown: doc.Markdown, Engine: lr.Engine, Level: lr.Level}, nil
+	return &monitor.Page{Markdown: md, Engine: lr.Engine, Level: lr.Level}, nil
 }
 
 // Monitors is the cell's monitor service (tests drive its clock).

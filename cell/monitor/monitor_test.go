@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/store"
@@ -79,11 +78,11 @@ func httpFetcher() Fetcher {
 			return nil, errors.New(resp.Status)
 		}
 		u, _ := url.Parse(raw)
-		doc, err := content.Process(body, u, content.Options{})
+		md, err := MainContent(body, u)
 		if err != nil {
 			return nil, err
 		}
-		return &Page{Markdown: doc.Markdown, Engine: metering.EngineHTTP}, nil
+		return &Page{Markdown: md, Engine: metering.EngineHTTP}, nil
 	})
 }
 
@@ -414,6 +413,7 @@ func TestRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.clock.Add(time.Second) // newest first
 	if again, err := e.svc.Create(ctx, "acct1", &Request{URL: str("https://example.com/a"), Every: str("1d")}); err != nil || again.Created || again.ID != a.ID {
 		t.Fatalf("again: %+v %v", again, err)
 	}

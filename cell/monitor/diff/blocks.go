@@ -101,6 +101,10 @@ func Parse(md string) *Doc {
 		case strings.HasPrefix(trim, "|") && i+1 < len(lines) && reTableSep.MatchString(strings.TrimSpace(lines[i+1])):
 			flush()
 			header := splitRow(trim)
+			if h := strings.Join(header, " | "); strings.Trim(h, " |") != "" {
+				// The header is text too (a one-row layout table is all header).
+				d.blocks = append(d.blocks, block{kind: kindParagraph, section: section, text: h, key: canon(h)})
+			}
 			tableN++
 			table := strings.Join(header, "|")
 			if table == "" || strings.Trim(table, "|") == "" {
@@ -223,15 +227,15 @@ func cleanURL(u string) string {
 	return base + "?" + strings.Join(keep, "&") + frag
 }
 
-// canon is the form blocks are compared in: case and whitespace folded,
-// tracking parameters out of links, volatile values masked.
+// canon is the form blocks are compared in: whitespace folded, tracking
+// parameters out of links, volatile values masked. Case is kept: "Mysql"
+// becoming "MySQL" is an edit of the text.
 func canon(s string) string {
 	s = reURL.ReplaceAllStringFunc(s, cleanURL)
 	for _, re := range volatile {
 		s = re.ReplaceAllString(s, "·")
 	}
-	s = strings.ToLower(strings.Join(strings.Fields(s), " "))
-	return s
+	return strings.Join(strings.Fields(s), " ")
 }
 
 // Hash is the identity of a version's content for change detection: equal
