@@ -122,7 +122,12 @@ func evidenceURL(monitor, version string) string {
 
 // Tick runs every check that is due now and waits for them; it returns
 // how many ran.
-func (s *Service) Tick(ctx context.Context) int {
+func (s *Service) Tick(ctx context.Context) int { return s.dispatch(ctx, true) }
+
+// dispatch starts the checks that are due and not running; with wait it
+// returns when they are done. Run does not wait, so one slow site never
+// holds back the others.
+func (s *Service) dispatch(ctx context.Context, wait bool) int {
 	now := s.cfg.Now()
 	all, err := s.records()
 	if err != nil {
@@ -147,14 +152,17 @@ func (s *Service) Tick(ctx context.Context) int {
 		}
 		n++
 		id, due := m.ID, m.NextAt
+		s.checks.Add(1)
 		wg.Go(func() {
-			defer func() { <-s.slots; s.running.Delete(id) }()
+			defer func() { <-s.slots; s.running.Delete(id); s.checks.Done() }()
 			if err := s.check(ctx, id, due); err != nil && ctx.Err() == nil {
 				s.log.Error("monitor: check", "monitor", id, "err", err)
 			}
 		})
 	}
-	wg.Wait()
+	if wait {
+		wg.Wait()
+	}
 	return n
 }
 
@@ -183,9 +191,14 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 		return nil
 	}
 	now := s.cfg.Now()
+	baseline := m.Version == ""
 	s.count(func(st *Stats) {
 		st.Checks++
-		if late := now.Sub(due); late > st.MaxLate {
+		late := now.Sub(due)
+		switch {
+		case baseline && late > st.MaxBaselineLate:
+			st.MaxBaselineLate = late
+		case !baseline && late > st.MaxLate:
 			st.MaxLate = late
 		}
 	})
@@ -193,9 +206,10 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 	defer b.Discard()
 	if ferr != nil {
 		s.failed(b, m, ferr, now)
-		return s.commit(b, m)
+		return s.commit(b, m, b.Len() > 0)
 	}
-	if m.Health != "ok" {
+	recovered := m.Health != "ok"
+	if recovered {
 		s.event(b, m, &Event{Event: "health", Health: "ok", Message: "the site answers again", At: now.UTC()})
 		m.Health, m.HealthMessage = "ok", ""
 	}
@@ -210,6 +224,7 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 	hash := doc.Hash()
 	ver := versionID(page.Markdown)
 	var deliver *Event
+	n0 := b.Len() // a charge or a health event so far
 	switch {
 	case m.Version == "":
 		b.Set(versionKey(m.ID, ver), []byte(page.Markdown))
@@ -237,10 +252,20 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 		s.seen(b, m, ver, hash, page.Markdown, facts, now)
 	}
 	m.NextAt = now.Add(m.Interval)
+	durable := recovered || m.Pending != nil || deliver != nil || b.Len() > n0+1
+	if baseline {
+		// Monitors created together would stay in step: the second check
+		// comes after a share of the interval set by the id, so checks
+		// spread over it (every is the longest wait).
+		m.NextAt = now.Add(m.Interval/2 + time.Duration(phase(m.ID)*float64(m.Interval/2)))
+	}
 	if m.Pending != nil && m.Pending.ConfirmAt.Before(m.NextAt) {
 		m.NextAt = m.Pending.ConfirmAt
 	}
-	if err := s.commit(b, m); err != nil {
+	// A baseline, or a check that found the page unchanged, writes its
+	// version, schedule and charge without a sync: lost in a crash, the
+	// check runs again and is charged then. Changes and events are synced.
+	if err := s.commit(b, m, durable); err != nil {
 		return err
 	}
 	if deliver != nil {
@@ -249,13 +274,19 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 	return nil
 }
 
-func (s *Service) commit(b *store.Batch, m *Monitor) error {
+func (s *Service) commit(b *store.Batch, m *Monitor, durable bool) error {
 	rec, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
 	b.Set(recordKey(m.ID), rec)
-	return b.Commit(store.Sync)
+	return b.Commit(store.Durability(durable))
+}
+
+// phase is a number in [0, 1) fixed by id.
+func phase(id string) float64 {
+	sum := sha256.Sum256([]byte(id))
+	return float64(uint32(sum[0])<<16|uint32(sum[1])<<8|uint32(sum[2])) / (1 << 24)
 }
 
 // unchanged: the page shows the current version's content. A change seen

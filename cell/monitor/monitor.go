@@ -120,7 +120,7 @@ type Config struct {
 	Extractor Extractor
 	// Split splits `watch`; nil: watch.Split.
 	Split Splitter
-	// Parallel bounds checks in flight (default 16).
+	// Parallel bounds checks in flight (default 32).
 	Parallel int
 	// FetchTimeout bounds one check's fetch (default 60 s).
 	FetchTimeout time.Duration
@@ -140,7 +140,7 @@ func (c *Config) defaults() {
 		c.Limits = DefaultLimits
 	}
 	if c.Parallel <= 0 {
-		c.Parallel = 16
+		c.Parallel = 32
 	}
 	if c.FetchTimeout <= 0 {
 		c.FetchTimeout = 60 * time.Second
@@ -168,6 +168,7 @@ type Service struct {
 
 	locks   sync.Map // monitor id → *sync.Mutex
 	running sync.Map // monitor id → struct{}: a check in flight
+	checks  sync.WaitGroup
 	wake    chan struct{}
 	slots   chan struct{}
 	stats   Stats
@@ -177,8 +178,9 @@ type Service struct {
 // Stats count the service's work (the bench reads them).
 type Stats struct {
 	Checks, Unchanged, Diffs, Changes, Confirmed, Reverted, Failures int64
-	// MaxLate is the largest delay of a check past its due time.
-	MaxLate time.Duration
+	// MaxLate is the largest delay of a check past its due time;
+	// MaxBaselineLate the same for first checks (due at creation).
+	MaxLate, MaxBaselineLate time.Duration
 }
 
 // New opens the service on st. Run starts its scheduler and deliveries.
@@ -215,9 +217,10 @@ func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
-		s.Tick(ctx)
+		s.dispatch(ctx, false)
 		select {
 		case <-ctx.Done():
+			s.checks.Wait()
 			wg.Wait()
 			return
 		case <-t.C:

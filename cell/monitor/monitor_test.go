@@ -60,12 +60,14 @@ func (s *site) set(html string, status int) {
 	s.mu.Unlock()
 }
 
+var testClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
 // httpFetcher fetches with net/http and the content pipeline (the cell
 // uses its engine ladder).
 func httpFetcher() Fetcher {
 	return FetcherFunc(func(ctx context.Context, raw, _ string) (*Page, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, raw, nil)
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := testClient.Do(req)
 		if err != nil {
 			return nil, err
 		}
