@@ -155,6 +155,11 @@ func (s *Service) dispatch(ctx context.Context, wait bool) int {
 		s.checks.Add(1)
 		wg.Go(func() {
 			defer func() { <-s.slots; s.running.Delete(id); s.checks.Done() }()
+			s.count(func(st *Stats) {
+				if late := s.cfg.Now().Sub(due); late > st.MaxStartLate && m.Version != "" {
+					st.MaxStartLate = late
+				}
+			})
 			if err := s.check(ctx, id, due); err != nil && ctx.Err() == nil {
 				s.log.Error("monitor: check", "monitor", id, "err", err)
 			}

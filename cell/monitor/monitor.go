@@ -178,9 +178,11 @@ type Service struct {
 // Stats count the service's work (the bench reads them).
 type Stats struct {
 	Checks, Unchanged, Diffs, Changes, Confirmed, Reverted, Failures int64
-	// MaxLate is the largest delay of a check past its due time;
-	// MaxBaselineLate the same for first checks (due at creation).
-	MaxLate, MaxBaselineLate time.Duration
+	// MaxStartLate is the largest delay of a check's start past its due
+	// time (the scheduler's lateness); MaxLate the same at the end of the
+	// check (fetch and diff included); MaxBaselineLate the end of first
+	// checks past creation.
+	MaxStartLate, MaxLate, MaxBaselineLate time.Duration
 }
 
 // New opens the service on st. Run starts its scheduler and deliveries.
