@@ -215,7 +215,7 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 	}
 	recovered := m.Health != "ok"
 	if recovered {
-		s.event(b, m, &Event{Event: "health", Health: "ok", Message: "the site answers again", At: now.UTC()})
+		s.event(b, m, &Event{Event: "health", Health: "ok", Message: "the site answers again", At: now.UTC().Truncate(time.Second)})
 		m.Health, m.HealthMessage = "ok", ""
 	}
 	m.Fails = 0
@@ -325,7 +325,7 @@ func (s *Service) seen(b *store.Batch, m *Monitor, ver, hash, md string, facts [
 		m.LastEvent = n
 	}
 	e := &Event{ID: n, Event: "change", Monitor: m.ID, URL: m.URL, Matched: watch.Match(m.Conditions, facts),
-		Summary: diff.Summary(facts), Facts: facts, FirstSeen: now.UTC(),
+		Summary: diff.Summary(facts), Facts: facts, FirstSeen: now.UTC().Truncate(time.Second),
 		Evidence: &Evidence{Before: evidenceURL(m.ID, m.Version), After: evidenceURL(m.ID, ver)},
 		Delivery: &Delivery{}}
 	if m.Notify.Webhook != "" {
@@ -347,7 +347,7 @@ func (s *Service) confirm(ctx context.Context, b *store.Batch, m *Monitor, page 
 	if err := json.Unmarshal(raw, &e); err != nil {
 		return nil, err
 	}
-	at := now.UTC()
+	at := now.UTC().Truncate(time.Second) // timeline times are ISO 8601 to the second
 	e.ConfirmedAt = &at
 	if len(m.Schema) > 0 {
 		e.Custom = s.extract(ctx, page.Markdown, m.Schema)
@@ -476,7 +476,7 @@ func (s *Service) failed(b *store.Batch, m *Monitor, err error, now time.Time) {
 		health, msg = "blocked", "the site refused the check (a block page)"
 	}
 	if m.Fails == refusedInARow && m.Health != health {
-		s.event(b, m, &Event{Event: "health", Health: health, Message: msg, At: now.UTC()})
+		s.event(b, m, &Event{Event: "health", Health: health, Message: msg, At: now.UTC().Truncate(time.Second)})
 		m.Health, m.HealthMessage = health, msg
 	}
 	backoff := time.Minute << min(m.Fails-1, 10)
