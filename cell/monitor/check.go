@@ -186,7 +186,12 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 		return nil // stopping: the check is due again at the next start
 	}
 	unlock := s.lock(id)
-	defer unlock()
+	locked := true
+	defer func() {
+		if locked {
+			unlock()
+		}
+	}()
 	if m, err = s.get(id); errors.Is(err, store.ErrNotFound) {
 		return nil // deleted meanwhile
 	} else if err != nil {
@@ -274,6 +279,10 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 		return err
 	}
 	if deliver != nil {
+		// Not under the monitor's lock: a refused delivery records its
+		// state on the event at once (delivered takes the lock).
+		locked = false
+		unlock()
 		s.send(m, deliver)
 	}
 	return nil

@@ -494,3 +494,21 @@ func TestDeliverySurvivesRestart(t *testing.T) {
 		t.Fatalf("%d deliveries", n)
 	}
 }
+
+// A delivery the sender refuses (it is closed) is recorded as failed on
+// the event, and the check that confirmed the change does not hang.
+func TestRefusedDeliveryRecorded(t *testing.T) {
+	e := newEnv(t, "", nil)
+	s := newSite(t, shop("50"))
+	rc := newReceiver(t)
+	v, _ := e.svc.Create(context.Background(), "acct1", &Request{URL: str(s.URL), Every: str("1h"), Notify: &Notify{Webhook: rc.URL}})
+	e.advance(time.Second)
+	s.set(shop("45"), 200)
+	e.advance(time.Hour)
+	e.svc.hooks.Close()
+	e.advance(DefaultConfirmAfter)
+	d := e.events(v.ID)[0].Delivery
+	if !d.Done || d.Webhook == nil || d.Webhook.Status != "failed" {
+		t.Fatalf("delivery %+v", d)
+	}
+}
