@@ -42,6 +42,16 @@ func (c *Cell) handlers() map[string]http.HandlerFunc {
 		"POST /scrape/jobs/{id}/retry":   withJobID(c.handleJobRetry),
 		"POST /scrape/jobs/{id}/release": withJobID(c.handleJobRelease),
 		"POST /extract":                  c.handleExtract,
+		// Monitors (cell/monitors.go).
+		"POST /monitors":                        c.handleMonitorCreate,
+		"GET /monitors":                         c.handleMonitorList,
+		"GET /monitors/{id}":                    withMonitorID(c.handleMonitorGet),
+		"PATCH /monitors/{id}":                  withMonitorID(c.handleMonitorPatch),
+		"DELETE /monitors/{id}":                 withMonitorID(c.handleMonitorDelete),
+		"GET /monitors/{id}/events":             withMonitorID(c.handleMonitorEvents),
+		"GET /monitors/{id}/versions/{version}": withMonitorID(c.handleMonitorVersion),
+		"GET /monitor-charges":                  c.handleMonitorCharges,
+		"POST /monitor-charges/ack":             c.handleMonitorChargesAck,
 	}
 }
 

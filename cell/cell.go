@@ -19,6 +19,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/jobs"
+	"github.com/trawlhq/trawl/cell/monitor"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/regionauth"
@@ -102,6 +103,10 @@ type Config struct {
 	// shared with the crawl server's llm strategy); nil: extraction runs
 	// the deterministic extractor only.
 	Model *extract.ModelConfig
+	// Monitor holds the operator's monitor settings (MinEvery,
+	// ConfirmAfter, Limits, WebhookRetries, Extractor; cmd/trawl flags);
+	// the cell fills in the rest. Zero values are the spec's.
+	Monitor monitor.Config
 
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -148,6 +153,9 @@ type Cell struct {
 	gate   *regionauth.Verifier
 	// extractor serves /extract.
 	extractor extract.Extractor
+
+	monitors     *monitor.Service
+	stopMonitors func()
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -241,7 +249,23 @@ func New(cfg Config) (*Cell, error) {
 		c.extractor.Model = extract.NewModel(*cfg.Model)
 		cfg.Logger.Info("extract model", "provider", cfg.Model.Client.Provider())
 	}
+	if err := c.startMonitors(st); err != nil {
+		mgr.Close()
+		svc.Close()
+		if pool != nil {
+			pool.Close()
+		}
+		st.Close()
+		return nil, fmt.Errorf("cell: monitors: %w", err)
+	}
 	if c.gauges, err = c.observe(); err != nil {
+		c.stopMonitors()
+		mgr.Close()
+		svc.Close()
+		if pool != nil {
+			pool.Close()
+		}
+		st.Close()
 		return nil, fmt.Errorf("cell: metrics: %w", err)
 	}
 	mgr.Start()
@@ -335,6 +359,7 @@ func (c *Cell) Close() error {
 		if c.gauges != nil {
 			c.gauges.Unregister()
 		}
+		c.stopMonitors()
 		c.jobs.Close()
 		c.scrape.Close()
 		c.engine.Close()

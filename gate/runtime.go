@@ -260,7 +260,7 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	rt.signup = signup.New(signup.Config{Billing: rt.billing, Mailer: mailer, BaseURL: cfg.PublicURL, TokenSecret: mac.Sum(nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	rt.stop = cancel
-	rt.bg.Add(3)
+	rt.bg.Add(4)
 	go func() {
 		defer rt.bg.Done()
 		billing.RunMaintenance(ctx, rt.billing, rt.node.IsLeader, time.Minute)
@@ -276,6 +276,10 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	if rt.gauges, err = rt.observe(); err != nil {
 		return nil, fmt.Errorf("gate: metrics: %w", err)
 	}
+	go func() {
+		defer rt.bg.Done()
+		rt.collectMonitorCharges(ctx) // gate/monitorcharges.go
+	}()
 	log.Info("gate runtime started", "addr", cfg.Addr, "ledger_raft", cfg.LedgerRaft,
 		"members", rt.members.LocalAddr(), "data", cfg.DataDir)
 	return rt, nil

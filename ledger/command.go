@@ -30,6 +30,7 @@ type Command struct {
 	SetPlans      *Plans         `json:"set_plans,omitempty"`
 	Compact       *Compact       `json:"compact,omitempty"`
 	SetCustomer   *SetCustomer   `json:"set_customer,omitempty"`
+	MonitorSlot   *MonitorSlot   `json:"monitor_slot,omitempty"`
 }
 
 // SetCustomer records the account's customer id at the payment provider

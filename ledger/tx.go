@@ -116,6 +116,8 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 		err = t.compact(cmd.Compact, res)
 	case CmdSetCustomer:
 		err = t.setCustomer(cmd.SetCustomer)
+	case CmdMonitorSlot:
+		err = t.monitorSlot(cmd.MonitorSlot) // ledger/monitors.go
 	default:
 		err = refuse(ErrCodeInvalid, "unknown command type %q", cmd.Type)
 	}

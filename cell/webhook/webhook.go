@@ -103,6 +103,8 @@ type Delivery struct {
 	URL string `json:"url"`
 	// Event is sent as x-svc-event.
 	Event string `json:"event,omitempty"`
+	// Monitor, when set, is sent as x-svc-monitor (hosted-api §6).
+	Monitor string `json:"monitor,omitempty"`
 	// Secret, when set, signs the delivery. It is stored with the
 	// delivery (retries after a restart must sign too) and never logged.
 	Secret string `json:"secret,omitempty"`
@@ -425,6 +427,9 @@ func (s *Sender) post(ctx context.Context, d *Delivery) (int, error) {
 	req.Header.Set("x-svc-attempt", strconv.Itoa(d.Attempts+1))
 	if d.Event != "" {
 		req.Header.Set("x-svc-event", d.Event)
+	}
+	if d.Monitor != "" {
+		req.Header.Set("x-svc-monitor", d.Monitor)
 	}
 	if d.Secret != "" {
 		req.Header.Set("x-svc-signature", Sign(d.Secret, ts, body))

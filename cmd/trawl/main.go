@@ -58,6 +58,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/monitor"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/regionauth"
 )
@@ -143,7 +144,76 @@ func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *str
 	fs.DurationVar(&cfg.StepDown, "step-down", 24*time.Hour, "a site that needed the browser goes straight to it for this long, then one request tries plain HTTP again (negative: never)")
 	fs.Var(&proxiesFlag{dst: &cfg.Proxies}, "proxy", "an upstream proxy, KIND[:COUNTRY]=URL, e.g. isp:us=http://user:pass@host:port (kind isp or residential; no country: any exit); repeat it, or separate several with spaces. Command lines are visible to other users: prefer --proxies-file for credentials")
 	fs.Var(&proxiesFileFlag{dst: &cfg.Proxies}, "proxies-file", "a file of upstream proxies, one KIND[:COUNTRY]=URL a line (# comments)")
+	// Monitors (docs/monitors.md): the spec's values by default; shorter
+	// ones let tests and small deployments run fast.
+	fs.DurationVar(&cfg.Monitor.MinEvery, "monitor-min-every", monitor.DefaultMinEvery, "shortest `every` a monitor may ask for")
+	fs.DurationVar(&cfg.Monitor.ConfirmAfter, "monitor-confirm-after", monitor.DefaultConfirmAfter, "how long after first sight a change is checked again and, still there, confirmed, charged and delivered")
+	fs.Var((*retriesFlag)(&cfg.Monitor.WebhookRetries), "webhook-retries", "the monitors' webhook retry ladder, comma-separated waits (default 1m,5m,30m,2h,12h)")
+	fs.Var((*limitsFlag)(&cfg.Monitor.Limits), "monitor-limits", "monitor limits: account=N (monitors per account), fast=N (of them checked more often than hourly), host=N (per host across accounts); default account=100,fast=20,host=500")
 	fs.Var((*escalateFlag)(&cfg.EscalateProxy), "escalate-proxy", "proxy kind (isp or residential) the ladder may use, the browser through such a proxy, for requests that ask for no proxy when the browser alone is blocked; needs a pool of that kind (default none)")
+}
+
+// retriesFlag is --webhook-retries: comma-separated durations.
+type retriesFlag []time.Duration
+
+func (r *retriesFlag) String() string {
+	if r == nil || len(*r) == 0 {
+		return "1m,5m,30m,2h,12h"
+	}
+	parts := make([]string, len(*r))
+	for i, d := range *r {
+		parts[i] = d.String()
+	}
+	return strings.Join(parts, ",")
+}
+
+func (r *retriesFlag) Set(s string) error {
+	var out []time.Duration
+	for _, p := range splitList(s) {
+		d, err := time.ParseDuration(p)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("want positive durations such as 1m,5m,30m, not %q", p)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return errors.New("want at least one wait")
+	}
+	*r = out
+	return nil
+}
+
+// limitsFlag is --monitor-limits: account=N,fast=N,host=N (any subset).
+type limitsFlag monitor.Limits
+
+func (l *limitsFlag) String() string {
+	if l == nil || *l == (limitsFlag{}) {
+		return "account=100,fast=20,host=500"
+	}
+	return fmt.Sprintf("account=%d,fast=%d,host=%d", l.Account, l.Fast, l.Host)
+}
+
+func (l *limitsFlag) Set(s string) error {
+	v := monitor.DefaultLimits
+	for _, p := range splitList(s) {
+		k, n, ok := strings.Cut(p, "=")
+		num, err := strconv.Atoi(n)
+		if !ok || err != nil || num < 1 {
+			return fmt.Errorf("want account=N,fast=N,host=N with N ≥ 1, not %q", p)
+		}
+		switch k {
+		case "account":
+			v.Account = num
+		case "fast":
+			v.Fast = num
+		case "host":
+			v.Host = num
+		default:
+			return fmt.Errorf("unknown limit %q (account, fast, host)", k)
+		}
+	}
+	*l = limitsFlag(v)
+	return nil
 }
 
 // browsersFlag is --browsers: "auto" (stored as -1) or a count.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/monid"
 )
 
 // Server is who answers a route.
@@ -66,6 +67,9 @@ type Grammar struct {
 // Jobs is the grammar of job ids (internal/jobid).
 var Jobs = &Grammar{Name: "job", Parse: jobid.Parse}
 
+// Monitors is the grammar of monitor ids (internal/monid).
+var Monitors = &Grammar{Name: "monitor", Parse: monid.Parse}
+
 // Body limits.
 const (
 	// KiB and MiB are units of BodyLimit.
@@ -81,6 +85,9 @@ const (
 	// ExtractBody bounds an extract request: 2 MiB of pasted content
 	// (cell/extract.MaxContent, JSON-escaped) with its schema and example.
 	ExtractBody = 4 * MiB
+	// MonitorBody bounds a monitor's create or patch body (a schema of
+	// up to 64 KiB with the other fields).
+	MonitorBody = 128 * KiB
 )
 
 // Route is one row of the table.
@@ -168,6 +175,13 @@ var Rows = []Route{
 	{Pattern: "GET /scrape/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a job's status"},
 	{Pattern: "GET /scrape/jobs/{id}/results", Server: Owner, Owner: Jobs, Doc: "a job's results, NDJSON"},
 	{Pattern: "POST /scrape/jobs/{id}/retry", Kind: metering.KindJob, Server: Owner, Owner: Jobs, Doc: "retry a job's failed URLs"},
+	{Pattern: "POST /monitors", Server: Cell, BodyLimit: MonitorBody, Doc: "create a monitor, or find the account's one with that url and watch (§2.9); checks and changes bill in the background (docs/api.md)"},
+	{Pattern: "GET /monitors", Server: Cell, Doc: "the account's monitors, newest first (§4)"},
+	{Pattern: "GET /monitors/{id}", Server: Owner, Owner: Monitors, Doc: "one monitor (§2.9)"},
+	{Pattern: "PATCH /monitors/{id}", Server: Owner, Owner: Monitors, BodyLimit: MonitorBody, Doc: "change watch, every, notify, schema, name or paused (§4)"},
+	{Pattern: "DELETE /monitors/{id}", Server: Owner, Owner: Monitors, Doc: "remove a monitor with its history (§4)"},
+	{Pattern: "GET /monitors/{id}/events", Server: Owner, Owner: Monitors, Doc: "a monitor's timeline, oldest first (?since=, ?limit=, §2.9)"},
+	{Pattern: "GET /monitors/{id}/versions/{version}", Server: Owner, Owner: Monitors, Doc: "the page at a version, as Markdown (the evidence links, §2.9)"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
 
@@ -176,6 +190,8 @@ var Rows = []Route{
 var CellLocal = []Route{
 	{Pattern: "GET /health", Server: Cell, Doc: "the cell's health: store and browser pool"},
 	{Pattern: "POST /scrape/jobs/{id}/release", Server: Cell, Doc: "the gate's meter starts a held job or retry it has charged (the hold's token in Trawl-Hold), or with ?drop=1 ends one it could not charge"},
+	{Pattern: "GET /monitor-charges", Server: Cell, Doc: "the monitors' background charges (checks, confirmed matched changes) waiting for the gate; only a request the gate signs without an account"},
+	{Pattern: "POST /monitor-charges/ack", Server: Cell, BodyLimit: 1 * MiB, Doc: "the gate has charged these (ids): the cell forgets them"},
 }
 
 // Table matches requests to rows.

@@ -35,6 +35,9 @@ const (
 	// PrefixReleases is the held jobs and retries the meter charged and
 	// has not yet released at their cell (gate, caddy-modules/meter).
 	PrefixReleases = "R/"
+	// PrefixMonitorCharges marks the monitor charges the gate has
+	// collected from its cells, so each is charged once (gate).
+	PrefixMonitorCharges = "MC/"
 )
 
 // The cell's store (<cell data>/store).
@@ -49,6 +52,13 @@ const (
 	PrefixJobIndex = "ji/"
 	// PrefixSite is the engine ladder's memory per site (cell/fetch/ladder).
 	PrefixSite = "site/"
+	// PrefixMonitor is the monitors this cell holds: records, versions,
+	// timeline events and the charges not yet collected by the gate
+	// (cell/monitor).
+	PrefixMonitor = "mon/"
+	// PrefixMonitorHook is the monitors' pending webhook deliveries
+	// (cell/webhook, for cell/monitor).
+	PrefixMonitorHook = "monhook/"
 )
 
 // The crawl server's store (<data>/crawl).
@@ -92,6 +102,7 @@ var Stores = []Layout{
 		{PrefixCells, "gate"},
 		{PrefixPayments, "gate/payments"},
 		{PrefixReleases, "gate"},
+		{PrefixMonitorCharges, "gate"},
 	}},
 	{Store: "store", Ranges: []Range{
 		{PrefixCache, "cell/scrape"},
@@ -99,6 +110,8 @@ var Stores = []Layout{
 		{PrefixJob, "cell/jobs"},
 		{PrefixJobIndex, "cell/jobs"},
 		{PrefixSite, "cell/fetch/ladder"},
+		{PrefixMonitor, "cell/monitor"},
+		{PrefixMonitorHook, "cell/webhook"},
 	}},
 	{Store: "crawl", Ranges: []Range{
 		{PrefixCrawlTask, "cell/crawl"},

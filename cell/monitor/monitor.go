@@ -1,0 +1,288 @@
+// Package monitor watches pages for the changes a sentence describes
+// (docs/spec/hosted-api.md §2.9, §3, §6, §8; docs/monitors.md): monitors
+// of an account, their baseline and checks on an injectable clock, versions
+// of the page's main-content Markdown stored once per distinct content,
+// a structural diff into typed facts (cell/monitor/diff), the watch
+// sentence's conditions (cell/monitor/watch), confirmation after a delay,
+// signed webhook delivery with retries (cell/webhook), health events, and
+// the charges of background checks and changes, kept in an outbox until
+// the region's gate collects them (docs/api.md, "Monitors").
+//
+// A Service keeps everything in its cell's store under
+// store.PrefixMonitor (records, versions, events, charges) and
+// store.PrefixMonitorHook (pending deliveries). Time runs on Config.Now:
+// Tick runs the checks that are due, so tests move a fake clock and call
+// Tick instead of waiting.
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/monitor/watch"
+	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+// Defaults of Config: the spec's values.
+const (
+	DefaultMinEvery     = 4 * time.Minute
+	DefaultConfirmAfter = 30 * time.Minute
+	DefaultEvery        = "1d"
+	// PerChangeCredits is the price of a confirmed change that matched
+	// (hosted-api §8.3); a check costs 1 per `every` window.
+	PerChangeCredits = 3
+	// BaselineWithin is how soon after creation the first check runs.
+	BaselineWithin = 10 * time.Second
+	// refusedInARow is how many refused checks make a health event.
+	refusedInARow = 3
+)
+
+// Limits are the monitor limits of hosted-api §8.
+type Limits struct {
+	// Account is how many monitors one account may have (100).
+	Account int
+	// Fast is how many of them may be checked more often than hourly (20).
+	Fast int
+	// Host is how many monitors may watch one host, across accounts (500).
+	Host int
+}
+
+// DefaultLimits are the spec's.
+var DefaultLimits = Limits{Account: 100, Fast: 20, Host: 500}
+
+// Page is a fetched version of a watched page.
+type Page struct {
+	// Markdown is the page's main content.
+	Markdown string
+	// Engine and Level are how it was fetched (internal/metering).
+	Engine, Level string
+}
+
+// Fetcher fetches a page's main content through the cell's engine ladder.
+// A site's bot wall is an error wrapping ErrBlocked.
+type Fetcher interface {
+	Fetch(ctx context.Context, url, region string) (*Page, error)
+}
+
+// FetcherFunc adapts a function to Fetcher.
+type FetcherFunc func(ctx context.Context, url, region string) (*Page, error)
+
+// Fetch calls f.
+func (f FetcherFunc) Fetch(ctx context.Context, url, region string) (*Page, error) {
+	return f(ctx, url, region)
+}
+
+// ErrBlocked is a fetch refused by the site's bot wall (a `blocked` health
+// event); any other fetch error is an `error` one.
+var ErrBlocked = errors.New("the site refused the check")
+
+// Extractor fills a monitor's schema from a version (the `custom` of a
+// change): the extract service's extractor (cell/extract) when the cell
+// has one. It returns a JSON object; a field the page does not show is
+// null.
+type Extractor interface {
+	Extract(ctx context.Context, markdown string, schema json.RawMessage) (json.RawMessage, error)
+}
+
+// Splitter splits a watch sentence into conditions: watch.Split unless a
+// model is configured. An error is the spec's 503.
+type Splitter func(ctx context.Context, sentence string) ([]watch.Condition, error)
+
+// Config configures a Service; cmd/trawl builds it from flags.
+type Config struct {
+	// Region and Cell name the cell: they are in every monitor id.
+	Region, Cell string
+	// MinEvery is the shortest `every` (default 4m, --monitor-min-every).
+	MinEvery time.Duration
+	// ConfirmAfter is how long after first sight a change is re-checked
+	// and confirmed (default 30m, --monitor-confirm-after).
+	ConfirmAfter time.Duration
+	// Limits (default DefaultLimits, --monitor-limits).
+	Limits Limits
+	// WebhookRetries is the webhook retry ladder (default 1m, 5m, 30m,
+	// 2h, 12h; --webhook-retries).
+	WebhookRetries []time.Duration
+	// AllowPrivateNetworks lets monitors and webhooks use loopback and
+	// private addresses (dev and tests only).
+	AllowPrivateNetworks bool
+	// CheckHost, when set, refuses a URL host that resolves to an address
+	// the SSRF guard refuses (fetch.HTTP.CheckHost).
+	CheckHost func(ctx context.Context, host string) error
+	// Fetcher fetches pages; required.
+	Fetcher Fetcher
+	// Extractor fills `custom`; nil: the rules of ruleExtractor.
+	Extractor Extractor
+	// Split splits `watch`; nil: watch.Split.
+	Split Splitter
+	// Parallel bounds checks in flight (default 32).
+	Parallel int
+	// FetchTimeout bounds one check's fetch (default 60 s).
+	FetchTimeout time.Duration
+	// Now is the clock of schedules, confirmation and the webhook ladder.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.MinEvery <= 0 {
+		c.MinEvery = DefaultMinEvery
+	}
+	if c.ConfirmAfter <= 0 {
+		c.ConfirmAfter = DefaultConfirmAfter
+	}
+	if c.Limits == (Limits{}) {
+		c.Limits = DefaultLimits
+	}
+	if c.Parallel <= 0 {
+		c.Parallel = 32
+	}
+	if c.FetchTimeout <= 0 {
+		c.FetchTimeout = 60 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Split == nil {
+		c.Split = func(_ context.Context, s string) ([]watch.Condition, error) { return watch.Split(s), nil }
+	}
+	if c.Extractor == nil {
+		c.Extractor = ruleExtractor{}
+	}
+}
+
+// Service is the monitors of one cell. It is safe for concurrent use.
+type Service struct {
+	cfg   Config
+	st    *store.Store
+	hooks *webhook.Sender
+	log   *slog.Logger
+
+	locks   sync.Map // monitor id → *sync.Mutex
+	running sync.Map // monitor id → struct{}: a check in flight
+	checks  sync.WaitGroup
+	wake    chan struct{}
+	slots   chan struct{}
+	stats   Stats
+	statsMu sync.Mutex
+}
+
+// Stats count the service's work (the bench reads them).
+type Stats struct {
+	Checks, Unchanged, Diffs, Changes, Confirmed, Reverted, Failures int64
+	// MaxStartLate is the largest delay of a check's start past its due
+	// time (the scheduler's lateness); MaxLate the same at the end of the
+	// check (fetch and diff included); MaxBaselineLate the end of first
+	// checks past creation.
+	MaxStartLate, MaxLate, MaxBaselineLate time.Duration
+}
+
+// New opens the service on st. Run starts its scheduler and deliveries.
+func New(st *store.Store, cfg Config) (*Service, error) {
+	cfg.defaults()
+	if cfg.Fetcher == nil {
+		return nil, errors.New("monitor: Config.Fetcher is required")
+	}
+	s := &Service{cfg: cfg, st: st, log: cfg.Logger.With("component", "monitor"), wake: make(chan struct{}, 1),
+		slots: make(chan struct{}, cfg.Parallel)}
+	hooks, err := webhook.New(st, webhook.Config{
+		Prefix:               store.PrefixMonitorHook,
+		AllowPrivateNetworks: cfg.AllowPrivateNetworks,
+		Schedule:             cfg.WebhookRetries,
+		Now:                  cfg.Now,
+		OnFinish:             s.delivered,
+		Logger:               cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.hooks = hooks
+	return s, nil
+}
+
+// Run checks monitors as they fall due and sends deliveries until ctx
+// ends. With a fake clock, the caller moves it and calls Tick and Kick.
+func (s *Service) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.hooks.Run(ctx) })
+	if err := s.resend(); err != nil {
+		s.log.Error("monitor: resume deliveries", "err", err)
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		s.dispatch(ctx, false)
+		select {
+		case <-ctx.Done():
+			s.checks.Wait()
+			wg.Wait()
+			return
+		case <-t.C:
+		case <-s.wake:
+		}
+	}
+}
+
+// Kick makes Run look for due checks and deliveries now.
+func (s *Service) Kick() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+	s.hooks.Kick()
+}
+
+// Close refuses further deliveries; Run ends with its context.
+func (s *Service) Close() { s.hooks.Close() }
+
+// Stats returns a copy of the counters.
+func (s *Service) Stats() Stats {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return s.stats
+}
+
+func (s *Service) count(f func(*Stats)) {
+	s.statsMu.Lock()
+	f(&s.stats)
+	s.statsMu.Unlock()
+}
+
+func (s *Service) lock(id string) func() {
+	v, _ := s.locks.LoadOrStore(id, &sync.Mutex{})
+	mu := v.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+// Error is a refusal with its status and the spec's text.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func badInput(msg string) *Error {
+	return &Error{Status: http.StatusBadRequest, Code: "bad_input", Message: msg}
+}
+
+// Errors of hosted-api §7 (monitor errors).
+var (
+	ErrNoMonitor = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such monitor"}
+	ErrNoVersion = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such version"}
+	ErrSentence  = &Error{Status: http.StatusServiceUnavailable, Code: "try_again", Message: "could not read the sentence, try again"}
+)
+
+func limitError(msg string) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Code: "monitor_limit", Message: msg}
+}

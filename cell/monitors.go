@@ -1,0 +1,267 @@
+package cell
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+
+	"github.com/trawlhq/trawl/cell/extract"
+	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/fetch/ladder"
+	"github.com/trawlhq/trawl/cell/monitor"
+	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/monid"
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+// startMonitors opens the monitor service and starts its scheduler.
+func (c *Cell) startMonitors(st *store.Store) error {
+	mc := c.cfg.Monitor
+	mc.Region, mc.Cell = c.cfg.Region, c.cfg.Name
+	mc.AllowPrivateNetworks = c.cfg.AllowPrivateNetworks
+	mc.CheckHost = c.engine.CheckHost
+	mc.Fetcher = monitor.FetcherFunc(c.fetchMonitored)
+	mc.Now = c.cfg.Now
+	if mc.Extractor == nil {
+		// A monitor's schema is filled as /extract fills one (the
+		// operator's model when configured).
+		mc.Extractor = monitorExtractor{&c.extractor}
+	}
+	if mc.Logger == nil {
+		mc.Logger = c.cfg.Logger
+	}
+	svc, err := monitor.New(st, mc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { svc.Run(ctx); close(done) }()
+	c.monitors = svc
+	c.stopMonitors = func() { cancel(); <-done; svc.Close() }
+	return nil
+}
+
+// fetchMonitored fetches a watched page through the engine ladder (never
+// the cache: a check must see the page as it is now) and keeps its main
+// content as Markdown.
+func (c *Cell) fetchMonitored(ctx context.Context, raw, _ string) (*monitor.Page, error) {
+	u, err := fetch.ValidateURL(raw, c.cfg.AllowPrivateNetworks)
+	if err != nil {
+		return nil, err
+	}
+	lr, err := c.ladder.Fetch(ctx, &ladder.Request{URL: u})
+	if errors.Is(err, ladder.ErrBlocked) {
+		return nil, errors.Join(monitor.ErrBlocked, err)
+	} else if err != nil {
+		return nil, err
+	}
+	if lr.Status >= 400 {
+		return nil, errors.New("the site answered HTTP " + http.StatusText(lr.Status))
+	}
+	final, err := url.Parse(lr.URL)
+	if err != nil {
+		final = u
+	}
+	md, err := monitor.MainContent(lr.Body, final)
+	if err != nil {
+		return nil, err
+	}
+	return &monitor.Page{Markdown: md, Engine: lr.Engine, Level: lr.Level}, nil
+}
+
+// Monitors is the cell's monitor service (tests drive its clock).
+func (c *Cell) Monitors() *monitor.Service { return c.monitors }
+
+func (c *Cell) handleMonitorCreate(w http.ResponseWriter, r *http.Request) {
+	var req monitor.Request
+	if err := decodeJSON(w, r, routes.MonitorBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	v, err := c.monitors.Create(r.Context(), accountOf(r), &req)
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	status := http.StatusOK
+	if v.Created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/monitors/"+v.ID)
+	}
+	httpjson.Write(w, status, v)
+}
+
+func (c *Cell) handleMonitorList(w http.ResponseWriter, r *http.Request) {
+	l, err := c.monitors.List(accountOf(r))
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"monitors": l})
+}
+
+func (c *Cell) handleMonitorGet(w http.ResponseWriter, r *http.Request) {
+	v, err := c.monitors.Get(accountOf(r), r.PathValue("id"))
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, v)
+}
+
+func (c *Cell) handleMonitorPatch(w http.ResponseWriter, r *http.Request) {
+	// An id that is not ours is 404 before the body is looked at.
+	if _, err := c.monitors.Get(accountOf(r), r.PathValue("id")); err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	var req monitor.Request
+	if err := decodeJSON(w, r, routes.MonitorBody, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	v, err := c.monitors.Patch(r.Context(), accountOf(r), r.PathValue("id"), &req)
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, v)
+}
+
+func (c *Cell) handleMonitorDelete(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := c.monitors.Delete(accountOf(r), id); err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
+}
+
+func (c *Cell) handleMonitorEvents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	since, err := monitor.ParseSince(q.Get("since"))
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	limit, err := monitor.ParseLimit(q.Get("limit"))
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	evs, err := c.monitors.Events(accountOf(r), r.PathValue("id"), since, limit)
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"events": evs})
+}
+
+func (c *Cell) handleMonitorVersion(w http.ResponseWriter, r *http.Request) {
+	md, err := c.monitors.Version(accountOf(r), r.PathValue("id"), r.PathValue("version"))
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	w.Write([]byte(md))
+}
+
+// notTheGate answers a customer's request that reaches the charge routes.
+var notTheGate = &scrape.Error{Status: http.StatusForbidden, Code: "forbidden", Message: "only the region's gate collects monitor charges"}
+
+// handleMonitorCharges lists the background charges for the gate. Only
+// the gate's own request, signed without an account, gets them; a
+// customer's request that reaches this path is refused.
+func (c *Cell) handleMonitorCharges(w http.ResponseWriter, r *http.Request) {
+	if accountOf(r) != "" {
+		writeError(w, notTheGate)
+		return
+	}
+	cs, err := c.monitors.Charges(500)
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	if cs == nil {
+		cs = []monitor.Charge{}
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"charges": cs})
+}
+
+func (c *Cell) handleMonitorChargesAck(w http.ResponseWriter, r *http.Request) {
+	if accountOf(r) != "" {
+		writeError(w, notTheGate)
+		return
+	}
+	var req struct {
+		IDs []string `json:"ids"`
+	}
+	if err := decodeJSON(w, r, 1<<20, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	n, err := c.monitors.AckCharges(req.IDs)
+	if err != nil {
+		writeMonitorError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"acked": n})
+}
+
+// withMonitorID answers 404 for an {id} that is not a monitor id.
+func withMonitorID(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, _, ok := monid.Parse(r.PathValue("id")); !ok {
+			writeMonitorError(w, monitor.ErrNoMonitor)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func writeMonitorError(w http.ResponseWriter, err error) {
+	var me *monitor.Error
+	if errors.As(err, &me) {
+		if me.Status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "5")
+		}
+		httpjson.Error(w, me.Status, me.Code, me.Message)
+		return
+	}
+	writeError(w, err)
+}
+
+// monitorExtractor fills a monitor's `custom` from a version's Markdown
+// with the extract service's extractor. The schema is a JSON Schema, or a
+// sample of the structure ({"price": "number"}) as /extract's example.
+type monitorExtractor struct{ e *extract.Extractor }
+
+func (m monitorExtractor) Extract(ctx context.Context, md string, schema json.RawMessage) (json.RawMessage, error) {
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(schema, &probe); err != nil {
+		return nil, err
+	}
+	raw := schema
+	if probe["type"] == nil && probe["properties"] == nil {
+		var err error
+		if raw, err = extract.SchemaFromExample(schema); err != nil {
+			return nil, err
+		}
+	}
+	sch, err := extract.CompileSchema(raw)
+	if err != nil {
+		return nil, err
+	}
+	res, err := m.e.Extract(ctx, extract.Page{HTML: extract.ToHTML(md, extract.Markdown), Markdown: md}, &extract.Plan{Schema: sch, Inferred: "schema"})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(res.Data)
+}
