@@ -1,0 +1,327 @@
+package search
+
+import (
+	"hash/fnv"
+	"math/bits"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	porterstemmer "github.com/blevesearch/go-porterstemmer"
+)
+
+// term is a query word: as written (lower-case) and its stem.
+type term struct{ raw, stem string }
+
+// stop are words a query has that say nothing of what it wants.
+var stop = map[string]bool{
+	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "by": true, "do": true, "does": true,
+	"for": true, "from": true, "how": true, "i": true, "in": true, "is": true, "it": true, "of": true, "on": true, "or": true,
+	"the": true, "to": true, "what": true, "when": true, "where": true, "which": true, "who": true, "why": true, "with": true,
+	"can": true, "you": true, "my": true, "this": true, "that": true, "use": true, "get": true, "into": true,
+}
+
+// queryTerms are the distinct words of q that carry meaning.
+func queryTerms(q string) []term {
+	var out []term
+	seen := map[string]bool{}
+	for _, w := range words(q) {
+		lw := strings.ToLower(w.text)
+		if stop[lw] || seen[lw] {
+			continue
+		}
+		seen[lw] = true
+		out = append(out, term{raw: lw, stem: stem(lw)})
+	}
+	if len(out) == 0 { // a query of stop words only: take them all
+		for _, w := range words(q) {
+			lw := strings.ToLower(w.text)
+			if !seen[lw] {
+				seen[lw] = true
+				out = append(out, term{raw: lw, stem: stem(lw)})
+			}
+		}
+	}
+	return out
+}
+
+func stem(w string) string { return porterstemmer.StemString(w) }
+
+// word is a word of a text and where it is.
+type word struct {
+	text       string
+	start, end int // byte offsets
+}
+
+// words splits s into words: runs of letters, digits and _, with the dots
+// inside identifiers (os.path.join) kept.
+func words(s string) []word {
+	var out []word
+	start := -1
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		in := unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_'
+		if !in && r == '.' && start >= 0 && i+n < len(s) {
+			nr, _ := utf8.DecodeRuneInString(s[i+n:])
+			in = unicode.IsLetter(nr) || unicode.IsDigit(nr) || nr == '_'
+		}
+		switch {
+		case in && start < 0:
+			start = i
+		case !in && start >= 0:
+			out = append(out, word{s[start:i], start, i})
+			start = -1
+		}
+		i += n
+	}
+	if start >= 0 {
+		out = append(out, word{s[start:], start, len(s)})
+	}
+	return out
+}
+
+// matches reports which query term w is, or -1.
+func matches(w string, terms []term) int {
+	lw := strings.ToLower(w)
+	for i, t := range terms {
+		if lw == t.raw {
+			return i
+		}
+	}
+	s := stem(lw)
+	for i, t := range terms {
+		if s == t.stem {
+			return i
+		}
+	}
+	return -1
+}
+
+// passage is a run of a page's sentences and how well it answers a query.
+type passage struct {
+	text  string
+	score float64 // 0 to 1
+}
+
+const passageWords = 40
+
+// bestPassage is the run of sentences of body, up to about passageWords
+// words, that holds the most distinct query terms, closest together.
+func bestPassage(body string, terms []term) passage {
+	if len(terms) == 0 {
+		return passage{}
+	}
+	sents := sentences(body)
+	best := passage{}
+	for i := range sents {
+		if !sents[i].has(terms) {
+			continue // a passage starts with a match
+		}
+		n, last := 0, i
+		for j := i; j < len(sents) && (n == 0 || n+sents[j].n <= passageWords); j++ {
+			n += sents[j].n
+			if sents[j].has(terms) {
+				last = j // and ends with one
+			}
+		}
+		var b strings.Builder
+		for j := i; j <= last; j++ {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(sents[j].text)
+		}
+		t := b.String()
+		if sc := scorePassage(t, terms); sc > best.score {
+			best = passage{text: t, score: sc}
+		}
+	}
+	return best
+}
+
+// scorePassage: the share of the query's terms the text holds (most of
+// the score), how close together they are, and whether they come as the
+// query has them.
+func scorePassage(text string, terms []term) float64 {
+	ws := words(text)
+	found := make([]int, len(terms)) // last position of each term
+	for i := range found {
+		found[i] = -1
+	}
+	distinct, hits := 0, 0
+	bestSpan := len(ws) + 1
+	ordered := 0
+	prev := -1
+	for pos, w := range ws {
+		k := matches(w.text, terms)
+		if k < 0 {
+			continue
+		}
+		hits++
+		if found[k] < 0 {
+			distinct++
+		}
+		found[k] = pos
+		if k == prev+1 && prev >= 0 {
+			ordered++
+		}
+		prev = k
+		if distinct == len(terms) {
+			lo := pos
+			for _, p := range found {
+				lo = min(lo, p)
+			}
+			bestSpan = min(bestSpan, pos-lo+1)
+		}
+	}
+	if distinct == 0 {
+		return 0
+	}
+	s := 0.7 * float64(distinct) / float64(len(terms))
+	if len(terms) > 1 && bestSpan <= len(ws) {
+		s += 0.2 * float64(len(terms)) / float64(bestSpan)
+	} else if len(terms) == 1 {
+		s += 0.1
+	}
+	s += 0.05 * min(float64(hits)/float64(2*len(terms)), 1)
+	if len(terms) > 1 {
+		s += 0.05 * min(float64(ordered)/float64(len(terms)-1), 1)
+	}
+	return min(s, 1)
+}
+
+type sentence struct {
+	text string
+	n    int // words
+}
+
+func (s sentence) has(terms []term) bool {
+	for _, w := range words(s.text) {
+		if matches(w.text, terms) >= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sentences splits a page's text at line ends and sentence ends.
+func sentences(body string) []sentence {
+	var out []sentence
+	for line := range strings.SplitSeq(body, "\n") {
+		line = strings.TrimSpace(line)
+		for line != "" {
+			cut := len(line)
+			for i := 0; i+1 < len(line); i++ {
+				if (line[i] == '.' || line[i] == '?' || line[i] == '!') && line[i+1] == ' ' {
+					cut = i + 1
+					break
+				}
+			}
+			s := strings.TrimSpace(line[:cut])
+			line = strings.TrimSpace(line[cut:])
+			if n := len(strings.Fields(s)); n > 0 && s != "." {
+				out = append(out, sentence{s, n})
+			}
+		}
+	}
+	return out
+}
+
+// Mark tags around the matched words of a snippet.
+const (
+	MarkOpen  = "<b>"
+	MarkClose = "</b>"
+)
+
+// marked is the passage with the query's words marked, cut to about
+// passageWords words around its first match.
+func (p passage) marked(terms []term) string {
+	if p.text == "" {
+		return ""
+	}
+	ws := words(p.text)
+	first := -1
+	for i, w := range ws {
+		if matches(w.text, terms) >= 0 {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return ""
+	}
+	lo, hi := 0, len(p.text)
+	if len(ws) > passageWords+10 {
+		a := max(first-8, 0)
+		z := min(a+passageWords, len(ws)-1)
+		lo, hi = ws[a].start, ws[z].end
+	}
+	var b strings.Builder
+	if lo > 0 {
+		b.WriteString("… ")
+	}
+	at := lo
+	for _, w := range ws {
+		if w.start < lo || w.end > hi {
+			continue
+		}
+		if matches(w.text, terms) >= 0 {
+			b.WriteString(p.text[at:w.start])
+			b.WriteString(MarkOpen)
+			b.WriteString(w.text)
+			b.WriteString(MarkClose)
+			at = w.end
+		}
+	}
+	b.WriteString(p.text[at:hi])
+	if hi < len(p.text) {
+		b.WriteString(" …")
+	}
+	return b.String()
+}
+
+// firstWords is the first n words of s.
+func firstWords(s string, n int) string {
+	f := strings.Fields(s)
+	if len(f) > n {
+		return strings.Join(f[:n], " ") + " …"
+	}
+	return strings.Join(f, " ")
+}
+
+// simhash is a 64-bit simhash of the text's word 3-shingles: pages with
+// the same text have the same hash, near-duplicates hashes within a few
+// bits.
+func simhash(text string) uint64 {
+	ws := strings.Fields(strings.ToLower(text))
+	if len(ws) == 0 {
+		return 0
+	}
+	var v [64]int
+	for i := 0; i+2 < len(ws) || i == 0; i++ {
+		end := min(i+3, len(ws))
+		h := fnv.New64a()
+		h.Write([]byte(strings.Join(ws[i:end], " ")))
+		x := h.Sum64()
+		for b := 0; b < 64; b++ {
+			if x&(1<<b) != 0 {
+				v[b]++
+			} else {
+				v[b]--
+			}
+		}
+		if end == len(ws) {
+			break
+		}
+	}
+	var out uint64
+	for b := 0; b < 64; b++ {
+		if v[b] > 0 {
+			out |= 1 << b
+		}
+	}
+	return out
+}
+
+// nearDup reports whether two simhashes are of near-duplicate texts.
+func nearDup(a, b uint64) bool { return bits.OnesCount64(a^b) <= 3 }
