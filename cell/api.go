@@ -41,6 +41,7 @@ func (c *Cell) handlers() map[string]http.HandlerFunc {
 		"GET /scrape/jobs/{id}/results":  withJobID(c.handleJobResults),
 		"POST /scrape/jobs/{id}/retry":   withJobID(c.handleJobRetry),
 		"POST /scrape/jobs/{id}/release": withJobID(c.handleJobRelease),
+		"GET /search/local":              c.handleSearchLocal,
 	}
 }
 

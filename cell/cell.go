@@ -18,6 +18,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/cell/search"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
@@ -135,6 +136,12 @@ type Cell struct {
 	jobs   *jobs.Manager
 	gate   *regionauth.Verifier
 
+	// The search index of the archived pages (cell/search.go).
+	index       *search.Index
+	indexer     *search.Indexer
+	stopRebuild context.CancelFunc
+	rebuilt     chan struct{}
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -198,11 +205,20 @@ func New(cfg Config) (*Cell, error) {
 	if n := proxies.Len(); n > 0 {
 		cfg.Logger.Info("proxy pools", "proxies", n, "pools", proxies.Configured(), "escalate", cfg.EscalateProxy)
 	}
+	c := &Cell{cfg: cfg, rebuilt: make(chan struct{})}
+	if err := c.openSearch(); err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		st.Close()
+		return nil, fmt.Errorf("cell: %w", err)
+	}
 	svc := scrape.New(st, lad, scrape.Config{
 		FreshFor:             cfg.FreshFor,
 		AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 		Now:                  cfg.Now,
 		Logger:               cfg.Logger,
+		Archived:             c.archived,
 	})
 	mgr, err := jobs.NewManager(st, svc.Scrape, jobs.Config{
 		Region:      cfg.Region,
@@ -215,14 +231,19 @@ func New(cfg Config) (*Cell, error) {
 	})
 	if err != nil {
 		svc.Close()
+		c.indexer.Close()
+		c.index.Close()
 		if pool != nil {
 			pool.Close()
 		}
 		st.Close()
 		return nil, err
 	}
-	c := &Cell{cfg: cfg, store: st, engine: engine, pool: pool, ladder: lad, scrape: svc, jobs: mgr,
-		gate: regionauth.NewVerifier(cfg.RegionKeys, nil), stop: make(chan struct{}), done: make(chan struct{})}
+	c.store, c.engine, c.pool, c.ladder, c.scrape, c.jobs = st, engine, pool, lad, svc, mgr
+	c.gate, c.stop, c.done = regionauth.NewVerifier(cfg.RegionKeys, nil), make(chan struct{}), make(chan struct{})
+	var rctx context.Context
+	rctx, c.stopRebuild = context.WithCancel(context.Background())
+	go c.rebuildSearch(rctx)
 	mgr.Start()
 	go c.janitor()
 	return c, nil
@@ -315,6 +336,7 @@ func (c *Cell) Close() error {
 		c.scrape.Close()
 		c.engine.Close()
 		var errs []error
+		errs = append(errs, c.closeSearch())
 		if c.pool != nil {
 			errs = append(errs, c.pool.Close())
 		}
