@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/analysis/analyzer/standard"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
+	"github.com/blevesearch/bleve/v2/analysis/token/porter"
+	regexptok "github.com/blevesearch/bleve/v2/analysis/tokenizer/regexp"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
@@ -59,17 +62,34 @@ type Index struct {
 // ErrQuery is returned for an empty query.
 var ErrQuery = errors.New("search: empty query")
 
+// Analyzers. Words are runs of letters and digits: an identifier
+// (os.path.join, parse_qsl) is its parts, as a reader searches them.
+const (
+	textAnalyzer = "trawl_text" // lower-cased, English stop words out, Porter stems
+	wordAnalyzer = "trawl_word" // lower-cased only: the term dictionary of did_you_mean
+)
+
 func indexMapping() mapping.IndexMapping {
 	im := bleve.NewIndexMapping()
 	im.ScoringModel = index.BM25Scoring
-	im.DefaultAnalyzer = en.AnalyzerName
+	must := func(err error) {
+		if err != nil {
+			panic(err) // constant configuration
+		}
+	}
+	must(im.AddCustomTokenizer("trawl_alnum", map[string]any{"type": regexptok.Name, "regexp": `[\p{L}\p{N}]+`}))
+	must(im.AddCustomAnalyzer(textAnalyzer, map[string]any{"type": custom.Name, "tokenizer": "trawl_alnum",
+		"token_filters": []any{lowercase.Name, en.StopName, porter.Name}}))
+	must(im.AddCustomAnalyzer(wordAnalyzer, map[string]any{"type": custom.Name, "tokenizer": "trawl_alnum",
+		"token_filters": []any{lowercase.Name}}))
+	im.DefaultAnalyzer = textAnalyzer
 	im.StoreDynamic = false
 	im.IndexDynamic = false
 	im.DocValuesDynamic = false
 
 	text := func(store bool) *mapping.FieldMapping {
 		f := bleve.NewTextFieldMapping()
-		f.Analyzer = en.AnalyzerName
+		f.Analyzer = textAnalyzer
 		f.Store = store
 		f.IncludeInAll = false
 		f.IncludeTermVectors = false
@@ -82,7 +102,7 @@ func indexMapping() mapping.IndexMapping {
 		return f
 	}
 	words := bleve.NewTextFieldMapping()
-	words.Analyzer = standard.Name
+	words.Analyzer = wordAnalyzer
 	words.Store, words.IncludeInAll, words.DocValues = false, false, false
 
 	dm := bleve.NewDocumentStaticMapping()
@@ -344,7 +364,7 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 		}
 	}
 	// Candidates: more than asked, for collapsing and the second stage.
-	cand := max(3*n, 30)
+	cand := max(2*n, 20)
 	req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), cand, 0, false)
 	req.Fields = storedFields
 	res, err := ix.b.SearchInContext(ctx, req)

@@ -53,18 +53,14 @@ type word struct {
 	start, end int // byte offsets
 }
 
-// words splits s into words: runs of letters, digits and _, with the dots
-// inside identifiers (os.path.join) kept.
+// words splits s into words: runs of letters and digits, as the index's
+// analyzer has them (an identifier is its parts).
 func words(s string) []word {
 	var out []word
 	start := -1
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		in := unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_'
-		if !in && r == '.' && start >= 0 && i+n < len(s) {
-			nr, _ := utf8.DecodeRuneInString(s[i+n:])
-			in = unicode.IsLetter(nr) || unicode.IsDigit(nr) || nr == '_'
-		}
+		in := unicode.IsLetter(r) || unicode.IsDigit(r)
 		switch {
 		case in && start < 0:
 			start = i
@@ -105,87 +101,140 @@ type passage struct {
 
 const passageWords = 40
 
+// matcher says which query term a word is, remembering the words it has
+// stemmed.
+type matcher struct {
+	terms []term
+	seen  map[string]int
+}
+
+func newMatcher(terms []term) *matcher { return &matcher{terms: terms, seen: map[string]int{}} }
+
+func (m *matcher) match(w string) int {
+	if k, ok := m.seen[w]; ok {
+		return k
+	}
+	k := matches(w, m.terms)
+	m.seen[w] = k
+	return k
+}
+
+// hit is a query term at a word position of a passage.
+type hit struct{ pos, term int }
+
+// maxScan bounds the text a passage is looked for in.
+const maxScan = 256 << 10
+
 // bestPassage is the run of sentences of body, up to about passageWords
-// words, that holds the most distinct query terms, closest together.
+// words, that starts and ends with a query term and holds the most
+// distinct terms, closest together.
 func bestPassage(body string, terms []term) passage {
 	if len(terms) == 0 {
 		return passage{}
 	}
+	if len(body) > maxScan {
+		body = body[:maxScan]
+	}
+	m := newMatcher(terms)
 	sents := sentences(body)
-	best := passage{}
-	for i := range sents {
-		if !sents[i].has(terms) {
-			continue // a passage starts with a match
-		}
-		n, last := 0, i
-		for j := i; j < len(sents) && (n == 0 || n+sents[j].n <= passageWords); j++ {
-			n += sents[j].n
-			if sents[j].has(terms) {
-				last = j // and ends with one
+	hits := make([][]hit, len(sents))
+	for i, st := range sents {
+		for pos, w := range words(st.text) {
+			if k := m.match(w.text); k >= 0 {
+				hits[i] = append(hits[i], hit{pos, k})
 			}
-		}
-		var b strings.Builder
-		for j := i; j <= last; j++ {
-			if b.Len() > 0 {
-				b.WriteByte(' ')
-			}
-			b.WriteString(sents[j].text)
-		}
-		t := b.String()
-		if sc := scorePassage(t, terms); sc > best.score {
-			best = passage{text: t, score: sc}
 		}
 	}
-	return best
+	best, bestI, bestJ := 0.0, -1, -1
+	var buf []hit
+	for i := range sents {
+		if len(hits[i]) == 0 {
+			continue
+		}
+		n, last := 0, i
+		buf = buf[:0]
+		for j := i; j < len(sents) && (n == 0 || n+sents[j].n <= passageWords); j++ {
+			for _, h := range hits[j] {
+				buf = append(buf, hit{n + h.pos, h.term})
+			}
+			n += sents[j].n
+			if len(hits[j]) > 0 {
+				last = j
+			}
+		}
+		span := 0
+		for j := i; j <= last; j++ {
+			span += sents[j].n
+		}
+		if sc := scoreHits(buf, len(terms), span); sc > best {
+			best, bestI, bestJ = sc, i, last
+		}
+	}
+	if bestI < 0 {
+		return passage{}
+	}
+	var b strings.Builder
+	for j := bestI; j <= bestJ; j++ {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(sents[j].text)
+	}
+	return passage{text: b.String(), score: best}
 }
 
-// scorePassage: the share of the query's terms the text holds (most of
-// the score), how close together they are, and whether they come as the
-// query has them.
+// scorePassage scores a text as bestPassage does.
 func scorePassage(text string, terms []term) float64 {
+	m := newMatcher(terms)
 	ws := words(text)
-	found := make([]int, len(terms)) // last position of each term
+	var hs []hit
+	for pos, w := range ws {
+		if k := m.match(w.text); k >= 0 {
+			hs = append(hs, hit{pos, k})
+		}
+	}
+	return scoreHits(hs, len(terms), len(ws))
+}
+
+// scoreHits: the share of the query's terms the passage holds (most of
+// the score), how close together they are, and whether they come as the
+// query has them. hs are in position order; n is the passage's words.
+func scoreHits(hs []hit, nterms, n int) float64 {
+	if len(hs) == 0 {
+		return 0
+	}
+	found := make([]int, nterms)
 	for i := range found {
 		found[i] = -1
 	}
-	distinct, hits := 0, 0
-	bestSpan := len(ws) + 1
-	ordered := 0
-	prev := -1
-	for pos, w := range ws {
-		k := matches(w.text, terms)
-		if k < 0 {
-			continue
-		}
-		hits++
-		if found[k] < 0 {
+	distinct, ordered, prev := 0, 0, -1
+	bestSpan := n + 1
+	for _, h := range hs {
+		if found[h.term] < 0 {
 			distinct++
 		}
-		found[k] = pos
-		if k == prev+1 && prev >= 0 {
+		found[h.term] = h.pos
+		if prev >= 0 && h.term == prev+1 {
 			ordered++
 		}
-		prev = k
-		if distinct == len(terms) {
-			lo := pos
+		prev = h.term
+		if distinct == nterms {
+			lo := h.pos
 			for _, p := range found {
 				lo = min(lo, p)
 			}
-			bestSpan = min(bestSpan, pos-lo+1)
+			bestSpan = min(bestSpan, h.pos-lo+1)
 		}
 	}
-	if distinct == 0 {
-		return 0
-	}
-	s := 0.7 * float64(distinct) / float64(len(terms))
-	if len(terms) > 1 && bestSpan <= len(ws) {
-		s += 0.2 * float64(len(terms)) / float64(bestSpan)
-	} else if len(terms) == 1 {
+	s := 0.7 * float64(distinct) / float64(nterms)
+	if nterms > 1 && bestSpan <= n {
+		s += 0.2 * float64(nterms) / float64(bestSpan)
+	} else if nterms == 1 {
 		s += 0.1
 	}
-	s += 0.05 * min(float64(hits)/float64(2*len(terms)), 1)
-	if len(terms) > 1 {
-		s += 0.05 * min(float64(ordered)/float64(len(terms)-1), 1)
+	s += 0.05 * min(float64(len(hs))/float64(2*nterms), 1)
+	if nterms > 1 {
+		s += 0.05 * min(float64(ordered)/float64(nterms-1), 1)
 	}
 	return min(s, 1)
 }
@@ -193,15 +242,6 @@ func scorePassage(text string, terms []term) float64 {
 type sentence struct {
 	text string
 	n    int // words
-}
-
-func (s sentence) has(terms []term) bool {
-	for _, w := range words(s.text) {
-		if matches(w.text, terms) >= 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // sentences splits a page's text at line ends and sentence ends.

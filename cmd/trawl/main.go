@@ -74,6 +74,8 @@ usage:
   trawl crawl [flags]  the self-hosted crawl server alone (task API, browser pool,
                        monitor and dashboard) on 127.0.0.1:11235
   trawl ledger serve|audit|join|remove|status   a ledger voter with no gate; audits
+  trawl index crawl [flags] SEED...  the operator's index crawler: pages scraped
+                       through a gate (so its cells index them), robots.txt honoured
 
 Run "trawl <command> -h" for the flags of a command.
 `
@@ -97,6 +99,8 @@ func main() {
 		err = runGate(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "ledger":
 		err = runLedger(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "index":
+		err = runIndex(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
