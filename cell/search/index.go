@@ -40,10 +40,13 @@ type Boosts struct {
 	Passage float64
 	// ExactTitle is added when the title is the query, or starts with it.
 	ExactTitle float64
+	// Candidates is how many pages of the first stage the second stage
+	// re-ranks (at least twice the results asked for).
+	Candidates int
 }
 
 // DefaultBoosts are the tuned boosts (docs/search.md, "Tuning").
-var DefaultBoosts = Boosts{Title: 3, Headings: 1.5, URL: 1.5, Anchors: 1.5, Body: 1, Phrase: 1, Passage: 0.5, ExactTitle: 2}
+var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80}
 
 // Config configures an Index.
 type Config struct {
@@ -364,7 +367,7 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 		}
 	}
 	// Candidates: more than asked, for collapsing and the second stage.
-	cand := max(2*n, 20)
+	cand := max(2*n, b.Candidates)
 	req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), cand, 0, false)
 	req.Fields = storedFields
 	res, err := ix.b.SearchInContext(ctx, req)

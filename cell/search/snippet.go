@@ -3,6 +3,7 @@ package search
 import (
 	"hash/fnv"
 	"math/bits"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -135,6 +136,90 @@ func bestPassage(body string, terms []term) passage {
 	if len(body) > maxScan {
 		body = body[:maxScan]
 	}
+	// Only the lines that hold a term (and their neighbours) are read:
+	// found with a fast search for each term's stem in the lower-cased
+	// text, not word by word.
+	best := passage{}
+	for _, seg := range segments(body, terms) {
+		if p := bestIn(seg, terms); p.score > best.score {
+			best = p
+		}
+	}
+	return best
+}
+
+// segments are the runs of lines of body around the lines that hold a
+// term's stem.
+func segments(body string, terms []term) []string {
+	lb := asciiLower(body)
+	var hits []int
+	var keys []string
+	for _, t := range terms {
+		keys = append(keys, t.stem)
+		if !strings.HasPrefix(t.raw, t.stem) {
+			keys = append(keys, t.raw)
+		}
+	}
+	for _, key := range keys {
+		if key == "" {
+			continue
+		}
+		for from, n := 0, 0; n < 500; n++ {
+			i := strings.Index(lb[from:], key)
+			if i < 0 {
+				break
+			}
+			hits = append(hits, from+i)
+			from += i + len(key)
+		}
+	}
+	if len(hits) == 0 {
+		return nil
+	}
+	slices.Sort(hits)
+	var out []string
+	start, end := -1, -1
+	for _, h := range hits {
+		// The line before, the hit's line and the line after.
+		lo := strings.LastIndexByte(body[:h], '\n')
+		if lo > 0 {
+			lo = strings.LastIndexByte(body[:lo], '\n')
+		}
+		lo++
+		hi := len(body)
+		if i := strings.IndexByte(body[h:], '\n'); i >= 0 {
+			hi = h + i + 1
+			if j := strings.IndexByte(body[hi:], '\n'); j >= 0 {
+				hi += j
+			} else {
+				hi = len(body)
+			}
+		}
+		if start >= 0 && lo <= end {
+			end = max(end, hi)
+			continue
+		}
+		if start >= 0 {
+			out = append(out, body[start:end])
+		}
+		start, end = lo, hi
+	}
+	return append(out, body[start:end])
+}
+
+// asciiLower lower-cases ASCII letters only, so offsets stay the same.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// bestIn is bestPassage within one segment.
+func bestIn(body string, terms []term) passage {
 	m := newMatcher(terms)
 	sents := sentences(body)
 	hits := make([][]hit, len(sents))

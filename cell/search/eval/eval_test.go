@@ -2,6 +2,7 @@ package eval
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -62,6 +63,14 @@ func TestEvaluation(t *testing.T) {
 	c := load(t, name)
 	qs := Sample(c.Queries, 1000)
 	ix := index(t, c)
+	if raw := os.Getenv("TRAWL_SEARCH_BOOSTS"); raw != "" {
+		// Other boosts than the defaults, as JSON (a look at one factor).
+		b := ix.Boosts()
+		if err := json.Unmarshal([]byte(raw), &b); err != nil {
+			t.Fatal(err)
+		}
+		ix.SetBoosts(b)
+	}
 	fts, err := NewFTS5(t.TempDir(), c.Docs)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +120,7 @@ func TestTune(t *testing.T) {
 		t.Skip("set TRAWL_SEARCH_TUNE=postgresql to tune")
 	}
 	c := load(t, name)
-	qs := Sample(c.Queries, 600)
+	qs := Sample(c.Queries, 400)
 	ix := index(t, c)
 	best, bestB := Scores{}, search.DefaultBoosts
 	try := func(b search.Boosts) {
@@ -134,13 +143,14 @@ func TestTune(t *testing.T) {
 		vals []float64
 		set  func(*search.Boosts, float64)
 	}{
-		{"title", []float64{1, 2, 3, 5, 8}, func(b *search.Boosts, v float64) { b.Title = v }},
-		{"headings", []float64{0.5, 1, 1.5, 3}, func(b *search.Boosts, v float64) { b.Headings = v }},
-		{"url", []float64{0, 0.5, 1.5, 3}, func(b *search.Boosts, v float64) { b.URL = v }},
-		{"anchors", []float64{0, 0.5, 1.5, 3}, func(b *search.Boosts, v float64) { b.Anchors = v }},
+		{"title", []float64{0.5, 1, 2}, func(b *search.Boosts, v float64) { b.Title = v }},
+		{"headings", []float64{1.5, 3, 5}, func(b *search.Boosts, v float64) { b.Headings = v }},
+		{"url", []float64{1.5, 3, 5}, func(b *search.Boosts, v float64) { b.URL = v }},
+		{"anchors", []float64{0, 1.5, 3, 5}, func(b *search.Boosts, v float64) { b.Anchors = v }},
 		{"phrase", []float64{0, 1, 3}, func(b *search.Boosts, v float64) { b.Phrase = v }},
-		{"passage", []float64{0, 0.25, 0.5, 1}, func(b *search.Boosts, v float64) { b.Passage = v }},
+		{"passage", []float64{1, 4, 8, 16}, func(b *search.Boosts, v float64) { b.Passage = v }},
 		{"exact title", []float64{0, 1, 2, 4}, func(b *search.Boosts, v float64) { b.ExactTitle = v }},
+		{"candidates", []float64{20, 40, 80}, func(b *search.Boosts, v float64) { b.Candidates = int(v) }},
 	}
 	for _, st := range steps {
 		for _, v := range st.vals {
