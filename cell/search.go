@@ -82,3 +82,6 @@ func (c *Cell) closeSearch() error {
 	c.indexer.Close()
 	return c.index.Close()
 }
+
+// Indexed is how many pages the cell has indexed since it started.
+func (c *Cell) Indexed() uint64 { return c.indexer.Indexed() }
