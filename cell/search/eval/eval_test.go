@@ -3,6 +3,8 @@ package eval
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
+	"path/filepath"
 	"fmt"
 	"os"
 	"strings"
@@ -36,7 +38,8 @@ func load(t *testing.T, name string) *Corpus {
 
 func index(t *testing.T, c *Corpus) *search.Index {
 	t.Helper()
-	ix, err := search.Open(t.TempDir()+"/idx", search.Config{})
+	dir := t.TempDir() + "/idx"
+	ix, err := search.Open(dir, search.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,6 +52,28 @@ func index(t *testing.T, c *Corpus) *search.Index {
 	}
 	d := time.Since(start)
 	t.Logf("%s: indexed %d pages in %v (%.0f pages/s, conversion not counted)", c.Name, len(c.Docs), d.Round(time.Millisecond), float64(len(c.Docs))/d.Seconds())
+	var size int64
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			if fi, err := e.Info(); err == nil {
+				size += fi.Size()
+			}
+		}
+		return nil
+	})
+	var text int64
+	for _, d := range c.Docs {
+		text += int64(len(d.Body))
+	}
+	rss := ""
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmRSS:") {
+				rss = strings.TrimSpace(strings.TrimPrefix(l, "VmRSS:"))
+			}
+		}
+	}
+	t.Logf("%s: index on disk %.1f MiB for %.1f MiB of page text; process RSS %s (all pages' documents in memory too)", c.Name, float64(size)/(1<<20), float64(text)/(1<<20), rss)
 	return ix
 }
 
