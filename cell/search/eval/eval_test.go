@@ -3,10 +3,10 @@ package eval
 import (
 	"context"
 	"encoding/json"
-	"io/fs"
-	"path/filepath"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
