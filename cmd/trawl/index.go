@@ -1,17 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/crawler"
@@ -45,39 +41,7 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Timeout: 130 * time.Second}
-	fetch := func(ctx context.Context, u string) (*crawler.Page, error) {
-		body, _ := json.Marshal(map[string]any{"url": u, "parse": map[string]bool{"links": true}, "format": "markdown"})
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(*gateURL, "/")+"/scrape", bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Authorization", "Bearer "+*key)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("scrape %s: %d %s", u, resp.StatusCode, bytes.TrimSpace(b[:min(len(b), 300)]))
-		}
-		var r struct {
-			FinalURL string `json:"final_url"`
-			Parsed   struct {
-				Links []struct{ Href, Text string } `json:"links"`
-			} `json:"parsed"`
-		}
-		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("scrape %s: %w", u, err)
-		}
-		p := &crawler.Page{URL: r.FinalURL}
-		for _, l := range r.Parsed.Links {
-			p.Links = append(p.Links, crawler.Link{Href: l.Href, Text: l.Text})
-		}
-		return p, nil
-	}
+	fetch := crawler.GateFetch(*gateURL, *key, nil)
 	c, err := crawler.Open(filepath.Join(*data, "frontier"), crawler.Config{
 		Fetch: fetch, MaxDepth: *depth, MaxPages: *maxPages, Delay: *delay, Workers: *workers, Logger: logger,
 	})

@@ -1,15 +1,18 @@
 package gatetest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/crawler"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -23,6 +26,19 @@ func docsSite(t *testing.T) *httptest.Server {
 		"/rainforest": {"Rainforests", "Rainforests are forests with heavy rainfall all year. The Amazon rainforest holds a great share of the species of the planet."},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/robots.txt":
+			fmt.Fprint(w, "User-agent: *\nDisallow: /desert\n")
+			return
+		case "/":
+			// The site's index page: its links' text is anchor text.
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, `<!doctype html><html><head><title>Encyclopedia</title></head><body><main><h1>Encyclopedia of landforms</h1>
+<p>The pages of this small encyclopedia, one per landform, in plain words for every reader.</p><ul>
+<li><a href="/volcano">Volcanoes</a></li><li><a href="/glacier">the frozen highway</a></li>
+<li><a href="/desert">Deserts</a></li><li><a href="/rainforest">Rainforests</a></li></ul></main></body></html>`)
+			return
+		}
 		p, ok := pages[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)
@@ -152,5 +168,53 @@ func TestSearchThroughGate(t *testing.T) {
 	r = call(t, "GET", g.URL+"/answer?q="+url.QueryEscape("price of tea in china"), key, "")
 	if r.status != 200 || !strings.Contains(r.body, `"answered":false`) {
 		t.Errorf("unanswerable: %d %s", r.status, r.body)
+	}
+}
+
+// The operator's crawler grows the index from a site's index page through
+// the gate: robots.txt honoured, anchor text indexed with the page it
+// names.
+func TestCrawlThenSearch(t *testing.T) {
+	g := Start(t, Options{})
+	site := docsSite(t)
+	key := g.Account(t, ledger.PlanSupporter, 1000)
+	c, err := crawler.Open(t.TempDir(), crawler.Config{Fetch: crawler.GateFetch(g.URL, key, nil), Delay: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Seed(context.Background(), site.URL+"/"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Fetched != 4 || st.Refused != 1 {
+		t.Fatalf("crawl: %+v (want the index page and three pages; /desert refused by robots.txt)", st)
+	}
+	find := func(q string) []string {
+		r := call(t, "GET", g.URL+"/search?q="+url.QueryEscape(q), key, "")
+		var sr searchReply
+		json.Unmarshal([]byte(r.body), &sr)
+		var out []string
+		for _, x := range sr.Results {
+			out = append(out, strings.TrimPrefix(x.URL, site.URL))
+		}
+		return out
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := find("frozen highway")
+		if slices.Contains(got, "/glacier") {
+			break // only the anchor text of /glacier has these words (and the index page itself)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("anchor text search: %q", got)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if got := find("barren precipitation"); len(got) != 0 {
+		t.Errorf("a page robots.txt refuses was indexed: %q", got)
 	}
 }
