@@ -43,12 +43,6 @@ type Boosts struct {
 	// Candidates is how many pages of the first stage the second stage
 	// re-ranks (at least twice the results asked for).
 	Candidates int
-	// Combined: the first stage is BM25 over one field holding every
-	// field, the title, headings, URL words and anchor text twice (the
-	// per-field boosts are then unused): bleve scales a disjunction by the
-	// share of its clauses that match, which per-field clauses turn into
-	// a bonus for matching in many fields.
-	Combined bool
 }
 
 // DefaultBoosts are the tuned boosts (docs/search.md, "Tuning").
@@ -122,7 +116,6 @@ func indexMapping() mapping.IndexMapping {
 	dm.AddFieldMappingsAt("body", text(true))
 	dm.AddFieldMappingsAt("anchors", text(true))
 	dm.AddFieldMappingsAt("words", words)
-	dm.AddFieldMappingsAt("all", text(false))
 	dm.AddFieldMappingsAt("type", keyword(true, true))
 	dm.AddFieldMappingsAt("lang", keyword(true, true))
 	dm.AddFieldMappingsAt("desc", keyword(true, false))
@@ -277,7 +270,6 @@ func (d *Doc) fields() map[string]any {
 		"body":     d.Body,
 		"anchors":  strings.Join(d.Anchors, "\n"),
 		"words":    d.Title + "\n" + heads + "\n" + d.Body,
-		"all":      strings.Repeat(d.Title+"\n"+heads+"\n"+urlWords(d.URL)+"\n"+strings.Join(d.Anchors, "\n")+"\n", 2) + d.Body,
 		"type":     d.Type,
 		"lang":     d.Lang,
 		"desc":     d.Description,
@@ -373,9 +365,6 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 			p.SetBoost(b.Phrase)
 			qs = append(qs, p)
 		}
-	}
-	if b.Combined {
-		qs = []query.Query{field("all", 1)}
 	}
 	// Candidates: more than asked, for collapsing and the second stage.
 	cand := max(2*n, b.Candidates)
