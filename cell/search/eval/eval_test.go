@@ -200,7 +200,7 @@ var answerQuestions = []struct{ q, want string }{
 	{"what does time.sleep suspend", "Suspend execution"},
 	{"what does os.path.join join", "path"},
 	{"what does itertools.chain return", "returns elements from the first iterable"},
-	{"how to read a file line by line", "line"},
+	{"how to read a file line by line", "for line in f"},
 	{"what is the capital of france", ""}, // not in the corpus: answered false is right
 }
 
