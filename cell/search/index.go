@@ -142,6 +142,15 @@ func Open(dir string, cfg Config) (*Index, error) {
 	default:
 		if _, statErr := os.Stat(filepath.Join(dir, "index_meta.json")); statErr == nil {
 			ix.b, err = bleve.Open(dir)
+			if err != nil {
+				// An index that does not open is set aside and started
+				// again: the cell rebuilds it from its archive.
+				aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().UnixNano())
+				if rerr := os.Rename(dir, aside); rerr != nil {
+					return nil, fmt.Errorf("open search index %q: %w (and could not set it aside: %v)", dir, err, rerr)
+				}
+				ix.b, err = bleve.New(dir, indexMapping())
+			}
 		} else {
 			if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 				return nil, err

@@ -2,6 +2,8 @@ package search
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,5 +145,28 @@ func TestFromHTML(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("links: %+v", d.Links)
+	}
+}
+
+func TestBrokenIndexIsSetAsideAndStartedAgain(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	ix, err := Open(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+	if err := os.WriteFile(dir+"/index_meta.json", []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ix, err = Open(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if ix.Count() != 0 {
+		t.Fatalf("count %d", ix.Count())
+	}
+	if m, _ := filepath.Glob(dir + ".broken-*"); len(m) != 1 {
+		t.Fatalf("set aside: %q", m)
 	}
 }
