@@ -52,6 +52,7 @@ func (c *Cell) handlers() map[string]http.HandlerFunc {
 		"GET /monitors/{id}/versions/{version}": withMonitorID(c.handleMonitorVersion),
 		"GET /monitor-charges":                  c.handleMonitorCharges,
 		"POST /monitor-charges/ack":             c.handleMonitorChargesAck,
+		"GET /search/local":                     c.handleSearchLocal,
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/monitor"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/cell/search"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
@@ -157,6 +158,12 @@ type Cell struct {
 	monitors     *monitor.Service
 	stopMonitors func()
 
+	// The search index of the archived pages (cell/search.go).
+	index       *search.Index
+	indexer     *search.Indexer
+	stopRebuild context.CancelFunc
+	rebuilt     chan struct{}
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -220,11 +227,20 @@ func New(cfg Config) (*Cell, error) {
 	if n := proxies.Len(); n > 0 {
 		cfg.Logger.Info("proxy pools", "proxies", n, "pools", proxies.Configured(), "escalate", cfg.EscalateProxy)
 	}
+	c := &Cell{cfg: cfg, rebuilt: make(chan struct{})}
+	if err := c.openSearch(); err != nil {
+		if pool != nil {
+			pool.Close()
+		}
+		st.Close()
+		return nil, fmt.Errorf("cell: %w", err)
+	}
 	svc := scrape.New(st, lad, scrape.Config{
 		FreshFor:             cfg.FreshFor,
 		AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 		Now:                  cfg.Now,
 		Logger:               cfg.Logger,
+		Archived:             c.archived,
 	})
 	mgr, err := jobs.NewManager(st, svc.Scrape, jobs.Config{
 		Region:      cfg.Region,
@@ -237,36 +253,39 @@ func New(cfg Config) (*Cell, error) {
 	})
 	if err != nil {
 		svc.Close()
+		c.indexer.Close()
+		c.index.Close()
 		if pool != nil {
 			pool.Close()
 		}
 		st.Close()
 		return nil, err
 	}
-	c := &Cell{cfg: cfg, store: st, engine: engine, pool: pool, ladder: lad, scrape: svc, jobs: mgr,
-		gate: regionauth.NewVerifier(cfg.RegionKeys, nil), stop: make(chan struct{}), done: make(chan struct{})}
+	c.store, c.engine, c.pool, c.ladder, c.scrape, c.jobs = st, engine, pool, lad, svc, mgr
+	c.gate, c.stop, c.done = regionauth.NewVerifier(cfg.RegionKeys, nil), make(chan struct{}), make(chan struct{})
 	if cfg.Model != nil && cfg.Model.Client != nil {
 		c.extractor.Model = extract.NewModel(*cfg.Model)
 		cfg.Logger.Info("extract model", "provider", cfg.Model.Client.Provider())
 	}
-	if err := c.startMonitors(st); err != nil {
+	var rctx context.Context
+	rctx, c.stopRebuild = context.WithCancel(context.Background())
+	go c.rebuildSearch(rctx)
+	fail := func(what string, err error) (*Cell, error) {
 		mgr.Close()
 		svc.Close()
 		if pool != nil {
 			pool.Close()
 		}
+		c.closeSearch()
 		st.Close()
-		return nil, fmt.Errorf("cell: monitors: %w", err)
+		return nil, fmt.Errorf("cell: %s: %w", what, err)
+	}
+	if err := c.startMonitors(st); err != nil {
+		return fail("monitors", err)
 	}
 	if c.gauges, err = c.observe(); err != nil {
 		c.stopMonitors()
-		mgr.Close()
-		svc.Close()
-		if pool != nil {
-			pool.Close()
-		}
-		st.Close()
-		return nil, fmt.Errorf("cell: metrics: %w", err)
+		return fail("metrics", err)
 	}
 	mgr.Start()
 	go c.janitor()
@@ -364,6 +383,7 @@ func (c *Cell) Close() error {
 		c.scrape.Close()
 		c.engine.Close()
 		var errs []error
+		errs = append(errs, c.closeSearch())
 		if c.pool != nil {
 			errs = append(errs, c.pool.Close())
 		}

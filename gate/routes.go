@@ -9,6 +9,7 @@ import (
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
 	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/gate/search"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/ledger"
@@ -38,6 +39,15 @@ func (rt *Runtime) Handler() http.Handler {
 			},
 		}),
 		"billing": billing.NewHandler(rt.billing),
+		"search": search.Handler(search.Config{
+			Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
+			Account: func(r *http.Request) string {
+				if id := IdentityFrom(r.Context()); id != nil {
+					return id.Account.ID
+				}
+				return ""
+			},
+		}),
 	}
 	mux, err := serviceMux(rt.Routes(), services)
 	if err != nil {

@@ -44,6 +44,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger; default slog.Default.
 	Logger *slog.Logger
+	// Archived, when set, is told of every page archived (the search
+	// index, cell/search); it must not block; body is not modified after.
+	Archived func(url, contentType string, body []byte, fetched time.Time)
 }
 
 // Service scrapes URLs. It is safe for concurrent use.
@@ -235,6 +238,8 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	if err := b.Commit(store.NoSync); err != nil {
 		// The caller still gets the page; only reuse is lost.
 		s.cfg.Logger.Warn("cache/archive write failed", "url", fetch.Redact(u.String()), "err", err)
+	} else if s.cfg.Archived != nil && resp.Status < 400 {
+		s.cfg.Archived(resp.URL, resp.ContentType, resp.Body, now)
 	}
 	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: metering.CacheMiss, Units: 1}}, nil
 }
@@ -352,6 +357,24 @@ func (s *Service) Archived(u string) (*ArchivedPage, error) {
 	}
 	p.Body = v[i+1:]
 	return &p, nil
+}
+
+// ScanArchive calls fn with each archived page until it returns false
+// (the search index's rebuild). The page's Body is valid during the call
+// only.
+func (s *Service) ScanArchive(fn func(p *ArchivedPage) bool) error {
+	return s.store.Scan(prefixArchive, nil, func(_, v []byte) (bool, error) {
+		i := bytes.IndexByte(v, '\n')
+		if i < 0 {
+			return true, nil
+		}
+		var p ArchivedPage
+		if json.Unmarshal(v[:i], &p) != nil {
+			return true, nil
+		}
+		p.Body = v[i+1:]
+		return fn(&p), nil
+	})
 }
 
 // SweepCache drops expired cache entries.

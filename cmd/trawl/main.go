@@ -75,6 +75,8 @@ usage:
                        monitor and dashboard) on 127.0.0.1:11235
   trawl ledger serve|audit|join|remove|status   a ledger voter with no gate; audits
   trawl health URL     exit 0 when URL answers 2xx within 5 s (container health checks)
+  trawl index crawl [flags] SEED...  the operator's index crawler: pages scraped
+                       through a gate (so its cells index them), robots.txt honoured
 
 Run "trawl <command> -h" for the flags of a command.
 `
@@ -100,6 +102,8 @@ func main() {
 		err = runLedger(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "health":
 		err = runHealth(ctx, os.Args[2:])
+	case "index":
+		err = runIndex(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

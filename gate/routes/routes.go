@@ -33,7 +33,8 @@ type Server uint8
 // Servers.
 const (
 	// Gate: the gate answers it itself (billing, keys, sign-up, estimate,
-	// usage history, health, the ledger's internal routes).
+	// usage history, health, the ledger's internal routes, and search,
+	// which it gathers from every live cell of the region).
 	Gate Server = iota + 1
 	// Cell: any live cell of the region.
 	Cell
@@ -166,6 +167,8 @@ var Rows = []Route{
 	{Pattern: "/v1/billing/checkout/", Public: true, Server: Gate, Service: "billing", BodyLimit: 4 * KiB, Doc: "the local payment provider's checkout pages (GET, POST /v1/billing/checkout/{session}) when one is configured; 404 otherwise"},
 	{Pattern: "GET /v1/ledger/journal", Server: Gate, Service: "billing", Doc: "the account's journal entries"},
 	{Pattern: "/v1/", Server: Gate, Service: "billing", Doc: "other /v1/ paths: 404"},
+	{Pattern: "GET /search", Kind: metering.KindSearch, Server: Gate, Service: "search", Doc: "search the region's index: the gate merges its live cells' results (§2.3, docs/search.md)"},
+	{Pattern: "GET /answer", Kind: metering.KindAnswer, Server: Gate, Service: "search", Doc: "answer from the region's index, experimental (§2.4, docs/search.md)"},
 
 	// The cells'.
 	{Pattern: "POST /scrape", Kind: metering.KindScrape, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape one page (§4)"},
@@ -189,6 +192,7 @@ var Rows = []Route{
 // membership, operators, benchmarks); the gate never sends a client there.
 var CellLocal = []Route{
 	{Pattern: "GET /health", Server: Cell, Doc: "the cell's health: store and browser pool"},
+	{Pattern: "GET /search/local", Server: Cell, Doc: "the cell's own best pages for a query, with scores, passages and its parts of the rich block: the gate merges every live cell's (docs/search.md)"},
 	{Pattern: "POST /scrape/jobs/{id}/release", Server: Cell, Doc: "the gate's meter starts a held job or retry it has charged (the hold's token in Trawl-Hold), or with ?drop=1 ends one it could not charge"},
 	{Pattern: "GET /monitor-charges", Server: Cell, Doc: "the monitors' background charges (checks, confirmed matched changes) waiting for the gate; only a request the gate signs without an account"},
 	{Pattern: "POST /monitor-charges/ack", Server: Cell, BodyLimit: 1 * MiB, Doc: "the gate has charged these (ids): the cell forgets them"},
@@ -257,8 +261,8 @@ func (r *Route) check() error {
 		return fmt.Errorf("routes: %q: an owner route names its object with {id}", r.Pattern)
 	case r.RegionQuery && r.Server != Gate:
 		return fmt.Errorf("routes: %q: only a gate route can be sent to another region's gate", r.Pattern)
-	case r.Kind != "" && r.Method() != http.MethodPost:
-		return fmt.Errorf("routes: %q: a billed route is a POST", r.Pattern)
+	case r.Kind != "" && r.Method() != http.MethodPost && r.Method() != http.MethodGet:
+		return fmt.Errorf("routes: %q: a billed route is a POST or a GET", r.Pattern)
 	case r.PerURL && r.Kind == "":
 		return fmt.Errorf("routes: %q: PerURL on a free route", r.Pattern)
 	case r.BodyLimit < 0:

@@ -78,6 +78,15 @@ const (
 	PrefixCrawlSite = "crawlsite/"
 )
 
+// The operator's index crawler (<data>/frontier, trawl index crawl).
+const (
+	// PrefixFrontier is the crawler's queue of URLs to fetch, in order
+	// (cell/crawler).
+	PrefixFrontier = "fq/"
+	// PrefixFrontierSeen is every URL the crawler has queued (cell/crawler).
+	PrefixFrontierSeen = "fs/"
+)
+
 // Range is one key range of a store and the package that owns it.
 type Range struct {
 	Prefix string
@@ -119,5 +128,9 @@ var Stores = []Layout{
 		{PrefixCrawlWebhook, "cell/webhook"},
 		{PrefixCrawlPage, "cell/crawl"},
 		{PrefixCrawlSite, "cell/fetch/ladder"},
+	}},
+	{Store: "frontier", Ranges: []Range{
+		{PrefixFrontier, "cell/crawler"},
+		{PrefixFrontierSeen, "cell/crawler"},
 	}},
 }

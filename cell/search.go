@@ -1,0 +1,87 @@
+package cell
+
+import (
+	"context"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"path/filepath"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/cell/search"
+)
+
+// openSearch opens the cell's search index (DataDir/search) and its
+// indexer, which the scrape service tells of every page it archives.
+func (c *Cell) openSearch() error {
+	ix, err := search.Open(filepath.Join(c.cfg.DataDir, "search"), search.Config{})
+	if err != nil {
+		return err
+	}
+	c.index = ix
+	c.indexer = search.NewIndexer(ix, search.IndexerConfig{Logger: c.cfg.Logger})
+	return nil
+}
+
+// archived is scrape.Config.Archived: a page for the index. Pages from
+// private addresses are indexed only by a cell that may fetch them
+// (development and tests); others never reach the archive.
+func (c *Cell) archived(u, contentType string, body []byte, fetched time.Time) {
+	if c.indexer == nil || (!c.cfg.AllowPrivateNetworks && privateHost(u)) {
+		return
+	}
+	c.indexer.Enqueue(search.Page{URL: u, ContentType: contentType, Body: body, Fetched: fetched})
+}
+
+func privateHost(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil {
+		return true
+	}
+	a, err := netip.ParseAddr(p.Hostname())
+	return err == nil && (a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsUnspecified())
+}
+
+// rebuildSearch indexes the archive when the index is empty and the
+// archive is not (a new index, or one lost with its disk): a cell's pages
+// are searchable again without refetching them.
+func (c *Cell) rebuildSearch(ctx context.Context) {
+	defer close(c.rebuilt)
+	if c.index.Count() > 0 {
+		return
+	}
+	start := time.Now()
+	n, err := c.index.Rebuild(ctx, func(yield func(search.Page) bool) error {
+		return c.scrape.ScanArchive(func(p *scrape.ArchivedPage) bool {
+			if !c.cfg.AllowPrivateNetworks && privateHost(p.URL) {
+				return true
+			}
+			return yield(search.Page{URL: p.URL, ContentType: p.ContentType, Body: p.Body, Fetched: p.FetchedAt})
+		})
+	})
+	if err != nil && ctx.Err() == nil {
+		c.cfg.Logger.Warn("search: rebuilding the index from the archive failed", "err", err)
+	}
+	if n > 0 {
+		c.cfg.Logger.Info("search: index rebuilt from the archive", "pages", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+func (c *Cell) handleSearchLocal(w http.ResponseWriter, r *http.Request) {
+	c.index.ServeLocal(w, r)
+}
+
+// closeSearch stops the rebuild and the indexer and closes the index.
+func (c *Cell) closeSearch() error {
+	if c.index == nil {
+		return nil
+	}
+	c.stopRebuild()
+	<-c.rebuilt
+	c.indexer.Close()
+	return c.index.Close()
+}
+
+// Indexed is how many pages the cell has indexed since it started.
+func (c *Cell) Indexed() uint64 { return c.indexer.Indexed() }

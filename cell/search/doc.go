@@ -1,0 +1,211 @@
+// Package search is a cell's search index: the pages the cell archived,
+// as their main content, in a bleve index on disk (BM25 over title,
+// headings, anchor text, URL words and body, with boosts), and what a
+// query needs beside the ranked list: the passage of each page that best
+// answers it with the matched words marked, near-duplicate collapsing,
+// spelling correction from the index's own term dictionary, and the parts
+// of the rich block a page can give (entity, follow-up questions, related
+// queries, news/videos/discussions by schema.org type).
+//
+// The gate merges the answers of its region's live cells (gate/search);
+// docs/search.md says how the pieces fit and how ranking was tuned.
+package search
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/trawlhq/trawl/cell/content"
+)
+
+// Doc is one page as the index holds it.
+type Doc struct {
+	URL      string   `json:"url"`
+	Title    string   `json:"title"`
+	Headings []string `json:"headings,omitempty"`
+	Body     string   `json:"body"`
+	// Anchors is the text of links from other pages to this one.
+	Anchors []string `json:"anchors,omitempty"`
+	// Lang is the page's language (html lang), Type its schema.org type
+	// from JSON-LD ("NewsArticle", "VideoObject", "QAPage", …).
+	Lang string `json:"lang,omitempty"`
+	Type string `json:"type,omitempty"`
+	// Date is when the page says it was published or modified, else when
+	// it was fetched.
+	Date time.Time `json:"date"`
+	// Description is the page's meta description.
+	Description string `json:"description,omitempty"`
+	// JSONLD is the page's first JSON-LD object (for the entity block).
+	JSONLD string `json:"jsonld,omitempty"`
+	// Links are the page's outgoing links with their text (for the anchor
+	// text of the pages they point to).
+	Links []content.Link `json:"-"`
+}
+
+// FromHTML builds the Doc of an HTML page fetched from pageURL (its final
+// URL) at fetched.
+func FromHTML(page []byte, pageURL string, fetched time.Time) (*Doc, error) {
+	u, err := url.Parse(pageURL)
+	if err != nil {
+		return nil, err
+	}
+	cd, err := content.Process(page, u, content.Options{Parse: content.ParseOptions{Links: true, Metadata: true}})
+	if err != nil {
+		return nil, err
+	}
+	d := FromMarkdown(pageURL, cd.Title, cd.Markdown, fetched)
+	if p := cd.Parsed; p != nil {
+		d.Links = p.Links
+		if m := p.Metadata; m != nil {
+			d.Lang, d.Description = m.Language, m.Description
+			for _, raw := range m.JSONLD {
+				typ, date := jsonLDType(raw)
+				if typ == "" {
+					continue
+				}
+				if d.Type == "" {
+					d.Type, d.JSONLD = typ, string(raw)
+				}
+				if !date.IsZero() {
+					d.Date = date
+				}
+			}
+		}
+	}
+	return d, nil
+}
+
+// FromMarkdown builds a Doc from a page's main content as Markdown.
+func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
+	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC()}
+	var body strings.Builder
+	for line := range strings.SplitSeq(md, "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "#") {
+			h := strings.TrimSpace(strings.TrimLeft(t, "#"))
+			if h != "" {
+				d.Headings = append(d.Headings, plain(h))
+			}
+			body.WriteString(plain(h))
+			body.WriteString(".\n")
+			continue
+		}
+		body.WriteString(plain(t))
+		body.WriteByte('\n')
+	}
+	d.Body = body.String()
+	if d.Title == "" && len(d.Headings) > 0 {
+		d.Title = d.Headings[0]
+	}
+	return d
+}
+
+// plain strips the Markdown that would otherwise be read as words: link
+// targets, emphasis and code marks, table pipes, list bullets.
+func plain(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '*', '`', '|', '>':
+			b.WriteByte(' ')
+			continue
+		case '_':
+			// Keep identifiers (snake_case); drop emphasis at word edges.
+			if i > 0 && i+1 < len(s) && isWord(rune(s[i-1])) && isWord(rune(s[i+1])) {
+				b.WriteByte(c)
+			} else {
+				b.WriteByte(' ')
+			}
+			continue
+		case ']':
+			// [text](target): keep the text, drop the target.
+			if i+1 < len(s) && s[i+1] == '(' {
+				if j := strings.IndexByte(s[i+1:], ')'); j > 0 {
+					i += j + 1
+					continue
+				}
+			}
+			continue
+		case '[', '!':
+			if c == '!' && (i+1 >= len(s) || s[i+1] != '[') {
+				b.WriteByte(c)
+			}
+			continue
+		case '\\':
+			continue
+		}
+		b.WriteByte(c)
+	}
+	t := strings.Join(strings.Fields(b.String()), " ")
+	t = strings.TrimPrefix(t, "- ")
+	return t
+}
+
+func isWord(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
+// jsonLDType is the schema.org @type of a JSON-LD object (the first of an
+// array or @graph) and its date.
+func jsonLDType(raw json.RawMessage) (string, time.Time) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return "", time.Time{}
+	}
+	obj := firstObject(v)
+	if obj == nil {
+		return "", time.Time{}
+	}
+	typ := ""
+	switch t := obj["@type"].(type) {
+	case string:
+		typ = t
+	case []any:
+		if len(t) > 0 {
+			typ, _ = t[0].(string)
+		}
+	}
+	var date time.Time
+	for _, k := range []string{"dateModified", "datePublished", "uploadDate"} {
+		if s, ok := obj[k].(string); ok {
+			if t, err := time.Parse(time.RFC3339, s); err == nil {
+				date = t.UTC()
+				break
+			}
+			if t, err := time.Parse("2006-01-02", s); err == nil {
+				date = t.UTC()
+				break
+			}
+		}
+	}
+	return typ, date
+}
+
+func firstObject(v any) map[string]any {
+	switch t := v.(type) {
+	case map[string]any:
+		if g, ok := t["@graph"].([]any); ok && len(g) > 0 {
+			return firstObject(g[0])
+		}
+		return t
+	case []any:
+		if len(t) > 0 {
+			return firstObject(t[0])
+		}
+	}
+	return nil
+}
+
+// urlWords are the words of a URL's host and path ("docs.python.org/3/library/os.path.html"
+// → "docs python org 3 library os path").
+func urlWords(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return ""
+	}
+	s := p.Host + " " + p.Path
+	s = strings.TrimSuffix(strings.TrimSuffix(s, ".html"), ".htm")
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool { return !isWord(r) }), " ")
+}

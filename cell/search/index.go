@@ -1,0 +1,444 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
+	"github.com/blevesearch/bleve/v2/analysis/token/porter"
+	regexptok "github.com/blevesearch/bleve/v2/analysis/tokenizer/regexp"
+	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/search/query"
+	index "github.com/blevesearch/bleve_index_api"
+)
+
+// Boosts weigh each field's BM25 score in a page's score. They were tuned
+// on one corpus and evaluated on another (docs/search.md).
+type Boosts struct {
+	Title    float64
+	Headings float64
+	URL      float64
+	Anchors  float64
+	Body     float64
+	// Phrase is the bonus of the query's words as a phrase, in the title
+	// and in the body.
+	Phrase float64
+	// Passage weighs the best passage's proximity score in the second
+	// stage (candidates re-ranked).
+	Passage float64
+	// ExactTitle is added when the title is the query, or starts with it.
+	ExactTitle float64
+	// Candidates is how many pages of the first stage the second stage
+	// re-ranks (at least twice the results asked for).
+	Candidates int
+}
+
+// DefaultBoosts are the tuned boosts (docs/search.md, "Tuning").
+var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80}
+
+// Config configures an Index.
+type Config struct {
+	// Boosts; zero: DefaultBoosts.
+	Boosts *Boosts
+}
+
+// Index is a cell's search index. It is safe for concurrent use.
+type Index struct {
+	b      bleve.Index
+	boosts Boosts
+
+	mu sync.Mutex // serialises Add (anchor bookkeeping)
+}
+
+// ErrQuery is returned for an empty query.
+var ErrQuery = errors.New("search: empty query")
+
+// Analyzers. Words are runs of letters and digits: an identifier
+// (os.path.join, parse_qsl) is its parts, as a reader searches them.
+const (
+	textAnalyzer = "trawl_text" // lower-cased, English stop words out, Porter stems
+	wordAnalyzer = "trawl_word" // lower-cased only: the term dictionary of did_you_mean
+)
+
+func indexMapping() mapping.IndexMapping {
+	im := bleve.NewIndexMapping()
+	im.ScoringModel = index.BM25Scoring
+	must := func(err error) {
+		if err != nil {
+			panic(err) // constant configuration
+		}
+	}
+	must(im.AddCustomTokenizer("trawl_alnum", map[string]any{"type": regexptok.Name, "regexp": `[\p{L}\p{N}]+`}))
+	must(im.AddCustomAnalyzer(textAnalyzer, map[string]any{"type": custom.Name, "tokenizer": "trawl_alnum",
+		"token_filters": []any{lowercase.Name, en.StopName, porter.Name}}))
+	must(im.AddCustomAnalyzer(wordAnalyzer, map[string]any{"type": custom.Name, "tokenizer": "trawl_alnum",
+		"token_filters": []any{lowercase.Name}}))
+	im.DefaultAnalyzer = textAnalyzer
+	im.StoreDynamic = false
+	im.IndexDynamic = false
+	im.DocValuesDynamic = false
+
+	text := func(store bool) *mapping.FieldMapping {
+		f := bleve.NewTextFieldMapping()
+		f.Analyzer = textAnalyzer
+		f.Store = store
+		f.IncludeInAll = false
+		f.IncludeTermVectors = false
+		f.DocValues = false
+		return f
+	}
+	keyword := func(store, idx bool) *mapping.FieldMapping {
+		f := bleve.NewKeywordFieldMapping()
+		f.Store, f.Index, f.IncludeInAll, f.DocValues = store, idx, false, false
+		return f
+	}
+	words := bleve.NewTextFieldMapping()
+	words.Analyzer = wordAnalyzer
+	words.Store, words.IncludeInAll, words.DocValues = false, false, false
+
+	dm := bleve.NewDocumentStaticMapping()
+	dm.AddFieldMappingsAt("url", keyword(true, true))
+	dm.AddFieldMappingsAt("urlwords", text(false))
+	dm.AddFieldMappingsAt("title", text(true))
+	dm.AddFieldMappingsAt("headings", text(true))
+	dm.AddFieldMappingsAt("body", text(true))
+	dm.AddFieldMappingsAt("anchors", text(true))
+	dm.AddFieldMappingsAt("words", words)
+	dm.AddFieldMappingsAt("type", keyword(true, true))
+	dm.AddFieldMappingsAt("lang", keyword(true, true))
+	dm.AddFieldMappingsAt("desc", keyword(true, false))
+	dm.AddFieldMappingsAt("jsonld", keyword(true, false))
+	dm.AddFieldMappingsAt("sim", keyword(true, false))
+	date := bleve.NewDateTimeFieldMapping()
+	date.IncludeInAll, date.DocValues = false, true
+	dm.AddFieldMappingsAt("date", date)
+	im.DefaultMapping = dm
+	return im
+}
+
+// Open opens the index in dir, creating it when absent; dir "" is an
+// index in memory (tests).
+func Open(dir string, cfg Config) (*Index, error) {
+	ix := &Index{boosts: DefaultBoosts}
+	if cfg.Boosts != nil {
+		ix.boosts = *cfg.Boosts
+	}
+	var err error
+	switch {
+	case dir == "":
+		ix.b, err = bleve.NewMemOnly(indexMapping())
+	default:
+		if _, statErr := os.Stat(filepath.Join(dir, "index_meta.json")); statErr == nil {
+			ix.b, err = bleve.Open(dir)
+			if err != nil {
+				// An index that does not open is set aside and started
+				// again: the cell rebuilds it from its archive.
+				aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().UnixNano())
+				if rerr := os.Rename(dir, aside); rerr != nil {
+					return nil, fmt.Errorf("open search index %q: %w (and could not set it aside: %v)", dir, err, rerr)
+				}
+				ix.b, err = bleve.New(dir, indexMapping())
+			}
+		} else {
+			if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+				return nil, err
+			}
+			ix.b, err = bleve.New(dir, indexMapping())
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open search index %q: %w", dir, err)
+	}
+	return ix, nil
+}
+
+// Close closes the index.
+func (ix *Index) Close() error { return ix.b.Close() }
+
+// Count is the number of pages indexed.
+func (ix *Index) Count() uint64 {
+	n, _ := ix.b.DocCount()
+	return n
+}
+
+// SetBoosts replaces the boosts (the evaluation's tuning).
+func (ix *Index) SetBoosts(b Boosts) { ix.boosts = b }
+
+// Boosts returns the boosts in use.
+func (ix *Index) Boosts() Boosts { return ix.boosts }
+
+const anchorKey = "anchor:"
+
+// Add indexes docs (a page indexed again replaces its older version). The
+// text of their links is added to the pages they point to as anchor text:
+// a page already indexed is indexed again with it, one not yet indexed
+// gets it when it is.
+func (ix *Index) Add(docs ...*Doc) error {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	batch := ix.b.NewBatch()
+	inBatch := map[string]*Doc{}
+	for _, d := range docs {
+		inBatch[d.URL] = d
+	}
+	// Anchor text from these pages' links.
+	newAnchors := map[string][]string{}
+	for _, d := range docs {
+		for _, l := range d.Links {
+			t := strings.TrimSpace(l.Text)
+			if t == "" || l.Href == d.URL || len(t) > 200 {
+				continue
+			}
+			newAnchors[l.Href] = append(newAnchors[l.Href], t)
+		}
+	}
+	for target, texts := range newAnchors {
+		all, err := ix.addAnchors(batch, target, texts)
+		if err != nil {
+			return err
+		}
+		if d, ok := inBatch[target]; ok {
+			d.Anchors = all
+			continue
+		}
+		// Indexed already: again with its new anchor text.
+		old, err := ix.load(target)
+		if err != nil {
+			return err
+		}
+		if old != nil {
+			old.Anchors = all
+			if err := batch.Index(old.URL, old.fields()); err != nil {
+				return err
+			}
+		}
+	}
+	for _, d := range docs {
+		if _, ok := newAnchors[d.URL]; !ok {
+			raw, err := ix.b.GetInternal([]byte(anchorKey + d.URL))
+			if err != nil {
+				return err
+			}
+			if raw != nil {
+				json.Unmarshal(raw, &d.Anchors)
+			}
+		}
+		if err := batch.Index(d.URL, d.fields()); err != nil {
+			return fmt.Errorf("index %q: %w", d.URL, err)
+		}
+	}
+	return ix.b.Batch(batch)
+}
+
+// addAnchors adds texts to target's anchor text (kept in the index's
+// internal store), and returns all of it: up to 50 distinct texts.
+func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) ([]string, error) {
+	raw, err := ix.b.GetInternal([]byte(anchorKey + target))
+	if err != nil {
+		return nil, err
+	}
+	var all []string
+	if raw != nil {
+		json.Unmarshal(raw, &all)
+	}
+	seen := map[string]bool{}
+	for _, t := range all {
+		seen[strings.ToLower(t)] = true
+	}
+	for _, t := range texts {
+		if k := strings.ToLower(t); !seen[k] && len(all) < 50 {
+			seen[k] = true
+			all = append(all, t)
+		}
+	}
+	out, _ := json.Marshal(all)
+	batch.SetInternal([]byte(anchorKey+target), out)
+	return all, nil
+}
+
+// fields is d as the index mapping reads it.
+func (d *Doc) fields() map[string]any {
+	heads := strings.Join(d.Headings, "\n")
+	return map[string]any{
+		"url":      d.URL,
+		"urlwords": urlWords(d.URL),
+		"title":    d.Title,
+		"headings": heads,
+		"body":     d.Body,
+		"anchors":  strings.Join(d.Anchors, "\n"),
+		"words":    d.Title + "\n" + heads + "\n" + d.Body,
+		"type":     d.Type,
+		"lang":     d.Lang,
+		"desc":     d.Description,
+		"jsonld":   d.JSONLD,
+		"sim":      strconv.FormatUint(simhash(d.Body), 16),
+		"date":     d.Date,
+	}
+}
+
+var storedFields = []string{"url", "title", "headings", "body", "anchors", "type", "lang", "desc", "jsonld", "sim", "date"}
+
+// load reads an indexed page back from its stored fields; nil when absent.
+func (ix *Index) load(id string) (*Doc, error) {
+	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery([]string{id}), 1, 0, false)
+	req.Fields = storedFields
+	res, err := ix.b.Search(req)
+	if err != nil {
+		return nil, err
+	}
+	if len(res.Hits) == 0 {
+		return nil, nil
+	}
+	return docOf(res.Hits[0].Fields), nil
+}
+
+func docOf(f map[string]any) *Doc {
+	s := func(k string) string { v, _ := f[k].(string); return v }
+	d := &Doc{URL: s("url"), Title: s("title"), Body: s("body"), Type: s("type"), Lang: s("lang"), Description: s("desc"), JSONLD: s("jsonld")}
+	if h := s("headings"); h != "" {
+		d.Headings = strings.Split(h, "\n")
+	}
+	if a := s("anchors"); a != "" {
+		d.Anchors = strings.Split(a, "\n")
+	}
+	if t, err := time.Parse(time.RFC3339, s("date")); err == nil {
+		d.Date = t
+	}
+	return d
+}
+
+// Hit is one ranked page of a cell's answer.
+type Hit struct {
+	Title   string  `json:"title"`
+	URL     string  `json:"url"`
+	Snippet string  `json:"snippet"`
+	Score   float64 `json:"score"`
+	// Type is the page's schema.org type, when it has one; Date its date.
+	Type string    `json:"type,omitempty"`
+	Date time.Time `json:"date,omitzero"`
+	// Sim is the simhash of the page's text: near-duplicates are within a
+	// few bits of each other (the gate collapses them across cells).
+	Sim uint64 `json:"sim,string"`
+
+	doc     *Doc
+	passage passage
+}
+
+// Doc is the indexed page of h (for the rich block and answers).
+func (h *Hit) Doc() *Doc { return h.doc }
+
+// Results is a cell's answer to a query.
+type Results struct {
+	Hits []Hit `json:"results"`
+	// Total is how many pages matched before collapsing and cutting.
+	Total uint64 `json:"total"`
+}
+
+// Search ranks the pages that match q and returns the best n, with
+// near-duplicates collapsed and a snippet each.
+func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) {
+	q = strings.TrimSpace(q)
+	if q == "" {
+		return nil, ErrQuery
+	}
+	if n <= 0 {
+		n = 10
+	}
+	b := ix.boosts
+	field := func(f string, boost float64) query.Query {
+		m := bleve.NewMatchQuery(q)
+		m.SetField(f)
+		m.SetBoost(boost)
+		return m
+	}
+	qs := []query.Query{
+		field("title", b.Title), field("headings", b.Headings), field("urlwords", b.URL),
+		field("anchors", b.Anchors), field("body", b.Body),
+	}
+	if len(strings.Fields(q)) > 1 && b.Phrase > 0 {
+		for _, f := range []string{"title", "body"} {
+			p := bleve.NewMatchPhraseQuery(q)
+			p.SetField(f)
+			p.SetBoost(b.Phrase)
+			qs = append(qs, p)
+		}
+	}
+	// Candidates: more than asked, for collapsing and the second stage.
+	cand := max(2*n, b.Candidates)
+	req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), cand, 0, false)
+	req.Fields = storedFields
+	res, err := ix.b.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("search: %w", err)
+	}
+	terms := queryTerms(q)
+	nq := normalize(q)
+	hits := make([]Hit, 0, len(res.Hits))
+	top := 0.0
+	if len(res.Hits) > 0 {
+		top = res.Hits[0].Score
+	}
+	for _, h := range res.Hits {
+		d := docOf(h.Fields)
+		sim, _ := strconv.ParseUint(fmt.Sprint(h.Fields["sim"]), 16, 64)
+		p := bestPassage(d.Body, terms)
+		score := h.Score
+		if top > 0 {
+			// The second stage in units of the best first-stage score, so
+			// the boosts keep their meaning across corpora.
+			score += top * b.Passage * p.score
+			if nt := normalize(d.Title); nt != "" && (nt == nq || strings.HasPrefix(nt, nq+" ")) {
+				score += top * b.ExactTitle / 4
+			}
+		}
+		hits = append(hits, Hit{Title: d.Title, URL: d.URL, Type: d.Type, Date: d.Date, Sim: sim, Score: score, doc: d, passage: p})
+	}
+	sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score })
+	hits = Collapse(hits)
+	if len(hits) > n {
+		hits = hits[:n]
+	}
+	for i := range hits {
+		hits[i].Snippet = hits[i].passage.marked(terms)
+		if hits[i].Snippet == "" {
+			hits[i].Snippet = firstWords(hits[i].doc.Description+" "+hits[i].doc.Body, 30)
+		}
+	}
+	return &Results{Hits: hits, Total: res.Total}, nil
+}
+
+// Collapse drops every hit whose text is a near-duplicate of a better one
+// (simhashes within 3 bits); hits must be best first.
+func Collapse(hits []Hit) []Hit {
+	out := hits[:0]
+	for _, h := range hits {
+		dup := false
+		for _, k := range out {
+			if h.Sim != 0 && nearDup(h.Sim, k.Sim) {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// normalize is s lower-cased with its words joined by single spaces.
+func normalize(s string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !isWord(r) && r != '.' && r != '_' }), " ")
+}

@@ -1,0 +1,172 @@
+package search
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/content"
+)
+
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+func testIndex(t *testing.T, docs ...*Doc) *Index {
+	t.Helper()
+	ix, err := Open("", Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ix.Close() })
+	if err := ix.Add(docs...); err != nil {
+		t.Fatal(err)
+	}
+	return ix
+}
+
+func md(u, title, body string) *Doc { return FromMarkdown(u, title, body, t0) }
+
+func TestSearchRanksTitleAndMarksPassage(t *testing.T) {
+	ix := testIndex(t,
+		md("http://d/a", "Cooking pasta", "# Cooking pasta\n\nBoil water. Add salt. The pasta cooks in ten minutes.\n\nUnrelated words about gardens and trees and sunlight for a long while."),
+		md("http://d/b", "Gardening", "# Gardening\n\nTrees need water and sunlight. Some people eat pasta in the garden once."),
+		md("http://d/c", "Astronomy", "# Stars\n\nThe night sky has stars."),
+	)
+	res, err := ix.Search(context.Background(), "pasta cooking", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) != 2 {
+		t.Fatalf("hits: %+v", res.Hits)
+	}
+	if res.Hits[0].URL != "http://d/a" {
+		t.Errorf("first: %s", res.Hits[0].URL)
+	}
+	if s := res.Hits[0].Snippet; !strings.Contains(s, "<b>pasta</b> <b>cooks</b>") && !strings.Contains(s, "<b>Cooking</b> <b>pasta</b>") {
+		t.Errorf("snippet not the best passage, marked: %q", s)
+	}
+	if strings.Contains(res.Hits[0].Snippet, "gardens") {
+		t.Errorf("snippet holds an unrelated passage: %q", res.Hits[0].Snippet)
+	}
+}
+
+func TestSearchNoResultAndEmpty(t *testing.T) {
+	ix := testIndex(t, md("http://d/a", "A", "alpha beta"))
+	res, err := ix.Search(context.Background(), "zeta", 10)
+	if err != nil || len(res.Hits) != 0 {
+		t.Fatalf("%v %+v", err, res)
+	}
+	if _, err := ix.Search(context.Background(), "  ", 10); err != ErrQuery {
+		t.Fatalf("empty query: %v", err)
+	}
+}
+
+func TestNearDuplicatesCollapse(t *testing.T) {
+	body := "# Install\n\nTo install the widget run the installer and follow the steps on the screen until it says done. Then restart the computer and open the widget from the menu."
+	ix := testIndex(t,
+		md("http://d/install", "Install the widget", body),
+		md("http://mirror/install", "Install the widget", body+" Mirror."),
+		md("http://d/other", "Other widget page", "# Other\n\nThe widget can also be removed with the remover."),
+	)
+	res, err := ix.Search(context.Background(), "install widget", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, h := range res.Hits {
+		if strings.HasSuffix(h.URL, "/install") {
+			n++
+		}
+	}
+	if n != 1 || len(res.Hits) != 2 {
+		t.Fatalf("want the copies collapsed to one: %+v", res.Hits)
+	}
+}
+
+func TestAnchorTextFindsPage(t *testing.T) {
+	target := md("http://d/x", "Page X", "# Page X\n\nNothing about the topic here.")
+	ix := testIndex(t, target)
+	src := md("http://d/src", "Links", "# Links\n\nsee there")
+	src.Links = []content.Link{{Href: "http://d/x", Text: "zeppelin manual"}}
+	if err := ix.Add(src); err != nil {
+		t.Fatal(err)
+	}
+	res, err := ix.Search(context.Background(), "zeppelin", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) == 0 || res.Hits[0].URL != "http://d/x" {
+		t.Fatalf("anchor text: %+v", res.Hits)
+	}
+}
+
+func TestOpenOnDiskSurvivesReopen(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	ix, err := Open(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.Add(md("http://d/a", "Alpha", "alpha words")); err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+	ix, err = Open(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if ix.Count() != 1 {
+		t.Fatalf("count after reopen: %d", ix.Count())
+	}
+}
+
+func TestFromHTML(t *testing.T) {
+	page := `<html lang="en"><head><title>Widget news</title>
+<script type="application/ld+json">{"@context":"https://schema.org","@type":"NewsArticle","headline":"Widget","datePublished":"2025-05-01"}</script></head>
+<body><article><h1>Widget news</h1><p>The widget shipped today with many new features for everyone.</p><h2>Details</h2><p>It has a <a href="/specs">specification sheet</a> too, long enough to be content.</p></article></body></html>`
+	d, err := FromHTML([]byte(page), "http://d/news", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Title != "Widget news" || d.Type != "NewsArticle" || d.Lang != "en" || d.Date.Year() != 2025 {
+		t.Errorf("doc: %+v", d)
+	}
+	if len(d.Headings) < 2 || d.Headings[1] != "Details" {
+		t.Errorf("headings: %q", d.Headings)
+	}
+	if !strings.Contains(d.Body, "specification sheet too") && !strings.Contains(d.Body, "specification sheet") {
+		t.Errorf("body: %q", d.Body)
+	}
+	found := false
+	for _, l := range d.Links {
+		found = found || (l.Href == "http://d/specs" && l.Text == "specification sheet")
+	}
+	if !found {
+		t.Errorf("links: %+v", d.Links)
+	}
+}
+
+func TestBrokenIndexIsSetAsideAndStartedAgain(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	ix, err := Open(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+	if err := os.WriteFile(dir+"/index_meta.json", []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ix, err = Open(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if ix.Count() != 0 {
+		t.Fatalf("count %d", ix.Count())
+	}
+	if m, _ := filepath.Glob(dir + ".broken-*"); len(m) != 1 {
+		t.Fatalf("set aside: %q", m)
+	}
+}

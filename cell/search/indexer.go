@@ -1,0 +1,199 @@
+package search
+
+import (
+	"context"
+	"log/slog"
+	"mime"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Page is an archived page to index: as fetched.
+type Page struct {
+	URL         string
+	ContentType string
+	Body        []byte
+	Fetched     time.Time
+}
+
+// IndexerConfig configures an Indexer.
+type IndexerConfig struct {
+	// Flush is the longest a page waits in the queue (default 1 s); Batch
+	// the most pages indexed at once (default 256); Queue the pages that
+	// may wait (default 4096: beyond it Enqueue drops the page, which the
+	// next rebuild finds in the archive).
+	Flush time.Duration
+	Batch int
+	Queue int
+	// Workers turn pages into documents in parallel (default 2).
+	Workers int
+	Logger  *slog.Logger
+}
+
+// Indexer indexes archived pages in the background, in batches: a page is
+// searchable within Flush plus the time of its batch of being enqueued.
+type Indexer struct {
+	ix    *Index
+	cfg   IndexerConfig
+	in    chan Page
+	docs  chan *Doc
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	bwg   sync.WaitGroup
+	once  sync.Once
+	added atomic.Uint64
+	drops atomic.Uint64
+}
+
+// NewIndexer starts an indexer into ix; Close stops it after indexing
+// what it holds.
+func NewIndexer(ix *Index, cfg IndexerConfig) *Indexer {
+	if cfg.Flush <= 0 {
+		cfg.Flush = time.Second
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 256
+	}
+	if cfg.Queue <= 0 {
+		cfg.Queue = 4096
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	x := &Indexer{ix: ix, cfg: cfg, in: make(chan Page, cfg.Queue), docs: make(chan *Doc, cfg.Batch), stop: make(chan struct{})}
+	for range cfg.Workers {
+		x.wg.Add(1)
+		go x.convert()
+	}
+	x.bwg.Add(1)
+	go x.batcher()
+	return x
+}
+
+// Enqueue queues a page; it never blocks (a full queue drops the page).
+func (x *Indexer) Enqueue(p Page) {
+	select {
+	case <-x.stop:
+		return
+	default:
+	}
+	select {
+	case x.in <- p:
+	default:
+		x.drops.Add(1)
+	}
+}
+
+// Indexed is how many pages the indexer has indexed.
+func (x *Indexer) Indexed() uint64 { return x.added.Load() }
+
+// Close indexes what is queued and stops.
+func (x *Indexer) Close() {
+	x.once.Do(func() {
+		close(x.stop)
+		close(x.in)
+		x.wg.Wait()
+		close(x.docs)
+		x.bwg.Wait()
+	})
+}
+
+func (x *Indexer) convert() {
+	defer x.wg.Done()
+	for p := range x.in {
+		if d := DocOf(p); d != nil {
+			x.docs <- d
+		}
+	}
+}
+
+// DocOf is the document of an archived page; nil for a page with nothing
+// to index (not HTML or text, an error status).
+func DocOf(p Page) *Doc {
+	if p.Body == nil {
+		return nil
+	}
+	mt, _, _ := mime.ParseMediaType(p.ContentType)
+	if mt == "" {
+		mt, _, _ = mime.ParseMediaType(http.DetectContentType(p.Body))
+	}
+	switch mt {
+	case "text/html", "application/xhtml+xml":
+		d, err := FromHTML(p.Body, p.URL, p.Fetched)
+		if err != nil {
+			return nil
+		}
+		return d
+	case "text/plain", "text/markdown":
+		return FromMarkdown(p.URL, "", string(p.Body), p.Fetched)
+	}
+	return nil
+}
+
+func (x *Indexer) batcher() {
+	defer x.bwg.Done()
+	var batch []*Doc
+	t := time.NewTimer(x.cfg.Flush)
+	defer t.Stop()
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		if err := x.ix.Add(batch...); err != nil {
+			x.cfg.Logger.Warn("search: indexing a batch failed", "pages", len(batch), "err", err)
+		} else {
+			x.added.Add(uint64(len(batch)))
+		}
+		batch = batch[:0]
+	}
+	for {
+		select {
+		case d, ok := <-x.docs:
+			if !ok {
+				flush()
+				return
+			}
+			batch = append(batch, d)
+			if len(batch) >= x.cfg.Batch {
+				flush()
+			}
+		case <-t.C:
+			flush()
+			t.Reset(x.cfg.Flush)
+		}
+	}
+}
+
+// Rebuild indexes every page pages yields (the archive), for a cell whose
+// index was lost or is new; it returns how many it indexed.
+func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) error) (int, error) {
+	var batch []*Doc
+	n := 0
+	err := pages(func(p Page) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		if d := DocOf(p); d != nil {
+			batch = append(batch, d)
+		}
+		if len(batch) >= 256 {
+			if ix.Add(batch...) == nil {
+				n += len(batch)
+			}
+			batch = batch[:0]
+		}
+		return true
+	})
+	if len(batch) > 0 && ix.Add(batch...) == nil {
+		n += len(batch)
+	}
+	if err == nil {
+		err = ctx.Err()
+	}
+	return n, err
+}

@@ -1,0 +1,452 @@
+package search
+
+import (
+	"hash/fnv"
+	"math/bits"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	porterstemmer "github.com/blevesearch/go-porterstemmer"
+)
+
+// term is a query word: as written (lower-case) and its stem.
+type term struct{ raw, stem string }
+
+// stop are words a query has that say nothing of what it wants.
+var stop = map[string]bool{
+	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "by": true, "do": true, "does": true,
+	"for": true, "from": true, "how": true, "i": true, "in": true, "is": true, "it": true, "of": true, "on": true, "or": true,
+	"the": true, "to": true, "what": true, "when": true, "where": true, "which": true, "who": true, "why": true, "with": true,
+	"can": true, "you": true, "my": true, "this": true, "that": true, "use": true, "get": true, "into": true,
+}
+
+// queryTerms are the distinct words of q that carry meaning.
+func queryTerms(q string) []term {
+	var out []term
+	seen := map[string]bool{}
+	for _, w := range words(q) {
+		lw := strings.ToLower(w.text)
+		if stop[lw] || seen[lw] {
+			continue
+		}
+		seen[lw] = true
+		out = append(out, term{raw: lw, stem: stem(lw)})
+	}
+	if len(out) == 0 { // a query of stop words only: take them all
+		for _, w := range words(q) {
+			lw := strings.ToLower(w.text)
+			if !seen[lw] {
+				seen[lw] = true
+				out = append(out, term{raw: lw, stem: stem(lw)})
+			}
+		}
+	}
+	return out
+}
+
+func stem(w string) string { return porterstemmer.StemString(w) }
+
+// word is a word of a text and where it is.
+type word struct {
+	text       string
+	start, end int // byte offsets
+}
+
+// words splits s into words: runs of letters and digits, as the index's
+// analyzer has them (an identifier is its parts).
+func words(s string) []word {
+	var out []word
+	start := -1
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		in := unicode.IsLetter(r) || unicode.IsDigit(r)
+		switch {
+		case in && start < 0:
+			start = i
+		case !in && start >= 0:
+			out = append(out, word{s[start:i], start, i})
+			start = -1
+		}
+		i += n
+	}
+	if start >= 0 {
+		out = append(out, word{s[start:], start, len(s)})
+	}
+	return out
+}
+
+// matches reports which query term w is, or -1.
+func matches(w string, terms []term) int {
+	lw := strings.ToLower(w)
+	for i, t := range terms {
+		if lw == t.raw {
+			return i
+		}
+	}
+	s := stem(lw)
+	for i, t := range terms {
+		if s == t.stem {
+			return i
+		}
+	}
+	return -1
+}
+
+// passage is a run of a page's sentences and how well it answers a query.
+type passage struct {
+	text  string
+	score float64 // 0 to 1
+}
+
+const passageWords = 40
+
+// matcher says which query term a word is, remembering the words it has
+// stemmed.
+type matcher struct {
+	terms []term
+	seen  map[string]int
+}
+
+func newMatcher(terms []term) *matcher { return &matcher{terms: terms, seen: map[string]int{}} }
+
+func (m *matcher) match(w string) int {
+	if k, ok := m.seen[w]; ok {
+		return k
+	}
+	k := matches(w, m.terms)
+	m.seen[w] = k
+	return k
+}
+
+// hit is a query term at a word position of a passage.
+type hit struct{ pos, term int }
+
+// maxScan bounds the text a passage is looked for in.
+const maxScan = 256 << 10
+
+// bestPassage is the run of sentences of body, up to about passageWords
+// words, that starts and ends with a query term and holds the most
+// distinct terms, closest together.
+func bestPassage(body string, terms []term) passage {
+	if len(terms) == 0 {
+		return passage{}
+	}
+	if len(body) > maxScan {
+		body = body[:maxScan]
+	}
+	// Only the lines that hold a term (and their neighbours) are read:
+	// found with a fast search for each term's stem in the lower-cased
+	// text, not word by word.
+	best := passage{}
+	for _, seg := range segments(body, terms) {
+		if p := bestIn(seg, terms); p.score > best.score {
+			best = p
+		}
+	}
+	return best
+}
+
+// segments are the runs of lines of body around the lines that hold a
+// term's stem.
+func segments(body string, terms []term) []string {
+	lb := asciiLower(body)
+	var hits []int
+	var keys []string
+	for _, t := range terms {
+		keys = append(keys, t.stem)
+		if !strings.HasPrefix(t.raw, t.stem) {
+			keys = append(keys, t.raw)
+		}
+	}
+	for _, key := range keys {
+		if key == "" {
+			continue
+		}
+		for from, n := 0, 0; n < 500; n++ {
+			i := strings.Index(lb[from:], key)
+			if i < 0 {
+				break
+			}
+			hits = append(hits, from+i)
+			from += i + len(key)
+		}
+	}
+	if len(hits) == 0 {
+		return nil
+	}
+	slices.Sort(hits)
+	var out []string
+	start, end := -1, -1
+	for _, h := range hits {
+		// The line before, the hit's line and the line after.
+		lo := strings.LastIndexByte(body[:h], '\n')
+		if lo > 0 {
+			lo = strings.LastIndexByte(body[:lo], '\n')
+		}
+		lo++
+		hi := len(body)
+		if i := strings.IndexByte(body[h:], '\n'); i >= 0 {
+			hi = h + i + 1
+			if j := strings.IndexByte(body[hi:], '\n'); j >= 0 {
+				hi += j
+			} else {
+				hi = len(body)
+			}
+		}
+		if start >= 0 && lo <= end {
+			end = max(end, hi)
+			continue
+		}
+		if start >= 0 {
+			out = append(out, body[start:end])
+		}
+		start, end = lo, hi
+	}
+	return append(out, body[start:end])
+}
+
+// asciiLower lower-cases ASCII letters only, so offsets stay the same.
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// bestIn is bestPassage within one segment.
+func bestIn(body string, terms []term) passage {
+	m := newMatcher(terms)
+	sents := sentences(body)
+	hits := make([][]hit, len(sents))
+	for i, st := range sents {
+		for pos, w := range words(st.text) {
+			if k := m.match(w.text); k >= 0 {
+				hits[i] = append(hits[i], hit{pos, k})
+			}
+		}
+	}
+	best, bestI, bestJ := 0.0, -1, -1
+	var buf []hit
+	for i := range sents {
+		if len(hits[i]) == 0 {
+			continue
+		}
+		n, last := 0, i
+		buf = buf[:0]
+		for j := i; j < len(sents) && (n == 0 || n+sents[j].n <= passageWords); j++ {
+			for _, h := range hits[j] {
+				buf = append(buf, hit{n + h.pos, h.term})
+			}
+			n += sents[j].n
+			if len(hits[j]) > 0 {
+				last = j
+			}
+		}
+		span := 0
+		for j := i; j <= last; j++ {
+			span += sents[j].n
+		}
+		if sc := scoreHits(buf, len(terms), span); sc > best {
+			best, bestI, bestJ = sc, i, last
+		}
+	}
+	if bestI < 0 {
+		return passage{}
+	}
+	var b strings.Builder
+	for j := bestI; j <= bestJ; j++ {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(sents[j].text)
+	}
+	return passage{text: b.String(), score: best}
+}
+
+// scorePassage scores a text as bestPassage does.
+func scorePassage(text string, terms []term) float64 {
+	m := newMatcher(terms)
+	ws := words(text)
+	var hs []hit
+	for pos, w := range ws {
+		if k := m.match(w.text); k >= 0 {
+			hs = append(hs, hit{pos, k})
+		}
+	}
+	return scoreHits(hs, len(terms), len(ws))
+}
+
+// scoreHits: the share of the query's terms the passage holds (most of
+// the score), how close together they are, and whether they come as the
+// query has them. hs are in position order; n is the passage's words.
+func scoreHits(hs []hit, nterms, n int) float64 {
+	if len(hs) == 0 {
+		return 0
+	}
+	found := make([]int, nterms)
+	for i := range found {
+		found[i] = -1
+	}
+	distinct, ordered, prev := 0, 0, -1
+	bestSpan := n + 1
+	for _, h := range hs {
+		if found[h.term] < 0 {
+			distinct++
+		}
+		found[h.term] = h.pos
+		if prev >= 0 && h.term == prev+1 {
+			ordered++
+		}
+		prev = h.term
+		if distinct == nterms {
+			lo := h.pos
+			for _, p := range found {
+				lo = min(lo, p)
+			}
+			bestSpan = min(bestSpan, h.pos-lo+1)
+		}
+	}
+	s := 0.7 * float64(distinct) / float64(nterms)
+	if nterms > 1 && bestSpan <= n {
+		s += 0.2 * float64(nterms) / float64(bestSpan)
+	} else if nterms == 1 {
+		s += 0.1
+	}
+	s += 0.05 * min(float64(len(hs))/float64(2*nterms), 1)
+	if nterms > 1 {
+		s += 0.05 * min(float64(ordered)/float64(nterms-1), 1)
+	}
+	return min(s, 1)
+}
+
+type sentence struct {
+	text string
+	n    int // words
+}
+
+// sentences splits a page's text at line ends and sentence ends.
+func sentences(body string) []sentence {
+	var out []sentence
+	for line := range strings.SplitSeq(body, "\n") {
+		line = strings.TrimSpace(line)
+		for line != "" {
+			cut := len(line)
+			for i := 0; i+1 < len(line); i++ {
+				if (line[i] == '.' || line[i] == '?' || line[i] == '!') && line[i+1] == ' ' {
+					cut = i + 1
+					break
+				}
+			}
+			s := strings.TrimSpace(line[:cut])
+			line = strings.TrimSpace(line[cut:])
+			if n := len(strings.Fields(s)); n > 0 && s != "." {
+				out = append(out, sentence{s, n})
+			}
+		}
+	}
+	return out
+}
+
+// Mark tags around the matched words of a snippet.
+const (
+	MarkOpen  = "<b>"
+	MarkClose = "</b>"
+)
+
+// marked is the passage with the query's words marked, cut to about
+// passageWords words around its first match.
+func (p passage) marked(terms []term) string {
+	if p.text == "" {
+		return ""
+	}
+	ws := words(p.text)
+	first := -1
+	for i, w := range ws {
+		if matches(w.text, terms) >= 0 {
+			first = i
+			break
+		}
+	}
+	if first < 0 {
+		return ""
+	}
+	lo, hi := 0, len(p.text)
+	if len(ws) > passageWords+10 {
+		a := max(first-8, 0)
+		z := min(a+passageWords, len(ws)-1)
+		lo, hi = ws[a].start, ws[z].end
+	}
+	var b strings.Builder
+	if lo > 0 {
+		b.WriteString("… ")
+	}
+	at := lo
+	for _, w := range ws {
+		if w.start < lo || w.end > hi {
+			continue
+		}
+		if matches(w.text, terms) >= 0 {
+			b.WriteString(p.text[at:w.start])
+			b.WriteString(MarkOpen)
+			b.WriteString(w.text)
+			b.WriteString(MarkClose)
+			at = w.end
+		}
+	}
+	b.WriteString(p.text[at:hi])
+	if hi < len(p.text) {
+		b.WriteString(" …")
+	}
+	return b.String()
+}
+
+// firstWords is the first n words of s.
+func firstWords(s string, n int) string {
+	f := strings.Fields(s)
+	if len(f) > n {
+		return strings.Join(f[:n], " ") + " …"
+	}
+	return strings.Join(f, " ")
+}
+
+// simhash is a 64-bit simhash of the text's word 3-shingles: pages with
+// the same text have the same hash, near-duplicates hashes within a few
+// bits.
+func simhash(text string) uint64 {
+	ws := strings.Fields(strings.ToLower(text))
+	if len(ws) == 0 {
+		return 0
+	}
+	var v [64]int
+	for i := 0; i+2 < len(ws) || i == 0; i++ {
+		end := min(i+3, len(ws))
+		h := fnv.New64a()
+		h.Write([]byte(strings.Join(ws[i:end], " ")))
+		x := h.Sum64()
+		for b := 0; b < 64; b++ {
+			if x&(1<<b) != 0 {
+				v[b]++
+			} else {
+				v[b]--
+			}
+		}
+		if end == len(ws) {
+			break
+		}
+	}
+	var out uint64
+	for b := 0; b < 64; b++ {
+		if v[b] > 0 {
+			out |= 1 << b
+		}
+	}
+	return out
+}
+
+// nearDup reports whether two simhashes are of near-duplicate texts.
+func nearDup(a, b uint64) bool { return bits.OnesCount64(a^b) <= 3 }

@@ -1,0 +1,501 @@
+// Package search is the gate's GET /search and GET /answer: it asks every
+// live cell of its region for its best pages (the cell route
+// GET /search/local, signed with the region's key like every request to a
+// cell; an answer not signed over the request's nonce is not used),
+// merges them by score, collapses near-duplicates across cells, builds
+// the rich block and the answer, and reports the call's usage in the
+// usage header (internal/metering) for the meter, which bills it: a live
+// search, or half when the same query was answered in the last minutes
+// (the gate's archive of results, cache "archive").
+//
+// docs/search.md says why the gate gathers (each cell indexes what it
+// archived, so a query must reach them all) and what a cell's loss costs.
+package search
+
+import (
+	"bytes"
+	"container/list"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	cellsearch "github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/regionauth"
+)
+
+// EngineIndex names the search index on usage lines (§2.8 engine).
+const EngineIndex = "index"
+
+// Model writes an answer from passages only (the operator's model); it
+// returns the text and the tokens it used.
+type Model func(ctx context.Context, q string, passages []cellsearch.Passage) (text string, in, out int, err error)
+
+// Config configures the handler.
+type Config struct {
+	// Cells are the region's live cells.
+	Cells func() []members.Meta
+	// Keys sign the requests to cells and check their answers.
+	Keys *regionauth.Keys
+	// Account is the caller's account id.
+	Account func(*http.Request) string
+	// Private is the region's policy on private networks (the cells
+	// refuse a request that does not say what they allow).
+	Private bool
+	// Client reaches the cells; default a client with a 3 s timeout.
+	Client *http.Client
+	// Model, when set, writes deep answers (the operator's model).
+	Model Model
+	// Archive is how long a query's results are served again at the
+	// archive price (default 1 minute; negative: never); an answer
+	// without results is not kept.
+	Archive time.Duration
+	Now     func() time.Time
+	Logger  *slog.Logger
+}
+
+// Handler serves GET /search and GET /answer.
+func Handler(cfg Config) http.Handler {
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: 3 * time.Second}
+	}
+	if cfg.Archive == 0 {
+		cfg.Archive = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Account == nil {
+		cfg.Account = func(*http.Request) string { return "" }
+	}
+	s := &server{cfg: cfg, archive: newLRU(1024)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /search", s.search)
+	mux.HandleFunc("GET /answer", s.answer)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
+	})
+	return mux
+}
+
+type server struct {
+	cfg     Config
+	archive *lru
+}
+
+// Result is an item of results (docs/spec/hosted-api.md §2.3).
+type Result struct {
+	Title   string `json:"title"`
+	URL     string `json:"url"`
+	Snippet string `json:"snippet"`
+}
+
+// Response is GET /search's answer.
+type Response struct {
+	Results []Result         `json:"results"`
+	Rich    *cellsearch.Rich `json:"rich,omitempty"`
+}
+
+// AnswerResponse is GET /answer's (§2.4).
+type AnswerResponse struct {
+	Answered     bool               `json:"answered"`
+	Answer       *cellsearch.Answer `json:"answer,omitempty"`
+	Experimental bool               `json:"experimental"`
+}
+
+// flag reads a 0/1 parameter.
+func flag(v url.Values, name string, def bool) (bool, error) {
+	switch v.Get(name) {
+	case "":
+		return def, nil
+	case "0":
+		return false, nil
+	case "1":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s must be 0 or 1", name)
+}
+
+func (s *server) search(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	q := strings.TrimSpace(v.Get("q"))
+	rich, err := flag(v, "rich", false)
+	if err == nil {
+		err = cellsearch.CheckQuery(q)
+	}
+	if err != nil {
+		httpjson.Error(w, http.StatusBadRequest, "bad_input", err.Error())
+		return
+	}
+	key := fmt.Sprintf("s%v\x00%s", rich, strings.ToLower(q))
+	if body, ok := s.archive.get(key, s.cfg.Now()); ok {
+		s.write(w, metering.KindSearch, metering.CacheArchive, 0, 0, body)
+		return
+	}
+	resp, err := s.run(r.Context(), r, q, rich)
+	if err != nil {
+		s.unavailable(w, err)
+		return
+	}
+	body := marshal(resp)
+	if len(resp.Results) > 0 {
+		// An empty answer is not kept: the pages may be being indexed.
+		s.archive.put(key, body, s.cfg.Now().Add(s.cfg.Archive))
+	}
+	s.write(w, metering.KindSearch, metering.CacheMiss, 0, 0, body)
+}
+
+// run gathers, merges and (rich) corrects and enriches.
+func (s *server) run(ctx context.Context, r *http.Request, q string, rich bool) (*Response, error) {
+	opts := cellsearch.Options{N: 10, Rich: rich, Spell: rich}
+	locals, err := s.gather(ctx, r, q, opts)
+	if err != nil {
+		return nil, err
+	}
+	resp := &Response{}
+	var dym string
+	if rich {
+		if c := bestCorrection(locals); c != nil {
+			// The query run corrected.
+			dym = c.Query
+			opts.Spell = false
+			if again, err := s.gather(ctx, r, c.Query, opts); err == nil {
+				locals, q = again, c.Query
+			} else {
+				dym = ""
+			}
+		}
+	}
+	hits := merge(locals, 10)
+	resp.Results = make([]Result, len(hits))
+	for i, h := range hits {
+		resp.Results[i] = Result{Title: h.Title, URL: h.URL, Snippet: h.Snippet}
+	}
+	if rich {
+		resp.Rich = richBlock(locals, hits, q)
+		resp.Rich.DidYouMean = dym
+		if isEmpty(resp.Rich) {
+			resp.Rich = &cellsearch.Rich{}
+		}
+	}
+	return resp, nil
+}
+
+func isEmpty(r *cellsearch.Rich) bool {
+	b, _ := json.Marshal(r)
+	return string(b) == "{}"
+}
+
+func (s *server) answer(w http.ResponseWriter, r *http.Request) {
+	v := r.URL.Query()
+	q := strings.TrimSpace(v.Get("q"))
+	deep, err := flag(v, "deep", true)
+	if err == nil {
+		err = cellsearch.CheckQuery(q)
+	}
+	if err != nil {
+		httpjson.Error(w, http.StatusBadRequest, "bad_input", err.Error())
+		return
+	}
+	key := fmt.Sprintf("a%v\x00%s", deep, strings.ToLower(q))
+	if body, ok := s.archive.get(key, s.cfg.Now()); ok {
+		s.write(w, metering.KindAnswer, metering.CacheArchive, 0, 0, body)
+		return
+	}
+	locals, err := s.gather(r.Context(), r, q, cellsearch.Options{N: 10, Rich: !deep, Passages: deep})
+	if err != nil {
+		s.unavailable(w, err)
+		return
+	}
+	out := AnswerResponse{Experimental: true}
+	var in, outTok int
+	hits := merge(locals, 10)
+	if deep {
+		ps := passages(locals, hits)
+		if s.cfg.Model != nil && len(ps) > 0 {
+			use := ps[:min(len(ps), 5)]
+			text, i, o, err := s.cfg.Model(r.Context(), q, use)
+			in, outTok = i, o
+			if err == nil && strings.TrimSpace(text) != "" {
+				out.Answer = &cellsearch.Answer{Kind: "generated", Text: strings.TrimSpace(text), Sources: sources(use)}
+			} else if err != nil {
+				s.cfg.Logger.Warn("search: the model did not answer; quoting instead", "err", err)
+			}
+		}
+		if out.Answer == nil {
+			out.Answer = cellsearch.Quote(ps)
+		}
+	} else {
+		out.Answer = richBlock(locals, hits, q).Answer
+	}
+	out.Answered = out.Answer != nil
+	body := marshal(out)
+	if len(hits) > 0 {
+		s.archive.put(key, body, s.cfg.Now().Add(s.cfg.Archive))
+	}
+	s.write(w, metering.KindAnswer, metering.CacheMiss, in, outTok, body)
+}
+
+func sources(ps []cellsearch.Passage) []cellsearch.Link {
+	var out []cellsearch.Link
+	seen := map[string]bool{}
+	for _, p := range ps {
+		if !seen[p.URL] {
+			seen[p.URL] = true
+			out = append(out, cellsearch.Link{Title: p.Title, URL: p.URL})
+		}
+	}
+	return out
+}
+
+// marshal is v as JSON without escaping the snippets' marks (<b>).
+func marshal(v any) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// write answers body with the call's usage report.
+func (s *server) write(w http.ResponseWriter, kind, cache string, in, out int, body []byte) {
+	u := metering.Usage{Kind: kind, Engine: EngineIndex, Cache: cache, InTokens: in, OutTokens: out, Boxes: []string{EngineIndex}}
+	h := w.Header()
+	h.Set(metering.Header, u.String())
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(body)
+	w.Write([]byte("\n"))
+}
+
+func (s *server) unavailable(w http.ResponseWriter, err error) {
+	s.cfg.Logger.Warn("search: no cell answered", "err", err)
+	httpjson.Error(w, http.StatusServiceUnavailable, "cell_unavailable", "no cell of this region could answer the search; nothing was charged, repeat it in a few seconds")
+}
+
+// gather asks every live cell; it fails only when none answers.
+func (s *server) gather(ctx context.Context, r *http.Request, q string, o cellsearch.Options) ([]*cellsearch.Local, error) {
+	cells := s.cfg.Cells()
+	if len(cells) == 0 {
+		return nil, fmt.Errorf("no live cell")
+	}
+	v := url.Values{"q": {q}, "n": {fmt.Sprint(o.N)}}
+	for name, on := range map[string]bool{"rich": o.Rich, "spell": o.Spell, "passages": o.Passages} {
+		if on {
+			v.Set(name, "1")
+		}
+	}
+	account := s.cfg.Account(r)
+	out := make([]*cellsearch.Local, len(cells))
+	errs := make([]error, len(cells))
+	var wg sync.WaitGroup
+	for i, c := range cells {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = s.ask(ctx, c, v, account)
+		}()
+	}
+	wg.Wait()
+	var got []*cellsearch.Local
+	var firstErr error
+	for i := range out {
+		if errs[i] != nil {
+			s.cfg.Logger.Warn("search: a cell did not answer; its pages are missing from this answer", "cell", cells[i].Name, "err", errs[i])
+			firstErr = cmpErr(firstErr, errs[i])
+			continue
+		}
+		got = append(got, out[i])
+	}
+	if len(got) == 0 {
+		return nil, firstErr
+	}
+	return got, nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// ask sends one cell the query, signed, and checks its signed answer.
+func (s *server) ask(ctx context.Context, c members.Meta, v url.Values, account string) (*cellsearch.Local, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.API+cellsearch.LocalPath+"?"+v.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	nonce := s.cfg.Keys.Sign(req, regionauth.Claims{Account: account, Private: s.cfg.Private}, s.cfg.Now())
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if !s.cfg.Keys.VerifyAnswer(nonce, resp.StatusCode, resp.Header.Get(metering.Header), resp.Header.Get(regionauth.HeaderUsageSig)) {
+		return nil, fmt.Errorf("cell %s: answer not signed with the region's key", c.Name)
+	}
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("cell %s: %d %s", c.Name, resp.StatusCode, b)
+	}
+	var l cellsearch.Local
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(&l); err != nil {
+		return nil, fmt.Errorf("cell %s: %w", c.Name, err)
+	}
+	return &l, nil
+}
+
+// merge is the cells' results by score, near-duplicates collapsed, the
+// best n.
+func merge(locals []*cellsearch.Local, n int) []cellsearch.Hit {
+	var all []cellsearch.Hit
+	for _, l := range locals {
+		all = append(all, l.Results...)
+	}
+	sort.SliceStable(all, func(i, j int) bool {
+		if all[i].Score != all[j].Score {
+			return all[i].Score > all[j].Score
+		}
+		return all[i].URL < all[j].URL
+	})
+	all = cellsearch.Collapse(all)
+	if len(all) > n {
+		all = all[:n]
+	}
+	return all
+}
+
+// bestCorrection is the correction the most attested across cells.
+func bestCorrection(locals []*cellsearch.Local) *cellsearch.Correction {
+	var best *cellsearch.Correction
+	for _, l := range locals {
+		if c := l.Correction; c != nil && (best == nil || c.Freq > best.Freq) {
+			best = c
+		}
+	}
+	return best
+}
+
+// passages are the cells' passages of the merged results, ranked by their
+// result's place in the merged list.
+func passages(locals []*cellsearch.Local, hits []cellsearch.Hit) []cellsearch.Passage {
+	rank := map[string]int{}
+	for i, h := range hits {
+		rank[h.URL] = i
+	}
+	var ps []cellsearch.Passage
+	for _, l := range locals {
+		for _, p := range l.Passages {
+			if i, ok := rank[p.URL]; ok {
+				p.Rank = i
+				ps = append(ps, p)
+			}
+		}
+	}
+	cellsearch.SortPassages(ps)
+	return ps
+}
+
+// richBlock builds the rich block from the cells' parts: entity and
+// follow-up questions from the cell holding the best result, related
+// queries from all, news, videos and discussions from the results' types,
+// and the quoted answer when one is confident.
+func richBlock(locals []*cellsearch.Local, hits []cellsearch.Hit, q string) *cellsearch.Rich {
+	rb := &cellsearch.Rich{}
+	if len(hits) == 0 {
+		return rb
+	}
+	top := hits[0].URL
+	seen := map[string]bool{}
+	for _, l := range locals {
+		if l.Rich == nil {
+			continue
+		}
+		if len(l.Results) > 0 && l.Results[0].URL == top {
+			rb.Entity = l.Rich.Entity
+			rb.FollowUpQuestions = l.Rich.FollowUpQuestions
+		}
+		for _, rq := range l.Rich.RelatedQueries {
+			if !seen[rq] && len(rb.RelatedQueries) < 8 {
+				seen[rq] = true
+				rb.RelatedQueries = append(rb.RelatedQueries, rq)
+			}
+		}
+	}
+	for _, h := range hits {
+		link := cellsearch.Link{Title: h.Title, URL: h.URL}
+		switch cellsearch.Kind(h.Type) {
+		case "news":
+			rb.News = append(rb.News, link)
+		case "videos":
+			rb.Videos = append(rb.Videos, link)
+		case "discussions":
+			rb.Discussions = append(rb.Discussions, link)
+		}
+	}
+	rb.Answer = cellsearch.Quote(passages(locals, hits))
+	return rb
+}
+
+// lru is the archive of results: a query's answer body until it expires.
+type lru struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List
+	items map[string]*list.Element
+}
+
+type entry struct {
+	key     string
+	body    []byte
+	expires time.Time
+}
+
+func newLRU(n int) *lru { return &lru{max: n, order: list.New(), items: map[string]*list.Element{}} }
+
+func (c *lru) get(key string, now time.Time) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.items[key]
+	if !ok {
+		return nil, false
+	}
+	en := e.Value.(*entry)
+	if now.After(en.expires) {
+		c.order.Remove(e)
+		delete(c.items, key)
+		return nil, false
+	}
+	c.order.MoveToFront(e)
+	return en.body, true
+}
+
+func (c *lru) put(key string, body []byte, expires time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[key]; ok {
+		e.Value = &entry{key, body, expires}
+		c.order.MoveToFront(e)
+		return
+	}
+	c.items[key] = c.order.PushFront(&entry{key, body, expires})
+	for c.order.Len() > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.items, last.Value.(*entry).key)
+	}
+}

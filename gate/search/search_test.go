@@ -1,0 +1,57 @@
+package search
+
+import (
+	"net/url"
+	"testing"
+
+	cellsearch "github.com/trawlhq/trawl/cell/search"
+)
+
+func TestMergeByScoreAcrossCells(t *testing.T) {
+	a := &cellsearch.Local{Results: []cellsearch.Hit{{URL: "a1", Score: 3, Sim: 0xff}, {URL: "a2", Score: 1, Sim: 0xf0f0}}}
+	b := &cellsearch.Local{Results: []cellsearch.Hit{{URL: "b1", Score: 2, Sim: 0xff00ff00}, {URL: "b-copy-of-a1", Score: 2.5, Sim: 0xfe}}}
+	got := merge([]*cellsearch.Local{a, b}, 10)
+	var urls []string
+	for _, h := range got {
+		urls = append(urls, h.URL)
+	}
+	want := []string{"a1", "b1", "a2"} // b's copy of a1 collapsed into it
+	if len(urls) != len(want) {
+		t.Fatalf("%q, want %q", urls, want)
+	}
+	for i := range want {
+		if urls[i] != want[i] {
+			t.Fatalf("%q, want %q", urls, want)
+		}
+	}
+	if got := merge([]*cellsearch.Local{a, b}, 1); len(got) != 1 {
+		t.Errorf("cut to n: %d", len(got))
+	}
+}
+
+func TestBestCorrectionIsTheMostAttested(t *testing.T) {
+	ls := []*cellsearch.Local{
+		{Correction: &cellsearch.Correction{Query: "cat", Freq: 3}},
+		{},
+		{Correction: &cellsearch.Correction{Query: "car", Freq: 9}},
+	}
+	if c := bestCorrection(ls); c == nil || c.Query != "car" {
+		t.Errorf("%+v", c)
+	}
+	if c := bestCorrection([]*cellsearch.Local{{}}); c != nil {
+		t.Errorf("%+v", c)
+	}
+}
+
+func TestFlag(t *testing.T) {
+	for _, c := range []struct {
+		v    string
+		want bool
+		ok   bool
+	}{{"", true, true}, {"0", false, true}, {"1", true, true}, {"yes", false, false}} {
+		got, err := flag(url.Values{"deep": {c.v}}, "deep", true)
+		if (err == nil) != c.ok || (c.ok && got != c.want) {
+			t.Errorf("%q: %v %v", c.v, got, err)
+		}
+	}
+}
