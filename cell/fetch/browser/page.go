@@ -247,19 +247,8 @@ func (p *Pool) runOn(ctx context.Context, inst *instance, sess *Session, spec *p
 	bctx = c
 	mu.Unlock()
 	defer p.closeContext(inst, c)
-	if pctx.Err() != nil {
-		return p.pageError(ctx, pctx, inst, "new context", pctx.Err())
-	}
-	c.SetDefaultTimeout(msUntil(pctx))
-	c.SetDefaultNavigationTimeout(msUntil(pctx))
-	if len(spec.cookies) > 0 {
-		if err := c.AddCookies(spec.cookies); err != nil {
-			// The browser's message may quote the cookie: not passed on.
-			if crashed, e := p.pageError(ctx, pctx, inst, "set cookies", err); crashed || pctx.Err() != nil {
-				return crashed, e
-			}
-			return false, fmt.Errorf("%w: the browser refused a cookie (check its name, domain and path)", ErrOptions)
-		}
+	if crashed, err := p.prepareContext(ctx, pctx, inst, c, spec); err != nil {
+		return crashed, err
 	}
 	page, err := c.NewPage()
 	if err != nil {
@@ -277,6 +266,27 @@ func (p *Pool) runOn(ctx context.Context, inst *instance, sess *Session, spec *p
 // longer than CloseGrace.
 func (p *Pool) closeContext(inst *instance, c playwright.BrowserContext) {
 	p.closeWithin(inst, "a context did not close", func() { c.Close() })
+}
+
+// prepareContext gives a new context the page deadline and the request's
+// cookies; an error is what the request answers (crashed: the browser
+// died).
+func (p *Pool) prepareContext(ctx, pctx context.Context, inst *instance, c playwright.BrowserContext, spec *pageSpec) (bool, error) {
+	if pctx.Err() != nil {
+		return p.pageError(ctx, pctx, inst, "new context", pctx.Err())
+	}
+	c.SetDefaultTimeout(msUntil(pctx))
+	c.SetDefaultNavigationTimeout(msUntil(pctx))
+	if len(spec.cookies) > 0 {
+		if err := c.AddCookies(spec.cookies); err != nil {
+			// The browser's message may quote the cookie: not passed on.
+			if crashed, e := p.pageError(ctx, pctx, inst, "set cookies", err); crashed || pctx.Err() != nil {
+				return crashed, e
+			}
+			return false, fmt.Errorf("%w: the browser refused a cookie (check its name, domain and path)", ErrOptions)
+		}
+	}
+	return false, nil
 }
 
 // closeWithin runs closeFn, killing the browser (why) if it takes longer

@@ -3,7 +3,6 @@ package browser
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -204,18 +203,8 @@ func (p *Pool) runInSession(ctx context.Context, inst *instance, sess *Session, 
 			sess.forget(p)
 		}
 	}()
-	if pctx.Err() != nil {
-		return p.pageError(ctx, pctx, inst, "new context", pctx.Err())
-	}
-	c.SetDefaultTimeout(msUntil(pctx))
-	c.SetDefaultNavigationTimeout(msUntil(pctx))
-	if len(spec.cookies) > 0 {
-		if err := c.AddCookies(spec.cookies); err != nil {
-			if crashed, e := p.pageError(ctx, pctx, inst, "set cookies", err); crashed || pctx.Err() != nil {
-				return crashed, e
-			}
-			return false, fmt.Errorf("%w: the browser refused a cookie (check its name, domain and path)", ErrOptions)
-		}
+	if crashed, err := p.prepareContext(ctx, pctx, inst, c, spec); err != nil {
+		return crashed, err
 	}
 	pg, err := c.NewPage()
 	if err != nil {
