@@ -348,7 +348,10 @@ func (p *Pool) browserDied(inst *instance, err error) bool {
 	p.mu.Lock()
 	d := p.drv
 	p.mu.Unlock()
-	if d == nil || d.exited() {
+	// "Connection closed" is the driver's death itself; a shared driver
+	// may already have been replaced by the time the error arrives, so the
+	// old one's exit is not the test.
+	if d == nil || d.exited() || strings.Contains(strings.ToLower(err.Error()), "connection closed") {
 		wait = 15 * time.Second
 	}
 	t := time.NewTimer(wait)
