@@ -15,6 +15,7 @@ import (
 	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/monid"
+	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -97,7 +98,7 @@ func (c *Cell) handleMonitorCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cell) handleMonitorList(w http.ResponseWriter, r *http.Request) {
-	l, err := c.monitors.List(accountOf(r))
+	l, err := c.monitors.List(r.Context(), accountOf(r))
 	if err != nil {
 		writeMonitorError(w, err)
 		return
@@ -106,7 +107,7 @@ func (c *Cell) handleMonitorList(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cell) handleMonitorGet(w http.ResponseWriter, r *http.Request) {
-	v, err := c.monitors.Get(accountOf(r), r.PathValue("id"))
+	v, err := c.monitors.Get(r.Context(), accountOf(r), r.PathValue("id"))
 	if err != nil {
 		writeMonitorError(w, err)
 		return
@@ -116,7 +117,7 @@ func (c *Cell) handleMonitorGet(w http.ResponseWriter, r *http.Request) {
 
 func (c *Cell) handleMonitorPatch(w http.ResponseWriter, r *http.Request) {
 	// An id that is not ours is 404 before the body is looked at.
-	if _, err := c.monitors.Get(accountOf(r), r.PathValue("id")); err != nil {
+	if _, err := c.monitors.Get(r.Context(), accountOf(r), r.PathValue("id")); err != nil {
 		writeMonitorError(w, err)
 		return
 	}
@@ -135,7 +136,7 @@ func (c *Cell) handleMonitorPatch(w http.ResponseWriter, r *http.Request) {
 
 func (c *Cell) handleMonitorDelete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if err := c.monitors.Delete(accountOf(r), id); err != nil {
+	if err := c.monitors.Delete(r.Context(), accountOf(r), id); err != nil {
 		writeMonitorError(w, err)
 		return
 	}
@@ -154,7 +155,7 @@ func (c *Cell) handleMonitorEvents(w http.ResponseWriter, r *http.Request) {
 		writeMonitorError(w, err)
 		return
 	}
-	evs, err := c.monitors.Events(accountOf(r), r.PathValue("id"), since, limit)
+	evs, err := c.monitors.Events(r.Context(), accountOf(r), r.PathValue("id"), since, limit)
 	if err != nil {
 		writeMonitorError(w, err)
 		return
@@ -163,7 +164,7 @@ func (c *Cell) handleMonitorEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Cell) handleMonitorVersion(w http.ResponseWriter, r *http.Request) {
-	md, err := c.monitors.Version(accountOf(r), r.PathValue("id"), r.PathValue("version"))
+	md, err := c.monitors.Version(r.Context(), accountOf(r), r.PathValue("id"), r.PathValue("version"))
 	if err != nil {
 		writeMonitorError(w, err)
 		return
@@ -184,7 +185,7 @@ func (c *Cell) handleMonitorCharges(w http.ResponseWriter, r *http.Request) {
 		writeError(w, notTheGate)
 		return
 	}
-	cs, err := c.monitors.Charges(500)
+	cs, err := c.monitors.Charges(r.Context(), 500)
 	if err != nil {
 		writeMonitorError(w, err)
 		return
@@ -207,7 +208,7 @@ func (c *Cell) handleMonitorChargesAck(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	n, err := c.monitors.AckCharges(req.IDs)
+	n, err := c.monitors.AckCharges(r.Context(), req.IDs)
 	if err != nil {
 		writeMonitorError(w, err)
 		return
@@ -227,6 +228,12 @@ func withMonitorID(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func writeMonitorError(w http.ResponseWriter, err error) {
+	if errors.Is(err, monstore.ErrNoGate) {
+		w.Header().Set("Retry-After", "5")
+		httpjson.Error(w, http.StatusServiceUnavailable, "store_unavailable",
+			"the region's monitor store is not reachable right now; nothing was changed, repeat the request in a few seconds")
+		return
+	}
 	var me *monitor.Error
 	if errors.As(err, &me) {
 		if me.Status == http.StatusServiceUnavailable {

@@ -14,6 +14,7 @@ import (
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
 )
@@ -63,7 +64,10 @@ func (rt *Runtime) collectMonitorCharges(ctx context.Context) {
 // charged. Tests call it instead of waiting for the ticker.
 func (rt *Runtime) CollectMonitorCharges(ctx context.Context) (int, error) {
 	var errs []error
-	n := 0
+	n, err := rt.collectStored(ctx)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("monitor store: %w", err))
+	}
 	for _, c := range rt.Cells() {
 		k, err := rt.collectFrom(ctx, c.API)
 		n += k
@@ -100,6 +104,37 @@ func (rt *Runtime) collectFrom(ctx context.Context, addr string) (int, error) {
 	}
 	body, _ := json.Marshal(map[string][]string{"ids": done})
 	return n, rt.cellCall(ctx, http.MethodPost, "http://"+addr+"/monitor-charges/ack", body, nil)
+}
+
+// collectStored charges the charges in the region's monitor store (where
+// the cells write them) and removes them.
+func (rt *Runtime) collectStored(ctx context.Context) (int, error) {
+	var list []monitorCharge
+	var keys [][]byte
+	err := rt.st.Scan([]byte(monstore.ChargePrefix), nil, func(k, v []byte) (bool, error) {
+		var c monitorCharge
+		if err := json.Unmarshal(v, &c); err != nil {
+			return false, err
+		}
+		list, keys = append(list, c), append(keys, append([]byte{}, k...))
+		return len(list) < 500, nil
+	})
+	if err != nil || len(list) == 0 {
+		return 0, err
+	}
+	n := 0
+	b := &monstore.Batch{Sync: true}
+	for i := range list {
+		charged, err := rt.chargeMonitor(ctx, &list[i])
+		if err != nil {
+			rt.cfg.Logger.Warn("monitor charges: not charged", "charge", list[i].ID, "account", list[i].Account, "err", err)
+		}
+		if charged {
+			n++
+		}
+		b.Delete(keys[i])
+	}
+	return n, rt.monitors.local.Apply(ctx, b)
 }
 
 func monitorChargeKey(id string) []byte { return []byte(store.PrefixMonitorCharges + id) }

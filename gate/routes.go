@@ -38,7 +38,8 @@ func (rt *Runtime) Handler() http.Handler {
 				return nil
 			},
 		}),
-		"billing": billing.NewHandler(rt.billing),
+		"billing":  billing.NewHandler(rt.billing),
+		"monstore": rt.monitors.server,
 		"search": search.Handler(search.Config{
 			Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 			Account: func(r *http.Request) string {

@@ -69,7 +69,10 @@ type Config struct {
 	// Mailer sends sign-up verification mail; nil logs each mail instead
 	// (development: the link is in the log).
 	Mailer signup.Mailer
-	Now    func() time.Time
+	// WebhookRetries is the retry ladder of monitor webhooks, which the
+	// gate sends from the region's monitor store (default: hosted-api §6).
+	WebhookRetries []time.Duration
+	Now            func() time.Time
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
 }
@@ -138,6 +141,7 @@ type Runtime struct {
 	forwarded *regionauth.Verifier
 	gauges    metric.Registration // the runtime's observable gauges
 	ready     atomic.Bool         // the replica has caught up once since start
+	monitors  *monitorStore       // the region's monitor store (gate/monitorstore.go)
 	readyAt   atomic.Uint64       // the commit index to reach: the first one seen with a leader
 	stop      context.CancelFunc
 	bg        sync.WaitGroup // maintenance and pruning
@@ -260,6 +264,9 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	rt.signup = signup.New(signup.Config{Billing: rt.billing, Mailer: mailer, BaseURL: cfg.PublicURL, TokenSecret: mac.Sum(nil)})
 	ctx, cancel := context.WithCancel(context.Background())
 	rt.stop = cancel
+	if err := rt.startMonitorStore(ctx); err != nil {
+		return nil, err
+	}
 	rt.bg.Add(4)
 	go func() {
 		defer rt.bg.Done()

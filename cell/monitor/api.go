@@ -1,6 +1,7 @@
 package monitor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,11 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"crypto/sha256"
+	"encoding/hex"
+
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
 	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/monid"
-	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/monstore"
 )
 
 // Notify is where confirmed changes go.
@@ -69,6 +73,8 @@ type Monitor struct {
 	Fails       int           `json:"fails,omitempty"`
 	Pending     *Pending      `json:"pending,omitempty"`
 	LastEvent   int64         `json:"last_event,omitempty"`
+	// Claim is the cell checking it now (internal/monstore).
+	Claim *monstore.Claim `json:"claim,omitempty"`
 }
 
 // Pending is a change seen and not yet confirmed.
@@ -143,20 +149,39 @@ func (m *Monitor) view(created bool) *View {
 	return v
 }
 
-// Keys under store.PrefixMonitor.
-func recordKey(id string) []byte { return []byte(store.PrefixMonitor + "m/" + id) }
+// Keys of the region's monitor store (internal/monstore).
+func recordKey(id string) []byte { return monstore.RecordKey(id) }
 func versionKey(id, v string) []byte {
-	return []byte(store.PrefixMonitor + "v/" + id + "/" + v)
+	return []byte(monstore.VersionPrefix + id + "/" + v)
 }
-func eventPrefix(id string) []byte { return []byte(store.PrefixMonitor + "e/" + id + "/") }
-func eventKey(id string, n int64) []byte {
-	return fmt.Appendf(eventPrefix(id), "%016d", n)
-}
-func monitorPrefix(id string, kind string) []byte {
-	return []byte(store.PrefixMonitor + kind + "/" + id + "/")
+func eventPrefix(id string) []byte         { return []byte(monstore.EventPrefix + id + "/") }
+func eventKey(id string, n int64) []byte   { return monstore.EventKey(id, n) }
+func accountPrefix(account string) []byte  { return []byte(monstore.AccountPrefix + account + "/") }
+func accountKey(account, id string) []byte { return append(accountPrefix(account), id...) }
+func hostPrefix(host string) []byte        { return []byte(monstore.HostPrefix + host + "/") }
+func hostKey(host, id string) []byte       { return append(hostPrefix(host), id...) }
+func hookKey(delivery string) []byte       { return []byte(monstore.HookPrefix + delivery) }
+func sameKey(account, u, watch string) []byte {
+	sum := sha256.Sum256([]byte(u + "\n" + watch))
+	return []byte(monstore.SamePrefix + account + "/" + hex.EncodeToString(sum[:12]))
 }
 
-var allRecords = []byte(store.PrefixMonitor + "m/")
+// fast is whether a monitor counts against the limit of monitors checked
+// more often than hourly.
+func (m *Monitor) fast() bool { return m.EveryD < time.Hour && !m.Paused }
+
+// accountEntry is the value of an account index key.
+type accountEntry struct {
+	Fast bool `json:"fast,omitempty"`
+}
+
+func (m *Monitor) accountEntry() []byte {
+	b, _ := json.Marshal(accountEntry{Fast: m.fast()})
+	return b
+}
+
+// retries bounds the read-modify-write loops that meet a conflict.
+const retries = 8
 
 // parseEvery reads `every`: the spec's values and any Go duration.
 func (s *Service) parseEvery(e string) (time.Duration, error) {
@@ -298,24 +323,17 @@ func (s *Service) Create(ctx context.Context, account string, req *Request) (*Vi
 		m.Region = *req.Region
 	}
 	// The same url and watch: the existing monitor.
-	all, err := s.records()
+	same := sameKey(account, m.URL, m.Watch)
+	if v, err := s.sameMonitor(ctx, account, same); v != nil || err != nil {
+		return v, err
+	}
+	mine, fast, err := s.counts(ctx, account, "")
 	if err != nil {
 		return nil, err
 	}
-	var mine, fast, onHost int
-	for _, o := range all {
-		if o.Account == account {
-			if o.URL == m.URL && o.Watch == m.Watch {
-				return o.view(false), nil
-			}
-			mine++
-			if o.EveryD < time.Hour && !o.Paused {
-				fast++
-			}
-		}
-		if o.Host == m.Host {
-			onHost++
-		}
+	onHost := 0
+	if err := s.st.Scan(ctx, hostPrefix(m.Host), nil, func(_, _ []byte) (bool, error) { onHost++; return true, nil }); err != nil {
+		return nil, err
 	}
 	switch {
 	case mine >= s.cfg.Limits.Account:
@@ -333,24 +351,103 @@ func (s *Service) Create(ctx context.Context, account string, req *Request) (*Vi
 		m.Conditions = conds
 	}
 	now := s.cfg.Now()
-	m.ID = monid.New(s.cfg.Region, s.cfg.Cell)
+	m.ID = monid.New(s.cfg.Region)
 	m.CreatedAt = now.UTC()
 	m.NextAt = now // the baseline: the next tick
-	if err := s.put(m); err != nil {
+	rec, err := json.Marshal(m)
+	if err != nil {
 		return nil, err
+	}
+	b := &monstore.Batch{Sync: true, Slot: s.slot("add", m)}
+	b.Require(same, nil)
+	b.Set(recordKey(m.ID), rec)
+	b.Set(accountKey(account, m.ID), m.accountEntry())
+	b.Set(hostKey(m.Host, m.ID), nil)
+	b.Set(same, []byte(m.ID))
+	switch err := s.st.Apply(ctx, b); {
+	case errors.Is(err, monstore.ErrConflict):
+		// Created meanwhile, by another request (at another cell).
+		if v, err := s.sameMonitor(ctx, account, same); v != nil || err != nil {
+			return v, err
+		}
+		return nil, err
+	case err != nil:
+		return nil, storeError(err)
 	}
 	s.Kick()
 	return m.view(true), nil
 }
 
+// slot is the account-wide limits' change that a write of m makes.
+func (s *Service) slot(op string, m *Monitor) *monstore.Slot {
+	l := s.cfg.Limits
+	return &monstore.Slot{Op: op, Monitor: m.ID, Account: m.Account, Host: m.Host, Fast: m.fast(),
+		Limits: monstore.Limits{Account: l.Account, Fast: l.Fast, Host: l.Host}}
+}
+
+// storeError turns the account-wide limits' refusal into the spec's 429.
+func storeError(err error) error {
+	var le *monstore.LimitError
+	if errors.As(err, &le) {
+		return limitError(le.Message)
+	}
+	return err
+}
+
+// sameMonitor returns the account's monitor that key names, if any.
+func (s *Service) sameMonitor(ctx context.Context, account string, key []byte) (*View, error) {
+	id, err := s.st.Get(ctx, key)
+	if errors.Is(err, monstore.ErrNotFound) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	m, _, err := s.owned(ctx, account, string(id))
+	if errors.Is(err, ErrNoMonitor) {
+		return nil, nil // deleted meanwhile
+	} else if err != nil {
+		return nil, err
+	}
+	return m.view(false), nil
+}
+
+// counts returns how many monitors account has and how many of them are
+// fast, leaving out except.
+func (s *Service) counts(ctx context.Context, account, except string) (all, fast int, err error) {
+	p := accountPrefix(account)
+	err = s.st.Scan(ctx, p, nil, func(k, v []byte) (bool, error) {
+		if string(k[len(p):]) == except {
+			return true, nil
+		}
+		var e accountEntry
+		json.Unmarshal(v, &e)
+		all++
+		if e.Fast {
+			fast++
+		}
+		return true, nil
+	})
+	return all, fast, err
+}
+
 // List returns account's monitors, newest first.
-func (s *Service) List(account string) ([]*View, error) {
-	all, err := s.records()
-	if err != nil {
+func (s *Service) List(ctx context.Context, account string) ([]*View, error) {
+	var ids []string
+	p := accountPrefix(account)
+	if err := s.st.Scan(ctx, p, nil, func(k, _ []byte) (bool, error) {
+		ids = append(ids, string(k[len(p):]))
+		return true, nil
+	}); err != nil {
 		return nil, err
 	}
 	var mine []*Monitor
-	for _, m := range all {
+	for _, id := range ids {
+		m, _, err := s.get(ctx, id)
+		if errors.Is(err, monstore.ErrNotFound) {
+			continue // deleted meanwhile
+		} else if err != nil {
+			return nil, err
+		}
 		if m.Account == account {
 			mine = append(mine, m)
 		}
@@ -369,8 +466,8 @@ func (s *Service) List(account string) ([]*View, error) {
 }
 
 // Get returns account's monitor id.
-func (s *Service) Get(account, id string) (*View, error) {
-	m, err := s.owned(account, id)
+func (s *Service) Get(ctx context.Context, account, id string) (*View, error) {
+	m, _, err := s.owned(ctx, account, id)
 	if err != nil {
 		return nil, err
 	}
@@ -418,88 +515,102 @@ func (s *Service) Patch(ctx context.Context, account, id string, req *Request) (
 			}
 		}
 	}
-	unlock := s.lock(id)
-	defer unlock()
-	m, err := s.owned(account, id)
-	if err != nil {
-		return nil, err
-	}
-	becomesFast := (req.Every != nil && everyD < time.Hour && (m.EveryD >= time.Hour || m.Paused)) ||
-		(req.Paused != nil && !*req.Paused && m.Paused && m.EveryD < time.Hour && req.Every == nil)
-	if becomesFast {
-		all, err := s.records()
+	for range retries {
+		m, raw, err := s.owned(ctx, account, id)
 		if err != nil {
 			return nil, err
 		}
-		fast := 0
-		for _, o := range all {
-			if o.Account == account && o.ID != id && o.EveryD < time.Hour && !o.Paused {
-				fast++
+		wasFast, oldSame := m.fast(), sameKey(account, m.URL, m.Watch)
+		becomesFast := (req.Every != nil && everyD < time.Hour && (m.EveryD >= time.Hour || m.Paused)) ||
+			(req.Paused != nil && !*req.Paused && m.Paused && m.EveryD < time.Hour && req.Every == nil)
+		if becomesFast {
+			_, fast, err := s.counts(ctx, account, id)
+			if err != nil {
+				return nil, err
+			}
+			if fast >= s.cfg.Limits.Fast {
+				return nil, limitError(fmt.Sprintf("at most %d running monitors checked more often than every 1h per account", s.cfg.Limits.Fast))
 			}
 		}
-		if fast >= s.cfg.Limits.Fast {
-			return nil, limitError(fmt.Sprintf("at most %d running monitors checked more often than every 1h per account", s.cfg.Limits.Fast))
+		now := s.cfg.Now()
+		if req.Watch != nil {
+			m.Watch, m.Conditions = strings.TrimSpace(*req.Watch), conds
 		}
-	}
-	now := s.cfg.Now()
-	if req.Watch != nil {
-		m.Watch, m.Conditions = strings.TrimSpace(*req.Watch), conds
-	}
-	if req.Every != nil {
-		m.Every, m.EveryD, m.Interval = *req.Every, everyD, everyD
-		if next := now.Add(everyD); m.NextAt.After(next) {
-			m.NextAt = next
+		if req.Every != nil {
+			m.Every, m.EveryD, m.Interval = *req.Every, everyD, everyD
+			if next := now.Add(everyD); m.NextAt.After(next) {
+				m.NextAt = next
+			}
 		}
-	}
-	if req.Notify != nil {
-		m.Notify = *req.Notify
-	}
-	if req.Schema != nil {
-		m.Schema = schema
-	}
-	if req.Name != nil {
-		m.Name = *req.Name
-	}
-	if req.Paused != nil && *req.Paused != m.Paused {
-		m.Paused = *req.Paused
-		if !m.Paused {
-			m.NextAt = now // checked again at once; a new window is billed
+		if req.Notify != nil {
+			m.Notify = *req.Notify
 		}
+		if req.Schema != nil {
+			m.Schema = schema
+		}
+		if req.Name != nil {
+			m.Name = *req.Name
+		}
+		if req.Paused != nil && *req.Paused != m.Paused {
+			m.Paused = *req.Paused
+			if !m.Paused {
+				m.NextAt = now // checked again at once; a new window is billed
+			}
+		}
+		rec, err := json.Marshal(m)
+		if err != nil {
+			return nil, err
+		}
+		b := &monstore.Batch{Sync: true}
+		if m.fast() != wasFast {
+			b.Slot = s.slot("set", m)
+		}
+		b.Require(recordKey(id), raw)
+		b.Set(recordKey(id), rec)
+		b.Set(accountKey(account, id), m.accountEntry())
+		if newSame := sameKey(account, m.URL, m.Watch); !bytes.Equal(newSame, oldSame) {
+			b.Delete(oldSame)
+			b.Set(newSame, []byte(id))
+		}
+		err = s.st.Apply(ctx, b)
+		if errors.Is(err, monstore.ErrConflict) {
+			continue // a check or another patch wrote it meanwhile: again
+		} else if err != nil {
+			return nil, storeError(err)
+		}
+		s.Kick()
+		return m.view(false), nil
 	}
-	if err := s.put(m); err != nil {
-		return nil, err
-	}
-	s.Kick()
-	return m.view(false), nil
+	return nil, ErrBusy
 }
 
 // Delete removes account's monitor with its versions and timeline.
-func (s *Service) Delete(account, id string) error {
-	unlock := s.lock(id)
-	defer unlock()
-	if _, err := s.owned(account, id); err != nil {
+func (s *Service) Delete(ctx context.Context, account, id string) error {
+	m, _, err := s.owned(ctx, account, id)
+	if err != nil {
 		return err
 	}
-	b := s.st.NewBatch()
+	b := &monstore.Batch{Sync: true, Slot: s.slot("remove", m)}
 	b.Delete(recordKey(id))
-	for _, p := range [][]byte{monitorPrefix(id, "v"), monitorPrefix(id, "e")} {
-		if err := b.DeleteRange(p, store.PrefixEnd(p)); err != nil {
-			b.Discard()
-			return err
-		}
+	b.Delete(accountKey(account, id))
+	b.Delete(hostKey(m.Host, id))
+	same := sameKey(account, m.URL, m.Watch)
+	if v, err := s.st.Get(ctx, same); err == nil && string(v) == id {
+		b.Delete(same)
 	}
-	return b.Commit(store.Sync)
+	b.DeletePrefix([]byte(monstore.VersionPrefix + id + "/"))
+	b.DeletePrefix(eventPrefix(id))
+	return storeError(s.st.Apply(ctx, b))
 }
 
 // Events returns account's monitor's timeline, oldest first, from since
 // (zero: the beginning), at most limit events.
-func (s *Service) Events(account, id string, since time.Time, limit int) ([]*Event, error) {
-	if _, err := s.owned(account, id); err != nil {
+func (s *Service) Events(ctx context.Context, account, id string, since time.Time, limit int) ([]*Event, error) {
+	if _, _, err := s.owned(ctx, account, id); err != nil {
 		return nil, err
 	}
-	pending := s.pendingDeliveries()
 	out := []*Event{}
-	err := s.st.Scan(eventPrefix(id), nil, func(_, v []byte) (bool, error) {
+	err := s.st.Scan(ctx, eventPrefix(id), nil, func(_, v []byte) (bool, error) {
 		var e Event
 		if err := json.Unmarshal(v, &e); err != nil {
 			return false, err
@@ -507,32 +618,33 @@ func (s *Service) Events(account, id string, since time.Time, limit int) ([]*Eve
 		if !since.IsZero() && e.time().Before(since) {
 			return true, nil
 		}
-		if e.Delivery != nil && e.Delivery.Webhook != nil && !e.Delivery.Done {
-			if d, ok := pending[deliveryID(id, e.ID)]; ok {
-				e.Delivery.Webhook.Attempts = d.Attempts
-				if d.Attempts > 0 {
-					e.Delivery.Webhook.Status = "retrying"
-					e.Delivery.Webhook.At = d.NextAt.UTC().Format(time.RFC3339)
-					e.Delivery.Webhook.Code = d.LastStatus
-				}
-			}
-		}
 		out = append(out, &e)
 		return len(out) < limit, nil
 	})
-	return out, err
-}
-
-func (s *Service) pendingDeliveries() map[string]webhook.Delivery {
-	m := map[string]webhook.Delivery{}
-	ds, err := s.hooks.Pending()
 	if err != nil {
-		return m
+		return nil, err
 	}
-	for _, d := range ds {
-		m[d.ID] = d
+	// A delivery in progress: its attempts so far.
+	for _, e := range out {
+		if e.Delivery == nil || e.Delivery.Webhook == nil || e.Delivery.Done {
+			continue
+		}
+		raw, err := s.st.Get(ctx, hookKey(deliveryID(id, e.ID)))
+		if err != nil {
+			continue
+		}
+		var d webhook.Delivery
+		if json.Unmarshal(raw, &d) != nil {
+			continue
+		}
+		e.Delivery.Webhook.Attempts = d.Attempts
+		if d.Attempts > 0 {
+			e.Delivery.Webhook.Status = "retrying"
+			e.Delivery.Webhook.At = d.NextAt.UTC().Format(time.RFC3339)
+			e.Delivery.Webhook.Code = d.LastStatus
+		}
 	}
-	return m
+	return out, nil
 }
 
 // ParseSince reads the events call's since: ISO 8601 or unix seconds.
@@ -564,58 +676,38 @@ func ParseLimit(v string) (int, error) {
 }
 
 // Version returns the page of account's monitor at version, as Markdown.
-func (s *Service) Version(account, id, version string) (string, error) {
-	if _, err := s.owned(account, id); err != nil {
+func (s *Service) Version(ctx context.Context, account, id, version string) (string, error) {
+	if _, _, err := s.owned(ctx, account, id); err != nil {
 		return "", err
 	}
 	if version == "" || strings.ContainsAny(version, "/\x00") {
 		return "", ErrNoVersion
 	}
-	v, err := s.st.Get(versionKey(id, version))
-	if errors.Is(err, store.ErrNotFound) {
+	v, err := s.st.Get(ctx, versionKey(id, version))
+	if errors.Is(err, monstore.ErrNotFound) {
 		return "", ErrNoVersion
 	}
 	return string(v), err
 }
 
-// owned reads monitor id if account owns it; another account's is 404.
-func (s *Service) owned(account, id string) (*Monitor, error) {
-	m, err := s.get(id)
-	if errors.Is(err, store.ErrNotFound) || err == nil && m.Account != account {
-		return nil, ErrNoMonitor
+// owned reads monitor id, and its record as stored, if account owns it;
+// another account's is 404.
+func (s *Service) owned(ctx context.Context, account, id string) (*Monitor, []byte, error) {
+	m, raw, err := s.get(ctx, id)
+	if errors.Is(err, monstore.ErrNotFound) || err == nil && m.Account != account {
+		return nil, nil, ErrNoMonitor
 	}
-	return m, err
+	return m, raw, err
 }
 
-func (s *Service) get(id string) (*Monitor, error) {
-	v, err := s.st.Get(recordKey(id))
+func (s *Service) get(ctx context.Context, id string) (*Monitor, []byte, error) {
+	v, err := s.st.Get(ctx, recordKey(id))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var m Monitor
 	if err := json.Unmarshal(v, &m); err != nil {
-		return nil, fmt.Errorf("monitor %s: %w", id, err)
+		return nil, nil, fmt.Errorf("monitor %s: %w", id, err)
 	}
-	return &m, nil
-}
-
-func (s *Service) put(m *Monitor) error {
-	b, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	return s.st.Set(recordKey(m.ID), b, store.Sync)
-}
-
-func (s *Service) records() ([]*Monitor, error) {
-	var out []*Monitor
-	err := s.st.Scan(allRecords, nil, func(_, v []byte) (bool, error) {
-		var m Monitor
-		if err := json.Unmarshal(v, &m); err != nil {
-			return false, err
-		}
-		out = append(out, &m)
-		return true, nil
-	})
-	return out, err
+	return &m, v, nil
 }

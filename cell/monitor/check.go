@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/trawlhq/trawl/cell/monitor/watch"
 	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
-	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/monstore"
 )
 
 // Event is one timeline event (hosted-api §2.9): a change, or a health
@@ -101,7 +100,7 @@ type Charge struct {
 	Usage   metering.Usage `json:"usage"`
 }
 
-var chargePrefix = []byte(store.PrefixMonitor + "c/")
+var chargePrefix = []byte(monstore.ChargePrefix)
 
 func chargeKey(c *Charge) []byte {
 	return fmt.Appendf(append([]byte{}, chargePrefix...), "%020d/%s", c.At.UnixNano(), c.ID)
@@ -124,20 +123,34 @@ func evidenceURL(monitor, version string) string {
 // how many ran.
 func (s *Service) Tick(ctx context.Context) int { return s.dispatch(ctx, true) }
 
-// dispatch starts the checks that are due and not running; with wait it
-// returns when they are done. Run does not wait, so one slow site never
-// holds back the others.
+// lease is how long a claim holds without a result: a backstop for a
+// cell that hangs while its gate still sees it live (a dead cell's claims
+// are void at once).
+func (s *Service) lease() time.Duration { return 2*s.cfg.FetchTimeout + time.Minute }
+
+// dispatch claims the checks that are due for this cell (the region's
+// store hands each due monitor to one live cell) and starts them; with
+// wait it returns when they are done. Run does not wait, so one slow site
+// never holds back the others.
 func (s *Service) dispatch(ctx context.Context, wait bool) int {
-	now := s.cfg.Now()
-	all, err := s.records()
+	free := cap(s.slots) - len(s.slots)
+	if free <= 0 {
+		return 0
+	}
+	claimed, err := s.st.Claim(ctx, monstore.ClaimRequest{Cell: s.cfg.Cell, Instance: s.instance, Now: s.cfg.Now(),
+		Max: free, Lease: s.lease()})
 	if err != nil {
-		s.log.Error("monitor: read monitors", "err", err)
+		if ctx.Err() == nil {
+			s.log.Warn("monitor: claim due checks", "err", err)
+		}
 		return 0
 	}
 	var wg sync.WaitGroup
 	n := 0
-	for _, m := range all {
-		if m.Paused || m.NextAt.After(now) {
+	for _, c := range claimed {
+		var m Monitor
+		if err := json.Unmarshal(c.Record, &m); err != nil {
+			s.log.Error("monitor: claimed record", "monitor", c.ID, "err", err)
 			continue
 		}
 		if _, busy := s.running.LoadOrStore(m.ID, struct{}{}); busy {
@@ -151,17 +164,17 @@ func (s *Service) dispatch(ctx context.Context, wait bool) int {
 			return n
 		}
 		n++
-		id, due := m.ID, m.NextAt
+		raw, due := []byte(c.Record), m.NextAt
 		s.checks.Add(1)
 		wg.Go(func() {
-			defer func() { <-s.slots; s.running.Delete(id); s.checks.Done() }()
+			defer func() { <-s.slots; s.running.Delete(m.ID); s.checks.Done() }()
 			s.count(func(st *Stats) {
 				if late := s.cfg.Now().Sub(due); late > st.MaxStartLate && m.Version != "" {
 					st.MaxStartLate = late
 				}
 			})
-			if err := s.check(ctx, id, due); err != nil && ctx.Err() == nil {
-				s.log.Error("monitor: check", "monitor", id, "err", err)
+			if err := s.check(ctx, &m, raw, due); err != nil && ctx.Err() == nil {
+				s.log.Error("monitor: check", "monitor", m.ID, "err", err)
 			}
 		})
 	}
@@ -171,52 +184,55 @@ func (s *Service) dispatch(ctx context.Context, wait bool) int {
 	return n
 }
 
-// check fetches one monitor's page and moves its state.
-func (s *Service) check(ctx context.Context, id string, due time.Time) error {
-	m, err := s.get(id)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	} else if err != nil {
-		return err
-	}
+// mine reports whether m is still claimed by this process.
+func (s *Service) mine(m *Monitor) bool {
+	return m.Claim != nil && m.Claim.Cell == s.cfg.Cell && m.Claim.Instance == s.instance
+}
+
+// check fetches one claimed monitor's page and writes its new state, on
+// the condition that the record is still as claimed. A patch that wrote
+// the record meanwhile (it keeps the claim) makes it apply the same page
+// to the record as it is now; a record claimed by another cell (this one
+// was taken for dead) or deleted ends the check without a write.
+func (s *Service) check(ctx context.Context, m *Monitor, raw []byte, due time.Time) error {
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.FetchTimeout)
 	page, ferr := s.cfg.Fetcher.Fetch(fctx, m.URL, m.Region)
 	cancel()
 	if ctx.Err() != nil {
-		return nil // stopping: the check is due again at the next start
+		return nil // stopping: the claim lapses and the check runs again
 	}
-	unlock := s.lock(id)
-	locked := true
-	defer func() {
-		if locked {
-			unlock()
+	for range retries {
+		err := s.record(ctx, m, raw, page, ferr, due)
+		if !errors.Is(err, monstore.ErrConflict) {
+			return err
 		}
-	}()
-	if m, err = s.get(id); errors.Is(err, store.ErrNotFound) {
-		return nil // deleted meanwhile
-	} else if err != nil {
-		return err
+		var gerr error
+		if m, raw, gerr = s.get(ctx, m.ID); errors.Is(gerr, monstore.ErrNotFound) {
+			return nil // deleted meanwhile
+		} else if gerr != nil {
+			return gerr
+		}
+		if !s.mine(m) {
+			return nil // claimed by another cell: its result counts
+		}
 	}
+	return fmt.Errorf("monitor %s: the record kept changing", m.ID)
+}
+
+// record applies a check's outcome to m (as stored: raw) in one
+// conditional batch.
+func (s *Service) record(ctx context.Context, m *Monitor, raw []byte, page *Page, ferr error, due time.Time) error {
+	b := &monstore.Batch{}
+	b.Require(recordKey(m.ID), raw)
+	m.Claim = nil
 	if m.Paused {
-		return nil
+		return s.commit(ctx, b, m, false)
 	}
 	now := s.cfg.Now()
 	baseline := m.Version == ""
-	s.count(func(st *Stats) {
-		st.Checks++
-		late := now.Sub(due)
-		switch {
-		case baseline && late > st.MaxBaselineLate:
-			st.MaxBaselineLate = late
-		case !baseline && late > st.MaxLate:
-			st.MaxLate = late
-		}
-	})
-	b := s.st.NewBatch()
-	defer b.Discard()
 	if ferr != nil {
 		s.failed(b, m, ferr, now)
-		return s.commit(b, m, b.Len() > 0)
+		return s.commit(ctx, b, m, b.Len() > 0)
 	}
 	recovered := m.Health != "ok"
 	if recovered {
@@ -233,36 +249,39 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 	doc := diff.Parse(page.Markdown)
 	hash := doc.Hash()
 	ver := versionID(page.Markdown)
-	var deliver *Event
+	confirmed := false
+	var st Stats
 	n0 := b.Len() // a charge or a health event so far
 	switch {
 	case m.Version == "":
 		b.Set(versionKey(m.ID, ver), []byte(page.Markdown))
 		m.Version, m.Hash = ver, hash
 	case hash == m.Hash:
-		s.unchanged(b, m)
+		s.unchanged(b, m, &st)
 	case m.Pending != nil && hash == m.Pending.Hash:
 		if !now.Before(m.Pending.ConfirmAt) {
-			deliver, err = s.confirm(ctx, b, m, page, now)
-			if err != nil {
+			if err := s.confirm(ctx, b, m, page, now); err != nil {
 				return err
 			}
+			confirmed = true
+			st.Confirmed++
 		}
 	default:
-		old, err := s.st.Get(versionKey(m.ID, m.Version))
+		old, err := s.st.Get(ctx, versionKey(m.ID, m.Version))
 		if err != nil {
 			return fmt.Errorf("read version %s: %w", m.Version, err)
 		}
-		s.count(func(st *Stats) { st.Diffs++ })
+		st.Diffs++
 		facts := diff.Compare(diff.Parse(string(old)), doc)
 		if len(facts) == 0 {
-			s.unchanged(b, m)
+			s.unchanged(b, m, &st)
 			break
 		}
+		st.Changes++
 		s.seen(b, m, ver, hash, page.Markdown, facts, now)
 	}
 	m.NextAt = now.Add(m.Interval)
-	durable := recovered || m.Pending != nil || deliver != nil || b.Len() > n0+1
+	durable := recovered || m.Pending != nil || confirmed || b.Len() > n0+1
 	if baseline {
 		// Monitors created together would stay in step: the second check
 		// comes after a share of the interval set by the id, so checks
@@ -273,28 +292,38 @@ func (s *Service) check(ctx context.Context, id string, due time.Time) error {
 		m.NextAt = m.Pending.ConfirmAt
 	}
 	// A baseline, or a check that found the page unchanged, writes its
-	// version, schedule and charge without a sync: lost in a crash, the
-	// check runs again and is charged then. Changes and events are synced.
-	if err := s.commit(b, m, durable); err != nil {
+	// version, schedule and charge without a sync: lost in a crash of the
+	// store, the check runs again and is charged then. Changes and events
+	// are synced.
+	if err := s.commit(ctx, b, m, durable); err != nil {
 		return err
 	}
-	if deliver != nil {
-		// Not under the monitor's lock: a refused delivery records its
-		// state on the event at once (delivered takes the lock).
-		locked = false
-		unlock()
-		s.send(m, deliver)
-	}
+	s.count(func(c *Stats) {
+		c.Checks++
+		c.Unchanged += st.Unchanged
+		c.Diffs += st.Diffs
+		c.Changes += st.Changes
+		c.Confirmed += st.Confirmed
+		c.Reverted += st.Reverted
+		late := now.Sub(due)
+		switch {
+		case baseline && late > c.MaxBaselineLate:
+			c.MaxBaselineLate = late
+		case !baseline && late > c.MaxLate:
+			c.MaxLate = late
+		}
+	})
 	return nil
 }
 
-func (s *Service) commit(b *store.Batch, m *Monitor, durable bool) error {
+func (s *Service) commit(ctx context.Context, b *monstore.Batch, m *Monitor, durable bool) error {
 	rec, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
 	b.Set(recordKey(m.ID), rec)
-	return b.Commit(store.Durability(durable))
+	b.Sync = durable
+	return s.st.Apply(ctx, b)
 }
 
 // phase is a number in [0, 1) fixed by id.
@@ -305,15 +334,15 @@ func phase(id string) float64 {
 
 // unchanged: the page shows the current version's content. A change seen
 // and not yet confirmed has reverted: it is dropped from the timeline.
-func (s *Service) unchanged(b *store.Batch, m *Monitor) {
-	s.count(func(st *Stats) { st.Unchanged++ })
+func (s *Service) unchanged(b *monstore.Batch, m *Monitor, st *Stats) {
+	st.Unchanged++
 	if m.Pending != nil {
 		b.Delete(eventKey(m.ID, m.Pending.Event))
 		if m.Pending.Version != m.Version {
 			b.Delete(versionKey(m.ID, m.Pending.Version))
 		}
 		m.Pending = nil
-		s.count(func(st *Stats) { st.Reverted++ })
+		st.Reverted++
 	}
 	// Quiet pages drift back to the longest wait.
 	m.Interval = min(m.EveryD, 2*m.Interval)
@@ -321,8 +350,7 @@ func (s *Service) unchanged(b *store.Batch, m *Monitor) {
 
 // seen records a change at first sight: on the timeline at once,
 // confirmed by a check after the confirmation delay.
-func (s *Service) seen(b *store.Batch, m *Monitor, ver, hash, md string, facts []diff.Fact, now time.Time) {
-	s.count(func(st *Stats) { st.Changes++ })
+func (s *Service) seen(b *monstore.Batch, m *Monitor, ver, hash, md string, facts []diff.Fact, now time.Time) {
 	b.Set(versionKey(m.ID, ver), []byte(md))
 	n := m.LastEvent + 1
 	if m.Pending != nil {
@@ -345,16 +373,18 @@ func (s *Service) seen(b *store.Batch, m *Monitor, ver, hash, md string, facts [
 }
 
 // confirm: the change is still there after the delay. It becomes the
-// current version, is charged when it matched, and is delivered.
-func (s *Service) confirm(ctx context.Context, b *store.Batch, m *Monitor, page *Page, now time.Time) (*Event, error) {
+// current version, is charged when it matched, and its webhook delivery is
+// written in the same batch (the sender — the gate's, or the cell's own
+// without a gate — sends it from the store).
+func (s *Service) confirm(ctx context.Context, b *monstore.Batch, m *Monitor, page *Page, now time.Time) error {
 	p := m.Pending
-	raw, err := s.st.Get(eventKey(m.ID, p.Event))
+	raw, err := s.st.Get(ctx, eventKey(m.ID, p.Event))
 	if err != nil {
-		return nil, fmt.Errorf("read event %d: %w", p.Event, err)
+		return fmt.Errorf("read event %d: %w", p.Event, err)
 	}
 	var e Event
 	if err := json.Unmarshal(raw, &e); err != nil {
-		return nil, err
+		return err
 	}
 	at := now.UTC().Truncate(time.Second) // timeline times are ISO 8601 to the second
 	e.ConfirmedAt = &at
@@ -369,16 +399,28 @@ func (s *Service) confirm(ctx context.Context, b *store.Batch, m *Monitor, page 
 	e.Delivery = &Delivery{Done: true}
 	if m.Notify.Webhook != "" {
 		e.Delivery = &Delivery{Webhook: &WebhookState{Status: "pending"}}
+		body, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		d := webhook.Delivery{ID: deliveryID(m.ID, e.ID), URL: m.Notify.Webhook, Event: "change",
+			Monitor: m.ID, Secret: m.Notify.Secret, Body: body, CreatedAt: now, NextAt: now}
+		if err := webhook.Check(&d, s.cfg.AllowPrivateNetworks); err != nil {
+			s.log.Warn("monitor: webhook refused", "monitor", m.ID, "err", err)
+			e.Delivery = &Delivery{Webhook: &WebhookState{Status: "failed", At: at.Format(time.RFC3339)}, Done: true}
+		} else {
+			rawd, err := json.Marshal(d)
+			if err != nil {
+				return err
+			}
+			b.Set(hookKey(d.ID), rawd)
+		}
 	}
 	s.putEvent(b, m.ID, &e)
 	m.Version, m.Hash, m.Pending = p.Version, p.Hash, nil
 	// A page that changes is checked more often, down to the minimum.
 	m.Interval = max(s.cfg.MinEvery, m.Interval/2)
-	s.count(func(st *Stats) { st.Confirmed++ })
-	if m.Notify.Webhook == "" {
-		return nil, nil
-	}
-	return &e, nil
+	return nil
 }
 
 func (s *Service) extract(ctx context.Context, md string, schema json.RawMessage) json.RawMessage {
@@ -390,94 +432,9 @@ func (s *Service) extract(ctx context.Context, md string, schema json.RawMessage
 	return out
 }
 
-// send hands a confirmed change to the webhook sender (after its state
-// is committed; resend covers a crash in between).
-func (s *Service) send(m *Monitor, e *Event) {
-	body, err := json.Marshal(e)
-	if err != nil {
-		s.log.Error("monitor: encode event", "err", err)
-		return
-	}
-	_, err = s.hooks.Send(webhook.Delivery{ID: deliveryID(m.ID, e.ID), URL: m.Notify.Webhook, Event: "change",
-		Monitor: m.ID, Secret: m.Notify.Secret, Body: body})
-	if err != nil {
-		s.log.Warn("monitor: webhook refused", "monitor", m.ID, "err", err)
-		s.delivered(webhook.Delivery{ID: deliveryID(m.ID, e.ID), GaveUp: true, LastError: err.Error()})
-	}
-}
-
-// delivered records a delivery's final state on its event.
-func (s *Service) delivered(d webhook.Delivery) {
-	rest, ok := strings.CutPrefix(d.ID, "mh_")
-	i := strings.LastIndexByte(rest, '_')
-	if !ok || i < 0 {
-		return
-	}
-	id := rest[:i]
-	n, err := strconv.ParseInt(rest[i+1:], 10, 64)
-	if err != nil {
-		return
-	}
-	unlock := s.lock(id)
-	defer unlock()
-	raw, err := s.st.Get(eventKey(id, n))
-	if err != nil {
-		return // the monitor was deleted
-	}
-	var e Event
-	if json.Unmarshal(raw, &e) != nil {
-		return
-	}
-	st := &WebhookState{Status: "delivered", Attempts: d.Attempts, At: s.cfg.Now().UTC().Format(time.RFC3339), Code: d.LastStatus}
-	if !d.Delivered {
-		st.Status = "failed"
-	}
-	e.Delivery = &Delivery{Webhook: st, Done: true}
-	b := s.st.NewBatch()
-	s.putEvent(b, id, &e)
-	if err := b.Commit(store.Sync); err != nil {
-		s.log.Error("monitor: record delivery", "monitor", id, "err", err)
-	}
-}
-
-// resend sends again, at start, the confirmed changes whose delivery was
-// not handed to the sender before a crash.
-func (s *Service) resend() error {
-	pending := s.pendingDeliveries()
-	all, err := s.records()
-	if err != nil {
-		return err
-	}
-	for _, m := range all {
-		if m.Notify.Webhook == "" {
-			continue
-		}
-		var todo []Event
-		err := s.st.Scan(eventPrefix(m.ID), nil, func(_, v []byte) (bool, error) {
-			var e Event
-			if err := json.Unmarshal(v, &e); err != nil {
-				return false, err
-			}
-			if e.ConfirmedAt != nil && e.Delivery != nil && !e.Delivery.Done {
-				if _, ok := pending[deliveryID(m.ID, e.ID)]; !ok {
-					todo = append(todo, e)
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			return err
-		}
-		for i := range todo {
-			s.send(m, &todo[i])
-		}
-	}
-	return nil
-}
-
 // failed: a refused check. Retried with backoff; the third in a row is a
 // health event.
-func (s *Service) failed(b *store.Batch, m *Monitor, err error, now time.Time) {
+func (s *Service) failed(b *monstore.Batch, m *Monitor, err error, now time.Time) {
 	s.count(func(st *Stats) { st.Failures++ })
 	m.Fails++
 	health, msg := "error", "the site did not answer: "+plainError(err)
@@ -500,13 +457,13 @@ func plainError(err error) string {
 	return msg
 }
 
-func (s *Service) event(b *store.Batch, m *Monitor, e *Event) {
+func (s *Service) event(b *monstore.Batch, m *Monitor, e *Event) {
 	m.LastEvent++
 	e.ID, e.Monitor, e.URL = m.LastEvent, m.ID, m.URL
 	s.putEvent(b, m.ID, e)
 }
 
-func (s *Service) putEvent(b *store.Batch, id string, e *Event) {
+func (s *Service) putEvent(b *monstore.Batch, id string, e *Event) {
 	raw, err := json.Marshal(e)
 	if err != nil {
 		s.log.Error("monitor: encode event", "err", err)
@@ -515,15 +472,15 @@ func (s *Service) putEvent(b *store.Batch, id string, e *Event) {
 	b.Set(eventKey(id, e.ID), raw)
 }
 
-func (s *Service) charge(b *store.Batch, c *Charge) {
+func (s *Service) charge(b *monstore.Batch, c *Charge) {
 	raw, _ := json.Marshal(c)
 	b.Set(chargeKey(c), raw)
 }
 
 // Charges returns up to limit charges waiting for the gate, oldest first.
-func (s *Service) Charges(limit int) ([]Charge, error) {
+func (s *Service) Charges(ctx context.Context, limit int) ([]Charge, error) {
 	var out []Charge
-	err := s.st.Scan(chargePrefix, nil, func(_, v []byte) (bool, error) {
+	err := s.st.Scan(ctx, chargePrefix, nil, func(_, v []byte) (bool, error) {
 		var c Charge
 		if err := json.Unmarshal(v, &c); err != nil {
 			return false, err
@@ -535,27 +492,24 @@ func (s *Service) Charges(limit int) ([]Charge, error) {
 }
 
 // AckCharges removes charges the gate has recorded.
-func (s *Service) AckCharges(ids []string) (int, error) {
+func (s *Service) AckCharges(ctx context.Context, ids []string) (int, error) {
 	want := map[string]bool{}
 	for _, id := range ids {
 		want[id] = true
 	}
-	b := s.st.NewBatch()
-	defer b.Discard()
-	n := 0
-	err := s.st.Scan(chargePrefix, nil, func(k, v []byte) (bool, error) {
+	b := &monstore.Batch{Sync: true}
+	err := s.st.Scan(ctx, chargePrefix, nil, func(k, v []byte) (bool, error) {
 		var c Charge
 		if err := json.Unmarshal(v, &c); err != nil {
 			return false, err
 		}
 		if want[c.ID] {
-			b.Delete(append([]byte{}, k...))
-			n++
+			b.Delete(k)
 		}
 		return true, nil
 	})
-	if err != nil {
+	if err != nil || b.Len() == 0 {
 		return 0, err
 	}
-	return n, b.Commit(store.Sync)
+	return b.Len(), s.st.Apply(ctx, b)
 }

@@ -8,15 +8,18 @@
 // the charges of background checks and changes, kept in an outbox until
 // the region's gate collects them (docs/api.md, "Monitors").
 //
-// A Service keeps everything in its cell's store under
-// store.PrefixMonitor (records, versions, events, charges) and
-// store.PrefixMonitorHook (pending deliveries). Time runs on Config.Now:
-// Tick runs the checks that are due, so tests move a fake clock and call
-// Tick instead of waiting.
+// A Service keeps everything in the region's monitor store
+// (internal/monstore): at the region's gate (Config.Shared), so monitors
+// outlive any one cell and each is checked by the live cell the gate's
+// claims give it; or, without a gate, in the cell's own store, with its
+// own webhook sender. Time runs on Config.Now: Tick runs the checks that
+// are due, so tests move a fake clock and call Tick instead of waiting.
 package monitor
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -26,6 +29,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/monitor/watch"
 	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -124,6 +128,10 @@ type Config struct {
 	Parallel int
 	// FetchTimeout bounds one check's fetch (default 60 s).
 	FetchTimeout time.Duration
+	// Shared is the region's monitor store at the gate
+	// (monstore.Client); nil: the cell's own store, with its own webhook
+	// sender (a cell without a gate: tests).
+	Shared monstore.Store
 	// Now is the clock of schedules, confirmation and the webhook ladder.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -159,14 +167,18 @@ func (c *Config) defaults() {
 	}
 }
 
-// Service is the monitors of one cell. It is safe for concurrent use.
+// Service is a cell's part of the region's monitors: the API and the
+// checks the region's store gives it. It is safe for concurrent use.
 type Service struct {
 	cfg   Config
-	st    *store.Store
-	hooks *webhook.Sender
+	st    monstore.Store
+	local *monstore.Local // without a gate: the cell's own store
+	hooks *webhook.Sender // without a gate: its sender (else the gate's)
 	log   *slog.Logger
+	// instance names this process in its claims: claims of a previous
+	// process of the same cell are void.
+	instance string
 
-	locks   sync.Map // monitor id → *sync.Mutex
 	running sync.Map // monitor id → struct{}: a check in flight
 	checks  sync.WaitGroup
 	wake    chan struct{}
@@ -185,21 +197,37 @@ type Stats struct {
 	MaxStartLate, MaxLate, MaxBaselineLate time.Duration
 }
 
-// New opens the service on st. Run starts its scheduler and deliveries.
+// New opens the service: on cfg.Shared when set, else on st (which may
+// then be nil). Run starts its scheduler (and its deliveries).
 func New(st *store.Store, cfg Config) (*Service, error) {
 	cfg.defaults()
 	if cfg.Fetcher == nil {
 		return nil, errors.New("monitor: Config.Fetcher is required")
 	}
-	s := &Service{cfg: cfg, st: st, log: cfg.Logger.With("component", "monitor"), wake: make(chan struct{}, 1),
-		slots: make(chan struct{}, cfg.Parallel)}
+	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "monitor"), wake: make(chan struct{}, 1),
+		slots: make(chan struct{}, cfg.Parallel), instance: newInstance()}
+	if cfg.Shared != nil {
+		s.st = cfg.Shared
+		return s, nil
+	}
+	if st == nil {
+		return nil, errors.New("monitor: a store or Config.Shared is required")
+	}
+	s.local = monstore.NewLocal(st, monstore.LocalConfig{OnHook: func() {
+		if s.hooks != nil {
+			s.hooks.Kick()
+		}
+	}})
+	s.st = s.local
 	hooks, err := webhook.New(st, webhook.Config{
 		Prefix:               store.PrefixMonitorHook,
 		AllowPrivateNetworks: cfg.AllowPrivateNetworks,
 		Schedule:             cfg.WebhookRetries,
 		Now:                  cfg.Now,
-		OnFinish:             s.delivered,
-		Logger:               cfg.Logger,
+		OnFinish: func(d webhook.Delivery) {
+			s.local.RecordDelivery(d.ID, d.Delivered, d.Attempts, d.LastStatus, cfg.Now())
+		},
+		Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -212,9 +240,8 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 // ends. With a fake clock, the caller moves it and calls Tick and Kick.
 func (s *Service) Run(ctx context.Context) {
 	var wg sync.WaitGroup
-	wg.Go(func() { s.hooks.Run(ctx) })
-	if err := s.resend(); err != nil {
-		s.log.Error("monitor: resume deliveries", "err", err)
+	if s.hooks != nil {
+		wg.Go(func() { s.hooks.Run(ctx) })
 	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -237,11 +264,17 @@ func (s *Service) Kick() {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	s.hooks.Kick()
+	if s.hooks != nil {
+		s.hooks.Kick()
+	}
 }
 
 // Close refuses further deliveries; Run ends with its context.
-func (s *Service) Close() { s.hooks.Close() }
+func (s *Service) Close() {
+	if s.hooks != nil {
+		s.hooks.Close()
+	}
+}
 
 // Stats returns a copy of the counters.
 func (s *Service) Stats() Stats {
@@ -256,11 +289,10 @@ func (s *Service) count(f func(*Stats)) {
 	s.statsMu.Unlock()
 }
 
-func (s *Service) lock(id string) func() {
-	v, _ := s.locks.LoadOrStore(id, &sync.Mutex{})
-	mu := v.(*sync.Mutex)
-	mu.Lock()
-	return mu.Unlock
+func newInstance() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // Error is a refusal with its status and the spec's text.
@@ -281,6 +313,8 @@ var (
 	ErrNoMonitor = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such monitor"}
 	ErrNoVersion = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such version"}
 	ErrSentence  = &Error{Status: http.StatusServiceUnavailable, Code: "try_again", Message: "could not read the sentence, try again"}
+	// ErrBusy: a patch met other writes of the monitor too many times.
+	ErrBusy = &Error{Status: http.StatusServiceUnavailable, Code: "try_again", Message: "the monitor is being changed, try again"}
 )
 
 func limitError(msg string) *Error {

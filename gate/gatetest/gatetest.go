@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -140,6 +142,9 @@ func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Ce
 	t.Helper()
 	cfg := cell.Config{DataDir: t.TempDir(), Region: g.Runtime.Region(), Name: name, AllowPrivateNetworks: true,
 		RegionKeys: g.Runtime.RegionKeys()}
+	// The region's monitors live in the gate's store.
+	gateAddr := strings.TrimPrefix(g.URL, "http://")
+	cfg.Monitor.Shared = &monstore.Client{Keys: cfg.RegionKeys, Gate: func() string { return gateAddr }}
 	if adjust != nil {
 		adjust(&cfg)
 	}

@@ -148,6 +148,7 @@ var Rows = []Route{
 	// The gate's own.
 	{Pattern: "GET /health", Public: true, Server: Gate, Service: "health", Doc: "the gate's health: ledger voter and the region's cells"},
 	{Pattern: "/internal/", Public: true, Server: Gate, Service: "ledger", BodyLimit: 64 * MiB, Doc: "the ledger voters' internal routes (they check the ledger secret)"},
+	{Pattern: "/monitor-store/", Public: true, Server: Gate, Service: "monstore", BodyLimit: 64 * MiB, Doc: "the region's monitor store, for its cells (they sign with the region's keys; docs/monitors.md)"},
 	{Pattern: "GET /signup", Public: true, Server: Gate, Service: "signup", Doc: "sign-up page"},
 	{Pattern: "POST /signup", Public: true, Server: Gate, Service: "signup", BodyLimit: FormBody, Doc: "sign-up form"},
 	{Pattern: "GET /signup/verify", Public: true, Server: Gate, Service: "signup", Doc: "e-mail verification page"},

@@ -132,7 +132,10 @@ func TestPlace(t *testing.T) {
 		{"GET", "/v1/billing/usage?region=us", Place{Region: "us"}},
 		{"GET", "/v1/billing/balance?region=us", Place{Local: true, Region: "eu"}},
 		{"GET", "/health", Place{Local: true, Region: "eu"}},
-		{"GET", "/monitors/mon_eu.c2.5f2a09c3e1d4b7a86f10", Place{Region: "eu", Cell: "c2", Owner: "mon_eu.c2.5f2a09c3e1d4b7a86f10"}},
+		// A monitor belongs to its region (any live cell of it reads the
+		// region's monitor store), in the former grammar too.
+		{"GET", "/monitors/mon_eu.c2.5f2a09c3e1d4b7a86f10", Place{Region: "eu", Owner: "mon_eu.c2.5f2a09c3e1d4b7a86f10"}},
+		{"GET", "/monitors/mon_eu.5f2a09c3e1d4b7a86f10", Place{Region: "eu", Owner: "mon_eu.5f2a09c3e1d4b7a86f10"}},
 		{"PATCH", "/monitors/mon_sin.c1.5f2a09c3e1d4b7a86f10", Place{Region: "sin", Owner: "mon_sin.c1.5f2a09c3e1d4b7a86f10"}},
 		{"GET", "/monitors/mon_us.c1.5f2a09c3e1d4b7a86f10/versions/abc", Place{Region: "us", Owner: "mon_us.c1.5f2a09c3e1d4b7a86f10"}},
 		{"GET", "/monitors/j_eu.c1.5f2a09c3e1d4b7a86f10/events", Place{Region: "eu", Owner: "j_eu.c1.5f2a09c3e1d4b7a86f10", NoOwner: true}},

@@ -1,12 +1,18 @@
-// Package monid is the grammar of monitor ids. Like a job id, a monitor id
-// names the region and the cell that hold the monitor, so any gate routes
-// a request for it without a lookup:
+// Package monid is the grammar of monitor ids. A monitor belongs to its
+// region — it lives in the region's monitor store (internal/monstore),
+// checked by whichever of the region's cells holds its claim — so its id
+// names the region, and any gate routes a request for it to that region
+// without a lookup:
 //
-//	mon_<region>.<cell>.<hex>    e.g. mon_eu.c1.5f2a09c3e1d4b7a86f10
+//	mon_<region>.<hex>    e.g. mon_eu.5f2a09c3e1d4b7a86f10
 //
-// Region and cell names are 1 to 16 of [a-z0-9] (internal/jobid.ValidName);
-// hex is 20 lower-case hex digits (80 random bits). The package imports
-// nothing heavy, so the gate uses it without linking the cell.
+// Ids made before monitors moved to the region's store also named the
+// cell that held them (mon_<region>.<cell>.<hex>); they still parse, to
+// their region, since their monitors were moved into the region's store
+// by their cell (docs/monitors.md). Region and cell names are 1 to 16 of
+// [a-z0-9] (internal/jobid.ValidName); hex is 20 lower-case hex digits
+// (80 random bits). The package imports nothing heavy, so the gate uses it
+// without linking the cell.
 package monid
 
 import (
@@ -22,24 +28,31 @@ const (
 	randBytes = 10
 )
 
-// New returns a fresh id held by cell of region. Both must be
+// New returns a fresh id of a monitor of region, which must be
 // jobid.ValidName.
-func New(region, cell string) string {
+func New(region string) string {
 	var b [randBytes]byte
 	rand.Read(b[:])
-	return prefix + region + "." + cell + "." + hex.EncodeToString(b[:])
+	return prefix + region + "." + hex.EncodeToString(b[:])
 }
 
-// Parse returns the region and cell an id names, and false if id is not a
-// well-formed monitor id.
+// Parse returns the region an id names, and false if id is not a
+// well-formed monitor id. cell is always "": no cell owns a monitor (the
+// route table sends a request for one to any live cell of its region).
 func Parse(id string) (region, cell string, ok bool) {
 	rest, ok := strings.CutPrefix(id, prefix)
 	if !ok {
 		return "", "", false
 	}
-	region, rest, _ = strings.Cut(rest, ".")
-	cell, random, _ := strings.Cut(rest, ".")
-	if !jobid.ValidName(region) || !jobid.ValidName(cell) || len(random) != 2*randBytes {
+	parts := strings.Split(rest, ".")
+	switch {
+	case len(parts) == 2:
+	case len(parts) == 3 && jobid.ValidName(parts[1]): // the former grammar
+	default:
+		return "", "", false
+	}
+	region, random := parts[0], parts[len(parts)-1]
+	if !jobid.ValidName(region) || len(random) != 2*randBytes {
 		return "", "", false
 	}
 	for i := range len(random) {
@@ -47,5 +60,5 @@ func Parse(id string) (region, cell string, ok bool) {
 			return "", "", false
 		}
 	}
-	return region, cell, true
+	return region, "", true
 }

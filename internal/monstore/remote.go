@@ -1,0 +1,296 @@
+package monstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/regionauth"
+)
+
+// Path is where the gate serves the store to its cells (a Gate row of
+// gate/routes: public, since the caller is a cell, which signs).
+const Path = "/monitor-store/"
+
+// MaxBody bounds a request or an answer (a batch holds at most a few
+// versions of a page).
+const MaxBody = 64 << 20
+
+// scanPage is how many keys one scan call returns.
+const scanPage = 512
+
+// The signed request covers the method and the request URI, which carries
+// the body's hash (?h=), so the body is covered too; the answer is signed
+// over the request's nonce, its status and its body's hash.
+
+// Server serves a Local store to the region's cells.
+type Server struct {
+	l   *Local
+	v   *regionauth.Verifier
+	log *slog.Logger
+}
+
+// NewServer serves l to requests signed with the keys v checks.
+func NewServer(l *Local, v *regionauth.Verifier, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Server{l: l, v: v, log: log}
+}
+
+type getReq struct {
+	Key []byte `json:"key"`
+}
+type getResp struct {
+	Value []byte `json:"value"`
+	Found bool   `json:"found"`
+}
+type scanReq struct {
+	Prefix []byte `json:"prefix"`
+	Start  []byte `json:"start,omitempty"`
+}
+type kv struct {
+	K []byte `json:"k"`
+	V []byte `json:"v"`
+}
+type scanResp struct {
+	KVs  []kv `json:"kvs"`
+	More bool `json:"more"`
+}
+type errResp struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// ServeHTTP answers POST /monitor-store/{get,scan,apply,claim}.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	claims, err := s.v.Verify(r)
+	if err != nil || claims.Account != "" {
+		s.log.Warn("monitor store: refused a request not signed by a member of the region", "path", r.URL.Path, "err", err)
+		httpjson.Error(w, http.StatusForbidden, "forbidden", "only the region's cells use the monitor store")
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", "POST only")
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
+	if err != nil || len(body) > MaxBody {
+		httpjson.Error(w, http.StatusRequestEntityTooLarge, "too_large", "body too large")
+		return
+	}
+	if sum := sha256.Sum256(body); r.URL.Query().Get("h") != hex.EncodeToString(sum[:]) {
+		httpjson.Error(w, http.StatusForbidden, "forbidden", "the body is not the one signed")
+		return
+	}
+	ctx := r.Context()
+	status, out := http.StatusOK, any(nil)
+	switch strings.TrimPrefix(r.URL.Path, Path) {
+	case "get":
+		var q getReq
+		if err = json.Unmarshal(body, &q); err == nil {
+			var v []byte
+			v, err = s.l.Get(ctx, q.Key)
+			if errors.Is(err, ErrNotFound) {
+				out, err = getResp{}, nil
+			} else {
+				out = getResp{Value: v, Found: true}
+			}
+		}
+	case "scan":
+		var q scanReq
+		if err = json.Unmarshal(body, &q); err == nil {
+			resp := scanResp{KVs: []kv{}}
+			size := 0
+			err = s.l.Scan(ctx, q.Prefix, q.Start, func(k, v []byte) (bool, error) {
+				if len(resp.KVs) == scanPage || size > 8<<20 {
+					resp.More = true
+					return false, nil
+				}
+				resp.KVs = append(resp.KVs, kv{K: append([]byte{}, k...), V: append([]byte{}, v...)})
+				size += len(k) + len(v)
+				return true, nil
+			})
+			out = resp
+		}
+	case "apply":
+		var b Batch
+		if err = json.Unmarshal(body, &b); err == nil {
+			err = s.l.Apply(ctx, &b)
+			out = map[string]bool{"ok": true}
+		}
+	case "claim":
+		var q ClaimRequest
+		if err = json.Unmarshal(body, &q); err == nil {
+			var c []Claimed
+			c, err = s.l.Claim(ctx, q)
+			if c == nil {
+				c = []Claimed{}
+			}
+			out = map[string]any{"claimed": c}
+		}
+	default:
+		status, out = http.StatusNotFound, nil
+		err = errors.New("no such route")
+	}
+	var le *LimitError
+	var se *json.SyntaxError
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrConflict):
+		status = http.StatusConflict
+		out = errBody("conflict", err.Error())
+	case errors.As(err, &le):
+		status = http.StatusTooManyRequests
+		out = errBody("monitor_limit", le.Message)
+	case errors.As(err, &se):
+		status = http.StatusBadRequest
+		out = errBody("bad_input", "body is not valid JSON")
+	case status == http.StatusNotFound:
+		out = errBody("not_found", err.Error())
+	default:
+		status = http.StatusInternalServerError
+		s.log.Error("monitor store", "path", r.URL.Path, "err", err)
+		out = errBody("internal", err.Error())
+	}
+	raw, _ := json.Marshal(out)
+	sum := sha256.Sum256(raw)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(regionauth.HeaderUsageSig, s.v.Keys().SignAnswer(claims.Nonce, status, hex.EncodeToString(sum[:])))
+	w.WriteHeader(status)
+	w.Write(raw)
+}
+
+func errBody(code, msg string) errResp {
+	var e errResp
+	e.Error.Code, e.Error.Message = code, msg
+	return e
+}
+
+// ErrNoGate is a call while no gate of the region is known.
+var ErrNoGate = errors.New("monstore: the region's gate is not reachable")
+
+// Client is the store at the region's gate, for a cell.
+type Client struct {
+	// Keys are the region's keys.
+	Keys *regionauth.Keys
+	// Gate returns the gate's host:port ("" while none is known).
+	Gate func() string
+	// HTTP is the client (default: one with a 30 s timeout).
+	HTTP *http.Client
+	// Now is the clock of signatures (real time: the gate checks it
+	// against its own).
+	Now func() time.Time
+}
+
+func (c *Client) call(ctx context.Context, op string, in, out any) error {
+	addr := c.Gate()
+	if addr == "" {
+		return ErrNoGate
+	}
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	sum := sha256.Sum256(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+Path+op+"?h="+hex.EncodeToString(sum[:]), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	nonce := c.Keys.Sign(req, regionauth.Claims{}, now())
+	hc := c.HTTP
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNoGate, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrNoGate, err)
+	}
+	rs := sha256.Sum256(raw)
+	if !c.Keys.VerifyAnswer(nonce, resp.StatusCode, hex.EncodeToString(rs[:]), resp.Header.Get(regionauth.HeaderUsageSig)) {
+		return fmt.Errorf("%w: the answer (HTTP %d) is not signed with the region's keys", ErrNoGate, resp.StatusCode)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e errResp
+		json.Unmarshal(raw, &e)
+		switch resp.StatusCode {
+		case http.StatusConflict:
+			return ErrConflict
+		case http.StatusTooManyRequests:
+			return &LimitError{Message: e.Error.Message}
+		}
+		return fmt.Errorf("monstore: the gate answered HTTP %d: %s", resp.StatusCode, e.Error.Message)
+	}
+	return json.Unmarshal(raw, out)
+}
+
+var defaultHTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}}
+
+// Get implements Store.
+func (c *Client) Get(ctx context.Context, key []byte) ([]byte, error) {
+	var r getResp
+	if err := c.call(ctx, "get", getReq{Key: key}, &r); err != nil {
+		return nil, err
+	}
+	if !r.Found {
+		return nil, ErrNotFound
+	}
+	return r.Value, nil
+}
+
+// Scan implements Store, a page of keys per call.
+func (c *Client) Scan(ctx context.Context, prefix, start []byte, fn func(k, v []byte) (bool, error)) error {
+	for {
+		var r scanResp
+		if err := c.call(ctx, "scan", scanReq{Prefix: prefix, Start: start}, &r); err != nil {
+			return err
+		}
+		for _, e := range r.KVs {
+			if more, err := fn(e.K, e.V); err != nil || !more {
+				return err
+			}
+		}
+		if !r.More || len(r.KVs) == 0 {
+			return nil
+		}
+		start = append(r.KVs[len(r.KVs)-1].K, 0)
+	}
+}
+
+// Apply implements Store.
+func (c *Client) Apply(ctx context.Context, b *Batch) error {
+	var r map[string]bool
+	return c.call(ctx, "apply", b, &r)
+}
+
+// Claim implements Store.
+func (c *Client) Claim(ctx context.Context, req ClaimRequest) ([]Claimed, error) {
+	var r struct {
+		Claimed []Claimed `json:"claimed"`
+	}
+	err := c.call(ctx, "claim", req, &r)
+	return r.Claimed, err
+}
