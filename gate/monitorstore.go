@@ -49,8 +49,8 @@ func (rt *Runtime) startMonitorStore(ctx context.Context) error {
 	ms.hooks, err = webhook.New(rt.st, webhook.Config{
 		Prefix:               store.PrefixMonitorHook,
 		AllowPrivateNetworks: rt.cfg.AllowPrivateNetworks,
-		Schedule:             rt.cfg.WebhookRetries,
-		Now:                  rt.cfg.Now,
+		// Each delivery carries its cell's retry ladder (--webhook-retries).
+		Now: rt.cfg.Now,
 		OnFinish: func(d webhook.Delivery) {
 			ms.local.RecordDelivery(d.ID, d.Delivered, d.Attempts, d.LastStatus, rt.cfg.Now())
 		},

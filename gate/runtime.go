@@ -69,10 +69,7 @@ type Config struct {
 	// Mailer sends sign-up verification mail; nil logs each mail instead
 	// (development: the link is in the log).
 	Mailer signup.Mailer
-	// WebhookRetries is the retry ladder of monitor webhooks, which the
-	// gate sends from the region's monitor store (default: hosted-api §6).
-	WebhookRetries []time.Duration
-	Now            func() time.Time
+	Now    func() time.Time
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
 }

@@ -404,7 +404,7 @@ func (s *Service) confirm(ctx context.Context, b *monstore.Batch, m *Monitor, pa
 			return err
 		}
 		d := webhook.Delivery{ID: deliveryID(m.ID, e.ID), URL: m.Notify.Webhook, Event: "change",
-			Monitor: m.ID, Secret: m.Notify.Secret, Body: body, CreatedAt: now, NextAt: now}
+			Monitor: m.ID, Secret: m.Notify.Secret, Body: body, CreatedAt: now, NextAt: now, Schedule: s.cfg.WebhookRetries}
 		if err := webhook.Check(&d, s.cfg.AllowPrivateNetworks); err != nil {
 			s.log.Warn("monitor: webhook refused", "monitor", m.ID, "err", err)
 			e.Delivery = &Delivery{Webhook: &WebhookState{Status: "failed", At: at.Format(time.RFC3339)}, Done: true}

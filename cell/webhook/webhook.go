@@ -113,6 +113,10 @@ type Delivery struct {
 	Header map[string]string `json:"header,omitempty"`
 	// Body is the JSON body, sent as is.
 	Body json.RawMessage `json:"body"`
+	// Schedule, when set, is this delivery's retry ladder instead of the
+	// sender's (a monitor's delivery carries its cell's ladder to the
+	// gate that sends it).
+	Schedule []time.Duration `json:"schedule,omitempty"`
 
 	// Attempts made so far, the status of the last one (0 when it got
 	// no answer) and why it failed.
@@ -384,13 +388,17 @@ func (s *Sender) attempt(ctx context.Context, d Delivery) {
 		s.finish(&d)
 		return
 	}
-	if d.Attempts > len(s.cfg.Schedule) {
+	sched := s.cfg.Schedule
+	if len(d.Schedule) > 0 {
+		sched = d.Schedule
+	}
+	if d.Attempts > len(sched) {
 		d.GaveUp = true
 		s.log.Warn("webhook: given up", "delivery", d.ID, "url", fetch.Redact(d.URL), "attempts", d.Attempts, "last_error", d.LastError)
 		s.finish(&d)
 		return
 	}
-	d.NextAt = s.cfg.Now().Add(s.cfg.Schedule[d.Attempts-1])
+	d.NextAt = s.cfg.Now().Add(sched[d.Attempts-1])
 	s.log.Info("webhook: attempt failed; retrying", "delivery", d.ID, "url", fetch.Redact(d.URL), "attempt", d.Attempts, "next_at", d.NextAt, "err", d.LastError)
 	if err := s.put(&d); err != nil {
 		s.log.Error("webhook: store delivery", "delivery", d.ID, "err", err)

@@ -53,6 +53,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -406,6 +407,10 @@ func startCell(cfg cell.Config, listen string, mcfg members.Config, logger *slog
 	if err != nil {
 		return nil, err
 	}
+	var cluster atomic.Pointer[members.Cluster]
+	if len(mcfg.Join) > 0 {
+		regionMonitorStore(&cfg, &cluster) // cmd/trawl/monitorstore.go
+	}
 	c, err := cell.New(cfg)
 	if err != nil {
 		l.Close()
@@ -427,6 +432,7 @@ func startCell(cfg cell.Config, listen string, mcfg members.Config, logger *slog
 			rc.stop(logger)
 			return nil, err
 		}
+		cluster.Store(rc.members)
 	}
 	logger.Info("cell serving", "addr", rc.addr, "region", c.Region(), "name", c.Name(), "data", cfg.DataDir,
 		"allow_private_networks", cfg.AllowPrivateNetworks)
