@@ -14,6 +14,7 @@ import (
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/ledger"
 )
 
 // fakeClock is the cells' injected clock: the test moves it.
@@ -279,6 +280,88 @@ func TestMonitorThroughGate(t *testing.T) {
 		t.Fatalf("delete: %d %s", r.status, r.body)
 	}
 	if r := call(t, "GET", g.URL+"/monitors/"+v.ID, key1, ""); r.status != 404 || !strings.Contains(r.body, "no such monitor") {
+		t.Fatalf("after delete: %d %s", r.status, r.body)
+	}
+}
+
+// The account-wide limits through a real gate: each create, each patch
+// that makes a monitor fast, each delete moves the account's and the
+// host's counts in the ledger (monitor_slot, in Raft order), so every
+// region counts the same monitors. A place taken in another region (a
+// command the sin gate would have submitted) counts here too; refusals are
+// the spec's 429 texts and create nothing.
+func TestMonitorLimitsInTheLedger(t *testing.T) {
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, strings.Replace(shopPage, "PRICE", "50", 1))
+	}))
+	defer shop.Close()
+	g := Start(t, Options{Cells: 2, Cell: func(c *cell.Config) {
+		c.Monitor.Limits.Account, c.Monitor.Limits.Fast, c.Monitor.Limits.Host = 3, 1, 4
+	}})
+	key1, key2 := g.Account(t, "supporter", 100), g.Account(t, "supporter", 100) // acct1, acct2
+	state := g.Runtime.Node().State()
+	counts := func(acct string) ledger.MonitorCounts {
+		n, err := state.MonitorCounts(acct, "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	create := func(key, path, every string) reply {
+		return call(t, "POST", g.URL+"/monitors", key, `{"url":"`+shop.URL+path+`","every":"`+every+`"}`)
+	}
+	refused := func(r reply, want string) {
+		t.Helper()
+		var e struct{ Error, Message string }
+		json.Unmarshal([]byte(r.body), &e)
+		if r.status != 429 || e.Error != "monitor_limit" || e.Message != want {
+			t.Fatalf("got %d %s, want 429 %q", r.status, r.body, want)
+		}
+	}
+	a := create(key1, "/a", "15m")
+	if a.status != 201 {
+		t.Fatalf("create: %d %s", a.status, a.body)
+	}
+	refused(create(key1, "/b", "15m"), "at most 1 running monitors checked more often than every 1h per account")
+	if n := counts("acct1"); n.Account != 1 || n.Fast != 1 || n.Host != 1 {
+		t.Fatalf("ledger counts %+v", n)
+	}
+	// Another region took a place for acct1 (as the sin gate's store does).
+	if err := Submit(g.Runtime.Node(), &ledger.Command{ID: "sin-slot", Type: ledger.CmdMonitorSlot, Time: time.Now().UTC(),
+		MonitorSlot: &ledger.MonitorSlot{Op: ledger.MonitorAdd, Monitor: "mon_sin.00000000000000000001", Account: "acct1",
+			Host: "127.0.0.1", Limits: ledger.MonitorLimits{Account: 3, Fast: 1, Host: 4}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := create(key1, "/b", "1h"); r.status != 201 {
+		t.Fatalf("third place: %d %s", r.status, r.body)
+	}
+	// eu holds two of acct1's monitors, the ledger three: the fourth is refused.
+	refused(create(key1, "/c", "1h"), "at most 3 monitors per account")
+	if r := call(t, "GET", g.URL+"/monitors", key1, ""); strings.Count(r.body, `"id":"mon_`) != 2 {
+		t.Fatalf("list after refusals: %s", r.body)
+	}
+	// The host: 3 places taken; acct2's first takes the fourth, its second is refused.
+	if r := create(key2, "/d", "1h"); r.status != 201 {
+		t.Fatalf("acct2: %d %s", r.status, r.body)
+	}
+	refused(create(key2, "/e", "1h"), "this site has too many monitors already")
+	// Patch: slowing the fast one frees the fast place; delete gives back the rest.
+	var v struct{ ID string }
+	json.Unmarshal([]byte(a.body), &v)
+	if r := call(t, "PATCH", g.URL+"/monitors/"+v.ID, key1, `{"every":"1h"}`); r.status != 200 {
+		t.Fatalf("patch: %d %s", r.status, r.body)
+	}
+	if n := counts("acct1"); n.Fast != 0 || n.Account != 3 {
+		t.Fatalf("after patch %+v", n)
+	}
+	if r := call(t, "DELETE", g.URL+"/monitors/"+v.ID, key1, ""); r.status != 200 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	if n := counts("acct1"); n.Account != 2 || n.Host != 3 {
+		t.Fatalf("after delete %+v", n)
+	}
+	if r := create(key1, "/c", "15m"); r.status != 201 {
 		t.Fatalf("after delete: %d %s", r.status, r.body)
 	}
 }
