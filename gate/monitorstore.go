@@ -63,10 +63,20 @@ func (rt *Runtime) startMonitorStore(ctx context.Context) error {
 	// own real clock, whatever clock its monitors run on.
 	ms.server = monstore.NewServer(ms.local, regionauth.NewVerifier(rt.cfg.RegionKeys, time.Now), rt.cfg.Logger)
 	rt.monitors = ms
-	rt.bg.Add(1)
+	// notify.email goes through the sign-up mail's SMTP settings; a gate
+	// without them records each monitor mail as failed.
+	var mailer monstore.Mailer
+	if rt.cfg.Mailer != nil {
+		mailer = rt.cfg.Mailer
+	}
+	rt.bg.Add(2)
 	go func() {
 		defer rt.bg.Done()
 		ms.hooks.Run(ctx)
+	}()
+	go func() {
+		defer rt.bg.Done()
+		ms.local.RunMail(ctx, monstore.MailConfig{Mailer: mailer, Now: rt.cfg.Now, Logger: rt.cfg.Logger})
 	}()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,9 +48,11 @@ type Evidence struct {
 	After  string `json:"after"`
 }
 
-// Delivery is a change's webhook delivery state.
+// Delivery is a change's delivery state: its webhook and, when the
+// monitor has notify.email, its mail (docs/api.md).
 type Delivery struct {
 	Webhook *WebhookState `json:"webhook"`
+	Email   *WebhookState `json:"email,omitempty"`
 	Done    bool          `json:"done"`
 }
 
@@ -368,6 +371,9 @@ func (s *Service) seen(b *monstore.Batch, m *Monitor, ver, hash, md string, fact
 	if m.Notify.Webhook != "" {
 		e.Delivery.Webhook = &WebhookState{Status: "waiting for confirmation"}
 	}
+	if m.Notify.Email != "" {
+		e.Delivery.Email = &WebhookState{Status: "waiting for confirmation"}
+	}
 	s.putEvent(b, m.ID, e)
 	m.Pending = &Pending{Event: n, Version: ver, Hash: hash, FirstSeen: now.UTC(), ConfirmAt: now.Add(s.cfg.ConfirmAfter)}
 }
@@ -396,9 +402,12 @@ func (s *Service) confirm(ctx context.Context, b *monstore.Batch, m *Monitor, pa
 		u := metering.Usage{Kind: metering.KindMonitorChange, Engine: page.Engine, Level: page.Level, Cache: metering.CacheMiss, Count: metering.Count(1)}
 		s.charge(b, &Charge{ID: fmt.Sprintf("%s/change/%d", m.ID, e.ID), Account: m.Account, Monitor: m.ID, URL: m.URL, Event: e.ID, At: at, Usage: u})
 	}
-	e.Delivery = &Delivery{Done: true}
+	e.Delivery = &Delivery{Done: m.Notify.Webhook == "" && m.Notify.Email == ""}
+	if m.Notify.Email != "" {
+		e.Delivery.Email = &WebhookState{Status: "pending"}
+	}
 	if m.Notify.Webhook != "" {
-		e.Delivery = &Delivery{Webhook: &WebhookState{Status: "pending"}}
+		e.Delivery.Webhook = &WebhookState{Status: "pending"}
 		body, err := json.Marshal(e)
 		if err != nil {
 			return err
@@ -407,7 +416,8 @@ func (s *Service) confirm(ctx context.Context, b *monstore.Batch, m *Monitor, pa
 			Monitor: m.ID, Secret: m.Notify.Secret, Body: body, CreatedAt: now, NextAt: now, Schedule: s.cfg.WebhookRetries}
 		if err := webhook.Check(&d, s.cfg.AllowPrivateNetworks); err != nil {
 			s.log.Warn("monitor: webhook refused", "monitor", m.ID, "err", err)
-			e.Delivery = &Delivery{Webhook: &WebhookState{Status: "failed", At: at.Format(time.RFC3339)}, Done: true}
+			e.Delivery.Webhook = &WebhookState{Status: "failed", At: at.Format(time.RFC3339)}
+			e.Delivery.Done = m.Notify.Email == ""
 		} else {
 			rawd, err := json.Marshal(d)
 			if err != nil {
@@ -415,6 +425,19 @@ func (s *Service) confirm(ctx context.Context, b *monstore.Batch, m *Monitor, pa
 			}
 			b.Set(hookKey(d.ID), rawd)
 		}
+	}
+	if m.Notify.Email != "" {
+		sched := s.cfg.WebhookRetries
+		if len(sched) == 0 {
+			sched = webhook.DefaultSchedule
+		}
+		mail := monstore.Mail{ID: monstore.MailID(m.ID, e.ID), Monitor: m.ID, Event: e.ID, To: m.Notify.Email,
+			Subject: mailSubject(m), Body: mailBody(m, &e), NextAt: now, Schedule: sched}
+		raw, err := json.Marshal(mail)
+		if err != nil {
+			return err
+		}
+		b.Set([]byte(monstore.MailPrefix+mail.ID), raw)
 	}
 	s.putEvent(b, m.ID, &e)
 	m.Version, m.Hash, m.Pending = p.Version, p.Hash, nil
@@ -512,4 +535,48 @@ func (s *Service) AckCharges(ctx context.Context, ids []string) (int, error) {
 		return 0, err
 	}
 	return b.Len(), s.st.Apply(ctx, b)
+}
+
+// mailSubject and mailBody are a confirmed change's notify.email message:
+// plain text, the summary first, then every fact and the evidence.
+func mailSubject(m *Monitor) string {
+	name := m.Name
+	if name == "" {
+		name = m.URL
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '\r' || r == '\n' {
+			return ' '
+		}
+		return r
+	}, "Change on "+name)
+}
+
+func mailBody(m *Monitor, e *Event) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\nPage: %s\nMonitor: %s\n", e.Summary, m.URL, m.ID)
+	if m.Watch != "" {
+		fmt.Fprintf(&b, "Watching: %s\n", m.Watch)
+	}
+	if len(e.Matched) > 0 {
+		fmt.Fprintf(&b, "Matched: %s\n", strings.Join(e.Matched, ", "))
+	}
+	b.WriteString("\nChanges:\n")
+	for _, f := range e.Facts {
+		fmt.Fprintf(&b, "- %s %s", f.Kind, f.Entity)
+		if f.Field != "" {
+			fmt.Fprintf(&b, " / %s", f.Field)
+		}
+		if f.Before != "" || f.After != "" {
+			fmt.Fprintf(&b, ": %q -> %q", f.Before, f.After)
+		}
+		b.WriteString("\n")
+	}
+	if e.ConfirmedAt != nil {
+		fmt.Fprintf(&b, "\nFirst seen %s, confirmed %s.\n", e.FirstSeen.Format(time.RFC3339), e.ConfirmedAt.Format(time.RFC3339))
+	}
+	if e.Evidence != nil {
+		fmt.Fprintf(&b, "Before: %s\nAfter: %s\n", e.Evidence.Before, e.Evidence.After)
+	}
+	return b.String()
 }

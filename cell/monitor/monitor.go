@@ -128,6 +128,9 @@ type Config struct {
 	Parallel int
 	// FetchTimeout bounds one check's fetch (default 60 s).
 	FetchTimeout time.Duration
+	// Mailer sends notify.email without a gate (with one, the gate sends
+	// with the sign-up mail's SMTP settings); nil: such mails fail.
+	Mailer monstore.Mailer
 	// Shared is the region's monitor store at the gate
 	// (monstore.Client); nil: the cell's own store, with its own webhook
 	// sender (a cell without a gate: tests).
@@ -242,6 +245,7 @@ func (s *Service) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if s.hooks != nil {
 		wg.Go(func() { s.hooks.Run(ctx) })
+		wg.Go(func() { s.local.RunMail(ctx, monstore.MailConfig{Mailer: s.cfg.Mailer, Now: s.cfg.Now, Logger: s.cfg.Logger}) })
 	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -515,4 +516,33 @@ func TestRefusedDeliveryRecorded(t *testing.T) {
 	if len(rc.all()) != 0 {
 		t.Fatal("a refused delivery was sent")
 	}
+}
+
+// notify.email without a mail server: the change is confirmed and its
+// mail recorded as failed, never as sent; with webhook and email both,
+// the delivery is done when both are.
+func TestEmailWithoutMailer(t *testing.T) {
+	e := newEnv(t, "", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.svc.local.RunMail(ctx, monstoreMailConfig(e)); close(done) }()
+	defer func() { cancel(); <-done }()
+	s := newSite(t, shop("50"))
+	rc := newReceiver(t)
+	v, _ := e.svc.Create(ctx0, "acct1", &Request{URL: str(s.URL), Every: str("1h"), Notify: &Notify{Webhook: rc.URL, Email: "a@example.com"}})
+	e.advance(time.Second)
+	s.set(shop("45"), 200)
+	e.advance(time.Hour)
+	if d := e.events(v.ID)[0].Delivery; d.Email == nil || d.Email.Status != "waiting for confirmation" || d.Done {
+		t.Fatalf("first sight %+v", d)
+	}
+	e.advance(DefaultConfirmAfter)
+	waitFor(t, "both channels finished", func() bool {
+		d := e.events(v.ID)[0].Delivery
+		return d.Done && d.Email != nil && d.Email.Status == "failed" && d.Webhook.Status == "delivered"
+	})
+}
+
+func monstoreMailConfig(e *env) monstore.MailConfig {
+	return monstore.MailConfig{Now: e.clock.Now}
 }

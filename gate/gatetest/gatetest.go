@@ -46,6 +46,9 @@ type Options struct {
 	Peers []gate.Peer
 	// NoLeader skips the wait for a ledger leader.
 	NoLeader bool
+	// SMTP and SMTPFrom are the gate's mail server (sign-up mail and
+	// monitors' notify.email); default none (mail is logged).
+	SMTP, SMTPFrom string
 }
 
 // Gate is a running gate with its cells.
@@ -102,7 +105,7 @@ func Start(t testing.TB, o Options) *Gate {
 			Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"}, AllowPrivateNetworks: true,
 			Payments: o.Payments, Peers: o.Peers,
 		},
-		PricesFile: o.PricesFile, TrustedProxies: o.TrustedProxies,
+		PricesFile: o.PricesFile, TrustedProxies: o.TrustedProxies, SMTP: o.SMTP, SMTPFrom: o.SMTPFrom,
 	}
 	text, err := site.Caddyfile()
 	if err != nil {

@@ -30,13 +30,16 @@ type LocalConfig struct {
 // Local is the store in this process, over a Pebble store. It is safe
 // for concurrent use: batches and claims are applied one at a time.
 type Local struct {
-	st  *store.Store
-	cfg LocalConfig
-	mu  sync.Mutex
+	st       *store.Store
+	cfg      LocalConfig
+	mu       sync.Mutex
+	mailWake chan struct{}
 }
 
 // NewLocal returns the monitor store kept in st.
-func NewLocal(st *store.Store, cfg LocalConfig) *Local { return &Local{st: st, cfg: cfg} }
+func NewLocal(st *store.Store, cfg LocalConfig) *Local {
+	return &Local{st: st, cfg: cfg, mailWake: make(chan struct{}, 1)}
+}
 
 // Get implements Store.
 func (l *Local) Get(_ context.Context, key []byte) ([]byte, error) { return l.st.Get(key) }
@@ -84,12 +87,13 @@ func (l *Local) apply(b *Batch) error {
 	}
 	pb := l.st.NewBatch()
 	defer pb.Discard()
-	hook := false
+	hook, mail := false, false
 	for _, o := range b.Ops {
 		switch o.Op {
 		case "set":
 			pb.Set(o.Key, o.Value)
 			hook = hook || bytes.HasPrefix(o.Key, []byte(HookPrefix))
+			mail = mail || bytes.HasPrefix(o.Key, []byte(MailPrefix))
 		case "del":
 			pb.Delete(o.Key)
 		case "delrange":
@@ -105,6 +109,12 @@ func (l *Local) apply(b *Batch) error {
 	}
 	if hook && l.cfg.OnHook != nil {
 		l.cfg.OnHook()
+	}
+	if mail {
+		select {
+		case l.mailWake <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }
@@ -165,9 +175,9 @@ func containsStr(l []string, s string) bool {
 	return false
 }
 
-// RecordDelivery writes a finished delivery's final state on its event
-// (the sender's OnFinish): id is the delivery's (mh_<monitor>_<event>).
-// A delivery whose monitor was deleted is ignored.
+// RecordDelivery writes a finished webhook delivery's final state on its
+// event (the sender's OnFinish): id is the delivery's
+// (mh_<monitor>_<event>). A delivery whose monitor was deleted is ignored.
 func (l *Local) RecordDelivery(id string, delivered bool, attempts, code int, at time.Time) {
 	rest, ok := strings.CutPrefix(id, "mh_")
 	i := strings.LastIndexByte(rest, '_')
@@ -178,13 +188,18 @@ func (l *Local) RecordDelivery(id string, delivered bool, attempts, code int, at
 	if err != nil {
 		return
 	}
-	key := EventKey(rest[:i], n)
 	status := "delivered"
 	if !delivered {
 		status = "failed"
 	}
-	state, _ := json.Marshal(map[string]any{"webhook": map[string]any{"status": status, "attempts": attempts,
-		"at": at.UTC().Format(time.RFC3339), "code": code}, "done": true})
+	l.recordState(rest[:i], n, "webhook", map[string]any{"status": status, "attempts": attempts,
+		"at": at.UTC().Format(time.RFC3339), "code": code})
+}
+
+// recordState writes one channel's final state (webhook, email) into an
+// event's delivery; the delivery is done when every channel it has is.
+func (l *Local) recordState(monitor string, event int64, channel string, state map[string]any) {
+	key := EventKey(monitor, event)
 	for range 5 {
 		raw, err := l.st.Get(key)
 		if err != nil {
@@ -194,7 +209,22 @@ func (l *Local) RecordDelivery(id string, delivered bool, attempts, code int, at
 		if json.Unmarshal(raw, &e) != nil {
 			return
 		}
-		e["delivery"] = state
+		var d map[string]json.RawMessage
+		json.Unmarshal(e["delivery"], &d)
+		if d == nil {
+			d = map[string]json.RawMessage{}
+		}
+		d[channel], _ = json.Marshal(state)
+		done := true
+		for _, ch := range []string{"webhook", "email"} {
+			var st struct{ Status string }
+			if v, ok := d[ch]; ok && string(v) != "null" && json.Unmarshal(v, &st) == nil &&
+				st.Status != "delivered" && st.Status != "failed" {
+				done = false
+			}
+		}
+		d["done"], _ = json.Marshal(done)
+		e["delivery"], _ = json.Marshal(d)
 		nv, _ := json.Marshal(e)
 		b := &Batch{Sync: true}
 		b.Require(key, raw)
