@@ -245,7 +245,9 @@ func (s *Service) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	if s.hooks != nil {
 		wg.Go(func() { s.hooks.Run(ctx) })
-		wg.Go(func() { s.local.RunMail(ctx, monstore.MailConfig{Mailer: s.cfg.Mailer, Now: s.cfg.Now, Logger: s.cfg.Logger}) })
+		wg.Go(func() {
+			s.local.RunMail(ctx, monstore.MailConfig{Mailer: s.cfg.Mailer, Now: s.cfg.Now, Logger: s.cfg.Logger})
+		})
 	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
