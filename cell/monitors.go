@@ -35,6 +35,17 @@ func (c *Cell) startMonitors(st *store.Store) error {
 	if mc.Logger == nil {
 		mc.Logger = c.cfg.Logger
 	}
+	if m := c.cfg.Model; m != nil && m.Client != nil {
+		// The operator's model (the client /extract uses) splits the
+		// watch sentence and judges facts; the rules stay the fallback.
+		model := &monitor.Model{Client: m.Client}
+		if mc.Split == nil {
+			mc.Split = model.Split
+		}
+		if mc.Judge == nil {
+			mc.Judge = model.Judge
+		}
+	}
 	svc, err := monitor.New(st, mc)
 	if err != nil {
 		return err

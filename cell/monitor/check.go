@@ -281,7 +281,7 @@ func (s *Service) record(ctx context.Context, m *Monitor, raw []byte, page *Page
 			break
 		}
 		st.Changes++
-		s.seen(b, m, ver, hash, page.Markdown, facts, now)
+		s.seen(ctx, b, m, ver, hash, page.Markdown, facts, now)
 	}
 	m.NextAt = now.Add(m.Interval)
 	durable := recovered || m.Pending != nil || confirmed || b.Len() > n0+1
@@ -353,7 +353,7 @@ func (s *Service) unchanged(b *monstore.Batch, m *Monitor, st *Stats) {
 
 // seen records a change at first sight: on the timeline at once,
 // confirmed by a check after the confirmation delay.
-func (s *Service) seen(b *monstore.Batch, m *Monitor, ver, hash, md string, facts []diff.Fact, now time.Time) {
+func (s *Service) seen(ctx context.Context, b *monstore.Batch, m *Monitor, ver, hash, md string, facts []diff.Fact, now time.Time) {
 	b.Set(versionKey(m.ID, ver), []byte(md))
 	n := m.LastEvent + 1
 	if m.Pending != nil {
@@ -364,7 +364,7 @@ func (s *Service) seen(b *monstore.Batch, m *Monitor, ver, hash, md string, fact
 	} else {
 		m.LastEvent = n
 	}
-	e := &Event{ID: n, Event: "change", Monitor: m.ID, URL: m.URL, Matched: watch.Match(m.Conditions, facts),
+	e := &Event{ID: n, Event: "change", Monitor: m.ID, URL: m.URL, Matched: s.match(ctx, m, facts),
 		Summary: diff.Summary(facts), Facts: facts, FirstSeen: now.UTC().Truncate(time.Second),
 		Evidence: &Evidence{Before: evidenceURL(m.ID, m.Version), After: evidenceURL(m.ID, ver)},
 		Delivery: &Delivery{}}
@@ -579,4 +579,17 @@ func mailBody(m *Monitor, e *Event) string {
 		fmt.Fprintf(&b, "Before: %s\nAfter: %s\n", e.Evidence.Before, e.Evidence.After)
 	}
 	return b.String()
+}
+
+// match returns the conditions of m that facts satisfy: by the model when
+// one is configured, by the rules otherwise or when the model fails.
+func (s *Service) match(ctx context.Context, m *Monitor, facts []diff.Fact) []string {
+	if s.cfg.Judge != nil && len(m.Conditions) > 0 {
+		ids, err := s.cfg.Judge(ctx, m.Conditions, facts)
+		if err == nil {
+			return ids
+		}
+		s.log.Warn("monitor: the model could not judge the change; the rules did", "monitor", m.ID, "err", err)
+	}
+	return watch.Match(m.Conditions, facts)
 }

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/monitor/diff"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
 	"github.com/trawlhq/trawl/cell/webhook"
 	"github.com/trawlhq/trawl/internal/monstore"
@@ -98,6 +99,9 @@ type Extractor interface {
 // model is configured. An error is the spec's 503.
 type Splitter func(ctx context.Context, sentence string) ([]watch.Condition, error)
 
+// Judge decides which conditions facts satisfy (Model.Judge).
+type Judge func(ctx context.Context, conds []watch.Condition, facts []diff.Fact) ([]string, error)
+
 // Config configures a Service; cmd/trawl builds it from flags.
 type Config struct {
 	// Region and Cell name the cell: they are in every monitor id.
@@ -122,8 +126,12 @@ type Config struct {
 	Fetcher Fetcher
 	// Extractor fills `custom`; nil: the rules of ruleExtractor.
 	Extractor Extractor
-	// Split splits `watch`; nil: watch.Split.
+	// Split splits `watch`; nil: watch.Split (the cell sets Model.Split
+	// when the operator configured a model).
 	Split Splitter
+	// Judge decides which conditions a change's facts satisfy; nil:
+	// watch.Match. An error falls back to watch.Match.
+	Judge Judge
 	// Parallel bounds checks in flight (default 32).
 	Parallel int
 	// FetchTimeout bounds one check's fetch (default 60 s).

@@ -18,6 +18,9 @@ import (
 	gosmtp "github.com/emersion/go-smtp"
 
 	"github.com/trawlhq/trawl/cell"
+	"github.com/trawlhq/trawl/cell/extract"
+	"github.com/trawlhq/trawl/cell/llm"
+	"github.com/trawlhq/trawl/cell/llm/llmtest"
 )
 
 // mailSink is a real SMTP server on loopback (go-smtp, as the sign-up
@@ -134,4 +137,29 @@ func between(s, a, b string) string {
 	_, rest, _ := strings.Cut(s, a)
 	v, _, _ := strings.Cut(rest, b)
 	return v
+}
+
+// With the operator's model configured (the client /extract uses), the
+// cell's monitors split the watch sentence with it.
+func TestMonitorModelSplitThroughGate(t *testing.T) {
+	srv := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
+		llmtest.Completion(w, `{"conditions":["the widget gets cheaper","the gadget is sold out"]}`)
+	})
+	client, err := llm.New(llm.Config{BaseURLs: map[string]string{"test": srv.URL + "/v1"}, RetryBase: 1}, "test/model-1", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := Start(t, Options{Cell: func(c *cell.Config) { c.Model = &extract.ModelConfig{Client: client} }})
+	key := g.Account(t, "supporter", 100)
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, strings.Replace(shopPage, "PRICE", "50", 1))
+	}))
+	defer shop.Close()
+	r := call(t, "POST", g.URL+"/monitors", key, `{"url":"`+shop.URL+`/shop","watch":"widget cheaper, gadget gone"}`)
+	if r.status != 201 || !strings.Contains(r.body, `{"id":"c1","text":"the widget gets cheaper"},{"id":"c2","text":"the gadget is sold out"}`) {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	if srv.Calls() != 1 {
+		t.Fatalf("%d model calls", srv.Calls())
+	}
 }
