@@ -55,7 +55,11 @@ func (l *Local) Apply(ctx context.Context, b *Batch) error {
 		// The slot first (a Raft commit): a new monitor whose batch is
 		// then refused gives its place back.
 		if err := l.cfg.Slots(ctx, b.Slot); err != nil {
-			return err
+			var le *LimitError
+			if errors.As(err, &le) {
+				return err
+			}
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 	}
 	err := l.apply(b)

@@ -70,6 +70,9 @@ var (
 	// ErrConflict: a condition of the batch no longer holds; nothing was
 	// written. The caller reads again and retries.
 	ErrConflict = errors.New("monstore: the record changed meanwhile")
+	// ErrUnavailable: the account-wide limits could not be counted (the
+	// ledger has no leader within the timeout); nothing was written.
+	ErrUnavailable = errors.New("monstore: the monitor limits cannot be counted right now")
 	// ErrNotFound is store.ErrNotFound.
 	ErrNotFound = store.ErrNotFound
 )

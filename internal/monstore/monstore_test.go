@@ -228,3 +228,61 @@ func BenchmarkClaimPass(b *testing.B) {
 		})
 	}
 }
+
+// Slots: a limit refusal is a *LimitError, a ledger that cannot count is
+// ErrUnavailable (503 through the server, ErrNoGate at the client); either
+// way nothing is written, and a create refused after its slot gives the
+// place back.
+func TestSlots(t *testing.T) {
+	st, err := store.Open("", &store.Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var mode string
+	var ops []string
+	l := NewLocal(st, LocalConfig{Slots: func(_ context.Context, s *Slot) error {
+		ops = append(ops, s.Op)
+		switch mode {
+		case "limit":
+			return &LimitError{Message: "at most 100 monitors per account"}
+		case "down":
+			return errors.New("no leader")
+		}
+		return nil
+	}})
+	keys, _ := regionauth.ParseKeys(regionauth.NewKey())
+	srv := httptest.NewServer(NewServer(l, regionauth.NewVerifier(keys, nil), nil))
+	defer srv.Close()
+	addr := srv.Listener.Addr().String()
+	c := &Client{Keys: keys, Gate: func() string { return addr }}
+	ctx := context.Background()
+	newBatch := func() *Batch {
+		b := &Batch{Slot: &Slot{Op: "add", Monitor: "m1"}}
+		b.Require([]byte("mon/u/x"), nil)
+		b.Set([]byte("mon/u/x"), []byte("m1"))
+		return b
+	}
+	mode = "limit"
+	var le *LimitError
+	if err := c.Apply(ctx, newBatch()); !errors.As(err, &le) || le.Message != "at most 100 monitors per account" {
+		t.Fatalf("limit: %v", err)
+	}
+	mode = "down"
+	if err := c.Apply(ctx, newBatch()); !errors.Is(err, ErrNoGate) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("ledger down: %v", err)
+	}
+	if _, err := l.Get(ctx, []byte("mon/u/x")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a refused batch wrote: %v", err)
+	}
+	mode, ops = "", nil
+	if err := c.Apply(ctx, newBatch()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(ctx, newBatch()); !errors.Is(err, ErrConflict) {
+		t.Fatalf("second create: %v", err)
+	}
+	if !slices.Equal(ops, []string{"add", "add", "remove"}) {
+		t.Fatalf("slot ops %v", ops)
+	}
+}

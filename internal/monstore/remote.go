@@ -156,6 +156,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &le):
 		status = http.StatusTooManyRequests
 		out = errBody("monitor_limit", le.Message)
+	case errors.Is(err, ErrUnavailable):
+		status = http.StatusServiceUnavailable
+		s.log.Warn("monitor store", "path", r.URL.Path, "err", err)
+		out = errBody("unavailable", err.Error())
 	case errors.As(err, &se):
 		status = http.StatusBadRequest
 		out = errBody("bad_input", "body is not valid JSON")
@@ -241,6 +245,8 @@ func (c *Client) call(ctx context.Context, op string, in, out any) error {
 			return ErrConflict
 		case http.StatusTooManyRequests:
 			return &LimitError{Message: e.Error.Message}
+		case http.StatusServiceUnavailable:
+			return fmt.Errorf("%w: %w", ErrNoGate, ErrUnavailable)
 		}
 		return fmt.Errorf("monstore: the gate answered HTTP %d: %s", resp.StatusCode, e.Error.Message)
 	}

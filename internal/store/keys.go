@@ -52,12 +52,13 @@ const (
 	PrefixJobIndex = "ji/"
 	// PrefixSite is the engine ladder's memory per site (cell/fetch/ladder).
 	PrefixSite = "site/"
-	// PrefixMonitor is the monitors this cell holds: records, versions,
-	// timeline events and the charges not yet collected by the gate
-	// (cell/monitor).
+	// PrefixMonitor is the region's monitors: records, indexes, versions,
+	// timeline events, mails and the charges not yet collected. Kept in
+	// the region gate's store (internal/monstore); in a cell's own store
+	// only for a cell without a gate (cell/monitor).
 	PrefixMonitor = "mon/"
 	// PrefixMonitorHook is the monitors' pending webhook deliveries
-	// (cell/webhook, for cell/monitor).
+	// (cell/webhook), in the same store as PrefixMonitor.
 	PrefixMonitorHook = "monhook/"
 )
 
