@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
@@ -36,8 +37,18 @@ type monitorStore struct {
 // its webhook sender until ctx ends.
 func (rt *Runtime) startMonitorStore(ctx context.Context) error {
 	ms := &monitorStore{}
+	// The membership as it is now: Close clears rt.members while the
+	// cells may still be asking for claims.
+	cluster, region := rt.members, rt.cfg.Region
 	ms.local = monstore.NewLocal(rt.st, monstore.LocalConfig{
-		Live:  rt.liveCellNames,
+		Live: func() []string {
+			cells := cluster.Live(members.RoleCell, region)
+			names := make([]string, 0, len(cells))
+			for _, c := range cells {
+				names = append(names, c.Name)
+			}
+			return names
+		},
 		Slots: rt.monitorSlot,
 		OnHook: func() {
 			if ms.hooks != nil {
@@ -84,15 +95,6 @@ func (rt *Runtime) startMonitorStore(ctx context.Context) error {
 // MonitorHooks is the region's webhook sender of monitor changes (tests
 // kick it after moving a clock).
 func (rt *Runtime) MonitorHooks() *webhook.Sender { return rt.monitors.hooks }
-
-func (rt *Runtime) liveCellNames() []string {
-	cells := rt.Cells()
-	names := make([]string, 0, len(cells))
-	for _, c := range cells {
-		names = append(names, c.Name)
-	}
-	return names
-}
 
 // monitorSlot takes, changes or gives back a monitor's place under the
 // account-wide limits: the ledger's monitor_slot command.
