@@ -156,13 +156,13 @@ func (s *Service) dispatch(ctx context.Context, wait bool) int {
 			s.log.Error("monitor: claimed record", "monitor", c.ID, "err", err)
 			continue
 		}
-		if _, busy := s.running.LoadOrStore(m.ID, struct{}{}); busy {
-			continue
-		}
+		// No in-process guard beside the claim: a monitor is handed out
+		// again only once its last check wrote its result (the claim is
+		// cleared with it), so skipping it here — its goroutine may not
+		// have returned yet — would leave it claimed until the lease ends.
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			s.running.Delete(m.ID)
 			wg.Wait()
 			return n
 		}
@@ -170,7 +170,7 @@ func (s *Service) dispatch(ctx context.Context, wait bool) int {
 		raw, due := []byte(c.Record), m.NextAt
 		s.checks.Add(1)
 		wg.Go(func() {
-			defer func() { <-s.slots; s.running.Delete(m.ID); s.checks.Done() }()
+			defer func() { <-s.slots; s.checks.Done() }()
 			s.count(func(st *Stats) {
 				if late := s.cfg.Now().Sub(due); late > st.MaxStartLate && m.Version != "" {
 					st.MaxStartLate = late

@@ -190,7 +190,6 @@ type Service struct {
 	// process of the same cell are void.
 	instance string
 
-	running sync.Map // monitor id → struct{}: a check in flight
 	checks  sync.WaitGroup
 	wake    chan struct{}
 	slots   chan struct{}

@@ -3,6 +3,7 @@ package gatetest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"mime"
 	"mime/quotedprintable"
@@ -109,10 +110,19 @@ func TestMonitorEmail(t *testing.T) {
 	})
 	clk.Add(2 * time.Minute)
 	mon.Kick()
-	WaitFor(t, 15*time.Second, "the mail", func() bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		es, _ := mon.Events(ctx, "acct1", id, time.Time{}, 10)
-		return len(es) == 1 && es[0].Delivery.Done && es[0].Delivery.Email != nil && es[0].Delivery.Email.Status == "delivered"
-	})
+		if len(es) == 1 && es[0].Delivery.Done && es[0].Delivery.Email != nil && es[0].Delivery.Email.Status == "delivered" {
+			break
+		}
+		if time.Now().After(deadline) {
+			raw, _ := json.Marshal(es)
+			sink.mu.Lock()
+			t.Fatalf("timed out waiting for the mail: %d received; events %s", len(sink.msgs), raw)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition
+	}
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
 	if len(sink.msgs) != 1 || len(sink.to) != 1 || sink.to[0] != "buyer@example.com" {
