@@ -185,6 +185,7 @@ type Service struct {
 	st    monstore.Store
 	local *monstore.Local // without a gate: the cell's own store
 	hooks *webhook.Sender // without a gate: its sender (else the gate's)
+	own   *store.Store    // with a gate: the cell's store, until its old monitors moved
 	log   *slog.Logger
 	// instance names this process in its claims: claims of a previous
 	// process of the same cell are void.
@@ -218,6 +219,7 @@ func New(st *store.Store, cfg Config) (*Service, error) {
 		slots: make(chan struct{}, cfg.Parallel), instance: newInstance()}
 	if cfg.Shared != nil {
 		s.st = cfg.Shared
+		s.own = st // its monitors of before move to the region's store (migrate.go)
 		return s, nil
 	}
 	if st == nil {
@@ -259,6 +261,13 @@ func (s *Service) Run(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	for {
+		if s.own != nil {
+			if _, err := s.migrate(ctx, s.own); err == nil {
+				s.own = nil
+			} else if ctx.Err() == nil {
+				s.log.Warn("monitor: move this cell's monitors into the region's store", "err", err)
+			}
+		}
 		s.dispatch(ctx, false)
 		select {
 		case <-ctx.Done():

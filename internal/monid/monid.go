@@ -8,8 +8,8 @@
 //
 // Ids made before monitors moved to the region's store also named the
 // cell that held them (mon_<region>.<cell>.<hex>); they still parse, to
-// their region, since their monitors were moved into the region's store
-// by their cell (docs/monitors.md). Region and cell names are 1 to 16 of
+// their region: their cell moves its monitors into the region's store
+// when it starts (cell/monitor/migrate.go, docs/monitors.md). Region and cell names are 1 to 16 of
 // [a-z0-9] (internal/jobid.ValidName); hex is 20 lower-case hex digits
 // (80 random bits). The package imports nothing heavy, so the gate uses it
 // without linking the cell.
