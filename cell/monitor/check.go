@@ -126,65 +126,71 @@ func evidenceURL(monitor, version string) string {
 // how many ran.
 func (s *Service) Tick(ctx context.Context) int { return s.dispatch(ctx, true) }
 
+// claimBatch is how many due checks one claim takes: a few times the
+// checks in flight, so a burst (a thousand baselines) is claimed in a few
+// calls and started as slots free up.
+func (s *Service) claimBatch() int { return 4 * s.cfg.Parallel }
+
 // lease is how long a claim holds without a result: a backstop for a
 // cell that hangs while its gate still sees it live (a dead cell's claims
-// are void at once).
-func (s *Service) lease() time.Duration { return 2*s.cfg.FetchTimeout + time.Minute }
+// are void at once). A claimed check may wait for claimBatch/Parallel
+// checks before it, each up to the fetch timeout.
+func (s *Service) lease() time.Duration {
+	return time.Duration(s.claimBatch()/s.cfg.Parallel+2)*s.cfg.FetchTimeout + time.Minute
+}
 
 // dispatch claims the checks that are due for this cell (the region's
-// store hands each due monitor to one live cell) and starts them; with
-// wait it returns when they are done. Run does not wait, so one slow site
+// store hands each due monitor to one live cell) and starts each as a
+// slot frees up, claiming again while a claim comes back full; with wait
+// it returns when they are done. Run does not wait, so one slow site
 // never holds back the others.
 func (s *Service) dispatch(ctx context.Context, wait bool) int {
-	free := cap(s.slots) - len(s.slots)
-	if free <= 0 {
-		return 0
-	}
-	claimed, err := s.st.Claim(ctx, monstore.ClaimRequest{Cell: s.cfg.Cell, Instance: s.instance, Now: s.cfg.Now(),
-		Max: free, Lease: s.lease()})
-	if err != nil {
-		if ctx.Err() == nil {
-			s.log.Warn("monitor: claim due checks", "err", err)
-		}
-		return 0
-	}
 	var wg sync.WaitGroup
 	n := 0
-	for _, c := range claimed {
-		var m Monitor
-		if err := json.Unmarshal(c.Record, &m); err != nil {
-			s.log.Error("monitor: claimed record", "monitor", c.ID, "err", err)
-			continue
-		}
-		// No in-process guard beside the claim: a monitor is handed out
-		// again only once its last check wrote its result (the claim is
-		// cleared with it), so skipping it here — its goroutine may not
-		// have returned yet — would leave it claimed until the lease ends.
-		select {
-		case s.slots <- struct{}{}:
-		case <-ctx.Done():
+	defer func() {
+		if wait {
 			wg.Wait()
+		}
+	}()
+	for {
+		claimed, err := s.st.Claim(ctx, monstore.ClaimRequest{Cell: s.cfg.Cell, Instance: s.instance, Now: s.cfg.Now(),
+			Max: s.claimBatch(), Lease: s.lease()})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("monitor: claim due checks", "err", err)
+			}
 			return n
 		}
-		n++
-		raw, due := []byte(c.Record), m.NextAt
-		s.checks.Add(1)
-		wg.Go(func() {
-			defer func() { <-s.slots; s.checks.Done() }()
-			s.count(func(st *Stats) {
-				if late := s.cfg.Now().Sub(due); late > st.MaxStartLate && m.Version != "" {
-					st.MaxStartLate = late
+		for _, c := range claimed {
+			var m Monitor
+			if err := json.Unmarshal(c.Record, &m); err != nil {
+				s.log.Error("monitor: claimed record", "monitor", c.ID, "err", err)
+				continue
+			}
+			select {
+			case s.slots <- struct{}{}:
+			case <-ctx.Done():
+				return n // the claims left lapse with this process
+			}
+			n++
+			raw, due := []byte(c.Record), m.NextAt
+			s.checks.Add(1)
+			wg.Go(func() {
+				defer func() { <-s.slots; s.checks.Done() }()
+				s.count(func(st *Stats) {
+					if late := s.cfg.Now().Sub(due); late > st.MaxStartLate && m.Version != "" {
+						st.MaxStartLate = late
+					}
+				})
+				if err := s.check(ctx, &m, raw, due); err != nil && ctx.Err() == nil {
+					s.log.Error("monitor: check", "monitor", m.ID, "err", err)
 				}
 			})
-			if err := s.check(ctx, &m, raw, due); err != nil && ctx.Err() == nil {
-				s.log.Error("monitor: check", "monitor", m.ID, "err", err)
-			}
-		})
+		}
+		if len(claimed) < s.claimBatch() {
+			return n
+		}
 	}
-	if wait {
-		wg.Wait()
-	}
-	return n
 }
 
 // mine reports whether m is still claimed by this process.
