@@ -164,7 +164,12 @@ func newEnv(t *testing.T, dir string, adjust func(*Config)) *env {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { svc.hooks.Run(ctx); close(done) }()
+	go func() {
+		if svc.hooks != nil {
+			svc.hooks.Run(ctx)
+		}
+		close(done)
+	}()
 	e := &env{t: t, clock: c, svc: svc, st: st, dir: dir}
 	e.stop = func() { cancel(); <-done; svc.Close(); st.Close() }
 	t.Cleanup(func() {
@@ -181,7 +186,7 @@ func (e *env) close() { e.stop(); e.stop = nil }
 func (e *env) advance(d time.Duration) {
 	e.clock.Add(d)
 	e.svc.Tick(context.Background())
-	e.svc.hooks.Kick()
+	e.svc.Kick()
 }
 
 func (e *env) events(id string) []*Event {

@@ -11,6 +11,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/monstore"
+	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // TestScale is the monitor load figure of docs/performance.md: N monitors
@@ -22,6 +26,10 @@ import (
 // checks per second, CPU time and RSS of the test process (service and
 // site together). An unchanged page costs a fetch, a parse and a hash
 // comparison: the figure counts the diffs, which must be none.
+//
+// With TRAWL_MONITOR_SHARED=1 the service uses the region's store as a
+// cell does: through monstore.Client, signed HTTP to a monstore.Server on
+// loopback (the gate's side, in this process).
 //
 //	TRAWL_MONITOR_SCALE=1000 go test ./cell/monitor/ -run TestScale -v
 func TestScale(t *testing.T) {
@@ -45,6 +53,18 @@ func TestScale(t *testing.T) {
 		c.Now = time.Now
 		c.MinEvery = every
 		c.Limits = Limits{Account: n, Fast: n, Host: n}
+		if os.Getenv("TRAWL_MONITOR_SHARED") == "1" {
+			st, err := store.Open(t.TempDir(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			keys, _ := regionauth.ParseKeys(regionauth.NewKey())
+			srv := httptest.NewServer(monstore.NewServer(monstore.NewLocal(st, monstore.LocalConfig{}), regionauth.NewVerifier(keys, nil), nil))
+			t.Cleanup(srv.Close)
+			addr := srv.Listener.Addr().String()
+			c.Shared = &monstore.Client{Keys: keys, Gate: func() string { return addr }}
+		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	created := time.Now()

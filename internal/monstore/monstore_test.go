@@ -182,6 +182,18 @@ func TestClientServer(t *testing.T) {
 	if err := c.Apply(ctx, b); !errors.Is(err, ErrConflict) {
 		t.Fatalf("conflict through the server: %v", err)
 	}
+	// Only the monitors' keys: the gate's store holds its journal too.
+	if _, err := c.Get(ctx, []byte("H/journal")); err == nil || errors.Is(err, ErrNotFound) {
+		t.Fatalf("read outside the monitor store: %v", err)
+	}
+	outside := &Batch{}
+	outside.Set([]byte("U/line"), []byte("x"))
+	if err := c.Apply(ctx, outside); err == nil {
+		t.Fatal("wrote outside the monitor store")
+	}
+	if err := c.Scan(ctx, []byte("L/"), nil, func(_, _ []byte) (bool, error) { return true, nil }); err == nil {
+		t.Fatal("scanned outside the monitor store")
+	}
 	other, _ := regionauth.ParseKeys(regionauth.NewKey())
 	stranger := &Client{Keys: other, Gate: func() string { return addr }}
 	if _, err := stranger.Get(ctx, RecordKey(got[0].ID)); err == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // Path is where the gate serves the store to its cells (a Gate row of
@@ -101,7 +102,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch strings.TrimPrefix(r.URL.Path, Path) {
 	case "get":
 		var q getReq
-		if err = json.Unmarshal(body, &q); err == nil {
+		if err = json.Unmarshal(body, &q); err == nil && !allowed(q.Key) {
+			err = errOutside
+		} else if err == nil {
 			var v []byte
 			v, err = s.l.Get(ctx, q.Key)
 			if errors.Is(err, ErrNotFound) {
@@ -112,7 +115,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "scan":
 		var q scanReq
-		if err = json.Unmarshal(body, &q); err == nil {
+		if err = json.Unmarshal(body, &q); err == nil && !allowed(q.Prefix) {
+			err = errOutside
+		} else if err == nil {
 			resp := scanResp{KVs: []kv{}}
 			size := 0
 			err = s.l.Scan(ctx, q.Prefix, q.Start, func(k, v []byte) (bool, error) {
@@ -128,7 +133,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	case "apply":
 		var b Batch
-		if err = json.Unmarshal(body, &b); err == nil {
+		if err = json.Unmarshal(body, &b); err == nil && !b.inside() {
+			err = errOutside
+		} else if err == nil {
 			err = s.l.Apply(ctx, &b)
 			out = map[string]bool{"ok": true}
 		}
@@ -163,6 +170,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case errors.As(err, &se):
 		status = http.StatusBadRequest
 		out = errBody("bad_input", "body is not valid JSON")
+	case errors.Is(err, errOutside):
+		status = http.StatusForbidden
+		out = errBody("forbidden", err.Error())
 	case status == http.StatusNotFound:
 		out = errBody("not_found", err.Error())
 	default:
@@ -176,6 +186,31 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(regionauth.HeaderUsageSig, s.v.Keys().SignAnswer(claims.Nonce, status, hex.EncodeToString(sum[:])))
 	w.WriteHeader(status)
 	w.Write(raw)
+}
+
+// errOutside: a key outside the monitors' ranges. The gate's store also
+// holds its credit journal and usage lines; the monitor store serves and
+// writes only store.PrefixMonitor and store.PrefixMonitorHook.
+var errOutside = errors.New("monstore: key outside the monitor store")
+
+func allowed(key []byte) bool {
+	return len(key) > 0 && (strings.HasPrefix(string(key), store.PrefixMonitor) || strings.HasPrefix(string(key), HookPrefix))
+}
+
+// inside reports whether every key b reads or writes is a monitor key (a
+// range ends at most at the end of one).
+func (b *Batch) inside() bool {
+	for _, c := range b.Conds {
+		if !allowed(c.Key) {
+			return false
+		}
+	}
+	for _, o := range b.Ops {
+		if !allowed(o.Key) || o.Op == "delrange" && !allowed(o.End) && string(o.End) != string(store.PrefixEnd([]byte(store.PrefixMonitor))) {
+			return false
+		}
+	}
+	return true
 }
 
 func errBody(code, msg string) errResp {
