@@ -46,27 +46,52 @@ func privateHost(u string) bool {
 // rebuildSearch indexes the archive when the index is empty and the
 // archive is not (a new index, or one lost with its disk): a cell's pages
 // are searchable again without refetching them.
+//
+// A non-empty index is caught up instead: the pages archived after its
+// watermark (the latest fetch time of the pages it has written) are
+// indexed again. A batch is searchable before it is written, so a cell
+// that crashed may have lost its last batches from the index; they are
+// still in the archive, and come back here.
 func (c *Cell) rebuildSearch(ctx context.Context) {
 	defer close(c.rebuilt)
+	var since time.Time
+	what := "rebuilt"
 	if c.index.Count() > 0 {
-		return
+		since, what = c.index.Watermark(), "caught up"
+		if since.IsZero() {
+			return // an index from before watermarks: nothing to compare
+		}
 	}
 	start := time.Now()
-	n, err := c.index.Rebuild(ctx, func(yield func(search.Page) bool) error {
+	n, err := c.rebuildInto(ctx, c.index, since)
+	if err != nil && ctx.Err() == nil {
+		c.cfg.Logger.Warn("search: rebuilding the index from the archive failed", "err", err)
+	}
+	if n > 0 {
+		c.cfg.Logger.Info("search: index "+what+" from the archive", "pages", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// rebuildInto indexes into ix the archived pages fetched after since.
+func (c *Cell) rebuildInto(ctx context.Context, ix *search.Index, since time.Time) (int, error) {
+	return ix.Rebuild(ctx, func(yield func(search.Page) bool) error {
 		return c.scrape.ScanArchive(func(p *scrape.ArchivedPage) bool {
-			if !c.cfg.AllowPrivateNetworks && privateHost(p.URL) {
+			if !c.cfg.AllowPrivateNetworks && privateHost(p.URL) || !p.FetchedAt.After(since) {
 				return true
 			}
 			return yield(search.Page{URL: p.URL, ContentType: p.ContentType, Body: p.Body, Fetched: p.FetchedAt})
 		})
 	})
-	if err != nil && ctx.Err() == nil {
-		c.cfg.Logger.Warn("search: rebuilding the index from the archive failed", "err", err)
-	}
-	if n > 0 {
-		c.cfg.Logger.Info("search: index rebuilt from the archive", "pages", n, "took", time.Since(start).Round(time.Millisecond))
-	}
 }
+
+// RebuildSearchInto indexes the cell's whole archive into ix (a fresh
+// index: the indexing benchmark of gate/gatetest, TestSearchSpeed).
+func (c *Cell) RebuildSearchInto(ctx context.Context, ix *search.Index) (int, error) {
+	return c.rebuildInto(ctx, ix, time.Time{})
+}
+
+// SearchIndex is the cell's search index.
+func (c *Cell) SearchIndex() *search.Index { return c.index }
 
 func (c *Cell) handleSearchLocal(w http.ResponseWriter, r *http.Request) {
 	c.index.ServeLocal(w, r)

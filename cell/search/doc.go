@@ -43,6 +43,8 @@ type Doc struct {
 	// Links are the page's outgoing links with their text (for the anchor
 	// text of the pages they point to).
 	Links []content.Link `json:"-"`
+	// Fetched is when the cell fetched it (the index's watermark).
+	Fetched time.Time `json:"-"`
 }
 
 // FromHTML builds the Doc of an HTML page fetched from pageURL (its final
@@ -80,7 +82,7 @@ func FromHTML(page []byte, pageURL string, fetched time.Time) (*Doc, error) {
 
 // FromMarkdown builds a Doc from a page's main content as Markdown.
 func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
-	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC()}
+	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC(), Fetched: fetched.UTC()}
 	var body strings.Builder
 	for line := range strings.SplitSeq(md, "\n") {
 		t := strings.TrimSpace(line)

@@ -12,14 +12,18 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/token/porter"
-	regexptok "github.com/blevesearch/bleve/v2/analysis/tokenizer/regexp"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/character"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/registry"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
 )
@@ -60,6 +64,13 @@ type Index struct {
 	boosts Boosts
 
 	mu sync.Mutex // serialises Add (anchor bookkeeping)
+
+	// unpersisted are the batches searchable but not yet written (the
+	// batches return before the write); Close waits for them.
+	pmu         sync.Mutex
+	unpersisted map[uint64]bool
+	seq         uint64
+	inMemory    bool
 }
 
 // ErrQuery is returned for an empty query.
@@ -72,6 +83,27 @@ const (
 	wordAnalyzer = "trawl_word" // lower-cased only: the term dictionary of did_you_mean
 )
 
+// alnumTokenizer splits text into runs of letters and numbers (the
+// regexp tokenizer with [\p{L}\p{N}]+ did the same at a third of the
+// speed; indexes made with it still open, as their mapping names it).
+const alnumTokenizer = "trawl_alnum_runes"
+
+func init() {
+	err := registry.RegisterTokenizer(alnumTokenizer, func(map[string]any, *registry.Cache) (analysis.Tokenizer, error) {
+		return character.NewCharacterTokenizer(func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }), nil
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// scorchConfig: a batch returns once its segment is searchable, without
+// waiting for it to be written (the persister writes it within moments).
+// A crash can lose the last batches' pages from the index, never from the
+// archive: the cell checks the index against the archive when it starts
+// (Cell.rebuildSearch).
+var scorchConfig = map[string]any{"unsafe_batch": true}
+
 func indexMapping() mapping.IndexMapping {
 	im := bleve.NewIndexMapping()
 	im.ScoringModel = index.BM25Scoring
@@ -80,10 +112,9 @@ func indexMapping() mapping.IndexMapping {
 			panic(err) // constant configuration
 		}
 	}
-	must(im.AddCustomTokenizer("trawl_alnum", map[string]any{"type": regexptok.Name, "regexp": `[\p{L}\p{N}]+`}))
-	must(im.AddCustomAnalyzer(textAnalyzer, map[string]any{"type": custom.Name, "tokenizer": "trawl_alnum",
+	must(im.AddCustomAnalyzer(textAnalyzer, map[string]any{"type": custom.Name, "tokenizer": alnumTokenizer,
 		"token_filters": []any{lowercase.Name, en.StopName, porter.Name}}))
-	must(im.AddCustomAnalyzer(wordAnalyzer, map[string]any{"type": custom.Name, "tokenizer": "trawl_alnum",
+	must(im.AddCustomAnalyzer(wordAnalyzer, map[string]any{"type": custom.Name, "tokenizer": alnumTokenizer,
 		"token_filters": []any{lowercase.Name}}))
 	im.DefaultAnalyzer = textAnalyzer
 	im.StoreDynamic = false
@@ -131,17 +162,18 @@ func indexMapping() mapping.IndexMapping {
 // Open opens the index in dir, creating it when absent; dir "" is an
 // index in memory (tests).
 func Open(dir string, cfg Config) (*Index, error) {
-	ix := &Index{boosts: DefaultBoosts}
+	ix := &Index{boosts: DefaultBoosts, unpersisted: map[uint64]bool{}}
 	if cfg.Boosts != nil {
 		ix.boosts = *cfg.Boosts
 	}
 	var err error
 	switch {
 	case dir == "":
+		ix.inMemory = true
 		ix.b, err = bleve.NewMemOnly(indexMapping())
 	default:
 		if _, statErr := os.Stat(filepath.Join(dir, "index_meta.json")); statErr == nil {
-			ix.b, err = bleve.Open(dir)
+			ix.b, err = bleve.OpenUsing(dir, scorchConfig)
 			if err != nil {
 				// An index that does not open is set aside and started
 				// again: the cell rebuilds it from its archive.
@@ -149,13 +181,13 @@ func Open(dir string, cfg Config) (*Index, error) {
 				if rerr := os.Rename(dir, aside); rerr != nil {
 					return nil, fmt.Errorf("open search index %q: %w (and could not set it aside: %v)", dir, err, rerr)
 				}
-				ix.b, err = bleve.New(dir, indexMapping())
+				ix.b, err = newIndex(dir)
 			}
 		} else {
 			if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 				return nil, err
 			}
-			ix.b, err = bleve.New(dir, indexMapping())
+			ix.b, err = newIndex(dir)
 		}
 	}
 	if err != nil {
@@ -164,8 +196,47 @@ func Open(dir string, cfg Config) (*Index, error) {
 	return ix, nil
 }
 
-// Close closes the index.
-func (ix *Index) Close() error { return ix.b.Close() }
+func newIndex(dir string) (bleve.Index, error) {
+	return bleve.NewUsing(dir, indexMapping(), scorch.Name, scorch.Name, scorchConfig)
+}
+
+// Close writes what is not written yet (waiting up to 30 s) and closes
+// the index.
+func (ix *Index) Close() error {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		ix.pmu.Lock()
+		n := len(ix.unpersisted)
+		ix.pmu.Unlock()
+		if n == 0 {
+			break
+		}
+	}
+	return ix.b.Close()
+}
+
+// commit applies a batch: searchable when it returns, written soon after
+// (Close waits for it).
+func (ix *Index) commit(b *bleve.Batch) error {
+	if ix.inMemory {
+		return ix.b.Batch(b)
+	}
+	ix.pmu.Lock()
+	ix.seq++
+	seq := ix.seq
+	ix.unpersisted[seq] = true
+	ix.pmu.Unlock()
+	done := func() {
+		ix.pmu.Lock()
+		delete(ix.unpersisted, seq)
+		ix.pmu.Unlock()
+	}
+	b.SetPersistedCallback(func(error) { done() })
+	err := ix.b.Batch(b)
+	if err != nil {
+		done()
+	}
+	return err
+}
 
 // Count is the number of pages indexed.
 func (ix *Index) Count() uint64 {
@@ -179,7 +250,31 @@ func (ix *Index) SetBoosts(b Boosts) { ix.boosts = b }
 // Boosts returns the boosts in use.
 func (ix *Index) Boosts() Boosts { return ix.boosts }
 
-const anchorKey = "anchor:"
+const (
+	anchorKey    = "anchor:"
+	watermarkKey = "watermark"
+)
+
+// Watermark is the latest fetch time of the pages indexed (and written:
+// it is written with their batch); zero for an empty index.
+func (ix *Index) Watermark() time.Time {
+	raw, err := ix.b.GetInternal([]byte(watermarkKey))
+	if err != nil || raw == nil {
+		return time.Time{}
+	}
+	t, _ := time.Parse(time.RFC3339Nano, string(raw))
+	return t
+}
+
+func latestFetch(docs []*Doc) time.Time {
+	var w time.Time
+	for _, d := range docs {
+		if d.Fetched.After(w) {
+			w = d.Fetched
+		}
+	}
+	return w
+}
 
 // Add indexes docs (a page indexed again replaces its older version). The
 // text of their links is added to the pages they point to as anchor text:
@@ -204,8 +299,10 @@ func (ix *Index) Add(docs ...*Doc) error {
 			newAnchors[l.Href] = append(newAnchors[l.Href], t)
 		}
 	}
+	var again []string
+	grown := map[string][]string{}
 	for target, texts := range newAnchors {
-		all, err := ix.addAnchors(batch, target, texts)
+		all, changed, err := ix.addAnchors(batch, target, texts)
 		if err != nil {
 			return err
 		}
@@ -213,17 +310,27 @@ func (ix *Index) Add(docs ...*Doc) error {
 			d.Anchors = all
 			continue
 		}
-		// Indexed already: again with its new anchor text.
-		old, err := ix.load(target)
+		if changed {
+			// Indexed already: again with its new anchor text (not when
+			// the links only repeat texts it has: navigation).
+			again = append(again, target)
+			grown[target] = all
+		}
+	}
+	if len(again) > 0 {
+		olds, err := ix.loadAll(again)
 		if err != nil {
 			return err
 		}
-		if old != nil {
-			old.Anchors = all
+		for _, old := range olds {
+			old.Anchors = grown[old.URL]
 			if err := batch.Index(old.URL, old.fields()); err != nil {
 				return err
 			}
 		}
+	}
+	if w := latestFetch(docs); !w.IsZero() && w.After(ix.Watermark()) {
+		batch.SetInternal([]byte(watermarkKey), []byte(w.Format(time.RFC3339Nano)))
 	}
 	for _, d := range docs {
 		if _, ok := newAnchors[d.URL]; !ok {
@@ -239,15 +346,15 @@ func (ix *Index) Add(docs ...*Doc) error {
 			return fmt.Errorf("index %q: %w", d.URL, err)
 		}
 	}
-	return ix.b.Batch(batch)
+	return ix.commit(batch)
 }
 
 // addAnchors adds texts to target's anchor text (kept in the index's
 // internal store), and returns all of it: up to 50 distinct texts.
-func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) ([]string, error) {
+func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) ([]string, bool, error) {
 	raw, err := ix.b.GetInternal([]byte(anchorKey + target))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var all []string
 	if raw != nil {
@@ -257,15 +364,19 @@ func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) (
 	for _, t := range all {
 		seen[strings.ToLower(t)] = true
 	}
+	changed := false
 	for _, t := range texts {
 		if k := strings.ToLower(t); !seen[k] && len(all) < 50 {
 			seen[k] = true
 			all = append(all, t)
+			changed = true
 		}
 	}
-	out, _ := json.Marshal(all)
-	batch.SetInternal([]byte(anchorKey+target), out)
-	return all, nil
+	if changed {
+		out, _ := json.Marshal(all)
+		batch.SetInternal([]byte(anchorKey+target), out)
+	}
+	return all, changed, nil
 }
 
 // fields is d as the index mapping reads it.
@@ -278,7 +389,7 @@ func (d *Doc) fields() map[string]any {
 		"headings": heads,
 		"body":     d.Body,
 		"anchors":  strings.Join(d.Anchors, "\n"),
-		"words":    d.Title + "\n" + heads + "\n" + d.Body,
+		"words":    distinctWords(d.Title, heads, d.Body),
 		"type":     d.Type,
 		"lang":     d.Lang,
 		"desc":     d.Description,
@@ -290,18 +401,20 @@ func (d *Doc) fields() map[string]any {
 
 var storedFields = []string{"url", "title", "headings", "body", "anchors", "type", "lang", "desc", "jsonld", "sim", "date"}
 
-// load reads an indexed page back from its stored fields; nil when absent.
-func (ix *Index) load(id string) (*Doc, error) {
-	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery([]string{id}), 1, 0, false)
+// loadAll reads indexed pages back from their stored fields (those of ids
+// that are indexed).
+func (ix *Index) loadAll(ids []string) ([]*Doc, error) {
+	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery(ids), len(ids), 0, false)
 	req.Fields = storedFields
 	res, err := ix.b.Search(req)
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Hits) == 0 {
-		return nil, nil
+	out := make([]*Doc, 0, len(res.Hits))
+	for _, h := range res.Hits {
+		out = append(out, docOf(h.Fields))
 	}
-	return docOf(res.Hits[0].Fields), nil
+	return out, nil
 }
 
 func docOf(f map[string]any) *Doc {
@@ -390,10 +503,11 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 	if len(res.Hits) > 0 {
 		top = res.Hits[0].Score
 	}
+	m := newMatcher(terms)
 	for _, h := range res.Hits {
 		d := docOf(h.Fields)
 		sim, _ := strconv.ParseUint(fmt.Sprint(h.Fields["sim"]), 16, 64)
-		p := bestPassage(d.Body, terms)
+		p := m.bestPassage(d.Body)
 		score := h.Score
 		if top > 0 {
 			// The second stage in units of the best first-stage score, so
@@ -441,4 +555,23 @@ func Collapse(hits []Hit) []Hit {
 // normalize is s lower-cased with its words joined by single spaces.
 func normalize(s string) string {
 	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !isWord(r) && r != '.' && r != '_' }), " ")
+}
+
+// distinctWords is each word of texts once, lower-cased: the words field
+// only answers how many pages hold a word (did_you_mean), so a page's
+// repeats are not analysed again.
+func distinctWords(texts ...string) string {
+	seen := map[string]bool{}
+	var b strings.Builder
+	for _, t := range texts {
+		for _, w := range words(t) {
+			lw := strings.ToLower(w.text)
+			if !seen[lw] {
+				seen[lw] = true
+				b.WriteString(lw)
+				b.WriteByte(' ')
+			}
+		}
+	}
+	return b.String()
 }

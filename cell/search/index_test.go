@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,5 +172,33 @@ func TestBrokenIndexIsSetAsideAndStartedAgain(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(dir + ".broken-*"); len(m) != 1 {
 		t.Fatalf("set aside: %q", m)
+	}
+}
+
+func TestSimhashIsFNVOfShingles(t *testing.T) {
+	// The hash of each 3-word shingle is FNV-1a of the words joined by
+	// spaces (an index's stored hashes stay comparable with new ones).
+	text := "Alpha beta gamma delta"
+	var v [64]int
+	for _, sh := range []string{"alpha beta gamma", "beta gamma delta"} {
+		h := fnv.New64a()
+		h.Write([]byte(sh))
+		x := h.Sum64()
+		for b := 0; b < 64; b++ {
+			if x&(1<<b) != 0 {
+				v[b]++
+			} else {
+				v[b]--
+			}
+		}
+	}
+	var want uint64
+	for b := 0; b < 64; b++ {
+		if v[b] > 0 {
+			want |= 1 << b
+		}
+	}
+	if got := simhash(text); got != want {
+		t.Fatalf("simhash %x, want %x", got, want)
 	}
 }
