@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -21,6 +22,7 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/token/porter"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/character"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/whitespace"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/registry"
@@ -47,21 +49,36 @@ type Boosts struct {
 	// Candidates is how many pages of the first stage the second stage
 	// re-ranks (at least twice the results asked for).
 	Candidates int
+	// Ident weighs a match of an identifier of the query (a name joined
+	// by _ or ., such as pg_trigger_depth or os.path.join) as the page
+	// writes it, whole.
+	Ident float64
+	// Authority weighs the link-authority prior (PageRank over the
+	// archived link graph, in [0,1]) in the second stage.
+	Authority float64
+	// Fresh weighs recency (1 for a page dated now, halving every 30
+	// days) for the queries that ask for it ("latest", "news", this
+	// year…).
+	Fresh float64
 }
 
 // DefaultBoosts are the tuned boosts (docs/search.md, "Tuning").
-var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80}
+var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80, Ident: 5, Authority: 0.5, Fresh: 2}
 
 // Config configures an Index.
 type Config struct {
 	// Boosts; zero: DefaultBoosts.
 	Boosts *Boosts
+	// Now is the clock of freshness (default time.Now).
+	Now func() time.Time
 }
 
 // Index is a cell's search index. It is safe for concurrent use.
 type Index struct {
 	b      bleve.Index
 	boosts Boosts
+	graph  *graph
+	now    func() time.Time
 
 	mu sync.Mutex // serialises Add (anchor bookkeeping)
 
@@ -79,8 +96,9 @@ var ErrQuery = errors.New("search: empty query")
 // Analyzers. Words are runs of letters and digits: an identifier
 // (os.path.join, parse_qsl) is its parts, as a reader searches them.
 const (
-	textAnalyzer = "trawl_text" // lower-cased, English stop words out, Porter stems
-	wordAnalyzer = "trawl_word" // lower-cased only: the term dictionary of did_you_mean
+	textAnalyzer  = "trawl_text"  // lower-cased, English stop words out, Porter stems
+	wordAnalyzer  = "trawl_word"  // lower-cased only: the term dictionary of did_you_mean
+	identAnalyzer = "trawl_ident" // identifiers, lower-cased before: split at spaces only
 )
 
 // alnumTokenizer splits text into runs of letters and numbers (the
@@ -116,6 +134,7 @@ func indexMapping() mapping.IndexMapping {
 		"token_filters": []any{lowercase.Name, en.StopName, porter.Name}}))
 	must(im.AddCustomAnalyzer(wordAnalyzer, map[string]any{"type": custom.Name, "tokenizer": alnumTokenizer,
 		"token_filters": []any{lowercase.Name}}))
+	must(im.AddCustomAnalyzer(identAnalyzer, map[string]any{"type": custom.Name, "tokenizer": whitespace.Name}))
 	im.DefaultAnalyzer = textAnalyzer
 	im.StoreDynamic = false
 	im.IndexDynamic = false
@@ -142,6 +161,10 @@ func indexMapping() mapping.IndexMapping {
 	dm := bleve.NewDocumentStaticMapping()
 	dm.AddFieldMappingsAt("url", keyword(true, true))
 	dm.AddFieldMappingsAt("urlwords", text(false))
+	idents := bleve.NewTextFieldMapping()
+	idents.Analyzer = identAnalyzer
+	idents.Store, idents.IncludeInAll, idents.DocValues, idents.IncludeTermVectors = false, false, false, false
+	dm.AddFieldMappingsAt("idents", idents)
 	dm.AddFieldMappingsAt("title", text(true))
 	dm.AddFieldMappingsAt("headings", text(true))
 	dm.AddFieldMappingsAt("body", text(true))
@@ -162,9 +185,12 @@ func indexMapping() mapping.IndexMapping {
 // Open opens the index in dir, creating it when absent; dir "" is an
 // index in memory (tests).
 func Open(dir string, cfg Config) (*Index, error) {
-	ix := &Index{boosts: DefaultBoosts, unpersisted: map[uint64]bool{}}
+	ix := &Index{boosts: DefaultBoosts, unpersisted: map[uint64]bool{}, now: cfg.Now, graph: newGraph(graphPath(dir))}
 	if cfg.Boosts != nil {
 		ix.boosts = *cfg.Boosts
+	}
+	if ix.now == nil {
+		ix.now = time.Now
 	}
 	var err error
 	switch {
@@ -203,15 +229,30 @@ func newIndex(dir string) (bleve.Index, error) {
 // Close writes what is not written yet (waiting up to 30 s) and closes
 // the index.
 func (ix *Index) Close() error {
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	ix.graph.mu.Lock()
+	dirty := ix.graph.dirty
+	ix.graph.mu.Unlock()
+	if dirty {
+		ix.graph.compute()
+	}
+	ix.Written(30 * time.Second)
+	return ix.b.Close()
+}
+
+// Written waits up to timeout for every batch added to be written to
+// disk, and reports whether they are.
+func (ix *Index) Written(timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(5 * time.Millisecond) {
 		ix.pmu.Lock()
 		n := len(ix.unpersisted)
 		ix.pmu.Unlock()
 		if n == 0 {
-			break
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 	}
-	return ix.b.Close()
 }
 
 // commit applies a batch: searchable when it returns, written soon after
@@ -346,8 +387,17 @@ func (ix *Index) Add(docs ...*Doc) error {
 			return fmt.Errorf("index %q: %w", d.URL, err)
 		}
 	}
-	return ix.commit(batch)
+	if err := ix.commit(batch); err != nil {
+		return err
+	}
+	ix.graph.add(docs)
+	ix.graph.maybeCompute()
+	return nil
 }
+
+// UpdateRanks computes the link-authority prior now (it is otherwise
+// computed in the background at most every RankEvery).
+func (ix *Index) UpdateRanks() { ix.graph.compute() }
 
 // addAnchors adds texts to target's anchor text (kept in the index's
 // internal store), and returns all of it: up to 50 distinct texts.
@@ -385,6 +435,7 @@ func (d *Doc) fields() map[string]any {
 	return map[string]any{
 		"url":      d.URL,
 		"urlwords": urlWords(d.URL),
+		"idents":   strings.Join(identifiers(d.Title, heads, d.Body), " "),
 		"title":    d.Title,
 		"headings": heads,
 		"body":     d.Body,
@@ -480,6 +531,14 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 		field("title", b.Title), field("headings", b.Headings), field("urlwords", b.URL),
 		field("anchors", b.Anchors), field("body", b.Body),
 	}
+	if b.Ident > 0 {
+		for _, id := range identifiers(q) {
+			tq := bleve.NewTermQuery(id)
+			tq.SetField("idents")
+			tq.SetBoost(b.Ident)
+			qs = append(qs, tq)
+		}
+	}
 	if len(strings.Fields(q)) > 1 && b.Phrase > 0 {
 		for _, f := range []string{"title", "body"} {
 			p := bleve.NewMatchPhraseQuery(q)
@@ -504,6 +563,7 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 		top = res.Hits[0].Score
 	}
 	m := newMatcher(terms)
+	fresh, now := asksFresh(q, ix.now()), ix.now()
 	for _, h := range res.Hits {
 		d := docOf(h.Fields)
 		sim, _ := strconv.ParseUint(fmt.Sprint(h.Fields["sim"]), 16, 64)
@@ -515,6 +575,13 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 			score += top * b.Passage * p.score
 			if nt := normalize(d.Title); nt != "" && (nt == nq || strings.HasPrefix(nt, nq+" ")) {
 				score += top * b.ExactTitle / 4
+			}
+			if b.Authority > 0 {
+				score += top * b.Authority * ix.graph.prior(d.URL)
+			}
+			if fresh && b.Fresh > 0 && !d.Date.IsZero() {
+				age := now.Sub(d.Date).Hours() / 24
+				score += top * b.Fresh * math.Exp2(-max(age, 0)/30)
 			}
 		}
 		hits = append(hits, Hit{Title: d.Title, URL: d.URL, Type: d.Type, Date: d.Date, Sim: sim, Score: score, doc: d, passage: p})
@@ -574,4 +641,61 @@ func distinctWords(texts ...string) string {
 		}
 	}
 	return b.String()
+}
+
+// freshWords are the words by which a query asks for recent pages.
+var freshWords = map[string]bool{"latest": true, "newest": true, "recent": true, "recently": true, "news": true,
+	"today": true, "yesterday": true, "current": true, "currently": true, "new": true, "breaking": true, "update": true, "updates": true}
+
+// asksFresh reports whether q asks for recent pages: a word of freshWords,
+// or this year or last.
+func asksFresh(q string, now time.Time) bool {
+	for _, w := range words(q) {
+		lw := strings.ToLower(w.text)
+		if freshWords[lw] {
+			return true
+		}
+		if y, err := strconv.Atoi(lw); err == nil && (y == now.Year() || y == now.Year()-1) {
+			return true
+		}
+	}
+	return false
+}
+
+// identifiers are the distinct names of texts joined by _ or . (lower-
+// cased: pg_trigger_depth, os.path.join), and the dotted ones' tails
+// (path.join).
+func identifiers(texts ...string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	isPart := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+	for _, t := range texts {
+		for _, tok := range strings.FieldsFunc(t, func(r rune) bool { return !isPart(r) && r != '_' && r != '.' }) {
+			tok = strings.Trim(tok, "._")
+			if !strings.ContainsAny(tok, "._") || strings.Contains(tok, "..") || len(tok) > 80 {
+				continue
+			}
+			tok = strings.ToLower(tok)
+			add(tok)
+			for i := strings.IndexByte(tok, '.'); i >= 0; {
+				tail := tok[i+1:]
+				if !strings.ContainsAny(tail, "._") {
+					break
+				}
+				add(tail)
+				j := strings.IndexByte(tail, '.')
+				if j < 0 {
+					break
+				}
+				i += j + 1
+			}
+		}
+	}
+	return out
 }

@@ -202,3 +202,11 @@ func TestSimhashIsFNVOfShingles(t *testing.T) {
 		t.Fatalf("simhash %x, want %x", got, want)
 	}
 }
+
+func TestIdentifiers(t *testing.T) {
+	got := identifiers("Call os.path.join() or pg_trigger_depth, not a sentence. And __init__ too.")
+	// __init__ is trimmed to "init": not a name joined by _ or .
+	if !slices.Equal(got, []string{"os.path.join", "path.join", "pg_trigger_depth"}) {
+		t.Fatalf("identifiers: %q", got)
+	}
+}

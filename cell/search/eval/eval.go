@@ -173,6 +173,19 @@ func Sample(qs []Query, n int) []Query {
 	return out
 }
 
+// SampleStrings is every k-th string, for n of them at most.
+func SampleStrings(ss []string, n int) []string {
+	if len(ss) <= n {
+		return ss
+	}
+	k := float64(len(ss)) / float64(n)
+	out := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, ss[int(float64(i)*k)])
+	}
+	return out
+}
+
 // Ranker ranks pages for a query: their URLs, best first.
 type Ranker func(q string) ([]string, error)
 
