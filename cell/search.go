@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/cell/search"
 )
@@ -27,11 +28,13 @@ func (c *Cell) openSearch() error {
 // archived is scrape.Config.Archived: a page for the index. Pages from
 // private addresses are indexed only by a cell that may fetch them
 // (development and tests); others never reach the archive.
-func (c *Cell) archived(u, contentType string, body []byte, fetched time.Time) {
+// The scrape's own conversion of the page comes with it: the indexer does
+// not convert it again.
+func (c *Cell) archived(u, contentType string, body []byte, doc *content.Document, fetched time.Time) {
 	if c.indexer == nil || (!c.cfg.AllowPrivateNetworks && privateHost(u)) {
 		return
 	}
-	c.indexer.Enqueue(search.Page{URL: u, ContentType: contentType, Body: body, Fetched: fetched})
+	c.indexer.Enqueue(search.Page{URL: u, ContentType: contentType, Body: body, Content: doc, Fetched: fetched})
 }
 
 func privateHost(u string) bool {
@@ -76,7 +79,7 @@ func (c *Cell) rebuildSearch(ctx context.Context) {
 func (c *Cell) rebuildInto(ctx context.Context, ix *search.Index, since time.Time) (int, error) {
 	return ix.Rebuild(ctx, func(yield func(search.Page) bool) error {
 		return c.scrape.ScanArchive(func(p *scrape.ArchivedPage) bool {
-			if !c.cfg.AllowPrivateNetworks && privateHost(p.URL) || !p.FetchedAt.After(since) {
+			if p.Private || !c.cfg.AllowPrivateNetworks && privateHost(p.URL) || !p.FetchedAt.After(since) {
 				return true
 			}
 			return yield(search.Page{URL: p.URL, ContentType: p.ContentType, Body: p.Body, Fetched: p.FetchedAt})

@@ -58,6 +58,12 @@ func FromHTML(page []byte, pageURL string, fetched time.Time) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
+	return FromContent(cd, pageURL, fetched), nil
+}
+
+// FromContent builds the Doc of a page from its converted content (parsed
+// with links and metadata).
+func FromContent(cd *content.Document, pageURL string, fetched time.Time) *Doc {
 	d := FromMarkdown(pageURL, cd.Title, cd.Markdown, fetched)
 	if p := cd.Parsed; p != nil {
 		d.Links = p.Links
@@ -77,7 +83,7 @@ func FromHTML(page []byte, pageURL string, fetched time.Time) (*Doc, error) {
 			}
 		}
 	}
-	return d, nil
+	return d
 }
 
 // FromMarkdown builds a Doc from a page's main content as Markdown.

@@ -399,6 +399,17 @@ func (ix *Index) Add(docs ...*Doc) error {
 // computed in the background at most every RankEvery).
 func (ix *Index) UpdateRanks() { ix.graph.compute() }
 
+// AnchorText is the text of the links to u that the index has seen.
+func (ix *Index) AnchorText(u string) ([]string, error) {
+	raw, err := ix.b.GetInternal([]byte(anchorKey + u))
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	var all []string
+	err = json.Unmarshal(raw, &all)
+	return all, err
+}
+
 // addAnchors adds texts to target's anchor text (kept in the index's
 // internal store), and returns all of it: up to 50 distinct texts.
 func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) ([]string, bool, error) {

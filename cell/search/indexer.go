@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/trawlhq/trawl/cell/content"
 )
 
 // Page is an archived page to index: as fetched.
@@ -17,6 +19,10 @@ type Page struct {
 	ContentType string
 	Body        []byte
 	Fetched     time.Time
+	// Content is the page's main content already converted (with links
+	// and metadata), when the scrape that fetched it converted it; nil:
+	// the indexer converts Body.
+	Content *content.Document
 }
 
 // IndexerConfig configures an Indexer.
@@ -125,6 +131,9 @@ func DocOf(p Page) *Doc {
 	}
 	switch mt {
 	case "text/html", "application/xhtml+xml":
+		if p.Content != nil && p.Content.Parsed != nil {
+			return FromContent(p.Content, p.URL, p.Fetched)
+		}
 		d, err := FromHTML(p.Body, p.URL, p.Fetched)
 		if err != nil {
 			return nil
