@@ -107,7 +107,10 @@ func TestSearchSpeed(t *testing.T) {
 		}
 	}
 	out := map[string]any{"pages": len(urls), "distinct_pages": len(paths), "corpora": roots, "cores": runtime.NumCPU()}
-	load := func() string { b, _ := os.ReadFile("/proc/loadavg"); return strings.Join(strings.Fields(string(b))[:3], " ") }
+	load := func() string {
+		b, _ := os.ReadFile("/proc/loadavg")
+		return strings.Join(strings.Fields(string(b))[:3], " ")
+	}
 	out["load_start"] = load()
 
 	// 1. Fetched, archived and indexed through jobs.
