@@ -123,6 +123,10 @@ func judgments(root string) ([]Query, error) {
 		rel[term][Base+href] = true
 	}
 	files, _ := filepath.Glob(filepath.Join(root, "genindex-*.html"))
+	if len(files) == 0 {
+		// A Sphinx index on one page (python-django-doc).
+		files, _ = filepath.Glob(filepath.Join(root, "genindex.html"))
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

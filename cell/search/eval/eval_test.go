@@ -15,10 +15,13 @@ import (
 )
 
 // The corpora: Debian documentation packages (apt-get install
-// python3.11-doc postgresql-doc-15).
+// python3.11-doc postgresql-doc-15 python-django-doc).
 var corpora = map[string]string{
 	"postgresql": "/usr/share/doc/postgresql-doc-15/html",
 	"python":     "/usr/share/doc/python3.11/html",
+	// A third corpus, to check a choice made on postgresql before it is
+	// reported on python (never tuned on).
+	"django": "/usr/share/doc/python-django-doc/html",
 }
 
 func load(t *testing.T, name string) *Corpus {
