@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,10 @@ type Boosts struct {
 	// by _ or ., such as pg_trigger_depth or os.path.join) as the page
 	// writes it, whole.
 	Ident float64
+	// Def weighs a query that is, whole, the name a line of the page
+	// defines (a definition term, an API entry: "username",
+	// "os.getcwd()", "create_user(username, …)"), or a heading.
+	Def float64
 	// Authority weighs the link-authority prior (PageRank over the
 	// archived link graph, in [0,1]) in the second stage.
 	Authority float64
@@ -63,7 +68,7 @@ type Boosts struct {
 }
 
 // DefaultBoosts are the tuned boosts (docs/search.md, "Tuning").
-var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80, Ident: 5, Authority: 0.5, Fresh: 2}
+var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80, Ident: 5, Def: 5, Authority: 0.5, Fresh: 2}
 
 // Config configures an Index.
 type Config struct {
@@ -165,6 +170,7 @@ func indexMapping() mapping.IndexMapping {
 	idents.Analyzer = identAnalyzer
 	idents.Store, idents.IncludeInAll, idents.DocValues, idents.IncludeTermVectors = false, false, false, false
 	dm.AddFieldMappingsAt("idents", idents)
+	dm.AddFieldMappingsAt("defs", idents)
 	dm.AddFieldMappingsAt("title", text(true))
 	dm.AddFieldMappingsAt("headings", text(true))
 	dm.AddFieldMappingsAt("body", text(true))
@@ -447,6 +453,7 @@ func (d *Doc) fields() map[string]any {
 		"url":      d.URL,
 		"urlwords": urlWords(d.URL),
 		"idents":   strings.Join(identifiers(d.Title, heads, d.Body), " "),
+		"defs":     strings.Join(definitions(d), " "),
 		"title":    d.Title,
 		"headings": heads,
 		"body":     d.Body,
@@ -547,6 +554,14 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 			tq := bleve.NewTermQuery(id)
 			tq.SetField("idents")
 			tq.SetBoost(b.Ident)
+			qs = append(qs, tq)
+		}
+	}
+	if b.Def > 0 {
+		if k := defKey(q); k != "" {
+			tq := bleve.NewTermQuery(k)
+			tq.SetField("defs")
+			tq.SetBoost(b.Def)
 			qs = append(qs, tq)
 		}
 	}
@@ -709,4 +724,75 @@ func identifiers(texts ...string) []string {
 		}
 	}
 	return out
+}
+
+// defPrefixes are the words before the name an API entry defines.
+var defPrefixes = []string{"class ", "exception ", "function ", "method ", "attribute ", "property ", "data ", "classmethod ",
+	"staticmethod ", "abstractmethod ", "async ", "coroutine ", "decorator ", "awaitable ", "func ", "type ", "const ", "var ", "macro ", "struct "}
+
+// definitions are the keys (defKey) of the names a page's lines define:
+// a short line that is a name, or starts with a name and "(" (an API
+// entry), and its headings; a dotted name also by its last part.
+func definitions(d *Doc) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(line string) {
+		k := defKey(line)
+		if k == "" || seen[k] {
+			return
+		}
+		seen[k] = true
+		out = append(out, k)
+		if i := strings.LastIndexByte(k, '.'); i > 0 && i+1 < len(k) && !strings.Contains(k, "+") {
+			if tail := k[i+1:]; !seen[tail] {
+				seen[tail] = true
+				out = append(out, tail)
+			}
+		}
+	}
+	for _, h := range d.Headings {
+		add(h)
+	}
+	for line := range strings.SplitSeq(d.Body, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || len(line) > 400 {
+			continue
+		}
+		if i := strings.IndexByte(line, '('); i > 0 {
+			line = line[:i]
+		} else if len(line) > 60 || strings.HasSuffix(line, ".") || strings.HasSuffix(line, ":") {
+			continue
+		}
+		if i := strings.Index(line, " = "); i > 0 {
+			line = line[:i]
+		}
+		lower := strings.ToLower(line)
+		for _, p := range defPrefixes {
+			if strings.HasPrefix(lower, p) {
+				line = line[len(p):]
+				break
+			}
+		}
+		if n := len(strings.Fields(line)); n > 0 && n <= 4 {
+			add(line)
+		}
+	}
+	return out
+}
+
+// defKey is a name as the defs field holds it: lower-cased, its words
+// (runs of letters, digits, _ and .) joined by "+"; "" when it has none
+// or more than 4.
+func defKey(s string) string {
+	ws := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && r != '_' && r != '.'
+	})
+	for i := range ws {
+		ws[i] = strings.Trim(ws[i], ".")
+	}
+	ws = slices.DeleteFunc(ws, func(w string) bool { return w == "" })
+	if len(ws) == 0 || len(ws) > 4 {
+		return ""
+	}
+	return strings.Join(ws, "+")
 }

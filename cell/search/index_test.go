@@ -210,3 +210,22 @@ func TestIdentifiers(t *testing.T) {
 		t.Fatalf("identifiers: %q", got)
 	}
 }
+
+func TestDefinitions(t *testing.T) {
+	d := md("http://d/os", "os", "# os — Miscellaneous interfaces\nos.getcwd()\nReturn a string representing the current working directory.\nclass validators.ASCIIUsernameValidator\ncreate_user ( username , email=None )\nusername\nThis sentence is long and ends with a full stop, so it defines nothing at all.")
+	got := definitions(d)
+	for _, want := range []string{"os.getcwd", "getcwd", "validators.asciiusernamevalidator", "asciiusernamevalidator", "create_user", "username"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("definitions %q lack %q", got, want)
+		}
+	}
+	if slices.ContainsFunc(got, func(k string) bool { return strings.Contains(k, "sentence") }) {
+		t.Errorf("a sentence taken as a definition: %q", got)
+	}
+	// A query that is a defined name finds the page that defines it.
+	ix := testIndex(t, d, md("http://d/other", "Other", "The getcwd function is mentioned here, and getcwd again, getcwd."))
+	res, err := ix.Search(context.Background(), "getcwd", 10)
+	if err != nil || len(res.Hits) == 0 || res.Hits[0].URL != "http://d/os" {
+		t.Fatalf("getcwd: %+v %v", res, err)
+	}
+}
