@@ -2,6 +2,9 @@ package cell
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
@@ -11,6 +14,8 @@ import (
 	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/metering"
 )
 
 // openSearch opens the cell's search index (DataDir/search) and its
@@ -113,3 +118,32 @@ func (c *Cell) closeSearch() error {
 
 // Indexed is how many pages the cell has indexed since it started.
 func (c *Cell) Indexed() uint64 { return c.indexer.Indexed() }
+
+// handleSearchGenerate is POST /search/generate: the operator's model
+// (--llm-provider, as /extract's) writes an answer from the passages the
+// gate sends; the tokens are in the signed usage report, which the gate
+// bills with the answer. 501 when the cell has no model.
+func (c *Cell) handleSearchGenerate(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.Model == nil || c.cfg.Model.Client == nil {
+		httpjson.Error(w, http.StatusNotImplemented, "no_model", "this cell has no language model (--llm-provider)")
+		return
+	}
+	var req search.GenerateRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		httpjson.Error(w, http.StatusBadRequest, "bad_input", "the body must be {\"q\": …, \"passages\": […]}")
+		return
+	}
+	if err := search.CheckQuery(req.Q); err != nil || len(req.Passages) == 0 || len(req.Passages) > search.MaxGeneratePassages {
+		httpjson.Error(w, http.StatusBadRequest, "bad_input", fmt.Sprintf("q (1 to %d characters) and 1 to %d passages are required", search.MaxQuery, search.MaxGeneratePassages))
+		return
+	}
+	g, err := search.Generate(r.Context(), c.cfg.Model.Client, req.Q, req.Passages)
+	u := metering.Usage{Kind: metering.KindAnswer, Engine: "model", Cache: metering.CacheMiss, InTokens: g.InTokens, OutTokens: g.OutTokens, Boxes: []string{"model"}}
+	w.Header().Set(metering.Header, u.String())
+	if err != nil {
+		c.cfg.Logger.Warn("search: the model did not answer", "err", err)
+		httpjson.Error(w, http.StatusBadGateway, "model_failed", "the language model did not answer")
+		return
+	}
+	httpjson.Write(w, http.StatusOK, g)
+}
