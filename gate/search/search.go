@@ -88,7 +88,7 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Account == nil {
 		cfg.Account = func(*http.Request) string { return "" }
 	}
-	s := &server{cfg: cfg, archive: newLRU(1024)}
+	s := &server{cfg: cfg, archive: newLRU(1024), popular: newPopular()}
 	if s.cfg.Model == nil {
 		s.cfg.Model = s.cellModel
 	}
@@ -104,6 +104,7 @@ func Handler(cfg Config) http.Handler {
 type server struct {
 	cfg     Config
 	archive *lru
+	popular *popular // what callers searched, for related queries
 
 	mu          sync.Mutex
 	noModelTill time.Time // the cells said they have no model: not asked again until then
@@ -156,6 +157,7 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	}
 	key := fmt.Sprintf("s%v\x00%s", rich, strings.ToLower(q))
 	if body, ok := s.archive.get(key, s.cfg.Now()); ok {
+		s.popular.record(q, s.cfg.Account(r), s.cfg.Now()) // kept only with results
 		s.write(w, metering.KindSearch, metering.CacheArchive, 0, 0, body)
 		return
 	}
@@ -163,6 +165,9 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.unavailable(w, err)
 		return
+	}
+	if len(resp.Results) > 0 {
+		s.popular.record(q, s.cfg.Account(r), s.cfg.Now())
 	}
 	body := marshal(resp)
 	if len(resp.Results) > 0 {
@@ -201,6 +206,19 @@ func (s *server) run(ctx context.Context, r *http.Request, q string, rich bool) 
 	if rich {
 		resp.Rich = richBlock(locals, hits, q)
 		resp.Rich.DidYouMean = dym
+		// What other callers searched first (k-anonymous), then the
+		// words of the top pages.
+		if pop := s.popular.related(q, 5, s.cfg.Now()); len(pop) > 0 {
+			seen := map[string]bool{}
+			var rq []string
+			for _, x := range append(pop, resp.Rich.RelatedQueries...) {
+				if !seen[x] && len(rq) < 8 {
+					seen[x] = true
+					rq = append(rq, x)
+				}
+			}
+			resp.Rich.RelatedQueries = rq
+		}
 		if isEmpty(resp.Rich) {
 			resp.Rich = &cellsearch.Rich{}
 		}
