@@ -24,6 +24,12 @@
 #   7. extract (bench/extract): deterministic POST /extract of cached pages
 #      through `trawl dev`'s gate, p50/p99 at one request at a time  vs
 #      POST /scrape of the same pages through the same gate, interleaved
+#   8. search (gate/gatetest TestSearchSpeed): 10,000 pages of
+#      postgresql-doc-15 and python3.11-doc served from loopback, fetched,
+#      archived and indexed through jobs; search p50/p99 (plain, rich=1)
+#      through the gate  vs  SQLite FTS5 over the same pages in process;
+#      the cell's indexing rate beside a running job  vs  FTS5's on the
+#      same (already converted) pages; index size and RSS
 #
 # A cell answers only requests its region's gate signed (internal/regionauth).
 # Every `trawl cell` and `trawl dev` here runs with one bench key in
@@ -44,7 +50,7 @@ BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
 AEB=${BENCH_AEB:-$REPO/../shared/data/aeb}   # the article extraction benchmark (articles part)
-ALL_PARTS=pipeline,articles,scrape,job,ledger,gate,browser,extract
+ALL_PARTS=pipeline,articles,scrape,job,ledger,gate,browser,extract,search
 ONLY=${BENCH_ONLY:-$ALL_PARTS}                   # comma list of parts to run
 PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
@@ -634,6 +640,18 @@ if want extract; then
 	stop "$XDEV_PID"
 fi
 
+if want search; then
+	SEARCH_CORPORA=${BENCH_SEARCH_CORPORA:-/usr/share/doc/postgresql-doc-15/html:/usr/share/doc/python3.11/html}
+	SEARCH_PAGES=${BENCH_SEARCH_PAGES:-10000}
+	log "8/8 search: $SEARCH_PAGES pages of $SEARCH_CORPORA through the gate, beside SQLite FTS5 (gate/gatetest TestSearchSpeed)"
+	R[s_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
+	TRAWL_SEARCH_SPEED="$SEARCH_CORPORA" TRAWL_SEARCH_PAGES="$SEARCH_PAGES" TRAWL_SEARCH_SPEED_OUT="$WORK/search.json" \
+		go test ./gate/gatetest -run '^TestSearchSpeed$' -count=1 -v -timeout 60m >"$WORK/search.log" 2>&1 ||
+		{ grep -E 'search_bench|FAIL|panic' "$WORK/search.log" | tail -n 20 >&2; die "search speed test failed"; }
+	grep -E 'search_bench' "$WORK/search.log" >&2 || true
+	R[s_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
+fi
+
 # ------------------------------------------------ table
 
 # ratio A B: A/B to 2 decimals
@@ -747,6 +765,20 @@ if want extract; then
 	rows+=("| Extract: p99 ms | $(xj .extract.p99_ms) | $(xj .scrape.p99_ms) | $(ratio "$(xj .extract.p99_ms)" "$(xj .scrape.p99_ms)")x | — | — |")
 fi
 
+if want search; then
+	S=$WORK/search.json
+	sj() { jq -r "$1" "$S"; }
+	n=$(sj .indexed_pages)
+	rows+=("| Search through the gate, p50 ms ($(sj .queries) distinct one-word queries, $n pages indexed) | $(sj .gate_p50_ms) | $(sj .fts5_p50_ms) (SQLite FTS5, same pages, in process) | $(ratio "$(sj .gate_p50_ms)" "$(sj .fts5_p50_ms)")x | p50 < 10 ms | $(check "$(sj .gate_p50_ms) < 10") |")
+	rows+=("| Search through the gate, p99 ms | $(sj .gate_p99_ms) | $(sj .fts5_p99_ms) (FTS5) | $(ratio "$(sj .gate_p99_ms)" "$(sj .fts5_p99_ms)")x | p99 < 50 ms | $(check "$(sj .gate_p99_ms) < 50") |")
+	rows+=("| Search \`rich=1\` through the gate, p50 ms (p99 $(sj .rich_p99_ms)) | $(sj .rich_p50_ms) | $(sj .fts5_p50_ms) (FTS5, plain) | $(ratio "$(sj .rich_p50_ms)" "$(sj .fts5_p50_ms)")x | p50 < 30 ms | $(check "$(sj .rich_p50_ms) < 30") |")
+	rows+=("| Search in the cell's index in process, p50 / p99 ms | $(sj .local_p50_ms) / $(sj .local_p99_ms) | $(sj .fts5_p50_ms) / $(sj .fts5_p99_ms) (FTS5) | $(ratio "$(sj .local_p50_ms)" "$(sj .fts5_p50_ms)")x | — | — |")
+	x=$(sj .index_pages_per_s_beside_job)
+	rows+=("| Indexing beside a running job, pages/s (the cell's archive, $(sj .rebuild_pages) pages, converted and indexed into a fresh index; the job's $(sj .job_pages_during_rebuild) pages meanwhile) | $x | $(sj .fts5_pages_per_s) (FTS5, pages already converted); ours on the same converted pages $(sj .ours_docs_pages_per_s) | $(ratio "$x" "$(sj .fts5_pages_per_s)")x | ≥ 300 | $(check "$x >= 300") |")
+	rows+=("| Pages fetched, archived and indexed through jobs, pages/s (one cell) | $(sj .job_pages_per_s) | — | — | — | — |")
+	rows+=("| Index on disk, MiB ($n pages) / process RSS (gate, ledger, cell, test in one; peak $(sj .rss_peak)) | $(sj .index_mib) / $(sj .rss) | — | — | reported | — |")
+fi
+
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)
 git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 {
@@ -795,6 +827,9 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 	if want browser; then
 		echo "Browser rows (bench/browser): \`trawl cell --browsers 1 --fresh-for -1s\` (pool defaults), each page POSTed with \`wait_for: body\` (straight to the browser) and a query of its own; 503 fleet-busy answers are repeated after Retry-After, as the API asks, and count as failures only after 120 s."
 		echo "Bare Chromium: one Debian Chromium launched by playwright-go in the bench process, $(jq .concurrency "$WORK/browser.json") pages at a time, a fresh context each (goto, load, content), no pool, guard proxy or cell. Pool counters at the end: ${R[br_health]}. Load average at the part's start ${R[br_load_start]}, at its end ${R[br_load_end]}."
+	fi
+	if want search; then
+		echo "Search rows (gate/gatetest TestSearchSpeed): one gate, one cell, in the test's process; the corpora's pages served under as many path prefixes as make $(jq .pages "$WORK/search.json") URLs (copies are near-duplicates: indexed each, collapsed in answers); queries are words of the pages' file names, each once (none from the gate's archive of results). FTS5: modernc.org/sqlite, \`porter unicode61\`, bm25 with the title weighted 10. Load average at the part's start ${R[s_load_start]}, at its end ${R[s_load_end]}."
 	fi
 	if [[ $ONLY == "$ALL_PARTS" ]]; then
 		echo "Command: \`make bench\` (= \`bash bench/run.sh\`)."

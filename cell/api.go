@@ -53,6 +53,7 @@ func (c *Cell) handlers() map[string]http.HandlerFunc {
 		"GET /monitor-charges":                  c.handleMonitorCharges,
 		"POST /monitor-charges/ack":             c.handleMonitorChargesAck,
 		"GET /search/local":                     c.handleSearchLocal,
+		"POST /search/generate":                 c.handleSearchGenerate,
 	}
 }
 

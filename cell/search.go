@@ -2,14 +2,20 @@ package cell
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/netip"
 	"net/url"
 	"path/filepath"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/metering"
 )
 
 // openSearch opens the cell's search index (DataDir/search) and its
@@ -27,11 +33,13 @@ func (c *Cell) openSearch() error {
 // archived is scrape.Config.Archived: a page for the index. Pages from
 // private addresses are indexed only by a cell that may fetch them
 // (development and tests); others never reach the archive.
-func (c *Cell) archived(u, contentType string, body []byte, fetched time.Time) {
+// The scrape's own conversion of the page comes with it: the indexer does
+// not convert it again.
+func (c *Cell) archived(u, contentType string, body []byte, doc *content.Document, fetched time.Time) {
 	if c.indexer == nil || (!c.cfg.AllowPrivateNetworks && privateHost(u)) {
 		return
 	}
-	c.indexer.Enqueue(search.Page{URL: u, ContentType: contentType, Body: body, Fetched: fetched})
+	c.indexer.Enqueue(search.Page{URL: u, ContentType: contentType, Body: body, Content: doc, Fetched: fetched})
 }
 
 func privateHost(u string) bool {
@@ -46,27 +54,52 @@ func privateHost(u string) bool {
 // rebuildSearch indexes the archive when the index is empty and the
 // archive is not (a new index, or one lost with its disk): a cell's pages
 // are searchable again without refetching them.
+//
+// A non-empty index is caught up instead: the pages archived after its
+// watermark (the latest fetch time of the pages it has written) are
+// indexed again. A batch is searchable before it is written, so a cell
+// that crashed may have lost its last batches from the index; they are
+// still in the archive, and come back here.
 func (c *Cell) rebuildSearch(ctx context.Context) {
 	defer close(c.rebuilt)
+	var since time.Time
+	what := "rebuilt"
 	if c.index.Count() > 0 {
-		return
+		since, what = c.index.Watermark(), "caught up"
+		if since.IsZero() {
+			return // an index from before watermarks: nothing to compare
+		}
 	}
 	start := time.Now()
-	n, err := c.index.Rebuild(ctx, func(yield func(search.Page) bool) error {
+	n, err := c.rebuildInto(ctx, c.index, since)
+	if err != nil && ctx.Err() == nil {
+		c.cfg.Logger.Warn("search: rebuilding the index from the archive failed", "err", err)
+	}
+	if n > 0 {
+		c.cfg.Logger.Info("search: index "+what+" from the archive", "pages", n, "took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// rebuildInto indexes into ix the archived pages fetched after since.
+func (c *Cell) rebuildInto(ctx context.Context, ix *search.Index, since time.Time) (int, error) {
+	return ix.Rebuild(ctx, func(yield func(search.Page) bool) error {
 		return c.scrape.ScanArchive(func(p *scrape.ArchivedPage) bool {
-			if !c.cfg.AllowPrivateNetworks && privateHost(p.URL) {
+			if p.Private || !c.cfg.AllowPrivateNetworks && privateHost(p.URL) || !p.FetchedAt.After(since) {
 				return true
 			}
 			return yield(search.Page{URL: p.URL, ContentType: p.ContentType, Body: p.Body, Fetched: p.FetchedAt})
 		})
 	})
-	if err != nil && ctx.Err() == nil {
-		c.cfg.Logger.Warn("search: rebuilding the index from the archive failed", "err", err)
-	}
-	if n > 0 {
-		c.cfg.Logger.Info("search: index rebuilt from the archive", "pages", n, "took", time.Since(start).Round(time.Millisecond))
-	}
 }
+
+// RebuildSearchInto indexes the cell's whole archive into ix (a fresh
+// index: the indexing benchmark of gate/gatetest, TestSearchSpeed).
+func (c *Cell) RebuildSearchInto(ctx context.Context, ix *search.Index) (int, error) {
+	return c.rebuildInto(ctx, ix, time.Time{})
+}
+
+// SearchIndex is the cell's search index.
+func (c *Cell) SearchIndex() *search.Index { return c.index }
 
 func (c *Cell) handleSearchLocal(w http.ResponseWriter, r *http.Request) {
 	c.index.ServeLocal(w, r)
@@ -85,3 +118,32 @@ func (c *Cell) closeSearch() error {
 
 // Indexed is how many pages the cell has indexed since it started.
 func (c *Cell) Indexed() uint64 { return c.indexer.Indexed() }
+
+// handleSearchGenerate is POST /search/generate: the operator's model
+// (--llm-provider, as /extract's) writes an answer from the passages the
+// gate sends; the tokens are in the signed usage report, which the gate
+// bills with the answer. 501 when the cell has no model.
+func (c *Cell) handleSearchGenerate(w http.ResponseWriter, r *http.Request) {
+	if c.cfg.Model == nil || c.cfg.Model.Client == nil {
+		httpjson.Error(w, http.StatusNotImplemented, "no_model", "this cell has no language model (--llm-provider)")
+		return
+	}
+	var req search.GenerateRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
+		httpjson.Error(w, http.StatusBadRequest, "bad_input", "the body must be {\"q\": …, \"passages\": […]}")
+		return
+	}
+	if err := search.CheckQuery(req.Q); err != nil || len(req.Passages) == 0 || len(req.Passages) > search.MaxGeneratePassages {
+		httpjson.Error(w, http.StatusBadRequest, "bad_input", fmt.Sprintf("q (1 to %d characters) and 1 to %d passages are required", search.MaxQuery, search.MaxGeneratePassages))
+		return
+	}
+	g, err := search.Generate(r.Context(), c.cfg.Model.Client, req.Q, req.Passages)
+	u := metering.Usage{Kind: metering.KindAnswer, Engine: "model", Cache: metering.CacheMiss, InTokens: g.InTokens, OutTokens: g.OutTokens, Boxes: []string{"model"}}
+	w.Header().Set(metering.Header, u.String())
+	if err != nil {
+		c.cfg.Logger.Warn("search: the model did not answer", "err", err)
+		httpjson.Error(w, http.StatusBadGateway, "model_failed", "the language model did not answer")
+		return
+	}
+	httpjson.Write(w, http.StatusOK, g)
+}

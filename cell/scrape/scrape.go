@@ -44,9 +44,11 @@ type Config struct {
 	Now func() time.Time
 	// Logger; default slog.Default.
 	Logger *slog.Logger
-	// Archived, when set, is told of every page archived (the search
+	// Archived, when set, is told of every page archived that search may
+	// index (not a caller's private fetch), with its content (links and
+	// metadata included) when it is HTML or text (the search
 	// index, cell/search); it must not block; body is not modified after.
-	Archived func(url, contentType string, body []byte, fetched time.Time)
+	Archived func(url, contentType string, body []byte, doc *content.Document, fetched time.Time)
 }
 
 // Service scrapes URLs. It is safe for concurrent use.
@@ -211,7 +213,13 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	}
 	resp := lr.Response
 	now := s.cfg.Now()
-	res, err := buildResult(u.String(), resp, opts, now)
+	// A page fetched with what the caller ran in it (its script: it may
+	// sign in, fill a form) is the caller's: archived for reuse, never
+	// indexed for search. The same holds for cookies or a session, when
+	// a scrape carries them.
+	private := opts.JS != ""
+	index := s.cfg.Archived != nil && !private && resp.Status < 400
+	res, doc, err := buildResult(u.String(), resp, opts, now, index)
 	if err != nil {
 		return nil, err
 	}
@@ -234,20 +242,23 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	if s.cfg.FreshFor > 0 && resp.Status < 500 {
 		b.SetExpiring(key, body, now.Add(s.cfg.FreshFor))
 	}
-	b.Set(ArchiveKey(u.String()), encodeArchive(resp, now))
+	b.Set(ArchiveKey(u.String()), encodeArchive(resp, now, private))
 	if err := b.Commit(store.NoSync); err != nil {
 		// The caller still gets the page; only reuse is lost.
 		s.cfg.Logger.Warn("cache/archive write failed", "url", fetch.Redact(u.String()), "err", err)
-	} else if s.cfg.Archived != nil && resp.Status < 400 {
-		s.cfg.Archived(resp.URL, resp.ContentType, resp.Body, now)
+	} else if index {
+		s.cfg.Archived(resp.URL, resp.ContentType, resp.Body, doc, now)
 	}
 	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: metering.CacheMiss, Units: 1}}, nil
 }
 
-func buildResult(requested string, resp *fetch.Response, opts Options, now time.Time) (*Result, error) {
+// buildResult is the response of a fetched page, and the page's content
+// (with links and metadata also when index: what the search index needs,
+// so it does not convert the page again).
+func buildResult(requested string, resp *fetch.Response, opts Options, now time.Time, index bool) (*Result, *content.Document, error) {
 	final, err := url.Parse(resp.URL)
 	if err != nil {
-		return nil, &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site redirected to an invalid url", Err: err}
+		return nil, nil, &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site redirected to an invalid url", Err: err}
 	}
 	res := &Result{
 		URL:         requested,
@@ -259,9 +270,13 @@ func buildResult(requested string, resp *fetch.Response, opts Options, now time.
 	var doc *content.Document
 	switch mediaKind(resp.ContentType, resp.Body) {
 	case kindHTML:
-		doc, err = content.Process(resp.Body, final, content.Options{Parse: content.ParseOptions(opts.Parse)})
+		po := content.ParseOptions(opts.Parse)
+		if index {
+			po.Links, po.Metadata = true, true
+		}
+		doc, err = content.Process(resp.Body, final, content.Options{Parse: po})
 		if err != nil {
-			return nil, &Error{Status: http.StatusUnprocessableEntity, Code: "unsupported_content", Message: "the page could not be read as HTML", Err: err}
+			return nil, nil, &Error{Status: http.StatusUnprocessableEntity, Code: "unsupported_content", Message: "the page could not be read as HTML", Err: err}
 		}
 	case kindText:
 		text := string(resp.Body)
@@ -270,19 +285,34 @@ func buildResult(requested string, resp *fetch.Response, opts Options, now time.
 			doc.Parsed = &content.Parsed{}
 		}
 	default:
-		return nil, &Error{Status: http.StatusUnprocessableEntity, Code: "unsupported_content",
+		return nil, nil, &Error{Status: http.StatusUnprocessableEntity, Code: "unsupported_content",
 			Message: fmt.Sprintf("content type %q is not supported (HTML and plain text are)", resp.ContentType)}
 	}
 	res.Title = doc.Title
 	res.ContentHash = content.Hash(doc.Markdown)
 	res.Parsed = doc.Parsed
+	if p := doc.Parsed; p != nil && index && !(opts.Parse.Links && opts.Parse.Metadata) {
+		// Only the parse data asked for.
+		if opts.Parse == (ParseField{}) {
+			res.Parsed = nil
+		} else {
+			asked := *p
+			if !opts.Parse.Links {
+				asked.Links = nil
+			}
+			if !opts.Parse.Metadata {
+				asked.Metadata = nil
+			}
+			res.Parsed = &asked
+		}
+	}
 	if opts.Format != FormatHTML {
 		res.Markdown = &doc.Markdown
 	}
 	if opts.Format != FormatMarkdown {
 		res.HTML = &doc.HTML
 	}
-	return res, nil
+	return res, doc, nil
 }
 
 type kind int
@@ -328,13 +358,17 @@ type ArchivedPage struct {
 	ContentType string    `json:"content_type"`
 	Engine      string    `json:"engine"`
 	FetchedAt   time.Time `json:"fetched_at"`
-	Body        []byte    `json:"-"`
+	// Private marks a page fetched with what a caller ran in it or sent
+	// (its script; cookies or a session when a scrape carries them): it is
+	// never indexed for search, nor by a rebuild from the archive.
+	Private bool   `json:"private,omitempty"`
+	Body    []byte `json:"-"`
 }
 
 // Archive record: a JSON header line, a newline, then the body bytes as
 // fetched (decoded to UTF-8).
-func encodeArchive(resp *fetch.Response, now time.Time) []byte {
-	hdr, _ := json.Marshal(ArchivedPage{URL: resp.URL, Status: resp.Status, ContentType: resp.ContentType, Engine: resp.Engine, FetchedAt: now.UTC()})
+func encodeArchive(resp *fetch.Response, now time.Time, private bool) []byte {
+	hdr, _ := json.Marshal(ArchivedPage{URL: resp.URL, Status: resp.Status, ContentType: resp.ContentType, Engine: resp.Engine, FetchedAt: now.UTC(), Private: private})
 	out := make([]byte, 0, len(hdr)+1+len(resp.Body))
 	out = append(out, hdr...)
 	out = append(out, '\n')

@@ -43,6 +43,8 @@ type Doc struct {
 	// Links are the page's outgoing links with their text (for the anchor
 	// text of the pages they point to).
 	Links []content.Link `json:"-"`
+	// Fetched is when the cell fetched it (the index's watermark).
+	Fetched time.Time `json:"-"`
 }
 
 // FromHTML builds the Doc of an HTML page fetched from pageURL (its final
@@ -56,6 +58,12 @@ func FromHTML(page []byte, pageURL string, fetched time.Time) (*Doc, error) {
 	if err != nil {
 		return nil, err
 	}
+	return FromContent(cd, pageURL, fetched), nil
+}
+
+// FromContent builds the Doc of a page from its converted content (parsed
+// with links and metadata).
+func FromContent(cd *content.Document, pageURL string, fetched time.Time) *Doc {
 	d := FromMarkdown(pageURL, cd.Title, cd.Markdown, fetched)
 	if p := cd.Parsed; p != nil {
 		d.Links = p.Links
@@ -75,12 +83,12 @@ func FromHTML(page []byte, pageURL string, fetched time.Time) (*Doc, error) {
 			}
 		}
 	}
-	return d, nil
+	return d
 }
 
 // FromMarkdown builds a Doc from a page's main content as Markdown.
 func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
-	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC()}
+	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC(), Fetched: fetched.UTC()}
 	var body strings.Builder
 	for line := range strings.SplitSeq(md, "\n") {
 		t := strings.TrimSpace(line)

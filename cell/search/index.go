@@ -5,21 +5,28 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/blevesearch/bleve/v2"
+	"github.com/blevesearch/bleve/v2/analysis"
 	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/token/porter"
-	regexptok "github.com/blevesearch/bleve/v2/analysis/tokenizer/regexp"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/character"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/whitespace"
+	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
+	"github.com/blevesearch/bleve/v2/registry"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
 )
@@ -43,23 +50,49 @@ type Boosts struct {
 	// Candidates is how many pages of the first stage the second stage
 	// re-ranks (at least twice the results asked for).
 	Candidates int
+	// Ident weighs a match of an identifier of the query (a name joined
+	// by _ or ., such as pg_trigger_depth or os.path.join) as the page
+	// writes it, whole.
+	Ident float64
+	// Def weighs a query that is, whole, the name a line of the page
+	// defines (a definition term, an API entry: "username",
+	// "os.getcwd()", "create_user(username, …)"), or a heading.
+	Def float64
+	// Authority weighs the link-authority prior (PageRank over the
+	// archived link graph, in [0,1]) in the second stage.
+	Authority float64
+	// Fresh weighs recency (1 for a page dated now, halving every 30
+	// days) for the queries that ask for it ("latest", "news", this
+	// year…).
+	Fresh float64
 }
 
 // DefaultBoosts are the tuned boosts (docs/search.md, "Tuning").
-var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80}
+var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80, Ident: 5, Def: 5, Authority: 0.5, Fresh: 2}
 
 // Config configures an Index.
 type Config struct {
 	// Boosts; zero: DefaultBoosts.
 	Boosts *Boosts
+	// Now is the clock of freshness (default time.Now).
+	Now func() time.Time
 }
 
 // Index is a cell's search index. It is safe for concurrent use.
 type Index struct {
 	b      bleve.Index
 	boosts Boosts
+	graph  *graph
+	now    func() time.Time
 
 	mu sync.Mutex // serialises Add (anchor bookkeeping)
+
+	// unpersisted are the batches searchable but not yet written (the
+	// batches return before the write); Close waits for them.
+	pmu         sync.Mutex
+	unpersisted map[uint64]bool
+	seq         uint64
+	inMemory    bool
 }
 
 // ErrQuery is returned for an empty query.
@@ -68,9 +101,31 @@ var ErrQuery = errors.New("search: empty query")
 // Analyzers. Words are runs of letters and digits: an identifier
 // (os.path.join, parse_qsl) is its parts, as a reader searches them.
 const (
-	textAnalyzer = "trawl_text" // lower-cased, English stop words out, Porter stems
-	wordAnalyzer = "trawl_word" // lower-cased only: the term dictionary of did_you_mean
+	textAnalyzer  = "trawl_text"  // lower-cased, English stop words out, Porter stems
+	wordAnalyzer  = "trawl_word"  // lower-cased only: the term dictionary of did_you_mean
+	identAnalyzer = "trawl_ident" // identifiers, lower-cased before: split at spaces only
 )
+
+// alnumTokenizer splits text into runs of letters and numbers (the
+// regexp tokenizer with [\p{L}\p{N}]+ did the same at a third of the
+// speed; indexes made with it still open, as their mapping names it).
+const alnumTokenizer = "trawl_alnum_runes"
+
+func init() {
+	err := registry.RegisterTokenizer(alnumTokenizer, func(map[string]any, *registry.Cache) (analysis.Tokenizer, error) {
+		return character.NewCharacterTokenizer(func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }), nil
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// scorchConfig: a batch returns once its segment is searchable, without
+// waiting for it to be written (the persister writes it within moments).
+// A crash can lose the last batches' pages from the index, never from the
+// archive: the cell checks the index against the archive when it starts
+// (Cell.rebuildSearch).
+var scorchConfig = map[string]any{"unsafe_batch": true}
 
 func indexMapping() mapping.IndexMapping {
 	im := bleve.NewIndexMapping()
@@ -80,11 +135,11 @@ func indexMapping() mapping.IndexMapping {
 			panic(err) // constant configuration
 		}
 	}
-	must(im.AddCustomTokenizer("trawl_alnum", map[string]any{"type": regexptok.Name, "regexp": `[\p{L}\p{N}]+`}))
-	must(im.AddCustomAnalyzer(textAnalyzer, map[string]any{"type": custom.Name, "tokenizer": "trawl_alnum",
+	must(im.AddCustomAnalyzer(textAnalyzer, map[string]any{"type": custom.Name, "tokenizer": alnumTokenizer,
 		"token_filters": []any{lowercase.Name, en.StopName, porter.Name}}))
-	must(im.AddCustomAnalyzer(wordAnalyzer, map[string]any{"type": custom.Name, "tokenizer": "trawl_alnum",
+	must(im.AddCustomAnalyzer(wordAnalyzer, map[string]any{"type": custom.Name, "tokenizer": alnumTokenizer,
 		"token_filters": []any{lowercase.Name}}))
+	must(im.AddCustomAnalyzer(identAnalyzer, map[string]any{"type": custom.Name, "tokenizer": whitespace.Name}))
 	im.DefaultAnalyzer = textAnalyzer
 	im.StoreDynamic = false
 	im.IndexDynamic = false
@@ -111,6 +166,11 @@ func indexMapping() mapping.IndexMapping {
 	dm := bleve.NewDocumentStaticMapping()
 	dm.AddFieldMappingsAt("url", keyword(true, true))
 	dm.AddFieldMappingsAt("urlwords", text(false))
+	idents := bleve.NewTextFieldMapping()
+	idents.Analyzer = identAnalyzer
+	idents.Store, idents.IncludeInAll, idents.DocValues, idents.IncludeTermVectors = false, false, false, false
+	dm.AddFieldMappingsAt("idents", idents)
+	dm.AddFieldMappingsAt("defs", idents)
 	dm.AddFieldMappingsAt("title", text(true))
 	dm.AddFieldMappingsAt("headings", text(true))
 	dm.AddFieldMappingsAt("body", text(true))
@@ -131,17 +191,21 @@ func indexMapping() mapping.IndexMapping {
 // Open opens the index in dir, creating it when absent; dir "" is an
 // index in memory (tests).
 func Open(dir string, cfg Config) (*Index, error) {
-	ix := &Index{boosts: DefaultBoosts}
+	ix := &Index{boosts: DefaultBoosts, unpersisted: map[uint64]bool{}, now: cfg.Now, graph: newGraph(graphPath(dir))}
 	if cfg.Boosts != nil {
 		ix.boosts = *cfg.Boosts
+	}
+	if ix.now == nil {
+		ix.now = time.Now
 	}
 	var err error
 	switch {
 	case dir == "":
+		ix.inMemory = true
 		ix.b, err = bleve.NewMemOnly(indexMapping())
 	default:
 		if _, statErr := os.Stat(filepath.Join(dir, "index_meta.json")); statErr == nil {
-			ix.b, err = bleve.Open(dir)
+			ix.b, err = bleve.OpenUsing(dir, scorchConfig)
 			if err != nil {
 				// An index that does not open is set aside and started
 				// again: the cell rebuilds it from its archive.
@@ -149,13 +213,13 @@ func Open(dir string, cfg Config) (*Index, error) {
 				if rerr := os.Rename(dir, aside); rerr != nil {
 					return nil, fmt.Errorf("open search index %q: %w (and could not set it aside: %v)", dir, err, rerr)
 				}
-				ix.b, err = bleve.New(dir, indexMapping())
+				ix.b, err = newIndex(dir)
 			}
 		} else {
 			if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 				return nil, err
 			}
-			ix.b, err = bleve.New(dir, indexMapping())
+			ix.b, err = newIndex(dir)
 		}
 	}
 	if err != nil {
@@ -164,8 +228,62 @@ func Open(dir string, cfg Config) (*Index, error) {
 	return ix, nil
 }
 
-// Close closes the index.
-func (ix *Index) Close() error { return ix.b.Close() }
+func newIndex(dir string) (bleve.Index, error) {
+	return bleve.NewUsing(dir, indexMapping(), scorch.Name, scorch.Name, scorchConfig)
+}
+
+// Close writes what is not written yet (waiting up to 30 s) and closes
+// the index.
+func (ix *Index) Close() error {
+	ix.graph.mu.Lock()
+	dirty := ix.graph.dirty
+	ix.graph.mu.Unlock()
+	if dirty {
+		ix.graph.compute()
+	}
+	ix.Written(30 * time.Second)
+	return ix.b.Close()
+}
+
+// Written waits up to timeout for every batch added to be written to
+// disk, and reports whether they are.
+func (ix *Index) Written(timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(5 * time.Millisecond) {
+		ix.pmu.Lock()
+		n := len(ix.unpersisted)
+		ix.pmu.Unlock()
+		if n == 0 {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+// commit applies a batch: searchable when it returns, written soon after
+// (Close waits for it).
+func (ix *Index) commit(b *bleve.Batch) error {
+	if ix.inMemory {
+		return ix.b.Batch(b)
+	}
+	ix.pmu.Lock()
+	ix.seq++
+	seq := ix.seq
+	ix.unpersisted[seq] = true
+	ix.pmu.Unlock()
+	done := func() {
+		ix.pmu.Lock()
+		delete(ix.unpersisted, seq)
+		ix.pmu.Unlock()
+	}
+	b.SetPersistedCallback(func(error) { done() })
+	err := ix.b.Batch(b)
+	if err != nil {
+		done()
+	}
+	return err
+}
 
 // Count is the number of pages indexed.
 func (ix *Index) Count() uint64 {
@@ -179,7 +297,31 @@ func (ix *Index) SetBoosts(b Boosts) { ix.boosts = b }
 // Boosts returns the boosts in use.
 func (ix *Index) Boosts() Boosts { return ix.boosts }
 
-const anchorKey = "anchor:"
+const (
+	anchorKey    = "anchor:"
+	watermarkKey = "watermark"
+)
+
+// Watermark is the latest fetch time of the pages indexed (and written:
+// it is written with their batch); zero for an empty index.
+func (ix *Index) Watermark() time.Time {
+	raw, err := ix.b.GetInternal([]byte(watermarkKey))
+	if err != nil || raw == nil {
+		return time.Time{}
+	}
+	t, _ := time.Parse(time.RFC3339Nano, string(raw))
+	return t
+}
+
+func latestFetch(docs []*Doc) time.Time {
+	var w time.Time
+	for _, d := range docs {
+		if d.Fetched.After(w) {
+			w = d.Fetched
+		}
+	}
+	return w
+}
 
 // Add indexes docs (a page indexed again replaces its older version). The
 // text of their links is added to the pages they point to as anchor text:
@@ -204,8 +346,10 @@ func (ix *Index) Add(docs ...*Doc) error {
 			newAnchors[l.Href] = append(newAnchors[l.Href], t)
 		}
 	}
+	var again []string
+	grown := map[string][]string{}
 	for target, texts := range newAnchors {
-		all, err := ix.addAnchors(batch, target, texts)
+		all, changed, err := ix.addAnchors(batch, target, texts)
 		if err != nil {
 			return err
 		}
@@ -213,17 +357,27 @@ func (ix *Index) Add(docs ...*Doc) error {
 			d.Anchors = all
 			continue
 		}
-		// Indexed already: again with its new anchor text.
-		old, err := ix.load(target)
+		if changed {
+			// Indexed already: again with its new anchor text (not when
+			// the links only repeat texts it has: navigation).
+			again = append(again, target)
+			grown[target] = all
+		}
+	}
+	if len(again) > 0 {
+		olds, err := ix.loadAll(again)
 		if err != nil {
 			return err
 		}
-		if old != nil {
-			old.Anchors = all
+		for _, old := range olds {
+			old.Anchors = grown[old.URL]
 			if err := batch.Index(old.URL, old.fields()); err != nil {
 				return err
 			}
 		}
+	}
+	if w := latestFetch(docs); !w.IsZero() && w.After(ix.Watermark()) {
+		batch.SetInternal([]byte(watermarkKey), []byte(w.Format(time.RFC3339Nano)))
 	}
 	for _, d := range docs {
 		if _, ok := newAnchors[d.URL]; !ok {
@@ -239,15 +393,35 @@ func (ix *Index) Add(docs ...*Doc) error {
 			return fmt.Errorf("index %q: %w", d.URL, err)
 		}
 	}
-	return ix.b.Batch(batch)
+	if err := ix.commit(batch); err != nil {
+		return err
+	}
+	ix.graph.add(docs)
+	ix.graph.maybeCompute()
+	return nil
+}
+
+// UpdateRanks computes the link-authority prior now (it is otherwise
+// computed in the background at most every RankEvery).
+func (ix *Index) UpdateRanks() { ix.graph.compute() }
+
+// AnchorText is the text of the links to u that the index has seen.
+func (ix *Index) AnchorText(u string) ([]string, error) {
+	raw, err := ix.b.GetInternal([]byte(anchorKey + u))
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	var all []string
+	err = json.Unmarshal(raw, &all)
+	return all, err
 }
 
 // addAnchors adds texts to target's anchor text (kept in the index's
 // internal store), and returns all of it: up to 50 distinct texts.
-func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) ([]string, error) {
+func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) ([]string, bool, error) {
 	raw, err := ix.b.GetInternal([]byte(anchorKey + target))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var all []string
 	if raw != nil {
@@ -257,15 +431,19 @@ func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) (
 	for _, t := range all {
 		seen[strings.ToLower(t)] = true
 	}
+	changed := false
 	for _, t := range texts {
 		if k := strings.ToLower(t); !seen[k] && len(all) < 50 {
 			seen[k] = true
 			all = append(all, t)
+			changed = true
 		}
 	}
-	out, _ := json.Marshal(all)
-	batch.SetInternal([]byte(anchorKey+target), out)
-	return all, nil
+	if changed {
+		out, _ := json.Marshal(all)
+		batch.SetInternal([]byte(anchorKey+target), out)
+	}
+	return all, changed, nil
 }
 
 // fields is d as the index mapping reads it.
@@ -274,11 +452,13 @@ func (d *Doc) fields() map[string]any {
 	return map[string]any{
 		"url":      d.URL,
 		"urlwords": urlWords(d.URL),
+		"idents":   strings.Join(identifiers(d.Title, heads, d.Body), " "),
+		"defs":     strings.Join(definitions(d), " "),
 		"title":    d.Title,
 		"headings": heads,
 		"body":     d.Body,
 		"anchors":  strings.Join(d.Anchors, "\n"),
-		"words":    d.Title + "\n" + heads + "\n" + d.Body,
+		"words":    distinctWords(d.Title, heads, d.Body),
 		"type":     d.Type,
 		"lang":     d.Lang,
 		"desc":     d.Description,
@@ -290,18 +470,20 @@ func (d *Doc) fields() map[string]any {
 
 var storedFields = []string{"url", "title", "headings", "body", "anchors", "type", "lang", "desc", "jsonld", "sim", "date"}
 
-// load reads an indexed page back from its stored fields; nil when absent.
-func (ix *Index) load(id string) (*Doc, error) {
-	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery([]string{id}), 1, 0, false)
+// loadAll reads indexed pages back from their stored fields (those of ids
+// that are indexed).
+func (ix *Index) loadAll(ids []string) ([]*Doc, error) {
+	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery(ids), len(ids), 0, false)
 	req.Fields = storedFields
 	res, err := ix.b.Search(req)
 	if err != nil {
 		return nil, err
 	}
-	if len(res.Hits) == 0 {
-		return nil, nil
+	out := make([]*Doc, 0, len(res.Hits))
+	for _, h := range res.Hits {
+		out = append(out, docOf(h.Fields))
 	}
-	return docOf(res.Hits[0].Fields), nil
+	return out, nil
 }
 
 func docOf(f map[string]any) *Doc {
@@ -367,6 +549,22 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 		field("title", b.Title), field("headings", b.Headings), field("urlwords", b.URL),
 		field("anchors", b.Anchors), field("body", b.Body),
 	}
+	if b.Ident > 0 {
+		for _, id := range identifiers(q) {
+			tq := bleve.NewTermQuery(id)
+			tq.SetField("idents")
+			tq.SetBoost(b.Ident)
+			qs = append(qs, tq)
+		}
+	}
+	if b.Def > 0 {
+		if k := defKey(q); k != "" {
+			tq := bleve.NewTermQuery(k)
+			tq.SetField("defs")
+			tq.SetBoost(b.Def)
+			qs = append(qs, tq)
+		}
+	}
 	if len(strings.Fields(q)) > 1 && b.Phrase > 0 {
 		for _, f := range []string{"title", "body"} {
 			p := bleve.NewMatchPhraseQuery(q)
@@ -390,10 +588,12 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 	if len(res.Hits) > 0 {
 		top = res.Hits[0].Score
 	}
+	m := newMatcher(terms)
+	fresh, now := asksFresh(q, ix.now()), ix.now()
 	for _, h := range res.Hits {
 		d := docOf(h.Fields)
 		sim, _ := strconv.ParseUint(fmt.Sprint(h.Fields["sim"]), 16, 64)
-		p := bestPassage(d.Body, terms)
+		p := m.bestPassage(d.Body)
 		score := h.Score
 		if top > 0 {
 			// The second stage in units of the best first-stage score, so
@@ -401,6 +601,13 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 			score += top * b.Passage * p.score
 			if nt := normalize(d.Title); nt != "" && (nt == nq || strings.HasPrefix(nt, nq+" ")) {
 				score += top * b.ExactTitle / 4
+			}
+			if b.Authority > 0 {
+				score += top * b.Authority * ix.graph.prior(d.URL)
+			}
+			if fresh && b.Fresh > 0 && !d.Date.IsZero() {
+				age := now.Sub(d.Date).Hours() / 24
+				score += top * b.Fresh * math.Exp2(-max(age, 0)/30)
 			}
 		}
 		hits = append(hits, Hit{Title: d.Title, URL: d.URL, Type: d.Type, Date: d.Date, Sim: sim, Score: score, doc: d, passage: p})
@@ -441,4 +648,151 @@ func Collapse(hits []Hit) []Hit {
 // normalize is s lower-cased with its words joined by single spaces.
 func normalize(s string) string {
 	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !isWord(r) && r != '.' && r != '_' }), " ")
+}
+
+// distinctWords is each word of texts once, lower-cased: the words field
+// only answers how many pages hold a word (did_you_mean), so a page's
+// repeats are not analysed again.
+func distinctWords(texts ...string) string {
+	seen := map[string]bool{}
+	var b strings.Builder
+	for _, t := range texts {
+		for _, w := range words(t) {
+			lw := strings.ToLower(w.text)
+			if !seen[lw] {
+				seen[lw] = true
+				b.WriteString(lw)
+				b.WriteByte(' ')
+			}
+		}
+	}
+	return b.String()
+}
+
+// freshWords are the words by which a query asks for recent pages.
+var freshWords = map[string]bool{"latest": true, "newest": true, "recent": true, "recently": true, "news": true,
+	"today": true, "yesterday": true, "current": true, "currently": true, "new": true, "breaking": true, "update": true, "updates": true}
+
+// asksFresh reports whether q asks for recent pages: a word of freshWords,
+// or this year or last.
+func asksFresh(q string, now time.Time) bool {
+	for _, w := range words(q) {
+		lw := strings.ToLower(w.text)
+		if freshWords[lw] {
+			return true
+		}
+		if y, err := strconv.Atoi(lw); err == nil && (y == now.Year() || y == now.Year()-1) {
+			return true
+		}
+	}
+	return false
+}
+
+// identifiers are the distinct names of texts joined by _ or . (lower-
+// cased: pg_trigger_depth, os.path.join), and the dotted ones' tails
+// (path.join).
+func identifiers(texts ...string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	isPart := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+	for _, t := range texts {
+		for _, tok := range strings.FieldsFunc(t, func(r rune) bool { return !isPart(r) && r != '_' && r != '.' }) {
+			tok = strings.Trim(tok, "._")
+			if !strings.ContainsAny(tok, "._") || strings.Contains(tok, "..") || len(tok) > 80 {
+				continue
+			}
+			tok = strings.ToLower(tok)
+			add(tok)
+			for i := strings.IndexByte(tok, '.'); i >= 0; {
+				tail := tok[i+1:]
+				if !strings.ContainsAny(tail, "._") {
+					break
+				}
+				add(tail)
+				j := strings.IndexByte(tail, '.')
+				if j < 0 {
+					break
+				}
+				i += j + 1
+			}
+		}
+	}
+	return out
+}
+
+// defPrefixes are the words before the name an API entry defines.
+var defPrefixes = []string{"class ", "exception ", "function ", "method ", "attribute ", "property ", "data ", "classmethod ",
+	"staticmethod ", "abstractmethod ", "async ", "coroutine ", "decorator ", "awaitable ", "func ", "type ", "const ", "var ", "macro ", "struct "}
+
+// definitions are the keys (defKey) of the names a page's lines define:
+// a short line that is a name, or starts with a name and "(" (an API
+// entry), and its headings; a dotted name also by its last part.
+func definitions(d *Doc) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(line string) {
+		k := defKey(line)
+		if k == "" || seen[k] {
+			return
+		}
+		seen[k] = true
+		out = append(out, k)
+		if i := strings.LastIndexByte(k, '.'); i > 0 && i+1 < len(k) && !strings.Contains(k, "+") {
+			if tail := k[i+1:]; !seen[tail] {
+				seen[tail] = true
+				out = append(out, tail)
+			}
+		}
+	}
+	for _, h := range d.Headings {
+		add(h)
+	}
+	for line := range strings.SplitSeq(d.Body, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || len(line) > 400 {
+			continue
+		}
+		if i := strings.IndexByte(line, '('); i > 0 {
+			line = line[:i]
+		} else if len(line) > 60 || strings.HasSuffix(line, ".") || strings.HasSuffix(line, ":") {
+			continue
+		}
+		if i := strings.Index(line, " = "); i > 0 {
+			line = line[:i]
+		}
+		lower := strings.ToLower(line)
+		for _, p := range defPrefixes {
+			if strings.HasPrefix(lower, p) {
+				line = line[len(p):]
+				break
+			}
+		}
+		if n := len(strings.Fields(line)); n > 0 && n <= 4 {
+			add(line)
+		}
+	}
+	return out
+}
+
+// defKey is a name as the defs field holds it: lower-cased, its words
+// (runs of letters, digits, _ and .) joined by "+"; "" when it has none
+// or more than 4.
+func defKey(s string) string {
+	ws := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r) && r != '_' && r != '.'
+	})
+	for i := range ws {
+		ws[i] = strings.Trim(ws[i], ".")
+	}
+	ws = slices.DeleteFunc(ws, func(w string) bool { return w == "" })
+	if len(ws) == 0 || len(ws) > 4 {
+		return ""
+	}
+	return strings.Join(ws, "+")
 }

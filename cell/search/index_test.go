@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"hash/fnv"
 	"os"
 	"path/filepath"
 	"slices"
@@ -171,5 +172,60 @@ func TestBrokenIndexIsSetAsideAndStartedAgain(t *testing.T) {
 	}
 	if m, _ := filepath.Glob(dir + ".broken-*"); len(m) != 1 {
 		t.Fatalf("set aside: %q", m)
+	}
+}
+
+func TestSimhashIsFNVOfShingles(t *testing.T) {
+	// The hash of each 3-word shingle is FNV-1a of the words joined by
+	// spaces (an index's stored hashes stay comparable with new ones).
+	text := "Alpha beta gamma delta"
+	var v [64]int
+	for _, sh := range []string{"alpha beta gamma", "beta gamma delta"} {
+		h := fnv.New64a()
+		h.Write([]byte(sh))
+		x := h.Sum64()
+		for b := 0; b < 64; b++ {
+			if x&(1<<b) != 0 {
+				v[b]++
+			} else {
+				v[b]--
+			}
+		}
+	}
+	var want uint64
+	for b := 0; b < 64; b++ {
+		if v[b] > 0 {
+			want |= 1 << b
+		}
+	}
+	if got := simhash(text); got != want {
+		t.Fatalf("simhash %x, want %x", got, want)
+	}
+}
+
+func TestIdentifiers(t *testing.T) {
+	got := identifiers("Call os.path.join() or pg_trigger_depth, not a sentence. And __init__ too.")
+	// __init__ is trimmed to "init": not a name joined by _ or .
+	if !slices.Equal(got, []string{"os.path.join", "path.join", "pg_trigger_depth"}) {
+		t.Fatalf("identifiers: %q", got)
+	}
+}
+
+func TestDefinitions(t *testing.T) {
+	d := md("http://d/os", "os", "# os — Miscellaneous interfaces\nos.getcwd()\nReturn a string representing the current working directory.\nclass validators.ASCIIUsernameValidator\ncreate_user ( username , email=None )\nusername\nThis sentence is long and ends with a full stop, so it defines nothing at all.")
+	got := definitions(d)
+	for _, want := range []string{"os.getcwd", "getcwd", "validators.asciiusernamevalidator", "asciiusernamevalidator", "create_user", "username"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("definitions %q lack %q", got, want)
+		}
+	}
+	if slices.ContainsFunc(got, func(k string) bool { return strings.Contains(k, "sentence") }) {
+		t.Errorf("a sentence taken as a definition: %q", got)
+	}
+	// A query that is a defined name finds the page that defines it.
+	ix := testIndex(t, d, md("http://d/other", "Other", "The getcwd function is mentioned here, and getcwd again, getcwd."))
+	res, err := ix.Search(context.Background(), "getcwd", 10)
+	if err != nil || len(res.Hits) == 0 || res.Hits[0].URL != "http://d/os" {
+		t.Fatalf("getcwd: %+v %v", res, err)
 	}
 }

@@ -5,9 +5,12 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/trawlhq/trawl/cell/content"
 )
 
 // Page is an archived page to index: as fetched.
@@ -16,6 +19,10 @@ type Page struct {
 	ContentType string
 	Body        []byte
 	Fetched     time.Time
+	// Content is the page's main content already converted (with links
+	// and metadata), when the scrape that fetched it converted it; nil:
+	// the indexer converts Body.
+	Content *content.Document
 }
 
 // IndexerConfig configures an Indexer.
@@ -27,7 +34,7 @@ type IndexerConfig struct {
 	Flush time.Duration
 	Batch int
 	Queue int
-	// Workers turn pages into documents in parallel (default 2).
+	// Workers turn pages into documents in parallel (default one a core).
 	Workers int
 	Logger  *slog.Logger
 }
@@ -60,7 +67,7 @@ func NewIndexer(ix *Index, cfg IndexerConfig) *Indexer {
 		cfg.Queue = 4096
 	}
 	if cfg.Workers <= 0 {
-		cfg.Workers = 2
+		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -124,6 +131,9 @@ func DocOf(p Page) *Doc {
 	}
 	switch mt {
 	case "text/html", "application/xhtml+xml":
+		if p.Content != nil && p.Content.Parsed != nil {
+			return FromContent(p.Content, p.URL, p.Fetched)
+		}
 		d, err := FromHTML(p.Body, p.URL, p.Fetched)
 		if err != nil {
 			return nil
@@ -170,30 +180,62 @@ func (x *Indexer) batcher() {
 }
 
 // Rebuild indexes every page pages yields (the archive), for a cell whose
-// index was lost or is new; it returns how many it indexed.
+// index was lost or is new; it returns how many it indexed. Pages are
+// turned into documents on every core, and indexed in batches of 256.
 func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) error) (int, error) {
-	var batch []*Doc
+	in := make(chan Page, 64)
+	docs := make(chan *Doc, 256)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range in {
+				if d := DocOf(p); d != nil {
+					docs <- d
+				}
+			}
+		}()
+	}
+	go func() { wg.Wait(); close(docs) }()
 	n := 0
-	err := pages(func(p Page) bool {
-		if ctx.Err() != nil {
-			return false
-		}
-		if d := DocOf(p); d != nil {
-			batch = append(batch, d)
-		}
-		if len(batch) >= 256 {
-			if ix.Add(batch...) == nil {
+	var addErr error
+	added := make(chan struct{})
+	go func() {
+		defer close(added)
+		batch := make([]*Doc, 0, 256)
+		add := func() {
+			if err := ix.Add(batch...); err != nil {
+				addErr = err
+			} else {
 				n += len(batch)
 			}
 			batch = batch[:0]
 		}
-		return true
+		for d := range docs {
+			if batch = append(batch, d); len(batch) >= 256 {
+				add()
+			}
+		}
+		if len(batch) > 0 {
+			add()
+		}
+	}()
+	err := pages(func(p Page) bool {
+		select {
+		case in <- p:
+			return true
+		case <-ctx.Done():
+			return false
+		}
 	})
-	if len(batch) > 0 && ix.Add(batch...) == nil {
-		n += len(batch)
-	}
+	close(in)
+	<-added
 	if err == nil {
 		err = ctx.Err()
+	}
+	if err == nil {
+		err = addErr
 	}
 	return n, err
 }

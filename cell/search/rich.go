@@ -402,3 +402,13 @@ func Related(docs []*Doc, q string, n int) []string {
 	}
 	return out
 }
+
+// Stems are the stems of q's words that carry meaning (for matching
+// queries with one another: gate/search's related queries).
+func Stems(q string) []string {
+	var out []string
+	for _, t := range queryTerms(q) {
+		out = append(out, t.stem)
+	}
+	return out
+}

@@ -1,7 +1,6 @@
 package search
 
 import (
-	"hash/fnv"
 	"math/bits"
 	"slices"
 	"strings"
@@ -58,23 +57,37 @@ type word struct {
 // analyzer has them (an identifier is its parts).
 func words(s string) []word {
 	var out []word
+	eachWord(s, func(start, end int) { out = append(out, word{s[start:end], start, end}) })
+	return out
+}
+
+// eachWord calls f with the byte offsets of each word of s (as words has
+// them), without allocating.
+func eachWord(s string, f func(start, end int)) {
 	start := -1
 	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		in := unicode.IsLetter(r) || unicode.IsDigit(r)
+		c := s[i]
+		var in bool
+		n := 1
+		if c < utf8.RuneSelf {
+			in = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+		} else {
+			var r rune
+			r, n = utf8.DecodeRuneInString(s[i:])
+			in = unicode.IsLetter(r) || unicode.IsDigit(r)
+		}
 		switch {
 		case in && start < 0:
 			start = i
 		case !in && start >= 0:
-			out = append(out, word{s[start:i], start, i})
+			f(start, i)
 			start = -1
 		}
 		i += n
 	}
 	if start >= 0 {
-		out = append(out, word{s[start:], start, len(s)})
+		f(start, len(s))
 	}
-	return out
 }
 
 // matches reports which query term w is, or -1.
@@ -115,9 +128,27 @@ func (m *matcher) match(w string) int {
 	if k, ok := m.seen[w]; ok {
 		return k
 	}
-	k := matches(w, m.terms)
+	k := m.matchNew(w)
 	m.seen[w] = k
 	return k
+}
+
+// matchNew is matches without stemming the words that cannot have a
+// term's stem: Porter rewrites a word's ending only, so a word whose
+// first two letters are not a stem's is not stemmed.
+func (m *matcher) matchNew(w string) int {
+	lw := strings.ToLower(w)
+	for i, t := range m.terms {
+		if lw == t.raw {
+			return i
+		}
+	}
+	for i, t := range m.terms {
+		if p := min(len(t.stem), 2); lw[:min(p, len(lw))] == t.stem[:p] && stem(lw) == t.stem {
+			return i
+		}
+	}
+	return -1
 }
 
 // hit is a query term at a word position of a passage.
@@ -130,6 +161,13 @@ const maxScan = 256 << 10
 // words, that starts and ends with a query term and holds the most
 // distinct terms, closest together.
 func bestPassage(body string, terms []term) passage {
+	return newMatcher(terms).bestPassage(body)
+}
+
+// bestPassage is bestPassage with m's memory of the words it matched
+// (shared by the candidates of one query).
+func (m *matcher) bestPassage(body string) passage {
+	terms := m.terms
 	if len(terms) == 0 {
 		return passage{}
 	}
@@ -141,7 +179,7 @@ func bestPassage(body string, terms []term) passage {
 	// text, not word by word.
 	best := passage{}
 	for _, seg := range segments(body, terms) {
-		if p := bestIn(seg, terms); p.score > best.score {
+		if p := m.bestIn(seg); p.score > best.score {
 			best = p
 		}
 	}
@@ -219,16 +257,21 @@ func asciiLower(s string) string {
 }
 
 // bestIn is bestPassage within one segment.
-func bestIn(body string, terms []term) passage {
-	m := newMatcher(terms)
-	sents := sentences(body)
+func (m *matcher) bestIn(body string) passage {
+	terms := m.terms
+	// A sentence's length is its words here, as the hits' positions are.
+	sents := splitSentences(body, false)
 	hits := make([][]hit, len(sents))
-	for i, st := range sents {
-		for pos, w := range words(st.text) {
-			if k := m.match(w.text); k >= 0 {
+	for i := range sents {
+		st := sents[i].text
+		pos := 0
+		eachWord(st, func(a, b int) {
+			if k := m.match(st[a:b]); k >= 0 {
 				hits[i] = append(hits[i], hit{pos, k})
 			}
-		}
+			pos++
+		})
+		sents[i].n = max(pos, 1)
 	}
 	best, bestI, bestJ := 0.0, -1, -1
 	var buf []hit
@@ -330,7 +373,10 @@ type sentence struct {
 }
 
 // sentences splits a page's text at line ends and sentence ends.
-func sentences(body string) []sentence {
+func sentences(body string) []sentence { return splitSentences(body, true) }
+
+// splitSentences is sentences, with their lengths counted when count.
+func splitSentences(body string, count bool) []sentence {
 	var out []sentence
 	for line := range strings.SplitSeq(body, "\n") {
 		line = strings.TrimSpace(line)
@@ -344,7 +390,12 @@ func sentences(body string) []sentence {
 			}
 			s := strings.TrimSpace(line[:cut])
 			line = strings.TrimSpace(line[cut:])
-			if n := len(strings.Fields(s)); n > 0 && s != "." {
+			if s == "" || s == "." {
+				continue
+			}
+			if !count {
+				out = append(out, sentence{s, 0})
+			} else if n := len(strings.Fields(s)); n > 0 {
 				out = append(out, sentence{s, n})
 			}
 		}
@@ -414,6 +465,11 @@ func firstWords(s string, n int) string {
 	return strings.Join(f, " ")
 }
 
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
 // simhash is a 64-bit simhash of the text's word 3-shingles: pages with
 // the same text have the same hash, near-duplicates hashes within a few
 // bits.
@@ -425,9 +481,16 @@ func simhash(text string) uint64 {
 	var v [64]int
 	for i := 0; i+2 < len(ws) || i == 0; i++ {
 		end := min(i+3, len(ws))
-		h := fnv.New64a()
-		h.Write([]byte(strings.Join(ws[i:end], " ")))
-		x := h.Sum64()
+		// FNV-1a of the shingle's words joined by spaces.
+		x := uint64(fnvOffset)
+		for j := i; j < end; j++ {
+			if j > i {
+				x = (x ^ ' ') * fnvPrime
+			}
+			for k := 0; k < len(ws[j]); k++ {
+				x = (x ^ uint64(ws[j][k])) * fnvPrime
+			}
+		}
 		for b := 0; b < 64; b++ {
 			if x&(1<<b) != 0 {
 				v[b]++

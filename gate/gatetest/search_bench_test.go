@@ -1,6 +1,7 @@
 package gatetest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -9,68 +10,167 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/cell"
+	cellsearch "github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/cell/search/eval"
 	"github.com/trawlhq/trawl/ledger"
 )
 
-// TestSearchSpeed measures search through the gate over a documentation
-// package served from loopback, indexed through a job (docs/performance.md):
+// TestSearchSpeed measures search and indexing through the gate over
+// documentation packages served from loopback (docs/performance.md,
+// bench/run.sh part "search"):
 //
-//	TRAWL_SEARCH_SPEED=/usr/share/doc/postgresql-doc-15/html go test ./gate/gatetest -run TestSearchSpeed -v
+//	TRAWL_SEARCH_SPEED=/usr/share/doc/postgresql-doc-15/html:/usr/share/doc/python3.11/html \
+//	TRAWL_SEARCH_PAGES=10000 go test ./gate/gatetest -run TestSearchSpeed -v -timeout 60m
+//
+// The directories' pages are served under as many path prefixes (/c0/,
+// /c1/, …) as make TRAWL_SEARCH_PAGES distinct URLs (copies of a page are
+// near-duplicates: indexed each, collapsed in the answers). A job fetches
+// them all through the gate: the cell archives and indexes each. Then:
+// the cell's indexing capacity, its whole archive rebuilt into a fresh
+// index while a second job runs on the cell; search through the gate
+// (distinct one-word queries, plain and rich=1); the same queries on the
+// cell's index in process, and on SQLite FTS5 over the same pages (the
+// baseline, same run); index size and the process's RSS. With
+// TRAWL_SEARCH_SPEED_OUT set, the figures are written there as JSON.
 func TestSearchSpeed(t *testing.T) {
-	root := os.Getenv("TRAWL_SEARCH_SPEED")
-	if root == "" {
-		t.Skip("set TRAWL_SEARCH_SPEED to a documentation directory")
+	roots := filepath.SplitList(os.Getenv("TRAWL_SEARCH_SPEED"))
+	if len(roots) == 0 {
+		t.Skip("set TRAWL_SEARCH_SPEED to documentation directories (colon-separated)")
 	}
-	site := httptest.NewServer(http.FileServer(http.Dir(root)))
-	defer site.Close()
-	var urls []string
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".html") {
-			rel, _ := filepath.Rel(root, p)
-			urls = append(urls, site.URL+"/"+filepath.ToSlash(rel))
+	want := 10000
+	if s := os.Getenv("TRAWL_SEARCH_PAGES"); s != "" {
+		want, _ = strconv.Atoi(s)
+	}
+	// The distinct pages: corpus j's file rel is /dj/rel.
+	mux := http.NewServeMux()
+	var paths []string
+	for j, root := range roots {
+		prefix := fmt.Sprintf("/d%d/", j)
+		filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() && strings.HasSuffix(p, ".html") {
+				rel, _ := filepath.Rel(root, p)
+				paths = append(paths, prefix+filepath.ToSlash(rel))
+			}
+			return nil
+		})
+		fsrv := http.FileServer(http.Dir(root))
+		mux.Handle(prefix, http.StripPrefix(prefix, fsrv))
+	}
+	if len(paths) == 0 {
+		t.Fatalf("no .html pages under %v", roots)
+	}
+	copies := (want + len(paths) - 1) / len(paths)
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// /c<k>/d<j>/rel → /d<j>/rel
+		rest := strings.TrimPrefix(r.URL.Path, "/c")
+		if i := strings.IndexByte(rest, '/'); i > 0 {
+			r2 := r.Clone(r.Context())
+			r2.URL.Path = rest[i:]
+			mux.ServeHTTP(w, r2)
+			return
 		}
-		return nil
-	})
-	g := Start(t, Options{})
-	key := g.Account(t, ledger.PlanSupporter, 100000)
-	body, _ := json.Marshal(map[string]any{"urls": urls})
-	start := time.Now()
-	if r := call(t, "POST", g.URL+"/scrape/jobs", key, string(body)); r.status != 202 {
-		t.Fatalf("job: %d %s", r.status, r.body)
+		http.NotFound(w, r)
+	}))
+	defer site.Close()
+	urlsOf := func(from, to int) []string {
+		var out []string
+		for k := from; k < to; k++ {
+			for _, p := range paths {
+				out = append(out, fmt.Sprintf("%s/c%d%s", site.URL, k, p))
+			}
+		}
+		return out
 	}
-	// Indexed when a query for the last page's words finds it; the cell's
-	// own count is the figure.
+	urls := urlsOf(0, copies)
+	if len(urls) > want {
+		urls = urls[:want]
+	}
+
+	var dataDir string
+	g := Start(t, Options{Cell: func(c *cell.Config) { dataDir = c.DataDir }})
 	c := g.Cells[0].Cell
-	deadline := time.Now().Add(10 * time.Minute)
-	for c.Indexed() < uint64(len(urls))*9/10 {
+	submit := func(us []string) {
+		for i := 0; i < len(us); i += 5000 {
+			key := g.Account(t, ledger.PlanSupporter, 1000000)
+			body, _ := json.Marshal(map[string]any{"urls": us[i:min(i+5000, len(us))]})
+			if r := call(t, "POST", g.URL+"/scrape/jobs", key, string(body)); r.status != 202 {
+				t.Fatalf("job: %d %s", r.status, r.body)
+			}
+		}
+	}
+	out := map[string]any{"pages": len(urls), "distinct_pages": len(paths), "corpora": roots, "cores": runtime.NumCPU()}
+	load := func() string {
+		b, _ := os.ReadFile("/proc/loadavg")
+		return strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	out["load_start"] = load()
+
+	// 1. Fetched, archived and indexed through jobs.
+	start := time.Now()
+	submit(urls)
+	deadline := time.Now().Add(45 * time.Minute)
+	for c.Indexed() < uint64(len(urls))*98/100 {
 		if time.Now().After(deadline) {
-			t.Fatalf("indexed %d of %d in 10 minutes", c.Indexed(), len(urls))
+			t.Fatalf("indexed %d of %d in 45 minutes", c.Indexed(), len(urls))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	took := time.Since(start)
-	t.Logf("%d pages fetched, archived and indexed through a job in %v: %.0f pages/s (one cell, the job's fetches beside)", c.Indexed(), took.Round(time.Millisecond), float64(c.Indexed())/took.Seconds())
+	indexed := c.Indexed()
+	jobRate := float64(indexed) / took.Seconds()
+	t.Logf("%d pages fetched, archived and indexed through jobs in %v: %.0f pages/s (one cell)", indexed, took.Round(time.Millisecond), jobRate)
+	out["job_pages_per_s"] = round(jobRate)
 
-	// Queries: words of the pages' titles, each once (none from the
-	// archive of results); a key per 100 queries (the plan's rate limit).
+	// 2. Indexing capacity beside a running job: the cell's archive (every
+	// page above) rebuilt into a fresh index while a job fetches 2,000
+	// new URLs on the same cell.
+	fresh, err := cellsearch.Open(t.TempDir()+"/rebuild", cellsearch.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := c.Indexed()
+	submit(urlsOf(copies, copies+1)[:min(2000, len(paths))])
+	for c.Indexed() == before { // the job is running
+		time.Sleep(10 * time.Millisecond)
+	}
+	start = time.Now()
+	n, err := c.RebuildSearchInto(context.Background(), fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuild := time.Since(start)
+	besideJob := c.Indexed() - before
+	fresh.Close()
+	rebuildRate := float64(n) / rebuild.Seconds()
+	t.Logf("indexing beside a job: the archive's %d pages (main content, index) rebuilt into a fresh index in %v: %.0f pages/s, while the job's %d pages were fetched, archived and indexed", n, rebuild.Round(time.Millisecond), rebuildRate, besideJob)
+	out["index_pages_per_s_beside_job"] = round(rebuildRate)
+	out["rebuild_pages"] = n
+	out["job_pages_during_rebuild"] = besideJob
+
+	// 3. Queries: words of the pages' file names, each once (no answer
+	// from the gate's archive of results); a key per 100 queries (the
+	// plan's rate limit).
 	var qs []string
 	seen := map[string]bool{}
-	for _, u := range urls {
-		w := strings.TrimSuffix(filepath.Base(u), ".html")
+	for _, p := range paths {
+		w := strings.TrimSuffix(filepath.Base(p), ".html")
 		for _, part := range strings.FieldsFunc(w, func(r rune) bool { return r == '-' || r == '_' || r == '.' }) {
-			if len(part) > 3 && !seen[part] {
-				seen[part] = true
+			if len(part) > 3 && !seen[strings.ToLower(part)] {
+				seen[strings.ToLower(part)] = true
 				qs = append(qs, part)
 			}
 		}
 	}
-	if len(qs) > 300 {
-		qs = qs[:300]
+	if len(qs) > 400 {
+		qs = eval.SampleStrings(qs, 400)
 	}
 	measure := func(extra string) []time.Duration {
 		var d []time.Duration
@@ -89,9 +189,128 @@ func TestSearchSpeed(t *testing.T) {
 		slices.Sort(d)
 		return d
 	}
-	pct := func(d []time.Duration, p int) time.Duration { return d[(len(d)-1)*p/100].Round(10 * time.Microsecond) }
 	plain := measure("")
 	rich := measure("&rich=1")
-	t.Logf("search through the gate, %d queries over %d pages: p50 %v p99 %v; rich=1 p50 %v p99 %v", len(qs), c.Indexed(), pct(plain, 50), pct(plain, 99), pct(rich, 50), pct(rich, 99))
-	fmt.Println()
+	ix := c.SearchIndex()
+	var local []time.Duration
+	for _, q := range qs {
+		t0 := time.Now()
+		if _, err := ix.Search(context.Background(), q, 10); err != nil {
+			t.Fatal(err)
+		}
+		local = append(local, time.Since(t0))
+	}
+	slices.Sort(local)
+	t.Logf("search through the gate, %d queries over %d pages: p50 %v p99 %v; rich=1 p50 %v p99 %v; the cell's index in process p50 %v p99 %v",
+		len(qs), ix.Count(), pct(plain, 50), pct(plain, 99), pct(rich, 50), pct(rich, 99), pct(local, 50), pct(local, 99))
+	out["queries"] = len(qs)
+	out["indexed_pages"] = ix.Count()
+	out["gate_p50_ms"], out["gate_p99_ms"] = ms(pct(plain, 50)), ms(pct(plain, 99))
+	out["rich_p50_ms"], out["rich_p99_ms"] = ms(pct(rich, 50)), ms(pct(rich, 99))
+	out["local_p50_ms"], out["local_p99_ms"] = ms(pct(local, 50)), ms(pct(local, 99))
+
+	// 4. Index size (after every batch is written) and RSS.
+	ix.Written(time.Minute)
+	size := dirSize(filepath.Join(dataDir, "search"))
+	rss, hwm := procStatus("VmRSS"), procStatus("VmHWM")
+	t.Logf("index on disk %.1f MiB for %d pages; process RSS %s (peak %s: gate, ledger, cell and this test in one process)", float64(size)/(1<<20), ix.Count(), rss, hwm)
+	out["index_mib"] = round(float64(size) / (1 << 20))
+	out["rss"], out["rss_peak"] = rss, hwm
+
+	// 5. The baseline: SQLite FTS5 over the same pages (the cell's own
+	// conversion of each distinct page, one row per URL), and the same
+	// documents added to a bleve index of ours without conversion.
+	var docs []*cellsearch.Doc
+	for j, root := range roots {
+		corp, err := eval.Load(fmt.Sprintf("d%d", j), root, runtime.NumCPU())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range corp.Docs {
+			rel := strings.TrimPrefix(d.URL, eval.Base)
+			d.URL = fmt.Sprintf("/d%d/%s", j, rel)
+			docs = append(docs, d)
+		}
+	}
+	var all []*cellsearch.Doc
+	for k := 0; k < copies && len(all) < len(urls); k++ {
+		for _, d := range docs {
+			cp := *d
+			cp.URL = fmt.Sprintf("%s/c%d%s", site.URL, k, d.URL)
+			all = append(all, &cp)
+		}
+	}
+	all = all[:min(len(all), len(urls))]
+	start = time.Now()
+	fts, err := eval.NewFTS5(t.TempDir(), all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fts.Close()
+	ftsIndex := time.Since(start)
+	oursIx, err := cellsearch.Open(t.TempDir()+"/docs", cellsearch.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	for i := 0; i < len(all); i += 256 {
+		if err := oursIx.Add(all[i:min(i+256, len(all))]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oursIndex := time.Since(start)
+	oursIx.Close()
+	rank := fts.Ranker()
+	var base []time.Duration
+	for _, q := range qs {
+		t0 := time.Now()
+		if _, err := rank(q); err != nil {
+			t.Fatal(err)
+		}
+		base = append(base, time.Since(t0))
+	}
+	slices.Sort(base)
+	t.Logf("FTS5 over the same %d pages: indexed in %v (%.0f pages/s, documents already converted; ours the same documents %v, %.0f pages/s); queries in process p50 %v p99 %v",
+		len(all), ftsIndex.Round(time.Millisecond), float64(len(all))/ftsIndex.Seconds(), oursIndex.Round(time.Millisecond), float64(len(all))/oursIndex.Seconds(), pct(base, 50), pct(base, 99))
+	out["fts5_pages_per_s"] = round(float64(len(all)) / ftsIndex.Seconds())
+	out["ours_docs_pages_per_s"] = round(float64(len(all)) / oursIndex.Seconds())
+	out["fts5_p50_ms"], out["fts5_p99_ms"] = ms(pct(base, 50)), ms(pct(base, 99))
+	out["load_end"] = load()
+	if p := os.Getenv("TRAWL_SEARCH_SPEED_OUT"); p != "" {
+		b, _ := json.MarshalIndent(out, "", "  ")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	return d[(len(d)-1)*p/100].Round(10 * time.Microsecond)
+}
+
+func ms(d time.Duration) float64 { return round(float64(d.Microseconds()) / 1000) }
+
+func round(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+func dirSize(dir string) int64 {
+	var size int64
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			if fi, err := e.Info(); err == nil {
+				size += fi.Size()
+			}
+		}
+		return nil
+	})
+	return size
+}
+
+func procStatus(field string) string {
+	b, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, field+":") {
+			return strings.TrimSpace(strings.TrimPrefix(l, field+":"))
+		}
+	}
+	return ""
 }

@@ -17,6 +17,7 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -37,9 +38,13 @@ import (
 // EngineIndex names the search index on usage lines (§2.8 engine).
 const EngineIndex = "index"
 
-// Model writes an answer from passages only (the operator's model); it
-// returns the text and the tokens it used.
-type Model func(ctx context.Context, q string, passages []cellsearch.Passage) (text string, in, out int, err error)
+// Model writes an answer from passages only (the operator's model): its
+// text ("" when the passages do not answer), the passages it cited and
+// the tokens it used (billed even when it fails).
+type Model func(ctx context.Context, q string, passages []cellsearch.Passage) (*cellsearch.Generated, error)
+
+// errNoModel: no cell of the region has a model.
+var errNoModel = errors.New("no model")
 
 // Config configures the handler.
 type Config struct {
@@ -54,7 +59,9 @@ type Config struct {
 	Private bool
 	// Client reaches the cells; default a client with a 3 s timeout.
 	Client *http.Client
-	// Model, when set, writes deep answers (the operator's model).
+	// Model writes deep answers; nil: the operator's model of the
+	// region's cells (--llm-provider), asked at POST /search/generate of a
+	// live cell; a region whose cells have none quotes.
 	Model Model
 	// Archive is how long a query's results are served again at the
 	// archive price (default 1 minute; negative: never); an answer
@@ -81,7 +88,10 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Account == nil {
 		cfg.Account = func(*http.Request) string { return "" }
 	}
-	s := &server{cfg: cfg, archive: newLRU(1024)}
+	s := &server{cfg: cfg, archive: newLRU(1024), popular: newPopular()}
+	if s.cfg.Model == nil {
+		s.cfg.Model = s.cellModel
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /search", s.search)
 	mux.HandleFunc("GET /answer", s.answer)
@@ -94,6 +104,11 @@ func Handler(cfg Config) http.Handler {
 type server struct {
 	cfg     Config
 	archive *lru
+	popular *popular // what callers searched, for related queries
+
+	mu          sync.Mutex
+	noModelTill time.Time // the cells said they have no model: not asked again until then
+	next        int       // the cell asked next (round robin)
 }
 
 // Result is an item of results (docs/spec/hosted-api.md §2.3).
@@ -142,6 +157,7 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	}
 	key := fmt.Sprintf("s%v\x00%s", rich, strings.ToLower(q))
 	if body, ok := s.archive.get(key, s.cfg.Now()); ok {
+		s.popular.record(q, s.cfg.Account(r), s.cfg.Now()) // kept only with results
 		s.write(w, metering.KindSearch, metering.CacheArchive, 0, 0, body)
 		return
 	}
@@ -149,6 +165,9 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.unavailable(w, err)
 		return
+	}
+	if len(resp.Results) > 0 {
+		s.popular.record(q, s.cfg.Account(r), s.cfg.Now())
 	}
 	body := marshal(resp)
 	if len(resp.Results) > 0 {
@@ -187,6 +206,19 @@ func (s *server) run(ctx context.Context, r *http.Request, q string, rich bool) 
 	if rich {
 		resp.Rich = richBlock(locals, hits, q)
 		resp.Rich.DidYouMean = dym
+		// What other callers searched first (k-anonymous), then the
+		// words of the top pages.
+		if pop := s.popular.related(q, 5, s.cfg.Now()); len(pop) > 0 {
+			seen := map[string]bool{}
+			var rq []string
+			for _, x := range append(pop, resp.Rich.RelatedQueries...) {
+				if !seen[x] && len(rq) < 8 {
+					seen[x] = true
+					rq = append(rq, x)
+				}
+			}
+			resp.Rich.RelatedQueries = rq
+		}
 		if isEmpty(resp.Rich) {
 			resp.Rich = &cellsearch.Rich{}
 		}
@@ -225,13 +257,25 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 	hits := merge(locals, 10)
 	if deep {
 		ps := passages(locals, hits)
-		if s.cfg.Model != nil && len(ps) > 0 {
+		if len(ps) > 0 {
 			use := ps[:min(len(ps), 5)]
-			text, i, o, err := s.cfg.Model(r.Context(), q, use)
-			in, outTok = i, o
-			if err == nil && strings.TrimSpace(text) != "" {
-				out.Answer = &cellsearch.Answer{Kind: "generated", Text: strings.TrimSpace(text), Sources: sources(use)}
-			} else if err != nil {
+			g, err := s.cfg.Model(r.Context(), q, use)
+			if g != nil {
+				in, outTok = g.InTokens, g.OutTokens
+			}
+			switch {
+			case err == nil && strings.TrimSpace(g.Text) != "":
+				src := use
+				if len(g.Cited) > 0 {
+					src = nil
+					for _, i := range g.Cited {
+						if i >= 0 && i < len(use) {
+							src = append(src, use[i])
+						}
+					}
+				}
+				out.Answer = &cellsearch.Answer{Kind: "generated", Text: strings.TrimSpace(g.Text), Sources: sources(src)}
+			case err != nil && !errors.Is(err, errNoModel):
 				s.cfg.Logger.Warn("search: the model did not answer; quoting instead", "err", err)
 			}
 		}
@@ -357,6 +401,68 @@ func (s *server) ask(ctx context.Context, c members.Meta, v url.Values, account 
 		return nil, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
 	return &l, nil
+}
+
+// cellModel is the default Model: a live cell's operator model, at
+// POST /search/generate (signed like every request to a cell, its answer
+// signed over the nonce; the tokens come from its signed usage report).
+// Cells without a model answer 501: the gate then quotes, and does not ask
+// again for a minute.
+func (s *server) cellModel(ctx context.Context, q string, ps []cellsearch.Passage) (*cellsearch.Generated, error) {
+	now := s.cfg.Now()
+	s.mu.Lock()
+	skip := now.Before(s.noModelTill)
+	s.next++
+	n := s.next
+	s.mu.Unlock()
+	cells := s.cfg.Cells()
+	if skip || len(cells) == 0 {
+		return nil, errNoModel
+	}
+	c := cells[n%len(cells)]
+	body, _ := json.Marshal(cellsearch.GenerateRequest{Q: q, Passages: ps})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.API+cellsearch.GeneratePath, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	nonce := s.cfg.Keys.Sign(req, regionauth.Claims{Private: s.cfg.Private}, now)
+	// The model may take longer than a search: its own deadline.
+	client := *s.cfg.Client
+	client.Timeout = 60 * time.Second
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	usage := resp.Header.Get(metering.Header)
+	if !s.cfg.Keys.VerifyAnswer(nonce, resp.StatusCode, usage, resp.Header.Get(regionauth.HeaderUsageSig)) {
+		return nil, fmt.Errorf("cell %s: answer not signed with the region's key", c.Name)
+	}
+	var u metering.Usage
+	if usage != "" {
+		if err := json.Unmarshal([]byte(usage), &u); err != nil {
+			return nil, fmt.Errorf("cell %s: usage report: %w", c.Name, err)
+		}
+	}
+	g := &cellsearch.Generated{InTokens: u.InTokens, OutTokens: u.OutTokens}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotImplemented:
+		s.mu.Lock()
+		s.noModelTill = now.Add(time.Minute)
+		s.mu.Unlock()
+		return nil, errNoModel
+	default:
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return g, fmt.Errorf("cell %s: %d %s", c.Name, resp.StatusCode, b)
+	}
+	var ans cellsearch.Generated
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ans); err != nil {
+		return g, fmt.Errorf("cell %s: %w", c.Name, err)
+	}
+	g.Text, g.Cited = ans.Text, ans.Cited
+	return g, nil
 }
 
 // merge is the cells' results by score, near-duplicates collapsed, the

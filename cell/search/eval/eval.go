@@ -123,6 +123,10 @@ func judgments(root string) ([]Query, error) {
 		rel[term][Base+href] = true
 	}
 	files, _ := filepath.Glob(filepath.Join(root, "genindex-*.html"))
+	if len(files) == 0 {
+		// A Sphinx index on one page (python-django-doc).
+		files, _ = filepath.Glob(filepath.Join(root, "genindex.html"))
+	}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -169,6 +173,19 @@ func Sample(qs []Query, n int) []Query {
 	out := make([]Query, 0, n)
 	for i := 0; i < n; i++ {
 		out = append(out, qs[int(float64(i)*k)])
+	}
+	return out
+}
+
+// SampleStrings is every k-th string, for n of them at most.
+func SampleStrings(ss []string, n int) []string {
+	if len(ss) <= n {
+		return ss
+	}
+	k := float64(len(ss)) / float64(n)
+	out := make([]string, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, ss[int(float64(i)*k)])
 	}
 	return out
 }

@@ -15,10 +15,13 @@ import (
 )
 
 // The corpora: Debian documentation packages (apt-get install
-// python3.11-doc postgresql-doc-15).
+// python3.11-doc postgresql-doc-15 python-django-doc).
 var corpora = map[string]string{
 	"postgresql": "/usr/share/doc/postgresql-doc-15/html",
 	"python":     "/usr/share/doc/python3.11/html",
+	// A third corpus, to check a choice made on postgresql before it is
+	// reported on python (never tuned on).
+	"django": "/usr/share/doc/python-django-doc/html",
 }
 
 func load(t *testing.T, name string) *Corpus {
@@ -50,6 +53,7 @@ func index(t *testing.T, c *Corpus) *search.Index {
 			t.Fatal(err)
 		}
 	}
+	ix.UpdateRanks()
 	d := time.Since(start)
 	t.Logf("%s: indexed %d pages in %v (%.0f pages/s, conversion not counted)", c.Name, len(c.Docs), d.Round(time.Millisecond), float64(len(c.Docs))/d.Seconds())
 	var size int64
@@ -176,8 +180,15 @@ func TestTune(t *testing.T) {
 		{"passage", []float64{1, 4, 8, 16}, func(b *search.Boosts, v float64) { b.Passage = v }},
 		{"exact title", []float64{0, 1, 2, 4}, func(b *search.Boosts, v float64) { b.ExactTitle = v }},
 		{"candidates", []float64{20, 40, 80}, func(b *search.Boosts, v float64) { b.Candidates = int(v) }},
+		{"ident", []float64{0, 2, 5, 10, 20}, func(b *search.Boosts, v float64) { b.Ident = v }},
+		{"def", []float64{0, 1, 2, 5, 10}, func(b *search.Boosts, v float64) { b.Def = v }},
+		{"authority", []float64{0, 0.5, 1, 2, 4}, func(b *search.Boosts, v float64) { b.Authority = v }},
 	}
+	only := os.Getenv("TRAWL_SEARCH_TUNE_ONLY") // comma list of step names
 	for _, st := range steps {
+		if only != "" && !strings.Contains(","+only+",", ","+st.name+",") {
+			continue
+		}
 		for _, v := range st.vals {
 			x := bestB
 			st.set(&x, v)
