@@ -53,6 +53,10 @@ func (c *Cell) handlers() map[string]http.HandlerFunc {
 		"GET /monitor-charges":                  c.handleMonitorCharges,
 		"POST /monitor-charges/ack":             c.handleMonitorChargesAck,
 		"GET /search/local":                     c.handleSearchLocal,
+		// Recipes (cell/recipes.go).
+		"GET /recipes":         c.handleRecipeList,
+		"GET /recipes/health":  c.handleRecipeHealth,
+		"POST /recipes/{name}": c.handleRecipeRun,
 	}
 }
 

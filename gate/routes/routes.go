@@ -89,6 +89,8 @@ const (
 	// MonitorBody bounds a monitor's create or patch body (a schema of
 	// up to 64 KiB with the other fields).
 	MonitorBody = 128 * KiB
+	// RecipeBody bounds a recipe run's inputs (a session is at most 8 KiB).
+	RecipeBody = 64 * KiB
 )
 
 // Route is one row of the table.
@@ -185,6 +187,9 @@ var Rows = []Route{
 	{Pattern: "DELETE /monitors/{id}", Server: Owner, Owner: Monitors, Doc: "remove a monitor with its history (§4)"},
 	{Pattern: "GET /monitors/{id}/events", Server: Owner, Owner: Monitors, Doc: "a monitor's timeline, oldest first (?since=, ?limit=, §2.9)"},
 	{Pattern: "GET /monitors/{id}/versions/{version}", Server: Owner, Owner: Monitors, Doc: "the page at a version, as Markdown (the evidence links, §2.9)"},
+	{Pattern: "GET /recipes", Server: Cell, Doc: "the recipe catalog: every field of §2.7 with stage and health; free (docs/recipes.md)"},
+	{Pattern: "GET /recipes/health", Public: true, Server: Cell, Doc: "the region's recipe health checks, per recipe (§4, docs/recipes.md)"},
+	{Pattern: "POST /recipes/{name}", Kind: metering.KindRecipe, Server: Cell, BodyLimit: RecipeBody, Doc: "run a recipe: inputs and bypass_cache → rows, usage, meta (§2.7); per unit of a run, a cache hit 0"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
 

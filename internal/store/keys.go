@@ -59,6 +59,12 @@ const (
 	// PrefixMonitorHook is the monitors' pending webhook deliveries
 	// (cell/webhook, for cell/monitor).
 	PrefixMonitorHook = "monhook/"
+	// PrefixRecipeCache is the recipes' cached results, by recipe,
+	// version and inputs; never a run with a secret input (cell/recipe).
+	PrefixRecipeCache = "rc/"
+	// PrefixRecipeHealth is the recipes' health checks and stages
+	// (cell/recipe).
+	PrefixRecipeHealth = "rh/"
 )
 
 // The crawl server's store (<data>/crawl).
@@ -121,6 +127,8 @@ var Stores = []Layout{
 		{PrefixSite, "cell/fetch/ladder"},
 		{PrefixMonitor, "cell/monitor"},
 		{PrefixMonitorHook, "cell/webhook"},
+		{PrefixRecipeCache, "cell/recipe"},
+		{PrefixRecipeHealth, "cell/recipe"},
 	}},
 	{Store: "crawl", Ranges: []Range{
 		{PrefixCrawlTask, "cell/crawl"},
