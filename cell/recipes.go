@@ -106,8 +106,9 @@ type recipeError struct {
 
 // handleRecipeRun serves POST /recipes/{name} (§2.7): inputs checked,
 // the run (or its cached result), rows in the output fields' order. A
-// failed run reports the pages it fetched, which the gate bills; a
-// refused request (bad_input, unknown_recipe) reports nothing.
+// failed run reports the pages it fetched (none, maybe), which the gate
+// bills and shows; a refused request (bad_input, unknown_recipe) reports
+// nothing.
 func (c *Cell) handleRecipeRun(w http.ResponseWriter, r *http.Request) {
 	var body map[string]json.RawMessage
 	if err := decodeJSON(w, r, routes.RecipeBody, &body); err != nil {
@@ -124,7 +125,7 @@ func (c *Cell) handleRecipeRun(w http.ResponseWriter, r *http.Request) {
 	if r.Context().Err() != nil {
 		return // the caller left: nothing is answered, nothing billed
 	}
-	if res != nil && (err == nil || res.Meta.PagesFetched > 0) {
+	if e := recipe.AsError(err); res != nil && (e == nil || e.Code != recipe.CodeBadInput) {
 		w.Header().Set(UsageHeader, res.Usage(recipe.Box(rc.Kind)).String())
 	}
 	if err != nil {
