@@ -393,3 +393,130 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
+
+type catalogEntry struct {
+	Name    string `json:"name"`
+	Version int    `json:"version"`
+	Stage   string `json:"stage"`
+	Health  struct {
+		Status string  `json:"status"`
+		Rows   *int    `json:"rows"`
+		Error  *string `json:"error"`
+	} `json:"health"`
+}
+
+func (tc *testCell) catalog(t *testing.T) map[string]catalogEntry {
+	t.Helper()
+	_, b := tc.get(t, "/recipes")
+	var cat struct{ Recipes []catalogEntry }
+	if err := json.Unmarshal(b, &cat); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]catalogEntry{}
+	for _, e := range cat.Recipes {
+		out[e.Name] = e
+	}
+	return out
+}
+
+// An operator recipe is staged when it appears, checked at once and every
+// 6 hours on the cell's clock, and promoted after two passing checks; a
+// failing one stays staged with health fail; a changed recipe is staged
+// again; built-ins are published. /recipes/health shows the checks.
+func TestRecipeHealthPromotes(t *testing.T) {
+	site := newRecipeSite(t)
+	dir := t.TempDir()
+	good := `{"name":"shop-names","version":1,"title":"Shop names","kind":"json","outputs":["name"],"hosts":["127.0.0.1"],
+		"inputs":[{"name":"page","type":"integer","required":true}],"health":{"inputs":{"page":2},"min_rows":2},
+		"json":{"urls":["` + site.URL + `/shop?page={page}"],"rows":{"baseSelector":"li.item","fields":[{"name":"name","selector":"a","type":"text"}]}}}`
+	writeRecipe(t, dir, "shop-names", good, nil)
+	writeRecipe(t, dir, "broken-link", `{"name":"broken-link","version":1,"title":"Broken","kind":"json","outputs":["name"],"hosts":["127.0.0.1"],
+		"health":{"inputs":{}},"json":{"urls":["`+site.URL+`/gone"],"rows":{"baseSelector":"li","fields":[{"name":"name","type":"text"}]}}}`, nil)
+	writeRecipe(t, dir, "unchecked", `{"name":"unchecked","version":1,"title":"No health inputs","kind":"json","outputs":["name"],"hosts":["127.0.0.1"],
+		"json":{"urls":["`+site.URL+`/shop"],"rows":{"baseSelector":"li","fields":[{"name":"name","type":"text"}]}}}`, nil)
+	tc := newTestCell(t, func(c *Config) {
+		c.Recipes = RecipeConfig{Dir: dir, CheckTick: time.Hour, ReloadEvery: 20 * time.Millisecond}
+	})
+	// The loop checks what is due as it starts.
+	deadline := time.Now().Add(10 * time.Second)
+	for tc.catalog(t)["broken-link"].Health.Status == "unknown" || tc.catalog(t)["shop-names"].Health.Status == "unknown" {
+		if time.Now().After(deadline) {
+			t.Fatal("no first check")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cat := tc.catalog(t)
+	if e := cat["shop-names"]; e.Stage != "staged" || e.Health.Status != "ok" || *e.Health.Rows != 2 {
+		t.Errorf("after one check: %+v", e)
+	}
+	if e := cat["broken-link"]; e.Stage != "staged" || e.Health.Status != "fail" || !strings.Contains(*e.Health.Error, "fetch_failed") {
+		t.Errorf("broken: %+v", e)
+	}
+	if e := cat["unchecked"]; e.Stage != "staged" || e.Health.Status != "unknown" {
+		t.Errorf("unchecked: %+v", e)
+	}
+	if e := cat["page-links"]; e.Stage != "published" {
+		t.Errorf("built-in: %+v", e)
+	}
+	// A staged recipe runs.
+	if resp, a, _ := tc.runRecipe(t, "shop-names", `{"page":1}`); resp.StatusCode != 200 || len(a.Rows) != 2 {
+		t.Errorf("staged run: %d %+v", resp.StatusCode, a)
+	}
+	// Nothing is due before 6 hours.
+	tc.advance(5 * time.Hour)
+	if n := tc.Recipes().CheckDue(t.Context()); n != 0 {
+		t.Errorf("%d checks before 6 h", n)
+	}
+	tc.advance(time.Hour)
+	if n := tc.Recipes().CheckDue(t.Context()); n != 2 {
+		t.Errorf("%d checks at 6 h, want 2", n)
+	}
+	cat = tc.catalog(t)
+	if e := cat["shop-names"]; e.Stage != "published" || e.Health.Status != "ok" {
+		t.Errorf("after two passing checks: %+v", e)
+	}
+	if e := cat["broken-link"]; e.Stage != "staged" || e.Health.Status != "fail" {
+		t.Errorf("broken after two checks: %+v", e)
+	}
+	_, b := tc.get(t, "/recipes/health")
+	var rep struct {
+		Region      string `json:"region"`
+		CheckEveryS int    `json:"check_every_s"`
+		Recipes     []struct {
+			Name   string `json:"name"`
+			Checks []struct {
+				OK     bool   `json:"ok"`
+				Rows   int    `json:"rows"`
+				Region string `json:"region"`
+				At     time.Time
+			} `json:"checks"`
+		} `json:"recipes"`
+	}
+	json.Unmarshal(b, &rep)
+	for _, r := range rep.Recipes {
+		if r.Name == "shop-names" && (len(r.Checks) != 2 || !r.Checks[1].OK || r.Checks[1].Rows != 2 || r.Checks[1].Region != "eu" || r.Checks[1].At.Sub(r.Checks[0].At) != 6*time.Hour) {
+			t.Errorf("health checks: %s", b)
+		}
+	}
+	if rep.Region != "eu" || rep.CheckEveryS != 21600 {
+		t.Errorf("health: %s", b)
+	}
+
+	// A changed recipe is staged again, and published after two passes.
+	writeRecipe(t, dir, "shop-names", strings.Replace(good, `"version":1`, `"version":2`, 1), nil)
+	deadline = time.Now().Add(10 * time.Second)
+	for e := tc.catalog(t)["shop-names"]; e.Version != 2 || e.Health.Status == "unknown"; e = tc.catalog(t)["shop-names"] {
+		if time.Now().After(deadline) {
+			t.Fatalf("the changed recipe was not reloaded and checked: %+v", e)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e := tc.catalog(t)["shop-names"]; e.Stage != "staged" {
+		t.Errorf("changed: %+v", e)
+	}
+	tc.advance(6 * time.Hour)
+	tc.Recipes().CheckDue(t.Context())
+	if e := tc.catalog(t)["shop-names"]; e.Stage != "published" || e.Version != 2 {
+		t.Errorf("changed, after two passes: %+v", e)
+	}
+}
