@@ -59,6 +59,8 @@ type Config struct {
 	Dir string
 	// NoBuiltins leaves the built-ins out (trawl recipe run DIR).
 	NoBuiltins bool
+	// Extra are recipes loaded by the caller (trawl recipe run DIR).
+	Extra []*Recipe
 	// Region and Cell name where checks ran.
 	Region, Cell string
 	// HealthInputs are the operator's health inputs by recipe name, for
@@ -164,6 +166,9 @@ func (s *Service) Reload() error {
 		for _, r := range bs {
 			recipes[r.Name] = r
 		}
+	}
+	for _, r := range s.cfg.Extra {
+		recipes[r.Name] = r
 	}
 	sig := ""
 	if s.cfg.Dir != "" {
