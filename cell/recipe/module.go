@@ -61,17 +61,16 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 // passing either is module_limit, a module that does not compile or
 // link is bad_module. It reaches the web only through the host module.
 func (r *run) runModule(ctx context.Context) error {
-	limit := time.Duration(r.rc.Limits.TimeMS) * time.Millisecond
-	mctx, cancel := context.WithTimeout(ctx, limit)
-	defer cancel()
 	pages := uint32(r.rc.Limits.MemoryMiB) * 16 // 64 KiB pages
 	cfg := wazero.NewRuntimeConfig().
 		WithCompilationCache(wasmCache().cache).
 		WithMemoryLimitPages(pages).
 		WithCloseOnContextDone(true)
-	rt := wazero.NewRuntimeWithConfig(mctx, cfg)
+	// Compiling (once per module, then cached) is not the module's time:
+	// only its run counts against limits.time_ms.
+	rt := wazero.NewRuntimeWithConfig(ctx, cfg)
 	defer rt.Close(context.Background())
-	if _, err := wasi_snapshot_preview1.Instantiate(mctx, rt); err != nil {
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		return fmt.Errorf("module: wasi: %w", err)
 	}
 	var last []byte
@@ -92,14 +91,14 @@ func (r *run) runModule(ctx context.Context) error {
 		NewFunctionBuilder().WithFunc(func(ctx context.Context, m api.Module, ptr uint32) {
 		m.Memory().Write(ptr, last)
 	}).Export("result").
-		Instantiate(mctx)
+		Instantiate(ctx)
 	if err != nil {
 		return fmt.Errorf("module: host: %w", err)
 	}
-	compiled, err := rt.CompileModule(mctx, r.rc.Module)
+	compiled, err := rt.CompileModule(ctx, r.rc.Module)
 	if err != nil {
-		if mctx.Err() != nil {
-			return r.moduleStopped(ctx, mctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
 		return badModule("the module does not compile: %v", err)
 	}
@@ -107,6 +106,8 @@ func (r *run) runModule(ctx context.Context) error {
 	stderr.n = 4096
 	mcfg := wazero.NewModuleConfig().WithStderr(&stderr).WithStdout(&stderr).WithName("").
 		WithSysWalltime().WithSysNanotime().WithRandSource(nil)
+	mctx, cancel := context.WithTimeout(ctx, time.Duration(r.rc.Limits.TimeMS)*time.Millisecond)
+	defer cancel()
 	mod, err := rt.InstantiateModule(mctx, compiled, mcfg)
 	if mod != nil {
 		defer mod.Close(context.Background())

@@ -217,26 +217,31 @@ func recipeNew(args []string, stdout, stderr io.Writer) error {
 	if name == "" {
 		return errors.New("usage: trawl recipe new --kind json|module|script NAME")
 	}
+	dir := name
+	name = filepath.Base(filepath.Clean(dir))
 	files, ok := recipeTemplates(name)[*kind]
 	if !ok {
 		return fmt.Errorf("--kind %q: want json, module or script", *kind)
 	}
-	if _, err := os.Stat(name); err == nil {
-		return fmt.Errorf("%s exists already", name)
+	if _, err := os.Stat(dir); err == nil {
+		return fmt.Errorf("%s exists already", dir)
 	}
-	if err := os.MkdirAll(name, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	for f, body := range files {
-		if err := os.WriteFile(filepath.Join(name, f), []byte(body), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(body), 0o644); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "wrote %s/ (a %s recipe)\n", name, *kind)
-	if *kind == recipe.KindModule {
-		fmt.Fprintf(stdout, "build it:  (cd %s && GOOS=wasip1 GOARCH=wasm go build -o module.wasm .)\n", name)
+	if _, err := recipe.LoadDir(dir); err != nil && *kind != recipe.KindModule {
+		return fmt.Errorf("the new recipe does not load (is %q a usable name?): %w", name, err)
 	}
-	fmt.Fprintf(stdout, "run it:    trawl recipe run %s --input url=https://example.com/\n", name)
+	fmt.Fprintf(stdout, "wrote %s/ (a %s recipe)\n", dir, *kind)
+	if *kind == recipe.KindModule {
+		fmt.Fprintf(stdout, "build it:  (cd %s && GOOS=wasip1 GOARCH=wasm go build -o module.wasm .)\n", dir)
+	}
+	fmt.Fprintf(stdout, "run it:    trawl recipe run %s --input url=https://example.com/\n", dir)
 	return nil
 }
 
