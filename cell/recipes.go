@@ -12,6 +12,7 @@ import (
 	"github.com/trawlhq/trawl/cell/recipe"
 	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/jobid"
 )
 
 // startRecipes opens the recipe service (built-ins and the operator's
@@ -40,7 +41,7 @@ func (c *Cell) startRecipes() error {
 	done := make(chan struct{})
 	go func() { svc.Loop(ctx, rc.CheckTick); close(done) }()
 	c.recipes = svc
-	c.stopRecipes = func() { cancel(); <-done }
+	c.stopRecipes = func() { cancel(); <-done; svc.Close() }
 	return nil
 }
 
@@ -104,6 +105,34 @@ type recipeError struct {
 	Meta    *recipe.Meta `json:"meta,omitempty"`
 }
 
+// recipeJobRef is the answer to a run of a recipe declared run: job.
+type recipeJobRef struct {
+	JobID   string `json:"job_id"`
+	Recipe  string `json:"recipe"`
+	Version int    `json:"version"`
+	Status  string `json:"status"`
+	Results string `json:"results"`
+}
+
+// handleRecipeJob serves GET /recipes/jobs/{id}: a background run's
+// status and, once done, its rows; another account's job is 404.
+func (c *Cell) handleRecipeJob(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, _, ok := jobid.Parse(id); !ok {
+		httpjson.Error(w, http.StatusNotFound, "not_found", "no such recipe job")
+		return
+	}
+	job, err := c.recipes.Job(accountOf(r), id)
+	if e := recipe.AsError(err); e != nil {
+		httpjson.Error(w, e.Status, e.Code, e.Message)
+		return
+	} else if err != nil {
+		writeError(w, err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, job)
+}
+
 // handleRecipeRun serves POST /recipes/{name} (§2.7): inputs checked,
 // the run (or its cached result), rows in the output fields' order. A
 // failed run reports the pages it fetched (none, maybe), which the gate
@@ -119,6 +148,18 @@ func (c *Cell) handleRecipeRun(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		e := recipe.AsError(err)
 		httpjson.Error(w, e.Status, e.Code, e.Message)
+		return
+	}
+	if rc.Run == "job" {
+		id := jobid.New(c.cfg.Region, c.cfg.Name)
+		job, err := c.recipes.Submit(accountOf(r), id, rc, vals, bypass)
+		if err != nil {
+			c.cfg.Logger.Error("recipe job not submitted", "recipe", rc.Name, "err", err)
+			httpjson.Error(w, http.StatusServiceUnavailable, "unavailable", "the job could not be recorded; nothing was charged, repeat the call")
+			return
+		}
+		w.Header().Set("Location", "/recipes/jobs/"+id)
+		httpjson.Write(w, http.StatusAccepted, recipeJobRef{JobID: id, Recipe: rc.Name, Version: rc.Version, Status: job.Status, Results: "/recipes/jobs/" + id})
 		return
 	}
 	res, err := c.recipes.Run(r.Context(), rc, vals, bypass)

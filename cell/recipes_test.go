@@ -520,3 +520,79 @@ func TestRecipeHealthPromotes(t *testing.T) {
 		t.Errorf("changed, after two passes: %+v", e)
 	}
 }
+
+// A recipe declared run: job answers 202 with a job reference; the job's
+// status, then its rows, are read at /recipes/jobs/{id} (another account
+// gets 404); its units wait as a background charge for the gate, with the
+// monitors' charges, until acknowledged.
+func TestRecipeJob(t *testing.T) {
+	site := newRecipeSite(t)
+	dir := t.TempDir()
+	writeRecipe(t, dir, "shop-all", `{"name":"shop-all","version":1,"title":"Whole shop","kind":"json","outputs":["name"],"hosts":["127.0.0.1"],"run":"job",
+		"json":{"urls":["`+site.URL+`/shop"],"next":"a.next","rows":{"baseSelector":"li.item","fields":[{"name":"name","selector":"a","type":"text"}]}}}`, nil)
+	tc := newTestCell(t, func(c *Config) { c.Recipes = RecipeConfig{Dir: dir} })
+	resp, b := tc.post(t, "/recipes/shop-all", `{}`)
+	var ref struct {
+		JobID   string `json:"job_id"`
+		Status  string `json:"status"`
+		Results string `json:"results"`
+	}
+	json.Unmarshal(b, &ref)
+	if resp.StatusCode != 202 || !strings.HasPrefix(ref.JobID, "j_eu.c1.") || ref.Results != "/recipes/jobs/"+ref.JobID || resp.Header.Get(metering.Header) != "" {
+		t.Fatalf("submit: %d %s usage %q", resp.StatusCode, b, resp.Header.Get(metering.Header))
+	}
+	var job struct {
+		Status string           `json:"status"`
+		Rows   []map[string]any `json:"rows"`
+		Units  int              `json:"units"`
+		Meta   struct {
+			PagesFetched int `json:"pages_fetched"`
+		} `json:"meta"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for job.Status != "done" {
+		if time.Now().After(deadline) {
+			t.Fatalf("job not done: %+v", job)
+		}
+		time.Sleep(10 * time.Millisecond)
+		resp, b = tc.get(t, ref.Results)
+		if resp.StatusCode != 200 {
+			t.Fatalf("job: %d %s", resp.StatusCode, b)
+		}
+		json.Unmarshal(b, &job)
+	}
+	if len(job.Rows) != 6 || job.Rows[5]["name"] != "Tea 6" || job.Units != 3 || job.Meta.PagesFetched != 3 {
+		t.Errorf("job: %s", b)
+	}
+	req, _ := http.NewRequest("GET", tc.srv.URL+ref.Results, nil)
+	req.Header.Set(testAccountHeader, "someone-else")
+	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != 404 {
+		t.Errorf("another account: %v %v", r.StatusCode, err)
+	}
+	req, _ = http.NewRequest("GET", tc.srv.URL+"/monitor-charges", nil)
+	req.Header.Set(testAccountHeader, "")
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var charges struct {
+		Charges []struct {
+			ID, Account string
+			Usage       metering.Usage
+		}
+	}
+	json.NewDecoder(r.Body).Decode(&charges)
+	r.Body.Close()
+	if len(charges.Charges) != 1 || charges.Charges[0].ID != "rj-"+ref.JobID || charges.Charges[0].Account != testAccount ||
+		charges.Charges[0].Usage.Kind != metering.KindRecipe || *charges.Charges[0].Usage.Count != 3 {
+		t.Fatalf("charges: %+v", charges)
+	}
+	req, _ = http.NewRequest("POST", tc.srv.URL+"/monitor-charges/ack", strings.NewReader(`{"ids":["rj-`+ref.JobID+`"]}`))
+	req.Header.Set(testAccountHeader, "")
+	if r, err := http.DefaultClient.Do(req); err != nil || r.StatusCode != 200 {
+		t.Fatalf("ack: %v", err)
+	}
+	if n, _ := tc.Recipes().Charges(10); len(n) != 0 {
+		t.Errorf("charges after the ack: %+v", n)
+	}
+}

@@ -108,6 +108,9 @@ func (s *Service) sweep() {
 	if s.cfg.Store == nil {
 		return
 	}
+	if _, err := s.cfg.Store.SweepExpired(prefixJob, s.cfg.Now()); err != nil {
+		s.cfg.Logger.Warn("recipe job sweep failed", "err", err)
+	}
 	if n, err := s.cfg.Store.SweepExpired(prefixCache, s.cfg.Now()); err != nil {
 		s.cfg.Logger.Warn("recipe cache sweep failed", "err", err)
 	} else if n > 0 {

@@ -88,6 +88,11 @@ type Service struct {
 	dirSig  string
 	mem     map[string]*healthRec // health without a store
 	checkMu sync.Mutex            // one round of checks at a time
+
+	// Background jobs (run: job) run under jobsCtx; Close ends them.
+	jobsCtx  context.Context
+	jobsStop context.CancelFunc
+	jobsWG   sync.WaitGroup
 }
 
 // New loads the built-ins and the operator's directory.
@@ -120,6 +125,8 @@ func New(cfg Config) (*Service, error) {
 	if err := s.Reload(); err != nil {
 		return nil, err
 	}
+	s.jobsCtx, s.jobsStop = context.WithCancel(context.Background())
+	s.failInterrupted()
 	return s, nil
 }
 

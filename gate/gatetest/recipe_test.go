@@ -72,6 +72,8 @@ func TestRecipesBilledThroughTheGate(t *testing.T) {
 		"fresh_for_s":60,"json":{"urls":["`+pages.URL+`/a","`+pages.URL+`/b"],"rows":{"baseSelector":"h1","fields":[{"name":"title","type":"text"}]}}}`)
 	writeRecipeDir(t, dir, "half-way", `{"name":"half-way","version":1,"title":"Fails on its second page","kind":"json","outputs":["title"],"hosts":["127.0.0.1"],
 		"json":{"urls":["`+pages.URL+`/a","http://127.0.0.1:1/closed"],"rows":{"baseSelector":"h1","fields":[{"name":"title","type":"text"}]}}}`)
+	writeRecipeDir(t, dir, "in-background", `{"name":"in-background","version":1,"title":"A job","kind":"json","outputs":["title"],"hosts":["127.0.0.1"],"run":"job",
+		"json":{"urls":["`+pages.URL+`/x","`+pages.URL+`/y","`+pages.URL+`/z"],"rows":{"baseSelector":"h1","fields":[{"name":"title","type":"text"}]}}}`)
 	g := Start(t, Options{Cell: func(c *cell.Config) { c.Recipes.Dir = dir }})
 	key := g.Account(t, ledger.PlanFree, 100)
 
@@ -110,6 +112,38 @@ func TestRecipesBilledThroughTheGate(t *testing.T) {
 	if r.status != 502 || a.Error != "fetch_failed" || a.Rows != nil || r.header.Get("X-Svc-Cost") != "1.000" || a.Usage["units"] != "1.000" || len(lines) != 1 {
 		t.Errorf("failed run: %d %s cost %s", r.status, r.body, r.header.Get("X-Svc-Cost"))
 	}
+	// A job: free to submit, its units charged when the gate collects
+	// them; another account cannot read it.
+	r = call(t, "POST", g.URL+"/recipes/in-background", key, `{}`)
+	var ref struct {
+		JobID   string `json:"job_id"`
+		Results string `json:"results"`
+	}
+	json.Unmarshal([]byte(r.body), &ref)
+	if r.status != 202 || r.header.Get("X-Svc-Cost") != "0.000" || ref.JobID == "" {
+		t.Fatalf("job: %d %s", r.status, r.body)
+	}
+	WaitFor(t, 10*time.Second, "the job done", func() bool {
+		r := call(t, "GET", g.URL+ref.Results, key, "")
+		return r.status == 200 && strings.Contains(r.body, `"status":"done"`) && strings.Contains(r.body, `{"title":"Page /z"}`)
+	})
+	other := g.Account(t, ledger.PlanFree, 10)
+	if r := call(t, "GET", g.URL+ref.Results, other, ""); r.status != 404 {
+		t.Errorf("another account's job: %d %s", r.status, r.body)
+	}
+	if n, err := g.Runtime.CollectMonitorCharges(t.Context()); n != 1 || err != nil {
+		t.Errorf("collected %d charges: %v", n, err)
+	}
+	found := false
+	for _, l := range usageLines(t, g, key) {
+		if l["call"] == "recipe" && l["units"] == "3.000" && fmt.Sprint(l["count"]) == "3" {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no 3-unit recipe line in the usage history: %v", usageLines(t, g, key))
+	}
+
 	for _, c := range []struct{ name, body, code string }{
 		{"two-pages", `{"nope":1}`, "bad_input"},
 		{"page-links", `{}`, "bad_input"},

@@ -190,6 +190,7 @@ var Rows = []Route{
 	{Pattern: "GET /recipes", Server: Cell, Doc: "the recipe catalog: every field of §2.7 with stage and health; free (docs/recipes.md)"},
 	{Pattern: "GET /recipes/health", Public: true, Server: Cell, Doc: "the region's recipe health checks, per recipe (§4, docs/recipes.md)"},
 	{Pattern: "POST /recipes/{name}", Kind: metering.KindRecipe, Server: Cell, BodyLimit: RecipeBody, Doc: "run a recipe: inputs and bypass_cache → rows, usage, meta (§2.7); per unit of a run, a cache hit 0"},
+	{Pattern: "GET /recipes/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a background recipe run (run: job): status, then rows; its units are charged when it ends (docs/recipes.md)"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
 

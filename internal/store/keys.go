@@ -65,6 +65,12 @@ const (
 	// PrefixRecipeHealth is the recipes' health checks and stages
 	// (cell/recipe).
 	PrefixRecipeHealth = "rh/"
+	// PrefixRecipeJob is the recipes' background runs (run: job), their
+	// status and rows; never their inputs (cell/recipe).
+	PrefixRecipeJob = "rj/"
+	// PrefixRecipeCharge is the finished jobs' charges waiting for the
+	// gate (cell/recipe).
+	PrefixRecipeCharge = "rjc/"
 )
 
 // The crawl server's store (<data>/crawl).
@@ -129,6 +135,8 @@ var Stores = []Layout{
 		{PrefixMonitorHook, "cell/webhook"},
 		{PrefixRecipeCache, "cell/recipe"},
 		{PrefixRecipeHealth, "cell/recipe"},
+		{PrefixRecipeJob, "cell/recipe"},
+		{PrefixRecipeCharge, "cell/recipe"},
 	}},
 	{Store: "crawl", Ranges: []Range{
 		{PrefixCrawlTask, "cell/crawl"},
