@@ -234,4 +234,3 @@ func (s *Service) Close() {
 	s.jobsStop()
 	s.jobsWG.Wait()
 }
-
