@@ -247,6 +247,9 @@ func Parse(manifest []byte, files map[string][]byte) (*Recipe, error) {
 	if !nameRE.MatchString(m.Name) {
 		return nil, fmt.Errorf("name %q: want 1 to 63 of [a-z0-9-], starting with a letter or digit", m.Name)
 	}
+	if m.Name == "health" {
+		return nil, errors.New(`name "health" is taken by GET /recipes/health`)
+	}
 	if m.Version < 1 {
 		return nil, errors.New("version: an integer from 1")
 	}
