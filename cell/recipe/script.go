@@ -24,8 +24,9 @@ const (
 // run(input) and returns an array of row objects; it reaches the web only
 // through the host functions fetch, select, extract, resolve and log.
 // Its own time is bounded by limits.time_ms and its heap growth by
-// limits.memory_mib (sampled every 5 ms, so a burst can pass the bound by
-// what it allocates in that time); either ends the run with module_limit.
+// limits.memory_mib: the growth of the process's live heap during the
+// run, sampled every 5 ms (an approximation: goja has no allocator
+// bound); either ends the run with module_limit.
 func (r *run) runScript(ctx context.Context) error {
 	vm := goja.New()
 	vm.SetFieldNameMapper(goja.TagFieldNameMapper("json", true))
@@ -109,11 +110,15 @@ func watch(ctx context.Context, vm *goja.Runtime, limit time.Duration, mem int64
 	}
 }
 
-var heapSample = []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+// liveHeap is the heap the last GC found live: garbage between GCs does
+// not count, so other requests' short-lived allocations rarely stop a
+// script, and a script that keeps what it allocates is stopped within a
+// GC cycle of passing its limit.
+const liveHeap = "/gc/heap/live:bytes"
 
 func heapBytes() int64 {
 	s := make([]metrics.Sample, 1)
-	s[0].Name = heapSample[0].Name
+	s[0].Name = liveHeap
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0
