@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/llm/llmtest"
 	"github.com/trawlhq/trawl/cell/recipe"
 	"github.com/trawlhq/trawl/internal/metering"
 )
@@ -594,5 +595,27 @@ func TestRecipeJob(t *testing.T) {
 	}
 	if n, _ := tc.Recipes().Charges(10); len(n) != 0 {
 		t.Errorf("charges after the ack: %+v", n)
+	}
+}
+
+// With the operator's model configured, a recipe's extract calls it: the
+// run's meta counts the calls, usage has a line per model call with its
+// tokens, and the tokens are billed.
+func TestRecipeModelCalls(t *testing.T) {
+	srv := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
+		llmtest.CompletionUsage(w, `{"data":{"name":"Sencha Kabuse","brand":"Hoshino","sku":"SK-100","price":9.5,"price_currency":"EUR","availability":"in stock","rating_value":4.6,"review_count":128,"image":null,"description":"Shaded."}}`, 500, 40)
+	})
+	tc := modelCell(t, srv, nil)
+	site := newRecipeSite(t)
+	resp, a, u := tc.runRecipe(t, "product", `{"url":"`+site.URL+`/product.html"}`)
+	if resp.StatusCode != 200 || len(a.Rows) != 1 || a.Rows[0]["name"] != "Sencha Kabuse" || a.Rows[0]["availability"] != "in stock" || a.Meta.LLMCalls != 1 {
+		t.Fatalf("%d %+v", resp.StatusCode, a)
+	}
+	if u.InTokens != 500 || u.OutTokens != 40 || len(u.Lines) != 2 || u.Lines[0].Call != metering.KindScrape || u.Lines[1].Call != metering.KindExtract ||
+		u.Lines[1].Step != "chunk 1/1" || u.Lines[1].InTokens != 500 || *u.Count != 1 || !contains(u.Boxes, "llm") {
+		t.Errorf("usage %+v", u)
+	}
+	if len(srv.Requests()) != 1 {
+		t.Errorf("%d model calls", len(srv.Requests()))
 	}
 }
