@@ -235,11 +235,13 @@ func recipeNew(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if _, err := recipe.LoadDir(dir); err != nil && *kind != recipe.KindModule {
+		os.RemoveAll(dir)
 		return fmt.Errorf("the new recipe does not load (is %q a usable name?): %w", name, err)
 	}
 	fmt.Fprintf(stdout, "wrote %s/ (a %s recipe)\n", dir, *kind)
 	if *kind == recipe.KindModule {
 		fmt.Fprintf(stdout, "build it:  (cd %s && GOOS=wasip1 GOARCH=wasm go build -o module.wasm .)\n", dir)
+		fmt.Fprintf(stdout, "           (in a checkout of trawl, or a module that requires github.com/trawlhq/trawl for its guest package)\n")
 	}
 	fmt.Fprintf(stdout, "run it:    trawl recipe run %s --input url=https://example.com/\n", dir)
 	return nil
