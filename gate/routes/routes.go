@@ -200,7 +200,7 @@ var CellLocal = []Route{
 	{Pattern: "GET /health", Server: Cell, Doc: "the cell's health: store and browser pool"},
 	{Pattern: "GET /search/local", Server: Cell, Doc: "the cell's own best pages for a query, with scores, passages and its parts of the rich block: the gate merges every live cell's (docs/search.md)"},
 	{Pattern: "POST /scrape/jobs/{id}/release", Server: Cell, Doc: "the gate's meter starts a held job or retry it has charged (the hold's token in Trawl-Hold), or with ?drop=1 ends one it could not charge"},
-	{Pattern: "GET /monitor-charges", Server: Cell, Doc: "the monitors' background charges (checks, confirmed matched changes) waiting for the gate; only a request the gate signs without an account"},
+	{Pattern: "GET /monitor-charges", Server: Cell, Doc: "the monitors' background charges (checks, confirmed matched changes) and finished recipe jobs' charges waiting for the gate; only a request the gate signs without an account"},
 	{Pattern: "POST /monitor-charges/ack", Server: Cell, BodyLimit: 1 * MiB, Doc: "the gate has charged these (ids): the cell forgets them"},
 }
 
