@@ -479,7 +479,7 @@ func TestRecipeHealthPromotes(t *testing.T) {
 	if e := cat["broken-link"]; e.Stage != "staged" || e.Health.Status != "fail" {
 		t.Errorf("broken after two checks: %+v", e)
 	}
-	_, b := tc.get(t, "/recipes/health")
+	_, b := tc.get(t, "/recipes/health/local")
 	var rep struct {
 		Region      string `json:"region"`
 		CheckEveryS int    `json:"check_every_s"`

@@ -316,3 +316,51 @@ func TestRecipeSessionLeavesNoTrace(t *testing.T) {
 		t.Errorf("only %d files searched", files)
 	}
 }
+
+// GET /recipes/health through the gate of a region with two cells: each
+// cell checks the recipe on its own, the gate merges both reports; with
+// one cell gone, the other's still answers.
+func TestRecipeHealthMergesCells(t *testing.T) {
+	pages := site(t)
+	dir := t.TempDir()
+	writeRecipeDir(t, dir, "heading", `{"name":"heading","version":1,"title":"Heading","kind":"json","outputs":["title"],"hosts":["127.0.0.1"],
+		"health":{"inputs":{}},"json":{"urls":["`+pages.URL+`/h"],"rows":{"baseSelector":"h1","fields":[{"name":"title","type":"text"}]}}}`)
+	g := Start(t, Options{Cells: 2, Cell: func(c *cell.Config) { c.Recipes.Dir = dir }})
+	type report struct {
+		Region  string   `json:"region"`
+		Cells   []string `json:"cells"`
+		Recipes []struct {
+			Name   string
+			Stage  string
+			Health struct{ Status string }
+			Checks []struct{ Cell string }
+		} `json:"recipes"`
+	}
+	var rep report
+	WaitFor(t, 10*time.Second, "both cells' checks", func() bool {
+		r := call(t, "GET", g.URL+"/recipes/health", "", "")
+		rep = report{}
+		json.Unmarshal([]byte(r.body), &rep)
+		for _, e := range rep.Recipes {
+			if e.Name == "heading" {
+				return r.status == 200 && len(e.Checks) == 2
+			}
+		}
+		return false
+	})
+	for _, e := range rep.Recipes {
+		if e.Name == "heading" && (e.Health.Status != "ok" || e.Stage != "staged" || e.Checks[0].Cell == e.Checks[1].Cell) {
+			t.Errorf("heading: %+v", e)
+		}
+	}
+	if rep.Region != "eu" || len(rep.Cells) != 2 {
+		t.Errorf("report: %+v", rep)
+	}
+	g.Cells[1].Stop()
+	WaitFor(t, 10*time.Second, "one cell's report", func() bool {
+		r := call(t, "GET", g.URL+"/recipes/health", "", "")
+		rep = report{}
+		json.Unmarshal([]byte(r.body), &rep)
+		return r.status == 200 && len(rep.Cells) == 1
+	})
+}

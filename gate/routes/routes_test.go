@@ -106,11 +106,11 @@ func TestTableKeepsTheOldRules(t *testing.T) {
 	}
 }
 
-// /recipes/health is public and answered by a cell (§5.4); running a
-// recipe needs a key.
+// /recipes/health is public and answered by the gate, which gathers its
+// cells' (§5.4); running a recipe needs a key.
 func TestRecipeHealthIsPublic(t *testing.T) {
 	m := Default().Match(httptest.NewRequest("GET", "/recipes/health", nil))
-	if !m.Public || m.Pattern != "GET /recipes/health" || m.Server != Cell {
+	if !m.Public || m.Pattern != "GET /recipes/health" || m.Server != Gate || m.Service != "recipes" || !m.RegionQuery {
 		t.Errorf("/recipes/health: %+v", m.Route)
 	}
 	m = Default().Match(httptest.NewRequest("POST", "/recipes/page-links", nil))
