@@ -39,7 +39,22 @@ func (h *healthInputsFlag) String() string {
 	return string(b)
 }
 
+// Set takes NAME={json}, or a JSON object of them all (what String
+// gives, so trawl dev --regions can pass the flag on).
 func (h *healthInputsFlag) Set(s string) error {
+	if *h == nil {
+		*h = map[string]map[string]json.RawMessage{}
+	}
+	if strings.HasPrefix(strings.TrimSpace(s), "{") {
+		var all map[string]map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(s), &all); err != nil {
+			return fmt.Errorf(`want NAME={"input":value,…} or {"NAME":{…},…}: %w`, err)
+		}
+		for k, v := range all {
+			(*h)[k] = v
+		}
+		return nil
+	}
 	name, raw, ok := strings.Cut(s, "=")
 	if !ok || name == "" {
 		return errors.New(`want NAME={"input":value,…}`)
@@ -47,9 +62,6 @@ func (h *healthInputsFlag) Set(s string) error {
 	var in map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(raw), &in); err != nil {
 		return fmt.Errorf("%s: the inputs are a JSON object: %w", name, err)
-	}
-	if *h == nil {
-		*h = map[string]map[string]json.RawMessage{}
 	}
 	(*h)[name] = in
 	return nil

@@ -77,3 +77,23 @@ func TestRecipeNewTemplatesRun(t *testing.T) {
 		t.Errorf("a recipe named %q was written", "Bad Name")
 	}
 }
+
+// --recipe-health takes NAME={json} (repeated) and what its String gives,
+// which trawl dev --regions passes on to each region.
+func TestRecipeHealthFlag(t *testing.T) {
+	var h healthInputsFlag
+	for _, v := range []string{`page-links={"url":"https://a.example/?x=1"}`, `article={"url":"https://b.example/"}`} {
+		if err := h.Set(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var again healthInputsFlag
+	if err := again.Set(h.String()); err != nil || again.String() != h.String() || len(again) != 2 {
+		t.Errorf("round trip: %v %s", err, again.String())
+	}
+	for _, bad := range []string{"page-links", `x={"url":`, `{"x":1}`} {
+		if err := new(healthInputsFlag).Set(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
