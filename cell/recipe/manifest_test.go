@@ -101,3 +101,15 @@ func TestParseXML(t *testing.T) {
 		}
 	}
 }
+
+func TestIsXML(t *testing.T) {
+	for ct, want := range map[string]bool{"application/xml": true, "text/xml; charset=utf-8": true, "application/rss+xml": true, "application/atom+xml": true,
+		"application/xhtml+xml": false, "text/html": false, "text/plain": false} {
+		if got := isXML(ct, []byte("<x/>")); got != want {
+			t.Errorf("%s: %v", ct, got)
+		}
+	}
+	if !isXML("", []byte("  <?xml version=\"1.0\"?><urlset/>")) {
+		t.Error("an XML declaration without a content type")
+	}
+}

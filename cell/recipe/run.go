@@ -375,10 +375,10 @@ func isXML(ctype string, body []byte) bool {
 		mt = ctype
 	}
 	switch {
+	case strings.Contains(mt, "html"): // XHTML too: the HTML parser reads it best
+		return false
 	case strings.HasSuffix(mt, "/xml"), strings.HasSuffix(mt, "+xml"):
 		return true
-	case strings.Contains(mt, "html"):
-		return false
 	}
 	return bytes.HasPrefix(bytes.TrimSpace(body), []byte("<?xml"))
 }
