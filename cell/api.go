@@ -54,6 +54,11 @@ func (c *Cell) handlers() map[string]http.HandlerFunc {
 		"POST /monitor-charges/ack":             c.handleMonitorChargesAck,
 		"GET /search/local":                     c.handleSearchLocal,
 		"POST /search/generate":                 c.handleSearchGenerate,
+		// Recipes (cell/recipes.go).
+		"GET /recipes":              c.handleRecipeList,
+		"GET /recipes/health/local": c.handleRecipeHealth,
+		"POST /recipes/{name}":      c.handleRecipeRun,
+		"GET /recipes/jobs/{id}":    c.handleRecipeJob,
 	}
 }
 

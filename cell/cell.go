@@ -20,6 +20,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/monitor"
+	"github.com/trawlhq/trawl/cell/recipe"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/cell/search"
 	"github.com/trawlhq/trawl/internal/jobid"
@@ -108,6 +109,8 @@ type Config struct {
 	// ConfirmAfter, Limits, WebhookRetries, Extractor; cmd/trawl flags);
 	// the cell fills in the rest. Zero values are the spec's.
 	Monitor monitor.Config
+	// Recipes holds the operator's recipe settings (cell/recipes.go).
+	Recipes RecipeConfig
 
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -157,6 +160,9 @@ type Cell struct {
 
 	monitors     *monitor.Service
 	stopMonitors func()
+
+	recipes     *recipe.Service
+	stopRecipes func()
 
 	// The search index of the archived pages (cell/search.go).
 	index       *search.Index
@@ -283,7 +289,12 @@ func New(cfg Config) (*Cell, error) {
 	if err := c.startMonitors(st); err != nil {
 		return fail("monitors", err)
 	}
+	if err := c.startRecipes(); err != nil {
+		c.stopMonitors()
+		return fail("recipes", err)
+	}
 	if c.gauges, err = c.observe(); err != nil {
+		c.stopRecipes()
 		c.stopMonitors()
 		return fail("metrics", err)
 	}
@@ -378,6 +389,7 @@ func (c *Cell) Close() error {
 		if c.gauges != nil {
 			c.gauges.Unregister()
 		}
+		c.stopRecipes()
 		c.stopMonitors()
 		c.jobs.Close()
 		c.scrape.Close()

@@ -201,10 +201,20 @@ func (c *Cell) handleMonitorCharges(w http.ResponseWriter, r *http.Request) {
 		writeMonitorError(w, err)
 		return
 	}
-	if cs == nil {
-		cs = []monitor.Charge{}
+	all := make([]any, 0, len(cs))
+	for _, c := range cs {
+		all = append(all, c)
 	}
-	httpjson.Write(w, http.StatusOK, map[string]any{"charges": cs})
+	// Finished recipe jobs' charges ride along (cell/recipe, jobs.go).
+	rcs, err := c.recipes.Charges(500)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, c := range rcs {
+		all = append(all, c)
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"charges": all})
 }
 
 func (c *Cell) handleMonitorChargesAck(w http.ResponseWriter, r *http.Request) {
@@ -224,6 +234,12 @@ func (c *Cell) handleMonitorChargesAck(w http.ResponseWriter, r *http.Request) {
 		writeMonitorError(w, err)
 		return
 	}
+	k, err := c.recipes.AckCharges(req.IDs)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	n += k
 	httpjson.Write(w, http.StatusOK, map[string]any{"acked": n})
 }
 

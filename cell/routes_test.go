@@ -53,9 +53,9 @@ func TestRouteTable(t *testing.T) {
 		}
 	}
 	// And a path outside the table is the cell's 404.
-	resp, b := tc.get(t, "/recipes/health")
+	resp, b := tc.get(t, "/no/such/route")
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(b), "no such route") {
-		t.Errorf("/recipes/health: %d %s", resp.StatusCode, b)
+		t.Errorf("/no/such/route: %d %s", resp.StatusCode, b)
 	}
 }
 

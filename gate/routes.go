@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
+	"github.com/trawlhq/trawl/gate/recipehealth"
 	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/gate/search"
 	"github.com/trawlhq/trawl/gate/usage"
@@ -40,6 +41,9 @@ func (rt *Runtime) Handler() http.Handler {
 		}),
 		"billing":  billing.NewHandler(rt.billing),
 		"monstore": rt.monitors.server,
+		"recipes": recipehealth.Handler(recipehealth.Config{
+			Region: rt.cfg.Region, Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
+		}),
 		"search": search.Handler(search.Config{
 			Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 			Account: func(r *http.Request) string {

@@ -252,7 +252,10 @@ func (w *writer) WriteHeader(status int) {
 		}
 	}
 	var cost ledger.MC
-	if raw != "" && status < 500 {
+	// A failed recipe run bills the pages it fetched and says so in its
+	// usage object, 5xx included (docs/spec/hosted-api.md §7, recipe errors).
+	failedRun := status >= 300 && raw != "" && failedRecipe(raw)
+	if raw != "" && (status < 500 || failedRun) {
 		var err error
 		var line *usage.Line
 		cost, line, err = w.bill(raw, status)
@@ -260,7 +263,7 @@ func (w *writer) WriteHeader(status int) {
 			w.refuse(err)
 			return
 		}
-		if line != nil && status < 300 && strings.HasPrefix(h.Get("Content-Type"), "application/json") {
+		if line != nil && (status < 300 || failedRun) && strings.HasPrefix(h.Get("Content-Type"), "application/json") {
 			obj := line.Object()
 			if strings.Contains(raw, `"lines"`) {
 				u, _ := metering.Parse(raw)
@@ -279,6 +282,16 @@ func (w *writer) WriteHeader(status int) {
 		h.Set(HeaderBalance, bal.String())
 	}
 	w.ResponseWriter.WriteHeader(status)
+}
+
+// failedRecipe: the cell's report of a recipe run that failed after it
+// fetched pages (the cell reports nothing for a refused request).
+func failedRecipe(raw string) bool {
+	if !strings.Contains(raw, `"kind":"`+metering.KindRecipe+`"`) {
+		return false
+	}
+	u, err := metering.Parse(raw)
+	return err == nil && u.Kind == metering.KindRecipe
 }
 
 // refuse replaces the answer by the refusal of a failed charge.

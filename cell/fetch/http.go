@@ -198,6 +198,7 @@ func (h *HTTP) Fetch(ctx context.Context, req *Request) (*Response, error) {
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
+	host := u.Hostname()
 
 	redirects := 0
 	for {
@@ -218,6 +219,11 @@ func (h *HTTP) Fetch(ctx context.Context, req *Request) (*Response, error) {
 		}
 		if u, err = validateURL(target, h.cfg.AllowPrivateNetworks, h.public); err != nil {
 			return nil, fmt.Errorf("fetch %s: refresh to %s: %w", resp.URL, target, err)
+		}
+		if !strings.EqualFold(u.Hostname(), host) && req.Header.Get("Cookie") != "" {
+			// A caller's cookies are for the page's host only.
+			req = &Request{URL: req.URL, Header: req.Header.Clone(), Browser: req.Browser}
+			req.Header.Del("Cookie")
 		}
 	}
 }

@@ -1,8 +1,10 @@
 package fetch
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/trawlhq/trawl/internal/nettest"
@@ -99,5 +101,50 @@ func TestFetchFollowsMetaRefresh(t *testing.T) {
 	}
 	if !strings.HasSuffix(resp.URL, "/old") || resp.Redirects != 0 {
 		t.Errorf("MaxRedirects -1: URL %q, Redirects %d; want /old, 0", resp.URL, resp.Redirects)
+	}
+}
+
+// A caller's Cookie (a recipe's session) goes to the page's host only: not
+// through a meta refresh or an HTTP redirect to another host name, while
+// a hop on the same host keeps it.
+func TestCookieStaysOnItsHost(t *testing.T) {
+	var got = map[string]string{}
+	var mu sync.Mutex
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got[r.Host+r.URL.Path] = r.Header.Get("Cookie")
+		mu.Unlock()
+		port := r.Host[strings.LastIndex(r.Host, ":"):]
+		w.Header().Set("Content-Type", "text/html")
+		switch r.URL.Path {
+		case "/refresh":
+			fmt.Fprintf(w, `<html><head><meta http-equiv="refresh" content="0; url=http://localhost%s/landing-r"></head></html>`, port)
+		case "/redirect":
+			http.Redirect(w, r, "http://localhost"+port+"/landing-h", http.StatusFound)
+		case "/same":
+			http.Redirect(w, r, "/landing", http.StatusFound)
+		default:
+			fmt.Fprint(w, "<html><body>landed</body></html>")
+		}
+	})
+	srv := nettest.NewServer(t, mux)
+	h := newEngine(t, HTTPConfig{})
+	for _, path := range []string{"/refresh", "/redirect", "/same"} {
+		if _, err := h.Fetch(t.Context(), &Request{URL: srv.URL + path, Header: http.Header{"Cookie": {"sid=s3cret"}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	port := host[strings.LastIndex(host, ":"):]
+	mu.Lock()
+	defer mu.Unlock()
+	if got[host+"/refresh"] != "sid=s3cret" || got[host+"/same"] != "sid=s3cret" || got[host+"/landing"] != "sid=s3cret" {
+		t.Errorf("the page's own host did not get the cookie: %v", got)
+	}
+	for _, p := range []string{"/landing-r", "/landing-h"} {
+		if c, ok := got["localhost"+port+p]; !ok || c != "" {
+			t.Errorf("another host got %q at %s (%v)", c, p, got)
+		}
 	}
 }

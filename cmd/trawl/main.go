@@ -78,6 +78,7 @@ usage:
   trawl health URL     exit 0 when URL answers 2xx within 5 s (container health checks)
   trawl index crawl [flags] SEED...  the operator's index crawler: pages scraped
                        through a gate (so its cells index them), robots.txt honoured
+  trawl recipe run|new|list   run a recipe locally, start a new one (docs/recipes.md)
 
 Run "trawl <command> -h" for the flags of a command.
 `
@@ -105,6 +106,8 @@ func main() {
 		err = runHealth(ctx, os.Args[2:])
 	case "index":
 		err = runIndex(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "recipe":
+		err = runRecipeCmd(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
@@ -155,6 +158,7 @@ func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *str
 	fs.DurationVar(&cfg.Monitor.ConfirmAfter, "monitor-confirm-after", monitor.DefaultConfirmAfter, "how long after first sight a change is checked again and, still there, confirmed, charged and delivered")
 	fs.Var((*retriesFlag)(&cfg.Monitor.WebhookRetries), "webhook-retries", "the monitors' webhook retry ladder, comma-separated waits (default 1m,5m,30m,2h,12h)")
 	fs.Var((*limitsFlag)(&cfg.Monitor.Limits), "monitor-limits", "monitor limits: account=N (monitors per account), fast=N (of them checked more often than hourly), host=N (per host across accounts); default account=100,fast=20,host=500")
+	recipeFlags(fs, &cfg.Recipes)
 	fs.Var((*escalateFlag)(&cfg.EscalateProxy), "escalate-proxy", "proxy kind (isp or residential) the ladder may use, the browser through such a proxy, for requests that ask for no proxy when the browser alone is blocked; needs a pool of that kind (default none)")
 }
 

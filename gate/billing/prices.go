@@ -141,7 +141,7 @@ func DefaultPrices() *Prices {
 			KindSearch:        {Base: credits(2), Per: "call", Cache: true},
 			KindAnswer:        {Base: credits(2), Per: "call", Cache: true, Tokens: true},
 			KindExtract:       {Base: credits(1), Per: "call", Effort: true, Cache: true, Tokens: true},
-			KindRecipe:        {Base: credits(1), Per: "unit", Cache: true},
+			KindRecipe:        {Base: credits(1), Per: "unit", Cache: true, Tokens: true},
 			KindMonitorCheck:  {Base: credits(1), Per: "check"},
 			KindMonitorChange: {Base: credits(3), Per: "change"},
 		},

@@ -33,8 +33,9 @@ type Server uint8
 // Servers.
 const (
 	// Gate: the gate answers it itself (billing, keys, sign-up, estimate,
-	// usage history, health, the ledger's internal routes, and search,
-	// which it gathers from every live cell of the region).
+	// usage history, health, the ledger's internal routes, and search
+	// and recipe health, which it gathers from every live cell of the
+	// region).
 	Gate Server = iota + 1
 	// Cell: any live cell of the region.
 	Cell
@@ -89,6 +90,8 @@ const (
 	// MonitorBody bounds a monitor's create or patch body (a schema of
 	// up to 64 KiB with the other fields).
 	MonitorBody = 128 * KiB
+	// RecipeBody bounds a recipe run's inputs (a session is at most 8 KiB).
+	RecipeBody = 64 * KiB
 )
 
 // Route is one row of the table.
@@ -186,6 +189,10 @@ var Rows = []Route{
 	{Pattern: "DELETE /monitors/{id}", Server: Owner, Owner: Monitors, Doc: "remove a monitor with its history (§4)"},
 	{Pattern: "GET /monitors/{id}/events", Server: Owner, Owner: Monitors, Doc: "a monitor's timeline, oldest first (?since=, ?limit=, §2.9)"},
 	{Pattern: "GET /monitors/{id}/versions/{version}", Server: Owner, Owner: Monitors, Doc: "the page at a version, as Markdown (the evidence links, §2.9)"},
+	{Pattern: "GET /recipes", Server: Cell, Doc: "the recipe catalog: every field of §2.7 with stage and health; free (docs/recipes.md)"},
+	{Pattern: "GET /recipes/health", Public: true, Server: Gate, Service: "recipes", RegionQuery: true, Doc: "the region's recipe health checks, per recipe: the gate merges its live cells' (?region=, §4, docs/recipes.md)"},
+	{Pattern: "POST /recipes/{name}", Kind: metering.KindRecipe, Server: Cell, BodyLimit: RecipeBody, Doc: "run a recipe: inputs and bypass_cache → rows, usage, meta (§2.7); per unit of a run, a cache hit 0"},
+	{Pattern: "GET /recipes/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a background recipe run (run: job): status, then rows; its units are charged when it ends (docs/recipes.md)"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
 
@@ -196,7 +203,8 @@ var CellLocal = []Route{
 	{Pattern: "GET /search/local", Server: Cell, Doc: "the cell's own best pages for a query, with scores, passages and its parts of the rich block: the gate merges every live cell's (docs/search.md)"},
 	{Pattern: "POST /search/generate", Server: Cell, BodyLimit: 1 * MiB, Doc: "the operator's model (--llm-provider) writes an answer from the passages the gate sends for GET /answer, its tokens in the signed usage report; 501 without a model (docs/search.md)"},
 	{Pattern: "POST /scrape/jobs/{id}/release", Server: Cell, Doc: "the gate's meter starts a held job or retry it has charged (the hold's token in Trawl-Hold), or with ?drop=1 ends one it could not charge"},
-	{Pattern: "GET /monitor-charges", Server: Cell, Doc: "the monitors' background charges (checks, confirmed matched changes) waiting for the gate; only a request the gate signs without an account"},
+	{Pattern: "GET /monitor-charges", Server: Cell, Doc: "the monitors' background charges (checks, confirmed matched changes) and finished recipe jobs' charges waiting for the gate; only a request the gate signs without an account"},
+	{Pattern: "GET /recipes/health/local", Server: Cell, Doc: "this cell's recipe health checks and stages: the gate merges every live cell's (docs/recipes.md)"},
 	{Pattern: "POST /monitor-charges/ack", Server: Cell, BodyLimit: 1 * MiB, Doc: "the gate has charged these (ids): the cell forgets them"},
 }
 

@@ -106,12 +106,16 @@ func TestTableKeepsTheOldRules(t *testing.T) {
 	}
 }
 
-// /recipes/health was public with no route behind it; recipes adds its
-// row when it exists.
-func TestNoRouteWithoutARow(t *testing.T) {
+// /recipes/health is public and answered by the gate, which gathers its
+// cells' (§5.4); running a recipe needs a key.
+func TestRecipeHealthIsPublic(t *testing.T) {
 	m := Default().Match(httptest.NewRequest("GET", "/recipes/health", nil))
-	if m.Public || m.Pattern != "/" {
+	if !m.Public || m.Pattern != "GET /recipes/health" || m.Server != Gate || m.Service != "recipes" || !m.RegionQuery {
 		t.Errorf("/recipes/health: %+v", m.Route)
+	}
+	m = Default().Match(httptest.NewRequest("POST", "/recipes/page-links", nil))
+	if m.Public || m.Kind != metering.KindRecipe || !m.Allowed {
+		t.Errorf("POST /recipes/page-links: %+v", m.Route)
 	}
 }
 

@@ -60,6 +60,18 @@ const (
 	// PrefixMonitorHook is the monitors' pending webhook deliveries
 	// (cell/webhook), in the same store as PrefixMonitor.
 	PrefixMonitorHook = "monhook/"
+	// PrefixRecipeCache is the recipes' cached results, by recipe,
+	// version and inputs; never a run with a secret input (cell/recipe).
+	PrefixRecipeCache = "rc/"
+	// PrefixRecipeHealth is the recipes' health checks and stages
+	// (cell/recipe).
+	PrefixRecipeHealth = "rh/"
+	// PrefixRecipeJob is the recipes' background runs (run: job), their
+	// status and rows; never their inputs (cell/recipe).
+	PrefixRecipeJob = "rj/"
+	// PrefixRecipeCharge is the finished jobs' charges waiting for the
+	// gate (cell/recipe).
+	PrefixRecipeCharge = "rjc/"
 )
 
 // The crawl server's store (<data>/crawl).
@@ -122,6 +134,10 @@ var Stores = []Layout{
 		{PrefixSite, "cell/fetch/ladder"},
 		{PrefixMonitor, "cell/monitor"},
 		{PrefixMonitorHook, "cell/webhook"},
+		{PrefixRecipeCache, "cell/recipe"},
+		{PrefixRecipeHealth, "cell/recipe"},
+		{PrefixRecipeJob, "cell/recipe"},
+		{PrefixRecipeCharge, "cell/recipe"},
 	}},
 	{Store: "crawl", Ranges: []Range{
 		{PrefixCrawlTask, "cell/crawl"},

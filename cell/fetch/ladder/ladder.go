@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -157,6 +158,11 @@ type Request struct {
 	// js, screenshot, viewport): the ladder skips plain HTTP, and does not
 	// learn from the page. Its Proxy is set by the ladder.
 	Browser *fetch.BrowserOptions
+	// Cookie is one Cookie header line (a recipe's session): a secret,
+	// sent with this request only (to the page's host: the HTTP engine
+	// drops it on a redirect to another host, the browser scopes its
+	// cookies to the host), never stored or logged.
+	Cookie string
 }
 
 func (r *Request) kind() string {
@@ -363,7 +369,11 @@ func (l *Ladder) try(ctx context.Context, r rung, req *Request) (*fetch.Response
 		}
 		var resp *fetch.Response
 		if r.engine == EngineHTTP {
-			resp, err = l.cfg.HTTP.FetchVia(ctx, &fetch.Request{URL: req.URL.String()}, p)
+			freq := &fetch.Request{URL: req.URL.String()}
+			if req.Cookie != "" {
+				freq.Header = http.Header{"Cookie": {req.Cookie}}
+			}
+			resp, err = l.cfg.HTTP.FetchVia(ctx, freq, p)
 		} else {
 			opts := fetch.BrowserOptions{}
 			if req.Browser != nil {
@@ -373,6 +383,9 @@ func (l *Ladder) try(ctx context.Context, r rung, req *Request) (*fetch.Response
 				opts.WaitFor = Settle
 			}
 			opts.Proxy = ""
+			if req.Cookie != "" {
+				opts.Cookies = append(append([]fetch.Cookie(nil), opts.Cookies...), sessionCookies(req.Cookie, req.URL.Hostname())...)
+			}
 			if p != nil {
 				opts.Proxy = p.URL()
 			}
@@ -387,6 +400,19 @@ func (l *Ladder) try(ctx context.Context, r rung, req *Request) (*fetch.Response
 		l.cfg.Logger.Warn("engine ladder: proxy failed", "proxy", p, "rung", r.name, "err", err)
 	}
 	return nil, err
+}
+
+// sessionCookies are the cookies of a Cookie header line, for host.
+func sessionCookies(line, host string) []fetch.Cookie {
+	cs, err := http.ParseCookie(line)
+	if err != nil {
+		return nil
+	}
+	out := make([]fetch.Cookie, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, fetch.Cookie{Name: c.Name, Value: c.Value, Domain: host, Path: "/"})
+	}
+	return out
 }
 
 // memory is what the ladder remembers of a site.
