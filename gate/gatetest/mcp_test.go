@@ -13,6 +13,8 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/issues"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -121,5 +123,248 @@ func TestMCPScrapeThroughThePipeline(t *testing.T) {
 	b := billingOf(t, "scrape", res, o)
 	if b["cost"] != "1.000" || b["balance"] != "99.000" || b["region"] != "eu" || !strings.HasPrefix(fmt.Sprint(b["receipt"]), "r_eu_") {
 		t.Fatalf("billing %v", b)
+	}
+}
+
+// The 16 tools of spec §4.1, each with an object input schema and a
+// description that says what it costs.
+var wantTools = []string{"scrape", "search", "answer", "extract", "batch", "jobs_submit", "jobs_status", "jobs_results",
+	"recipes_list", "recipe_run", "balance", "estimate", "topup", "spend_cap", "recharge", "report_issue"}
+
+// Every tool through the SDK's own client, except recipes_list and
+// recipe_run (TestMCPRecipes): results, receipts in the result, one usage
+// line per charge, the balance afterwards; jobs_submit twice with one
+// idempotency key billed once; batch progress per page.
+func TestMCPTools(t *testing.T) {
+	g := Start(t, Options{Payments: gate.Payments{Provider: "local"}})
+	pages := site(t)
+	key := g.Account(t, ledger.PlanSupporter, 1000)
+	cs, progress := mcpClient(t, g, key, "")
+
+	ctx := context.Background()
+	var names []string
+	for tl, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tl.Name)
+		s, _ := json.Marshal(tl.InputSchema)
+		if !strings.Contains(string(s), `"type":"object"`) || tl.OutputSchema == nil {
+			t.Errorf("%s: input schema %s, output schema %v", tl.Name, s, tl.OutputSchema)
+		}
+		if d := strings.ToLower(tl.Description); len(d) < 80 || !(strings.Contains(d, "cost") || strings.Contains(d, "free")) {
+			t.Errorf("%s: the description does not say what it costs: %q", tl.Name, tl.Description)
+		}
+	}
+	slices.Sort(names)
+	want := slices.Sorted(slices.Values(wantTools))
+	if !slices.Equal(names, want) {
+		t.Fatalf("tools %v, want %v", names, want)
+	}
+
+	receipts := map[string]string{} // receipt → cost
+	charged := func(name string, res *sdk.CallToolResult, o map[string]any, cost string) map[string]any {
+		t.Helper()
+		if res.IsError {
+			t.Fatalf("%s: %v", name, o)
+		}
+		b := billingOf(t, name, res, o)
+		if b["cost"] != cost {
+			t.Errorf("%s: cost %v, want %s", name, b["cost"], cost)
+		}
+		if r, ok := b["receipt"].(string); ok {
+			receipts[r] = cost
+		}
+		return b
+	}
+
+	res, o := tool(t, cs, "scrape", map[string]any{"url": pages.URL + "/one", "parse": map[string]any{"links": true}})
+	charged("scrape", res, o, "1.000")
+	if _, ok := o["parsed"].(map[string]any); !ok || o["usage"] == nil {
+		t.Errorf("scrape with parse: %v", o)
+	}
+
+	res, o = tool(t, cs, "batch", map[string]any{"urls": []string{pages.URL + "/b1", pages.URL + "/b2", "ftp://nope/"}})
+	charged("batch", res, o, "2.000")
+	if o["count"] != float64(3) || o["ok"] != float64(2) || o["failed"] != float64(1) {
+		t.Errorf("batch: %v", o)
+	}
+	// (the client handles notifications on their own goroutine: the last
+	// may be handled after the result)
+	WaitFor(t, 5*time.Second, "a progress notification per page", func() bool {
+		return len(slices.DeleteFunc(progress.all(), func(m string) bool { return !strings.Contains(m, " of 3 pages") })) == 3
+	})
+
+	res, o = tool(t, cs, "extract", map[string]any{"content": "<table><tr><th>name</th><th>price</th></tr><tr><td>tea</td><td>3</td></tr></table>",
+		"schema": map[string]any{"type": "object", "properties": map[string]any{"name": map[string]any{"type": "string"}, "price": map[string]any{"type": "number"}}}})
+	if res.IsError {
+		t.Fatalf("extract: %v", o)
+	}
+	billingOf(t, "extract", res, o)
+	if r, ok := o["billing"].(map[string]any)["receipt"].(string); ok {
+		receipts[r] = o["billing"].(map[string]any)["cost"].(string)
+	}
+
+	res, o = tool(t, cs, "search", map[string]any{"q": "page paragraph", "rich": true})
+	if res.IsError {
+		t.Fatalf("search: %v", o)
+	}
+	if _, ok := o["results"].([]any); !ok {
+		t.Errorf("search: %v", o)
+	}
+	if r, ok := billingOf(t, "search", res, o)["receipt"].(string); ok {
+		receipts[r] = o["billing"].(map[string]any)["cost"].(string)
+	}
+
+	res, o = tool(t, cs, "answer", map[string]any{"q": "what is on the page at /one", "experimental": true})
+	if res.IsError {
+		t.Fatalf("answer: %v", o)
+	}
+	if _, ok := o["answered"].(bool); !ok || o["experimental"] != true {
+		t.Errorf("answer: %v", o)
+	}
+	if r, ok := billingOf(t, "answer", res, o)["receipt"].(string); ok {
+		receipts[r] = o["billing"].(map[string]any)["cost"].(string)
+	}
+
+	// jobs_submit: 50 to 500 URLs, else a tool error pointing to the
+	// HTTP jobs API; one idempotency key, one job, billed once.
+	res, o = tool(t, cs, "jobs_submit", map[string]any{"urls": []string{pages.URL + "/x"}})
+	if !res.IsError || o["error"] != "too_few_urls" || !strings.Contains(fmt.Sprint(o["actions"]), "POST /scrape/jobs") {
+		t.Errorf("jobs_submit of 1 URL: %v", o)
+	}
+	many := make([]string, 501)
+	for i := range many {
+		many[i] = fmt.Sprintf("%s/j%d", pages.URL, i)
+	}
+	res, o = tool(t, cs, "jobs_submit", map[string]any{"urls": many})
+	if !res.IsError || o["error"] != "too_many_urls" || !strings.Contains(fmt.Sprint(o["message"]), "POST /scrape/jobs") {
+		t.Errorf("jobs_submit of 501 URLs: %v", o)
+	}
+	urls := many[:60]
+	res, o = tool(t, cs, "jobs_submit", map[string]any{"urls": urls, "idempotency_key": "mcp-test-1"})
+	charged("jobs_submit", res, o, "60.000")
+	job, _ := o["job_id"].(string)
+	res, o = tool(t, cs, "jobs_submit", map[string]any{"urls": urls, "idempotency_key": "mcp-test-1"})
+	if res.IsError || o["job_id"] != job || o["repeated"] != true {
+		t.Fatalf("jobs_submit again with the key: %v", o)
+	}
+	if b := billingOf(t, "jobs_submit again", res, o); b["cost"] != "0.000" || b["receipt"] != nil {
+		t.Errorf("the repeat was billed: %v", b)
+	}
+	res, o = tool(t, cs, "jobs_submit", map[string]any{"urls": many[1:61], "idempotency_key": "mcp-test-1"})
+	if !res.IsError || o["error"] != "idempotency_key_reused" || o["status"] != float64(409) {
+		t.Errorf("the key with other URLs: %v", o)
+	}
+
+	var st map[string]any
+	WaitFor(t, 60*time.Second, "the job done", func() bool {
+		res, st = tool(t, cs, "jobs_status", map[string]any{"job_id": job})
+		if res.IsError {
+			t.Fatalf("jobs_status: %v", st)
+		}
+		if st["status"] != "done" {
+			if p, _ := st["poll_after_s"].(float64); p < 10 || p > 30 {
+				t.Fatalf("poll_after_s %v", st)
+			}
+			return false
+		}
+		return true
+	})
+	if st["poll_after_s"] != float64(0) || st["done"] != float64(60) {
+		t.Errorf("status of a done job: %v", st)
+	}
+	res, o = tool(t, cs, "jobs_results", map[string]any{"job_id": job})
+	if res.IsError || o["count"] != float64(50) || o["more"] != true || o["next_offset"] != float64(50) {
+		t.Fatalf("jobs_results: %v", o)
+	}
+	res, o = tool(t, cs, "jobs_results", map[string]any{"job_id": job, "offset": 50})
+	if res.IsError || o["count"] != float64(10) || o["more"] != false || o["next_offset"] != float64(60) {
+		t.Fatalf("jobs_results from 50: %v", o)
+	}
+	seen := map[string]bool{}
+	for _, off := range []int{0, 50} {
+		_, o := tool(t, cs, "jobs_results", map[string]any{"job_id": job, "offset": off})
+		for _, l := range o["lines"].([]any) {
+			seen[l.(map[string]any)["url"].(string)] = true
+		}
+	}
+	if len(seen) != 60 {
+		t.Errorf("the two pages hold %d distinct URLs, want 60", len(seen))
+	}
+	// Another account's key does not see the job.
+	other, _ := mcpClient(t, g, g.Account(t, ledger.PlanFree, 10), "X-Api-Key")
+	if res, o := tool(t, other, "jobs_status", map[string]any{"job_id": job}); !res.IsError || o["status"] != float64(404) {
+		t.Errorf("another account's job: %v", o)
+	}
+
+	// (an estimate fetches nothing: a public name is only priced)
+	res, o = tool(t, cs, "estimate", map[string]any{"endpoint": "scrape", "url": "https://docs.example.org/a"})
+	if res.IsError || o["min"] == nil || o["max"] == nil {
+		t.Errorf("estimate: %v", o)
+	}
+
+	res, o = tool(t, cs, "spend_cap", map[string]any{"credits": 500})
+	if res.IsError {
+		t.Fatalf("spend_cap: %v", o)
+	}
+	res, o = tool(t, cs, "recharge", map[string]any{"on": true, "under_credits": 20, "pack_usd": 10, "max_per_month": 2})
+	if res.IsError {
+		t.Fatalf("recharge: %v", o)
+	}
+	res, o = tool(t, cs, "topup", map[string]any{"amount": 10, "checkout": true})
+	if res.IsError || !strings.HasPrefix(fmt.Sprint(o["checkout_url"]), g.URL+"/") {
+		t.Errorf("topup: %v", o)
+	}
+	res, o = tool(t, cs, "topup", map[string]any{"amount": 7})
+	if !res.IsError || o["status"] != float64(400) {
+		t.Errorf("topup of no pack: %v", o)
+	}
+
+	// The usage history has one line per charge, under the receipts the
+	// tool results gave, and the balance is what is left.
+	r := call(t, "GET", g.URL+"/v1/billing/usage", key, "")
+	var hist struct {
+		Lines []struct {
+			Receipt string `json:"receipt"`
+			Cost    string `json:"cost"`
+		} `json:"lines"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &hist); err != nil || r.status != 200 {
+		t.Fatalf("usage: %d %s", r.status, r.body)
+	}
+	inHist := map[string]bool{}
+	for _, l := range hist.Lines {
+		inHist[l.Receipt] = true
+	}
+	for rc := range receipts {
+		if !inHist[rc] {
+			t.Errorf("receipt %s of a tool call is not in the usage history: %s", rc, r.body)
+		}
+	}
+	res, o = tool(t, cs, "balance", nil)
+	if res.IsError {
+		t.Fatalf("balance: %v", o)
+	}
+	hb := call(t, "GET", g.URL+"/v1/billing/balance", key, "")
+	var httpBal map[string]any
+	json.Unmarshal([]byte(hb.body), &httpBal)
+	if o["balance"] != httpBal["balance"] || o["spend_cap"] != "500.000" || o["recharge"].(map[string]any)["on"] != true {
+		t.Errorf("balance tool %v, HTTP %v", o, httpBal)
+	}
+
+	// report_issue: stored with a reference the operators list; a
+	// customer key cannot list them.
+	res, o = tool(t, cs, "report_issue", map[string]any{"title": "a page came back empty", "what_happened": "scrape of /one, receipt r_x"})
+	ref, _ := o["reference"].(string)
+	if res.IsError || !strings.HasPrefix(ref, "iss_eu_") {
+		t.Fatalf("report_issue: %v", o)
+	}
+	if r := call(t, "GET", g.URL+"/operator/issues", key, ""); r.status != 401 {
+		t.Errorf("a customer key lists the issues: %d %s", r.status, r.body)
+	}
+	op := call(t, "GET", g.URL+"/operator/issues", issues.OperatorToken("gatetest-secret"), "")
+	if op.status != 200 || !strings.Contains(op.body, ref) || !strings.Contains(op.body, `"via":"mcp"`) || !strings.Contains(op.body, "a page came back empty") {
+		t.Errorf("operator listing: %d %s", op.status, op.body)
 	}
 }

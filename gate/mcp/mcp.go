@@ -75,7 +75,7 @@ func Handler(cfg Config) http.Handler {
 		// Host on a loopback connection.
 		DisableLocalhostProtection: true,
 		MaxRequestBodyBytes:        routes.MCPBody,
-		Logger:                     cfg.Logger,
+		Logger:                     quiet(cfg.Logger),
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(withCaller(r.Context(), r)))
@@ -100,7 +100,7 @@ func NewServer(cfg Config) *sdk.Server {
 	s := &server{cfg: cfg}
 	srv := sdk.NewServer(&sdk.Implementation{Name: "trawl", Title: "trawl web data", Version: "1"}, &sdk.ServerOptions{
 		Instructions: instructions,
-		Logger:       cfg.Logger,
+		Logger:       quiet(cfg.Logger),
 	})
 	s.register(srv)
 	return srv
@@ -320,3 +320,21 @@ func (s *server) failed(o out, resp *response, b billing) (*sdk.CallToolResult, 
 	}
 	return finish(o, b, true, text)
 }
+
+// quiet passes on the SDK's warnings and errors only: it logs every
+// session's start and end at Info, which on a stateless server is every
+// request.
+func quiet(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		l = slog.Default()
+	}
+	return slog.New(warnOnly{l.Handler()})
+}
+
+type warnOnly struct{ slog.Handler }
+
+func (w warnOnly) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelWarn && w.Handler.Enabled(ctx, l)
+}
+func (w warnOnly) WithAttrs(a []slog.Attr) slog.Handler { return warnOnly{w.Handler.WithAttrs(a)} }
+func (w warnOnly) WithGroup(n string) slog.Handler      { return warnOnly{w.Handler.WithGroup(n)} }

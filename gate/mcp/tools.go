@@ -234,7 +234,7 @@ func (s *server) register(srv *sdk.Server) {
 		})
 
 	add(srv, "topup", "Buy credits",
-		"Buy a credit pack: amount is the pack's price in USD. Charges the saved card (paid, credits, invoice_url, balance), or with checkout=true (or when no card is saved) answers a checkout_url a person must open to pay. A paid top-up moves the account to the Supporter limits. Same as POST /v1/billing/topup.",
+		"Buy a credit pack: amount is the pack's price in USD. Charges the saved card (paid, credits, invoice_url, balance), or with checkout=true (or when no card is saved) answers a checkout_url a person must open to pay. A paid top-up moves the account to the Supporter limits. The call itself is free; the pack costs its USD price. Same as POST /v1/billing/topup.",
 		func(ctx context.Context, req *sdk.CallToolRequest, in topupIn) (*sdk.CallToolResult, out, error) {
 			if in.Amount <= 0 || math.IsInf(in.Amount, 0) || math.IsNaN(in.Amount) {
 				return refuse("bad_input", "amount must be the USD price of one of the price table's packs", nil)
