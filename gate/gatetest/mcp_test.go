@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,4 +369,128 @@ func TestMCPTools(t *testing.T) {
 	if op.status != 200 || !strings.Contains(op.body, ref) || !strings.Contains(op.body, `"via":"mcp"`) || !strings.Contains(op.body, "a page came back empty") {
 		t.Errorf("operator listing: %d %s", op.status, op.body)
 	}
+}
+
+// The same key's refusals come back as tool errors an agent can act on:
+// 402 no_credit and spend_cap with the same actions as over HTTP, 429 with
+// when to retry. The /mcp request itself is neither limited nor billed:
+// two slow tool calls at once on a plan of two in flight both succeed
+// (each holds one place, for its own call only).
+func TestMCPRefusalsAndLimits(t *testing.T) {
+	g := Start(t, Options{})
+	pages := site(t)
+
+	t.Run("no key", func(t *testing.T) {
+		r := call(t, "POST", g.URL+"/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`)
+		if r.status != 401 || !strings.Contains(r.body, `"unauthorized"`) {
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+	})
+
+	t.Run("no credit", func(t *testing.T) {
+		key := g.Account(t, ledger.PlanFree, 0)
+		cs, _ := mcpClient(t, g, key, "")
+		res, o := tool(t, cs, "scrape", map[string]any{"url": pages.URL + "/broke"})
+		http := call(t, "POST", g.URL+"/scrape", key, `{"url":"`+pages.URL+`/broke"}`)
+		var want map[string]any
+		json.Unmarshal([]byte(http.body), &want)
+		if !res.IsError || o["error"] != "no_credit" || o["status"] != float64(402) || fmt.Sprint(o["actions"]) != fmt.Sprint(want["actions"]) {
+			t.Fatalf("tool %v\nHTTP %d %s", o, http.status, http.body)
+		}
+		if b := billingOf(t, "scrape", res, o); b["cost"] != "0.000" || b["receipt"] != nil {
+			t.Errorf("billing of a refusal: %v", b)
+		}
+		text := res.Content[0].(*sdk.TextContent).Text
+		if !strings.Contains(text, "topup tool") && !strings.Contains(text, "use the topup tool") {
+			t.Errorf("the text does not point to the topup tool: %q", text)
+		}
+	})
+
+	t.Run("spend cap", func(t *testing.T) {
+		key := g.Account(t, ledger.PlanFree, 100)
+		cs, _ := mcpClient(t, g, key, "")
+		if res, o := tool(t, cs, "spend_cap", map[string]any{"credits": 0.5}); res.IsError {
+			t.Fatalf("spend_cap: %v", o)
+		}
+		res, o := tool(t, cs, "scrape", map[string]any{"url": pages.URL + "/capped"})
+		actions, _ := o["actions"].(map[string]any)
+		if !res.IsError || o["error"] != "spend_cap" || actions["mcp"] != "spend_cap tool" || actions["raise_api"] == nil {
+			t.Fatalf("over the cap: %v", o)
+		}
+		if res, o := tool(t, cs, "spend_cap", map[string]any{"credits": 0}); res.IsError {
+			t.Fatalf("remove the cap: %v", o)
+		}
+		if res, o := tool(t, cs, "scrape", map[string]any{"url": pages.URL + "/capped"}); res.IsError {
+			t.Fatalf("after removing the cap: %v", o)
+		}
+	})
+
+	t.Run("rate", func(t *testing.T) {
+		// The free plan: 20 calls a minute. Each tool call is one; the
+		// MCP requests around them (initialize, tools/list) are none.
+		key := g.Account(t, ledger.PlanFree, 100)
+		cs, _ := mcpClient(t, g, key, "")
+		for i := range 20 {
+			if res, o := tool(t, cs, "balance", nil); res.IsError {
+				t.Fatalf("call %d: %v", i+1, o)
+			}
+		}
+		res, o := tool(t, cs, "balance", nil)
+		if !res.IsError || o["error"] != "rate_limited" || o["status"] != float64(429) {
+			t.Fatalf("the 21st call: %v", o)
+		}
+		if n, _ := o["retry_after_s"].(float64); n < 1 || n > 61 {
+			t.Errorf("retry_after_s %v", o["retry_after_s"])
+		}
+		if rl, _ := o["rate_limit"].(map[string]any); rl["limit"] != float64(20) || rl["remaining"] != float64(0) {
+			t.Errorf("rate_limit %v", o["rate_limit"])
+		}
+		if text := res.Content[0].(*sdk.TextContent).Text; !strings.Contains(text, "retry this call in") {
+			t.Errorf("text %q", text)
+		}
+		// The HTTP route is refused the same way: one count per call.
+		if r := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); r.status != 429 {
+			t.Errorf("HTTP after 21 tool calls: %d", r.status)
+		}
+	})
+
+	t.Run("in flight", func(t *testing.T) {
+		// The free plan: 2 in flight. Two tool calls on a page that
+		// answers only when both have reached it.
+		key := g.Account(t, ledger.PlanFree, 100)
+		var arrived atomic.Int64
+		var once sync.Once
+		release := make(chan struct{})
+		slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if arrived.Add(1) >= 2 {
+				once.Do(func() { close(release) })
+			}
+			select {
+			case <-release:
+			case <-time.After(20 * time.Second):
+				http.Error(w, "the twin never came", http.StatusGatewayTimeout)
+				return
+			}
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprintf(w, "<html><head><title>Slow %s</title></head><body><main><h1>Slow</h1><p>%s answered after its twin arrived, long enough a paragraph to be kept as the main content.</p></main></body></html>", r.URL.Path, r.URL.Path)
+		}))
+		t.Cleanup(slow.Close)
+		cs, _ := mcpClient(t, g, key, "")
+		var wg sync.WaitGroup
+		errs := make([]string, 2)
+		for i := range 2 {
+			wg.Go(func() {
+				res, o := tool(t, cs, "scrape", map[string]any{"url": fmt.Sprintf("%s/s%d", slow.URL, i)})
+				if res.IsError {
+					errs[i] = fmt.Sprint(o)
+				}
+			})
+		}
+		wg.Wait()
+		for i, e := range errs {
+			if e != "" {
+				t.Errorf("call %d: %s", i, e)
+			}
+		}
+	})
 }
