@@ -77,6 +77,9 @@ usage:
   trawl health URL     exit 0 when URL answers 2xx within 5 s (container health checks)
   trawl index crawl [flags] SEED...  the operator's index crawler: pages scraped
                        through a gate (so its cells index them), robots.txt honoured
+  trawl mcp --url GATE --key KEY   a stdio bridge to a gate's /mcp tool server
+  trawl issues --url GATE   the problems customers reported (operators; needs
+                       TRAWL_LEDGER_SECRET)
 
 Run "trawl <command> -h" for the flags of a command.
 `
@@ -104,6 +107,10 @@ func main() {
 		err = runHealth(ctx, os.Args[2:])
 	case "index":
 		err = runIndex(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "mcp":
+		err = runMCP(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
+	case "issues":
+		err = runIssues(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return
