@@ -56,9 +56,13 @@ func runMCP(ctx context.Context, args []string, stdin io.Reader, stdout io.Write
 	defer remote.Close()
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		// The client is gone (stdin closed) or the gate is: stop both
+		// directions, then wait for them.
+		cancel()
+		wg.Wait()
+	}()
 	// The gate's messages to the client.
 	wg.Go(func() {
 		defer cancel()

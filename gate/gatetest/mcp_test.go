@@ -494,3 +494,48 @@ func TestMCPRefusalsAndLimits(t *testing.T) {
 		}
 	})
 }
+
+// With two cells, a repeat of a keyed job submission reaches the cell that
+// has the first (rendezvous on the account and key), over HTTP as through
+// the tool: each key is one job, billed once.
+func TestJobIdempotencyKeyAcrossCells(t *testing.T) {
+	g := Start(t, Options{Cells: 2})
+	pages := site(t)
+	key := g.Account(t, ledger.PlanSupporter, 1000)
+	cells := map[string]bool{}
+	for i := range 6 {
+		body := fmt.Sprintf(`{"urls":["%s/k%d/a","%s/k%d/b"]}`, pages.URL, i, pages.URL, i)
+		var first string
+		for try := range 3 {
+			req, _ := http.NewRequest("POST", g.URL+"/scrape/jobs", strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+key)
+			req.Header.Set("Idempotency-Key", fmt.Sprintf("key-%d", i))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var o map[string]any
+			json.NewDecoder(resp.Body).Decode(&o)
+			resp.Body.Close()
+			id, _ := o["job_id"].(string)
+			cost := resp.Header.Get("X-Svc-Cost")
+			switch {
+			case try == 0 && (resp.StatusCode != 202 || cost != "2.000"):
+				t.Fatalf("key %d: %d cost %s %v", i, resp.StatusCode, cost, o)
+			case try > 0 && (resp.StatusCode != 200 || id != first || cost != "0.000" || o["repeated"] != true):
+				t.Fatalf("key %d, repeat %d: %d cost %s %v (first %s)", i, try, resp.StatusCode, cost, o, first)
+			}
+			if try == 0 {
+				first = id
+				cells[strings.Split(id, ".")[1]] = true
+			}
+		}
+	}
+	if len(cells) != 2 {
+		t.Logf("six keys landed on cells %v (rendezvous may pick one cell for all six)", cells)
+	}
+	r := call(t, "GET", g.URL+"/v1/billing/balance", key, "")
+	if !strings.Contains(r.body, `"balance":"988.000"`) {
+		t.Errorf("six jobs of two URLs billed once each: %s", r.body)
+	}
+}

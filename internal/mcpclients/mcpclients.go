@@ -50,7 +50,8 @@ func Find() (string, error) {
 	return d, nil
 }
 
-// InspectorCLI is the inspector's CLI script (run it with node).
+// InspectorCLI is the inspector's CLI (its build/index.js; build/cli.js is the
+// launcher of the web inspector), run with node.
 func InspectorCLI(dir string) string {
-	return filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector-cli", "build", "cli.js")
+	return filepath.Join(dir, "node_modules", "@modelcontextprotocol", "inspector-cli", "build", "index.js")
 }
