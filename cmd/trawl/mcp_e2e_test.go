@@ -493,3 +493,36 @@ func TestMCPRecipesAgainstDev(t *testing.T) {
 		}
 	}
 }
+
+// A tool call for a job another region owns goes where the HTTP call goes:
+// eu's tool server sends jobs_status and jobs_results through eu's
+// pipeline, which forwards them to sin's gate; the receipt names sin.
+func TestMCPJobOfAnotherRegion(t *testing.T) {
+	site := mcpPages(t)
+	gp, rp := freeRun(t, 3), freeRun(t, 3)
+	launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey}, "dev serving", "dev", "--regions", "eu,sin,us",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", gp), "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", rp),
+		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", pricesFile(t, 100))
+	eu := &proc{base: fmt.Sprintf("http://127.0.0.1:%d", gp)}
+	sin := &proc{base: fmt.Sprintf("http://127.0.0.1:%d", gp+1)}
+	status, job := mcpGateCall(t, sin, e2eKey, "POST", "/scrape/jobs", `{"urls":["`+site.URL+`/r1","`+site.URL+`/r2"]}`)
+	id, _ := job["job_id"].(string)
+	if status != 202 || !strings.HasPrefix(id, "j_sin.") {
+		t.Fatalf("submit in sin: %d %v", status, job)
+	}
+	waitFor(t, 30*time.Second, "the job done", func() bool {
+		_, st := mcpGateCall(t, sin, e2eKey, "GET", "/scrape/jobs/"+id, "")
+		return st["status"] == "done"
+	})
+	out := tsClient(t, eu, e2eKey, false, false,
+		tsCall{Name: "jobs_status", Args: map[string]any{"job_id": id}},
+		tsCall{Name: "jobs_results", Args: map[string]any{"job_id": id}},
+	)
+	st, res := out.Results[0].Result, out.Results[1].Result
+	if st.IsError || st.StructuredContent["status"] != "done" || st.Meta["trawl/region"] != "sin" {
+		t.Errorf("jobs_status through eu: %v %v", st.StructuredContent, st.Meta)
+	}
+	if res.IsError || res.StructuredContent["count"] != float64(2) || res.Meta["trawl/region"] != "sin" {
+		t.Errorf("jobs_results through eu: %v %v", res.StructuredContent, res.Meta)
+	}
+}
