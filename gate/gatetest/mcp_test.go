@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/issues"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -574,5 +578,68 @@ func TestMCPRecipes(t *testing.T) {
 	res, o = tool(t, cs, "recipe_run", map[string]any{"name": name, "inputs": map[string]any{"__not_an_input": 1}})
 	if !res.IsError || o["status"] != float64(hr.status) || o["error"] != want["error"] || want["error"] != "bad_input" {
 		t.Errorf("an unknown input: tool %v, HTTP %d %s", o, hr.status, hr.body)
+	}
+}
+
+// A client that hangs up during a tool call ends the call, as an HTTP
+// client that hangs up ends its request: its place in flight is given back
+// while the page has still not answered, and nothing is charged.
+func TestMCPClientGoneEndsTheCall(t *testing.T) {
+	p := billing.DefaultPrices()
+	free := p.Plans["free"]
+	free.RatePerMinute, free.Concurrency = 0, 1
+	p.Plans["free"] = free
+	b, _ := json.Marshal(p)
+	prices := filepath.Join(t.TempDir(), "prices.json")
+	if err := os.WriteFile(prices, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := Start(t, Options{PricesFile: prices})
+	key := g.Account(t, ledger.PlanFree, 100)
+	reached := make(chan struct{})
+	var once sync.Once
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		once.Do(func() { close(reached) })
+		<-release
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html><head><title>Late</title></head><body><main><h1>Late</h1><p>A page that answers after its caller has gone, with a paragraph long enough to keep.</p></main></body></html>")
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	ctx, cancel := context.WithCancel(context.Background())
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"scrape","arguments":{"url":"` + slow.URL + `/late"}}}`
+	req, _ := http.NewRequestWithContext(ctx, "POST", g.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	select {
+	case <-reached:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the page was never fetched")
+	}
+	// The tool call's scrape holds the plan's one place in flight.
+	if r := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); r.status != 429 || !strings.Contains(r.body, "too_many_concurrent") {
+		t.Fatalf("while the call runs: %d %s", r.status, r.body)
+	}
+	cancel()
+	<-errc
+	WaitFor(t, 10*time.Second, "the call's place in flight given back", func() bool {
+		return call(t, "GET", g.URL+"/v1/billing/balance", key, "").status == 200
+	})
+	if r := call(t, "GET", g.URL+"/v1/billing/usage", key, ""); strings.Contains(r.body, `"receipt"`) {
+		t.Fatalf("charged for a call whose client had gone: %s", r.body)
+	}
+	if r := call(t, "GET", g.URL+"/v1/billing/balance", key, ""); !strings.Contains(r.body, `"balance":"100.000"`) {
+		t.Fatalf("balance: %s", r.body)
 	}
 }

@@ -42,6 +42,11 @@ type caller struct {
 	header     http.Header // Authorization, X-Api-Key, X-Forwarded-For
 	remoteAddr string
 	host       string
+	// conn is the MCP request's own context: done when its client has
+	// gone, and then the call is too (as an HTTP call whose client hangs
+	// up: not charged, the page lost). The SDK's handler context does not
+	// end with the connection.
+	conn context.Context
 }
 
 type callerKey struct{}
@@ -53,7 +58,7 @@ func withCaller(ctx context.Context, r *http.Request) context.Context {
 			h[k] = v
 		}
 	}
-	return context.WithValue(ctx, callerKey{}, &caller{header: h, remoteAddr: r.RemoteAddr, host: r.Host})
+	return context.WithValue(ctx, callerKey{}, &caller{header: h, remoteAddr: r.RemoteAddr, host: r.Host, conn: r.Context()})
 }
 
 // errNoPipeline: the tool server runs outside a gate (a test of the bare
@@ -78,7 +83,12 @@ func do(ctx context.Context, pipeline http.Handler, c *caller, req request) (*re
 		body, n = bytes.NewReader(b), int64(len(b))
 	}
 	inner, cancel := context.WithCancel(context.Background())
-	stop := context.AfterFunc(ctx, cancel)
+	stopTool := context.AfterFunc(ctx, cancel)
+	stopConn := func() bool { return false }
+	if c.conn != nil {
+		stopConn = context.AfterFunc(c.conn, cancel)
+	}
+	stop := func() { stopTool(); stopConn() }
 	target := req.Path
 	if len(req.Query) > 0 {
 		target += "?" + req.Query.Encode()
