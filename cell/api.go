@@ -374,7 +374,31 @@ func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 			n++
 		}
 	}
-	id, token, err := c.jobs.Hold(accountOf(r), req.URLs, req.Options)
+	var id, token string
+	if key := r.Header.Get("Idempotency-Key"); key != "" {
+		// A repeat of a keyed submission is the same job, free: the
+		// first one was charged (docs/api.md, "Job idempotency").
+		var existed bool
+		id, token, existed, err = c.jobs.HoldKeyed(accountOf(r), key, req.URLs, req.Options)
+		if errors.Is(err, jobs.ErrKeyReused) {
+			httpjson.Error(w, http.StatusConflict, "idempotency_key_reused", "this Idempotency-Key was used for a job of other URLs or options; use a new key")
+			return
+		}
+		if err == nil && existed {
+			st, serr := c.jobs.Status(id, accountOf(r), false)
+			status := jobs.StatusPending
+			if serr == nil {
+				status = st.Status
+			}
+			w.Header().Set("Location", "/scrape/jobs/"+id)
+			w.Header().Set("Idempotency-Key", key)
+			httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "status": status, "repeated": true})
+			return
+		}
+		w.Header().Set("Idempotency-Key", key)
+	} else {
+		id, token, err = c.jobs.Hold(accountOf(r), req.URLs, req.Options)
+	}
 	if err != nil {
 		writeError(w, err)
 		return

@@ -8,6 +8,8 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
+	"github.com/trawlhq/trawl/gate/issues"
+	"github.com/trawlhq/trawl/gate/mcp"
 	"github.com/trawlhq/trawl/gate/recipehealth"
 	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/gate/search"
@@ -48,6 +50,18 @@ func (rt *Runtime) Handler() http.Handler {
 			Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 			Account: func(r *http.Request) string {
 				if id := IdentityFrom(r.Context()); id != nil {
+					return id.Account.ID
+				}
+				return ""
+			},
+		}),
+		// The tool server: each tool call goes through the gate's
+		// pipeline again (trawl_api puts it in the request's context).
+		"mcp": mcp.Handler(mcp.Config{Region: rt.cfg.Region, Pipeline: PipelineFrom, Logger: rt.cfg.Logger}),
+		"issues": issues.Handler(issues.Config{
+			Store: rt.st, Region: rt.cfg.Region, OperatorToken: issues.OperatorToken(rt.cfg.LedgerSecret), Now: rt.cfg.Now,
+			Account: func(r *http.Request) string {
+				if id := IdentityFrom(r.Context()); id != nil && id.Account != nil {
 					return id.Account.ID
 				}
 				return ""

@@ -70,3 +70,24 @@ if [[ $what == test || $what == browser ]]; then
     rm -rf "$tmp"
   fi
 fi
+
+# The official MCP clients the tool server's tests drive (gate/mcp, docs/mcp.md):
+# npm's @modelcontextprotocol/sdk and @modelcontextprotocol/inspector-cli at
+# the versions of internal/mcpclients/package-lock.json, installed with
+# `npm ci` into a cache directory named after them (internal/mcpclients.Dir).
+if [[ $what == test ]]; then
+  mcp_src="$root/internal/mcpclients"
+  mcp_tag=$(sed -n 's/.*"@modelcontextprotocol\/\(sdk\|inspector-cli\)": "\([0-9][0-9.]*\)".*/\2/p' "$mcp_src/package.json" | paste -sd- -)
+  [[ $mcp_tag =~ ^[0-9.]+-[0-9.]+$ ]] || { echo "deps: cannot read the MCP client versions from $mcp_src/package.json" >&2; exit 1; }
+  mcp_dir="${HOME}/.cache/trawl/mcp-clients-${mcp_tag}"
+  if [[ ! -f $mcp_dir/node_modules/@modelcontextprotocol/inspector-cli/package.json || ! -f $mcp_dir/node_modules/@modelcontextprotocol/sdk/package.json ]]; then
+    command -v npm >/dev/null || { echo "deps: npm (with Node 18+) is required for the MCP client tests" >&2; exit 1; }
+    echo "deps: installing the MCP clients ($mcp_tag) into $mcp_dir"
+    tmp=$(mktemp -d)
+    cp "$mcp_src/package.json" "$mcp_src/package-lock.json" "$tmp/"
+    if ! out=$(cd "$tmp" && npm ci --ignore-scripts --no-audit --no-fund 2>&1); then
+      echo "$out" >&2; rm -rf "$tmp"; exit 1
+    fi
+    rm -rf "$mcp_dir" && mkdir -p "$(dirname "$mcp_dir")" && mv "$tmp" "$mcp_dir"
+  fi
+fi

@@ -54,8 +54,16 @@ func (a *API) Provision(ctx caddy.Context) error {
 
 // ServeHTTP answers the gate's routes and passes the rest on.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	if !a.routes.Match(r).Place(r, a.rt.Region()).Local {
+	m := a.routes.Match(r)
+	if !m.Place(r, a.rt.Region()).Local {
 		return next.ServeHTTP(w, r)
+	}
+	if m.Relay {
+		// The tool server: its calls go through this server again, from
+		// the top of the chain (as Caddy's invoke handler finds it).
+		if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+			r = r.WithContext(gate.WithPipeline(r.Context(), srv))
+		}
 	}
 	w.Header().Set("X-Svc-Region", a.rt.Region())
 	// The client's address as Caddy found it (behind trusted_proxies, the

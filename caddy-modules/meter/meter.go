@@ -161,6 +161,13 @@ func (m *Meter) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 			defer body.Close()
 		}
 		min, _ := m.rt.Prices().Quote(billing.Usage{Kind: c.kind, Count: c.count})
+		if r.Header.Get("Idempotency-Key") != "" {
+			// A keyed job submission may be a repeat, which the cell
+			// answers with the first job, free: it is not refused for the
+			// price of a new one. A new one is still charged (or refused
+			// and dropped) when the cell's answer starts.
+			min = 0
+		}
 		err = m.rt.Holds().Ensure(ctx, id.Account.ID, min)
 		if err != nil {
 			span.SetStatus(codes.Error, err.Error())

@@ -28,6 +28,7 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/gate/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -231,6 +232,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	}
 	account, planName := subject(id)
 	if account == "" {
+		return next.ServeHTTP(w, r)
+	}
+	if routes.Default().Match(r).Relay {
+		// The tool server: each of its calls comes through the gate
+		// again and is counted there, as the route it stands for.
 		return next.ServeHTTP(w, r)
 	}
 	p := h.plans[planName]

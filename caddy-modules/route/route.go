@@ -22,6 +22,7 @@ package route
 
 import (
 	"context"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
 )
@@ -162,7 +164,33 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 		return target{}, gate.Refuse(http.StatusServiceUnavailable, "cell_unavailable",
 			"the cell holding this "+m.Owner.Name+" is not reachable right now; the "+m.Owner.Name+" is kept, repeat the request in a few seconds")
 	}
+	if k := r.Header.Get("Idempotency-Key"); k != "" && m.Server == routes.Cell && r.Method == http.MethodPost {
+		// A keyed submission (a job) goes to the cell the account and key
+		// hash to, so a repeat reaches the cell that has the first.
+		if id := gate.IdentityFrom(r.Context()); id != nil {
+			if c, ok := rendezvous(rt.rt.Cells(), id.Account.ID+"\x00"+k); ok {
+				return target{dial: c.API, region: own}, nil
+			}
+		}
+	}
 	return target{region: own}, nil
+}
+
+// rendezvous picks the cell with the highest hash of (its name, key):
+// every gate picks the same one for as long as the set of cells holds it.
+func rendezvous(cells []members.Meta, key string) (members.Meta, bool) {
+	var best members.Meta
+	var bestH uint64
+	for _, c := range cells {
+		h := fnv.New64a()
+		h.Write([]byte(c.Name))
+		h.Write([]byte{0})
+		h.Write([]byte(key))
+		if v := h.Sum64(); best.Name == "" || v > bestH {
+			best, bestH = c, v
+		}
+	}
+	return best, best.Name != ""
 }
 
 // regionWriter names the answering region on the response and, for a

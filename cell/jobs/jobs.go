@@ -115,6 +115,8 @@ type Manager struct {
 
 	mu   sync.Mutex
 	jobs map[string]*job
+	// keyMu orders submissions with an idempotency key (idempotency.go).
+	keyMu sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -139,6 +141,9 @@ type meta struct {
 	RetryHold     string    `json:"retry_hold,omitempty"`
 	RetryUntil    time.Time `json:"retry_until,omitzero"`
 	RetryReleased string    `json:"retry_released,omitempty"`
+	// IdemKey is the store key of the idempotency key the job was
+	// submitted with (idempotency.go), deleted with the job.
+	IdemKey string `json:"idem_key,omitempty"`
 }
 
 type urlRecord struct {
@@ -315,6 +320,12 @@ func newToken() string {
 }
 
 func (m *Manager) submit(account string, urls []string, opts scrape.Options, held bool) (string, string, error) {
+	return m.submitKeyed(account, urls, opts, held, nil, nil)
+}
+
+// submitKeyed is submit that also writes idemKey → idemVal in the job's
+// own batch (an idempotency key, idempotency.go).
+func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options, held bool, idemKey, idemVal []byte) (string, string, error) {
 	if account == "" {
 		return "", "", errors.New("jobs: a job needs an owner account")
 	}
@@ -333,6 +344,10 @@ func (m *Manager) submit(account string, urls []string, opts scrape.Options, hel
 		j.meta.Hold, j.meta.HeldUntil = newToken(), now.Add(m.cfg.HoldTTL)
 	}
 	b := m.st.NewBatch()
+	if idemKey != nil {
+		j.meta.IdemKey = string(idemKey)
+		b.Set(idemKey, append(append([]byte(id), 0), idemVal...))
+	}
 	mb, _ := json.Marshal(j.meta)
 	b.Set(metaKey(id), mb)
 	b.Set([]byte(store.PrefixJobIndex+id), nil)
@@ -821,6 +836,9 @@ func (m *Manager) Sweep() (int, error) {
 		j.mu.Unlock()
 		if !idle {
 			continue
+		}
+		if k := j.meta.IdemKey; k != "" {
+			m.forgetKey([]byte(k), id)
 		}
 		if err := m.st.Delete([]byte(store.PrefixJobIndex+id), store.Sync); err != nil {
 			return 0, err

@@ -33,6 +33,9 @@ type Options struct {
 	Screenshot bool `json:"screenshot,omitempty"`
 	// Viewport is the browser window in CSS pixels.
 	Viewport Viewport `json:"viewport,omitzero"`
+	// BypassCache fetches the page again even when a fresh copy is
+	// cached (the new copy replaces it); jobs_submit's bypass_cache.
+	BypassCache bool `json:"bypass_cache,omitempty"`
 }
 
 // Viewport is the `viewport` field: {"width": W, "height": H}.

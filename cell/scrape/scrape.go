@@ -162,7 +162,7 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 	}
 	target := u.String()
 	key := cacheKey(opts.cacheKey(target))
-	if s.cfg.FreshFor > 0 {
+	if s.cfg.FreshFor > 0 && !opts.BypassCache {
 		if body, _, err := s.store.GetLive(buf[:0], key, s.cfg.Now()); err == nil {
 			return &Outcome{Body: body, Usage: metering.Hit}, nil
 		} else if !errors.Is(err, store.ErrNotFound) {

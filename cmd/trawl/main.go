@@ -79,6 +79,9 @@ usage:
   trawl index crawl [flags] SEED...  the operator's index crawler: pages scraped
                        through a gate (so its cells index them), robots.txt honoured
   trawl recipe run|new|list   run a recipe locally, start a new one (docs/recipes.md)
+  trawl mcp --url GATE --key KEY   a stdio bridge to a gate's /mcp tool server
+  trawl issues --url GATE   the problems customers reported (operators; needs
+                       TRAWL_LEDGER_SECRET)
 
 Run "trawl <command> -h" for the flags of a command.
 `
@@ -108,6 +111,10 @@ func main() {
 		err = runIndex(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "recipe":
 		err = runRecipeCmd(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "mcp":
+		err = runMCP(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr)
+	case "issues":
+		err = runIssues(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "-help", "--help", "help":
 		fmt.Print(usage)
 		return

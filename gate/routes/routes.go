@@ -92,6 +92,9 @@ const (
 	MonitorBody = 128 * KiB
 	// RecipeBody bounds a recipe run's inputs (a session is at most 8 KiB).
 	RecipeBody = 64 * KiB
+	// MCPBody bounds one message to the tool server: an extract call's
+	// pasted content (ExtractBody) inside its JSON-RPC envelope.
+	MCPBody = ExtractBody + 1*MiB
 )
 
 // Route is one row of the table.
@@ -118,6 +121,12 @@ type Route struct {
 	// RegionQuery: ?region=<r> names the region whose gate answers; this
 	// gate when absent or its own.
 	RegionQuery bool
+	// Relay: the route's requests are counted by the calls they make
+	// through the gate's own pipeline, not themselves (the tool server,
+	// whose tool calls each go through the gate as the route they stand
+	// for): the rate limiter lets them pass, so a tool call never holds a
+	// place in flight that its own inner call would need.
+	Relay bool
 	// BodyLimit is the largest body the route accepts, in bytes; 0 takes
 	// no body. Today each handler enforces its own (the same number); the
 	// gate will enforce it before reading a body.
@@ -173,6 +182,9 @@ var Rows = []Route{
 	{Pattern: "/v1/", Server: Gate, Service: "billing", Doc: "other /v1/ paths: 404"},
 	{Pattern: "GET /search", Kind: metering.KindSearch, Server: Gate, Service: "search", Doc: "search the region's index: the gate merges its live cells' results (§2.3, docs/search.md)"},
 	{Pattern: "GET /answer", Kind: metering.KindAnswer, Server: Gate, Service: "search", Doc: "answer from the region's index, experimental (§2.4, docs/search.md)"},
+	{Pattern: "POST /mcp", Server: Gate, Service: "mcp", Relay: true, BodyLimit: MCPBody, Doc: "the tool server for MCP clients, streamable HTTP; each tool call goes through this gate as the route it stands for, limited and billed as that route (§4.1, docs/mcp.md)"},
+	{Pattern: "POST /v1/issues", Server: Gate, Service: "issues", BodyLimit: FormBody, Doc: "report a problem to the operators; answers its reference (the report_issue tool, docs/mcp.md)"},
+	{Pattern: "GET /operator/issues", Public: true, Server: Gate, Service: "issues", Doc: "the reported problems, newest first: only with the operator token, never a customer key (docs/mcp.md)"},
 
 	// The cells'.
 	{Pattern: "POST /scrape", Kind: metering.KindScrape, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape one page (§4)"},
@@ -271,6 +283,8 @@ func (r *Route) check() error {
 		return fmt.Errorf("routes: %q: an owner route names its object with {id}", r.Pattern)
 	case r.RegionQuery && r.Server != Gate:
 		return fmt.Errorf("routes: %q: only a gate route can be sent to another region's gate", r.Pattern)
+	case r.Relay && (r.Server != Gate || r.Public || r.Kind != ""):
+		return fmt.Errorf("routes: %q: only a keyed, free gate route relays its calls through the gate", r.Pattern)
 	case r.Kind != "" && r.Method() != http.MethodPost && r.Method() != http.MethodGet:
 		return fmt.Errorf("routes: %q: a billed route is a POST or a GET", r.Pattern)
 	case r.PerURL && r.Kind == "":

@@ -195,6 +195,9 @@ func TestNewRefusesABadTable(t *testing.T) {
 		{[]Route{{Pattern: "GET /a", Server: Cell}, {Pattern: "POST /a", Server: Cell, Public: true}}, "share a path"},
 		{[]Route{{Pattern: "GET /a", Server: Cell}, {Pattern: "/a", Server: Cell}}, "every method"},
 		{[]Route{{Pattern: "GET /a/{", Server: Cell}}, "GET /a/{"},
+		{[]Route{{Pattern: "POST /a", Server: Cell, Relay: true}}, "relays"},
+		{[]Route{{Pattern: "POST /a", Server: Gate, Service: "x", Public: true, Relay: true}}, "relays"},
+		{[]Route{{Pattern: "POST /a", Server: Gate, Service: "x", Kind: metering.KindScrape, Relay: true}}, "relays"},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.rows); err == nil || !strings.Contains(err.Error(), tt.err) {

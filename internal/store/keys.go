@@ -38,6 +38,9 @@ const (
 	// PrefixMonitorCharges marks the monitor charges the gate has
 	// collected from its cells, so each is charged once (gate).
 	PrefixMonitorCharges = "MC/"
+	// PrefixIssues is the problems customers reported to the operators
+	// (gate/issues).
+	PrefixIssues = "IS/"
 )
 
 // The cell's store (<cell data>/store).
@@ -50,6 +53,9 @@ const (
 	PrefixJob = "j/"
 	// PrefixJobIndex lists the jobs, for start-up (cell/jobs).
 	PrefixJobIndex = "ji/"
+	// PrefixJobKey maps an account's idempotency key to the job it
+	// submitted (cell/jobs).
+	PrefixJobKey = "jk/"
 	// PrefixSite is the engine ladder's memory per site (cell/fetch/ladder).
 	PrefixSite = "site/"
 	// PrefixMonitor is the region's monitors: records, indexes, versions,
@@ -125,12 +131,14 @@ var Stores = []Layout{
 		{PrefixPayments, "gate/payments"},
 		{PrefixReleases, "gate"},
 		{PrefixMonitorCharges, "gate"},
+		{PrefixIssues, "gate/issues"},
 	}},
 	{Store: "store", Ranges: []Range{
 		{PrefixCache, "cell/scrape"},
 		{PrefixArchive, "cell/scrape"},
 		{PrefixJob, "cell/jobs"},
 		{PrefixJobIndex, "cell/jobs"},
+		{PrefixJobKey, "cell/jobs"},
 		{PrefixSite, "cell/fetch/ladder"},
 		{PrefixMonitor, "cell/monitor"},
 		{PrefixMonitorHook, "cell/webhook"},
