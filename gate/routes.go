@@ -28,7 +28,7 @@ func (rt *Runtime) Handler() http.Handler {
 		"health":   http.HandlerFunc(rt.health),
 		"ledger":   rt.node.Handler(),
 		"signup":   rt.signup,
-		"estimate": estimate.Handler(estimate.Config{Prices: rt.cfg.Prices, Observer: rt.obs}),
+		"estimate": estimate.Handler(estimate.Config{Prices: rt.cfg.Prices, Table: rt.prices, Observer: rt.obs}),
 		"usage": usage.Handler(usage.HandlerConfig{
 			Log: rt.usage, State: rt.node.State(), Region: rt.cfg.Region, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 			Identity: func(ctx context.Context) *ledger.Account {
@@ -38,7 +38,8 @@ func (rt *Runtime) Handler() http.Handler {
 				return nil
 			},
 		}),
-		"billing": billing.NewHandler(rt.billing),
+		"billing":  billing.NewHandler(rt.billing),
+		"operator": rt.operatorHandler(), // gate/operator.go
 		"search": search.Handler(search.Config{
 			Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 			Account: func(r *http.Request) string {

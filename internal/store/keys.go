@@ -38,6 +38,9 @@ const (
 	// PrefixMonitorCharges marks the monitor charges the gate has
 	// collected from its cells, so each is charged once (gate).
 	PrefixMonitorCharges = "MC/"
+	// PrefixDrained marks the cells an operator drained: no new work is
+	// sent to them (gate/operator.go).
+	PrefixDrained = "MD/"
 )
 
 // The cell's store (<cell data>/store).
@@ -112,6 +115,7 @@ var Stores = []Layout{
 		{PrefixPayments, "gate/payments"},
 		{PrefixReleases, "gate"},
 		{PrefixMonitorCharges, "gate"},
+		{PrefixDrained, "gate"},
 	}},
 	{Store: "store", Ranges: []Range{
 		{PrefixCache, "cell/scrape"},
