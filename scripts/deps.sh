@@ -89,6 +89,23 @@ if [[ $what == test ]]; then
   fi
 fi
 
+# promtool, for the deploy tests of the alert rules (deploy/compose/alerts.yml):
+# taken out of Debian's prometheus package without installing it (that
+# would start a Prometheus server on the machine).
+if [[ $what == test && ! -x ${HOME}/.cache/trawl/promtool/promtool ]]; then
+  echo "deps: unpacking promtool from Debian's prometheus package into ~/.cache/trawl/promtool"
+  tmp=$(mktemp -d)
+  if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
+    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    (cd "$tmp" && apt-get download prometheus >/dev/null)
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+  mkdir -p "${HOME}/.cache/trawl/promtool"
+  cp "$tmp/x/usr/bin/promtool" "${HOME}/.cache/trawl/promtool/promtool"
+  rm -rf "$tmp"
+fi
+
 # Headless Chromium for the browser tests (internal/browsertest): Debian's
 # chromium, driven by playwright-go through the driver of the matching
 # playwright-core, unpacked from the npm registry (playwright's own installer
