@@ -118,6 +118,7 @@ func (rt *Runtime) operatorHandler() http.Handler {
 	mux.HandleFunc("DELETE /operator/v1/cells/{name}", rt.opRemoveCell)
 	mux.HandleFunc("POST /operator/v1/accounts", rt.opCreateAccount)
 	mux.HandleFunc("GET /operator/v1/accounts/{account}", rt.opAccount)
+	mux.HandleFunc("POST /operator/v1/accounts/{account}/grants", rt.opGrant)
 	mux.HandleFunc("GET /operator/v1/accounts/{account}/keys", rt.opKeys)
 	mux.HandleFunc("POST /operator/v1/accounts/{account}/keys", rt.opCreateKey)
 	mux.HandleFunc("DELETE /operator/v1/accounts/{account}/keys/{id}", rt.opRevokeKey)
@@ -698,4 +699,65 @@ func EnsureOperatorKey(ctx context.Context, n *ledger.Node, key string, now func
 		}
 	}
 	return nil
+}
+
+type grantRequest struct {
+	// ID makes the grant idempotent (a refund's receipt): the same id is
+	// granted once however often it is sent. Empty: a new grant each time.
+	ID      string         `json:"id"`
+	Credits billing.Amount `json:"credits"`
+	// Bucket is signup (never expires; the default) or monthly (lapses at
+	// the month's end).
+	Bucket string `json:"bucket"`
+}
+
+// POST /operator/v1/accounts/{account}/grants: free credit for an account
+// (a refund, a goodwill grant), journaled like every grant.
+func (rt *Runtime) opGrant(w http.ResponseWriter, r *http.Request) {
+	a, ok := rt.opFindAccount(w, r)
+	if !ok {
+		return
+	}
+	var req grantRequest
+	if err := httpjson.Decode(w, r, 16<<10, &req); err != nil {
+		var de *httpjson.DecodeError
+		errors.As(err, &de)
+		httpjson.Error(w, de.Status(), de.Code(), de.Error())
+		return
+	}
+	if req.Bucket == "" {
+		req.Bucket = ledger.BucketSignup
+	}
+	if req.Bucket != ledger.BucketSignup && req.Bucket != ledger.BucketMonthly {
+		httpjson.Error(w, http.StatusBadRequest, billing.CodeBadInput, "bucket must be signup (never expires) or monthly (lapses at the month's end)")
+		return
+	}
+	if req.Credits <= 0 || len(req.ID) > 128 {
+		httpjson.Error(w, http.StatusBadRequest, billing.CodeBadInput, "credits must be positive (\"10.000\"); id at most 128 bytes")
+		return
+	}
+	id := req.ID
+	if id == "" {
+		id = randHex(10)
+	}
+	res, err := rt.opSubmit(r.Context(), &ledger.Command{ID: "operator/grant/" + a.ID + "/" + id, Type: ledger.CmdGrant,
+		Grant: &ledger.Grant{Account: a.ID, Bucket: req.Bucket, Amount: req.Credits.MC()}})
+	if err != nil {
+		rt.opLedgerError(w, "grant", err)
+		return
+	}
+	if res.Error != "" {
+		httpjson.Error(w, http.StatusBadRequest, billing.CodeBadInput, res.Message)
+		return
+	}
+	if !res.Duplicate {
+		rt.cfg.Logger.Info("operator: credit granted", "account", a.ID, "bucket", req.Bucket, "credits", req.Credits.String(), "grant", id)
+	}
+	bal, err := rt.node.State().AccountBalance(a, rt.cfg.Now())
+	if err != nil {
+		rt.opInternal(w, "balance", err)
+		return
+	}
+	httpjson.Write(w, http.StatusOK, map[string]any{"account": a.ID, "granted": req.Credits, "repeat": res.Duplicate,
+		"balance": billing.Amount(bal.Total)})
 }

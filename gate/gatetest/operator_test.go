@@ -184,6 +184,23 @@ func TestOperatorKeys(t *testing.T) {
 	if r := call(t, "GET", g.URL+"/v1/billing/balance", k.Key, ""); r.status != 401 {
 		t.Fatalf("a revoked key: %d %s", r.status, r.body)
 	}
+	// Grants: a refund by its receipt is granted once.
+	if r := call(t, "POST", g.URL+"/operator/v1/accounts/team/grants", op, `{"credits":"10.000","bucket":"pack"}`); r.status != 400 {
+		t.Fatalf("grant into pack: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", g.URL+"/operator/v1/accounts/team/grants", op, `{"credits":"-1.000"}`); r.status != 400 {
+		t.Fatalf("negative grant: %d %s", r.status, r.body)
+	}
+	if r := call(t, "POST", g.URL+"/operator/v1/accounts/ghost/grants", op, `{"credits":"1.000"}`); r.status != 404 {
+		t.Fatalf("grant to no account: %d %s", r.status, r.body)
+	}
+	for i, want := range []string{`"balance":"10.000","granted":"10.000","repeat":false`, `"balance":"10.000","granted":"10.000","repeat":true`} {
+		r := call(t, "POST", g.URL+"/operator/v1/accounts/team/grants", op, `{"credits":"10.000","id":"refund-r_1"}`)
+		if r.status != 200 || !strings.Contains(r.body, want) {
+			t.Fatalf("grant %d: %d %s, want %s", i, r.status, r.body, want)
+		}
+	}
+
 	// An operator key made through the API works on the API.
 	var ok2 gate.OperatorKey
 	r = call(t, "POST", g.URL+"/operator/v1/accounts/operator/keys", op, `{"role":"operator","name":"second"}`)

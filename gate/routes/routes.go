@@ -176,6 +176,7 @@ var Rows = []Route{
 	{Pattern: "DELETE /operator/v1/cells/{name}", Server: Gate, Service: "operator", Doc: "operator: forget a cell that is down for good (its ids answer 404)"},
 	{Pattern: "POST /operator/v1/accounts", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: create an account"},
 	{Pattern: "GET /operator/v1/accounts/{account}", Server: Gate, Service: "operator", Doc: "operator: an account"},
+	{Pattern: "POST /operator/v1/accounts/{account}/grants", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: grant an account free credit (a refund; idempotent by id)"},
 	{Pattern: "GET /operator/v1/accounts/{account}/keys", Server: Gate, Service: "operator", Doc: "operator: an account's keys"},
 	{Pattern: "POST /operator/v1/accounts/{account}/keys", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: create a key of any role for an account"},
 	{Pattern: "DELETE /operator/v1/accounts/{account}/keys/{id}", Server: Gate, Service: "operator", Doc: "operator: revoke an account's key"},
