@@ -146,6 +146,17 @@ resource "trawl_api_key" "ci" {
   name    = "ci"
 }
 
+resource "trawl_account" "team" {
+  id    = "team"
+  email = "team@example.com"
+  plan  = "supporter"
+}
+
+resource "trawl_api_key" "team_ops" {
+  account = trawl_account.team.id
+  role    = "auditor"
+}
+
 resource "trawl_call_price" "scrape" {
   kind = "scrape"
   base = "2.000"
@@ -170,6 +181,11 @@ data "trawl_prices" "now" {
 
 output "key" {
   value     = trawl_api_key.ci.key
+  sensitive = true
+}
+
+output "team_key" {
+  value     = trawl_api_key.team_ops.key
   sensitive = true
 }
 
@@ -239,6 +255,13 @@ func TestAcceptance(t *testing.T) {
 	if st, body := get(url+"/v1/billing/balance", key); st != 200 {
 		t.Fatalf("the key tofu made: %d %s", st, body)
 	}
+	teamKey := strings.TrimSpace(must("output", "-raw", "team_key"))
+	if st, body := get(url+"/operator/v1/accounts/team", operatorKey); st != 200 || !strings.Contains(body, `"plan":"supporter"`) {
+		t.Fatalf("the account tofu made: %d %s", st, body)
+	}
+	if st, body := get(url+"/v1/ledger/journal", teamKey); st != 200 { // an auditor key reads the journal
+		t.Fatalf("the team's auditor key: %d %s", st, body)
+	}
 	if _, body := get(url+"/v1/prices", ""); !strings.Contains(body, `"scrape":{"base":"2.000"`) || !strings.Contains(body, `"free":{"rate_per_minute":30,"concurrency":3,"keys":4`) {
 		t.Fatalf("public prices after apply: %s", body)
 	}
@@ -290,5 +313,12 @@ func TestAcceptance(t *testing.T) {
 	}
 	if st, body := get(url+"/v1/billing/balance", key); st != 401 {
 		t.Fatalf("the key after destroy: %d %s", st, body)
+	}
+	if st, body := get(url+"/v1/billing/balance", teamKey); st != 401 {
+		t.Fatalf("the team's key after destroy: %d %s", st, body)
+	}
+	// Accounts are never deleted: the account stays.
+	if st, body := get(url+"/operator/v1/accounts/team", operatorKey); st != 200 {
+		t.Fatalf("the account after destroy: %d %s", st, body)
 	}
 }
