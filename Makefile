@@ -47,6 +47,10 @@ test: deps-test lint build
 	# deploy/ is its own module (the Dockerfile and compose parsers stay
 	# out of the binary's): images, compose and systemd units.
 	cd deploy && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
+	# terraform/ is its own module too (terraform-plugin-framework stays out
+	# of the binary): the provider's acceptance test runs OpenTofu
+	# (scripts/deps.sh builds it once) against trawl dev.
+	cd terraform && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 	# The crawl server's memory bound, measured without the race detector.
 	TRAWL_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 10m -run 'TestLoad100Concurrent$$' ./cell/crawl/
 

@@ -21,8 +21,22 @@ func (c *Cell) observe() (metric.Registration, error) {
 	crashes, _ := m.Int64ObservableCounter("trawl.cell.browser.crashes", metric.WithDescription("browsers that died without being asked to"))
 	restarts, _ := m.Int64ObservableCounter("trawl.cell.browser.driver_restarts", metric.WithDescription("restarts of the pool's Playwright driver"))
 	fleetBusy, _ := m.Int64ObservableCounter("trawl.cell.browser.fleet_busy", metric.WithDescription("requests refused with 503 fleet-busy"))
+	backlogJobs, _ := m.Int64ObservableGauge("trawl.cell.jobs.backlog", metric.WithDescription("released jobs with URLs still to fetch"))
+	backlogURLs, _ := m.Int64ObservableGauge("trawl.cell.jobs.backlog_urls", metric.WithDescription("URLs of the cell's jobs still to fetch"))
+	jobAge, _ := m.Float64ObservableGauge("trawl.cell.jobs.oldest_age", metric.WithUnit("s"), metric.WithDescription("age of the oldest job with URLs still to fetch; 0 when none"))
 	attrs := metric.WithAttributes(attribute.String("trawl.region", c.cfg.Region), attribute.String("trawl.cell", c.cfg.Name))
+	work := []metric.Observable{backlogJobs, backlogURLs, jobAge}
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if c.jobs != nil {
+			j, u, oldest := c.jobs.Backlog()
+			o.ObserveInt64(backlogJobs, int64(j), attrs)
+			o.ObserveInt64(backlogURLs, int64(u), attrs)
+			age := 0.0
+			if !oldest.IsZero() {
+				age = max(0, c.cfg.Now().Sub(oldest).Seconds())
+			}
+			o.ObserveFloat64(jobAge, age, attrs)
+		}
 		o.ObserveInt64(disk, int64(c.store.Metrics().DiskBytes), attrs)
 		if c.pool != nil {
 			st := c.pool.Stats()
@@ -33,7 +47,7 @@ func (c *Cell) observe() (metric.Registration, error) {
 			o.ObserveInt64(fleetBusy, st.FleetBusy, attrs)
 		}
 		return nil
-	}, disk, browsers, busy, crashes, restarts, fleetBusy)
+	}, append([]metric.Observable{disk, browsers, busy, crashes, restarts, fleetBusy}, work...)...)
 }
 
 // pages counts the pages the cell answered with, by how (cache hit or

@@ -394,6 +394,11 @@ var exported = []string{
 	"trawl_ledger_holds_unsettled", "trawl_ledger_charges_parked", "trawl_gate_cells_live",
 	"trawl_cell_store_disk_bytes", "trawl_cell_pages_total", "trawl_cell_browser_browsers", "trawl_cell_browser_pages_in_use",
 	"trawl_cell_browser_crashes_total", "trawl_cell_browser_driver_restarts_total", "trawl_cell_browser_fleet_busy_total",
+	// Backlogs and lags (gate/gatetest TestMetricsEndpoint; the crawl
+	// server's in cell/crawl TestQueueLimitAndPriority).
+	"trawl_ledger_settlement_lag_seconds", "trawl_gate_cells_drained", "trawl_cell_jobs_backlog", "trawl_cell_jobs_backlog_urls",
+	"trawl_cell_jobs_oldest_age_seconds", "trawl_monitor_check_lag_seconds", "trawl_monitor_webhook_failed_attempts_total",
+	"trawl_monitor_webhook_given_up_total", "trawl_crawl_tasks_queued", "trawl_crawl_tasks_running", "trawl_crawl_tasks_refused_total",
 }
 
 // labels are the series' trawl_ labels (not series).

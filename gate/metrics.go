@@ -75,6 +75,13 @@ func (rt *Runtime) observe() (metric.Registration, error) {
 	pending, _ := m.Int64ObservableGauge("trawl.ledger.holds.unsettled", metric.WithDescription("charges journaled in this region and not yet settled into the ledger (settlement lag)"))
 	parked, _ := m.Int64ObservableGauge("trawl.ledger.charges.parked", metric.WithDescription("charges the ledger could not take since the gate started: served and not billed; any rise needs an operator"))
 	cells, _ := m.Int64ObservableGauge("trawl.gate.cells.live", metric.WithDescription("live cells of the region, as membership sees them"))
+	settleLag, _ := m.Float64ObservableGauge("trawl.ledger.settlement.lag", metric.WithUnit("s"), metric.WithDescription("age of the oldest charge of this region not yet settled into the ledger; 0 when all are"))
+	drained, _ := m.Int64ObservableGauge("trawl.gate.cells.drained", metric.WithDescription("live cells an operator drained (no new work)"))
+	// The region's monitors live in the gate's store and their webhooks are
+	// sent from here (gate/monitorstore.go), so their series are the gate's.
+	monLag, _ := m.Float64ObservableGauge("trawl.monitor.check_lag", metric.WithUnit("s"), metric.WithDescription("how far the region's most overdue monitor is past its due time (checks not yet done); 0 when none is"))
+	hookFailed, _ := m.Int64ObservableCounter("trawl.monitor.webhook_failed_attempts", metric.WithDescription("monitor webhook attempts that failed (each is retried on the ladder)"))
+	hookGaveUp, _ := m.Int64ObservableCounter("trawl.monitor.webhook_given_up", metric.WithDescription("monitor webhook deliveries given up after the last retry"))
 	region := metric.WithAttributes(attribute.String("trawl.region", rt.cfg.Region))
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		isLeader, ap, co := rt.node.Progress()
@@ -88,7 +95,24 @@ func (rt *Runtime) observe() (metric.Registration, error) {
 		cm := rt.holds.Metrics()
 		o.ObserveInt64(pending, cm.Pending, region)
 		o.ObserveInt64(parked, cm.ParkedCharges, region)
-		o.ObserveInt64(cells, int64(len(rt.Cells())), region)
+		live := rt.Cells()
+		o.ObserveInt64(cells, int64(len(live)), region)
+		o.ObserveInt64(drained, int64(len(live)-len(rt.WorkCells())), region)
+		sl := 0.0
+		if t, ok, err := rt.holds.OldestUnsettled(); err == nil && ok {
+			sl = max(0, rt.cfg.Now().Sub(t).Seconds())
+		}
+		o.ObserveFloat64(settleLag, sl, region)
+		if ms := rt.monitors; ms != nil {
+			if l, err := ms.local.Lag(rt.cfg.Now()); err == nil {
+				o.ObserveFloat64(monLag, l.Seconds(), region)
+			}
+			if ms.hooks != nil {
+				a, g := ms.hooks.Failures()
+				o.ObserveInt64(hookFailed, a, region)
+				o.ObserveInt64(hookGaveUp, g, region)
+			}
+		}
 		return nil
-	}, leader, applied, lag, pending, parked, cells)
+	}, leader, applied, lag, pending, parked, cells, settleLag, drained, monLag, hookFailed, hookGaveUp)
 }

@@ -31,7 +31,7 @@ func (rt *Runtime) Handler() http.Handler {
 		"health":   http.HandlerFunc(rt.health),
 		"ledger":   rt.node.Handler(),
 		"signup":   rt.signup,
-		"estimate": estimate.Handler(estimate.Config{Prices: rt.cfg.Prices, Observer: rt.obs}),
+		"estimate": estimate.Handler(estimate.Config{Prices: rt.cfg.Prices, Table: rt.prices, Observer: rt.obs}),
 		"usage": usage.Handler(usage.HandlerConfig{
 			Log: rt.usage, State: rt.node.State(), Region: rt.cfg.Region, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 			Identity: func(ctx context.Context) *ledger.Account {
@@ -46,6 +46,7 @@ func (rt *Runtime) Handler() http.Handler {
 		"recipes": recipehealth.Handler(recipehealth.Config{
 			Region: rt.cfg.Region, Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 		}),
+		"operator": rt.operatorHandler(), // gate/operator.go
 		"search": search.Handler(search.Config{
 			Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 			Account: func(r *http.Request) string {

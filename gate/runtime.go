@@ -66,6 +66,9 @@ type Config struct {
 	// Payments takes money for top-ups; the zero value takes none (top-ups
 	// answer 503 payments_off).
 	Payments Payments
+	// OperatorKey, when set (TRAWL_OPERATOR_KEY), is added to the ledger
+	// as an operator key of the operator account (gate/operator.go).
+	OperatorKey string
 	// Mailer sends sign-up verification mail; nil logs each mail instead
 	// (development: the link is in the log).
 	Mailer signup.Mailer
@@ -129,8 +132,13 @@ type Runtime struct {
 	replica *replicaCache
 	usage   *usage.Log
 	obs     *estimate.Observer
-	signup  http.Handler
-	gates   map[string]string // region → gate host:port
+	prices  *billing.Table // the table in force (gate/operator.go: operators change it)
+	// priceVer is the ledger version of the table in force (0: the file's
+	// or the built-in one); priceMu orders its updates.
+	priceVer atomic.Uint64
+	priceMu  sync.Mutex
+	signup   http.Handler
+	gates    map[string]string // region → gate host:port
 	// forward signs and checks requests one region's gate sends another's
 	// (an object the other region owns): keys every gate derives from the
 	// voters' shared secret.
@@ -172,7 +180,7 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		cfg.PublicURL = "http://" + cfg.Addr
 	}
 	log := cfg.Logger.With("region", cfg.Region)
-	rt = &Runtime{cfg: cfg, gates: map[string]string{}}
+	rt = &Runtime{cfg: cfg, gates: map[string]string{}, prices: billing.NewTable(cfg.Prices)}
 	fmac := hmac.New(sha256.New, []byte(cfg.LedgerSecret))
 	fmac.Write([]byte("trawl gate forward key v1"))
 	if rt.forward, err = regionauth.KeysFrom(fmac.Sum(nil)); err != nil {
@@ -240,7 +248,7 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		return nil, err
 	}
 	rt.billing = billing.Config{
-		State: rt.node.State(), Ledger: rt.node, Holds: rt.holds, Prices: cfg.Prices, Provider: provider,
+		State: rt.node.State(), Ledger: rt.node, Holds: rt.holds, Prices: cfg.Prices, Table: rt.prices, Provider: provider,
 		Region: cfg.Region, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: log,
 	}
 	rt.replica = newReplicaCache(rt.node.State())
@@ -284,6 +292,19 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		defer rt.bg.Done()
 		rt.collectMonitorCharges(ctx) // gate/monitorcharges.go
 	}()
+	rt.syncPrices() // gate/operator.go: the replicated table wins over the file
+	rt.bg.Add(1)
+	go func() {
+		defer rt.bg.Done()
+		rt.followPrices(ctx, 500*time.Millisecond)
+	}()
+	if cfg.OperatorKey != "" {
+		rt.bg.Add(1)
+		go func() {
+			defer rt.bg.Done()
+			rt.ensureOperatorKey(ctx, cfg.OperatorKey)
+		}()
+	}
 	log.Info("gate runtime started", "addr", cfg.Addr, "ledger_raft", cfg.LedgerRaft,
 		"members", rt.members.LocalAddr(), "data", cfg.DataDir)
 	return rt, nil
@@ -369,7 +390,7 @@ func (rt *Runtime) Holds() *ledger.Client { return rt.holds }
 func (rt *Runtime) Store() *store.Store { return rt.st }
 
 // Prices is the price table.
-func (rt *Runtime) Prices() *billing.Prices { return rt.cfg.Prices }
+func (rt *Runtime) Prices() *billing.Prices { return rt.prices.Load() }
 
 // Billing is the billing configuration the gate's routes share.
 func (rt *Runtime) Billing() billing.Config { return rt.billing }

@@ -36,8 +36,8 @@ func (t *tx) addKey(k *Key) error {
 	if k == nil || k.ID == "" || len(k.Hash) != 64 || k.Account == "" {
 		return refuse(ErrCodeInvalid, "add_key needs id, account and a sha-256 hash")
 	}
-	if k.Role != RoleUser && k.Role != RoleAuditor {
-		return refuse(ErrCodeInvalid, "role must be user or auditor")
+	if k.Role != RoleUser && k.Role != RoleAuditor && k.Role != RoleOperator {
+		return refuse(ErrCodeInvalid, "role must be user, auditor or operator")
 	}
 	if _, err := t.account(k.Account); err != nil {
 		return err

@@ -31,6 +31,7 @@ type Command struct {
 	Compact       *Compact       `json:"compact,omitempty"`
 	SetCustomer   *SetCustomer   `json:"set_customer,omitempty"`
 	MonitorSlot   *MonitorSlot   `json:"monitor_slot,omitempty"`
+	SetPrices     *SetPrices     `json:"set_prices,omitempty"`
 }
 
 // SetCustomer records the account's customer id at the payment provider

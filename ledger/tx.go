@@ -118,6 +118,8 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 		err = t.setCustomer(cmd.SetCustomer)
 	case CmdMonitorSlot:
 		err = t.monitorSlot(cmd.MonitorSlot) // ledger/monitors.go
+	case CmdSetPrices:
+		err = t.setPrices(cmd.SetPrices, index) // ledger/prices.go
 	default:
 		err = refuse(ErrCodeInvalid, "unknown command type %q", cmd.Type)
 	}

@@ -44,12 +44,66 @@ fi
 command -v go >/dev/null || { echo "deps: Go is required (https://go.dev/dl)" >&2; exit 1; }
 go mod download
 [[ $what != test ]] || (cd "$root/deploy" && go mod download)
+[[ $what != test ]] || (cd "$root/terraform" && go mod download)
 
 # Stripe's own API mock, for the payment provider's tests (pinned: the tests
 # check ids from this version's fixtures).
 if [[ $what == test ]]; then
   command -v stripe-mock >/dev/null || [[ -x "$(go env GOPATH)/bin/stripe-mock" ]] ||
     go install github.com/stripe/stripe-mock@v0.203.0
+fi
+
+# The OpenTofu CLI for the Terraform provider's acceptance test
+# (terraform/): built once from the Go module proxy (`go install` refuses the
+# module's replace directives), about 10 minutes of CPU, then cached by
+# version like the Playwright driver. The version is terraform/'s
+# TofuVersion.
+if [[ $what == test ]]; then
+  tofu_version=$(sed -n 's/^const TofuVersion = "\([0-9][0-9.]*\)"$/\1/p' "$root/terraform/acceptance_test.go")
+  [[ -n $tofu_version ]] || { echo "deps: no TofuVersion in terraform/acceptance_test.go" >&2; exit 1; }
+  tofu="${HOME}/.cache/trawl/tofu-${tofu_version}/tofu"
+  if [[ ! -x $tofu ]]; then
+    echo "deps: building OpenTofu $tofu_version from the Go module proxy into $tofu (once; ~10 min)"
+    tofu_src=$(cd "$root/terraform" && go mod download -json "github.com/opentofu/opentofu@v$tofu_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [[ -d $tofu_src ]] || { echo "deps: go mod download github.com/opentofu/opentofu@v$tofu_version gave no directory" >&2; exit 1; }
+    mkdir -p "$(dirname "$tofu")"
+    (cd "$tofu_src" && CGO_ENABLED=0 nice -n 10 go build -o "$tofu.tmp" ./cmd/tofu)
+    mv "$tofu.tmp" "$tofu"
+  fi
+fi
+
+# The OpenStack provider the cloud modules are checked with (tofu validate
+# and tofu test with a mocked cloud: terraform/cloud_test.go), built the same
+# way; the version is terraform/'s OpenStackProviderVersion.
+if [[ $what == test ]]; then
+  os_version=$(sed -n 's/^const OpenStackProviderVersion = "\([0-9][0-9.]*\)"$/\1/p' "$root/terraform/cloud_test.go")
+  [[ -n $os_version ]] || { echo "deps: no OpenStackProviderVersion in terraform/cloud_test.go" >&2; exit 1; }
+  osp="${HOME}/.cache/trawl/terraform-provider-openstack-${os_version}/terraform-provider-openstack_v${os_version}"
+  if [[ ! -x $osp ]]; then
+    echo "deps: building the OpenStack provider $os_version from the Go module proxy into $osp (once; ~3 min)"
+    os_src=$(cd "$root/terraform" && go mod download -json "github.com/terraform-provider-openstack/terraform-provider-openstack/v3@v$os_version" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+    [[ -d $os_src ]] || { echo "deps: go mod download of the OpenStack provider $os_version gave no directory" >&2; exit 1; }
+    mkdir -p "$(dirname "$osp")"
+    (cd "$os_src" && CGO_ENABLED=0 nice -n 10 go build -o "$osp.tmp" .)
+    mv "$osp.tmp" "$osp"
+  fi
+fi
+
+# promtool, for the deploy tests of the alert rules (deploy/compose/alerts.yml):
+# taken out of Debian's prometheus package without installing it (that
+# would start a Prometheus server on the machine).
+if [[ $what == test && ! -x ${HOME}/.cache/trawl/promtool/promtool ]]; then
+  echo "deps: unpacking promtool from Debian's prometheus package into ~/.cache/trawl/promtool"
+  tmp=$(mktemp -d)
+  if ! (cd "$tmp" && apt-get download prometheus >/dev/null 2>&1); then
+    SUDO=""; [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    (cd "$tmp" && apt-get download prometheus >/dev/null)
+  fi
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/x"
+  mkdir -p "${HOME}/.cache/trawl/promtool"
+  cp "$tmp/x/usr/bin/promtool" "${HOME}/.cache/trawl/promtool/promtool"
+  rm -rf "$tmp"
 fi
 
 # Headless Chromium for the browser tests (internal/browsertest): Debian's

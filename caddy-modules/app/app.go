@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"regexp"
 	"strings"
 
@@ -122,6 +123,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 			RegionKeys: keys, AllowPrivateNetworks: a.AllowPrivateNetworks,
 			Members: members.Config{Bind: a.MembersBind, Join: a.MembersJoin},
 			Logger:  slog.New(zapslog.NewHandler(ctx.Logger().Core())),
+			// The bootstrap operator key (docs/operations.md, "The
+			// operator API"): from the environment, never the Caddyfile.
+			OperatorKey: os.Getenv("TRAWL_OPERATOR_KEY"),
 		}
 		if a.SMTP != nil && a.SMTP.Addr != "" {
 			cfg.Mailer = &signup.SMTPMailer{

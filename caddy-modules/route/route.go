@@ -283,7 +283,7 @@ func (c *Cells) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) 
 	if t, ok := r.Context().Value(targetKey{}).(target); ok && t.dial != "" {
 		return []*reverseproxy.Upstream{{Dial: t.dial}}, nil
 	}
-	cells := c.rt.Cells()
+	cells := c.rt.WorkCells() // not the cells an operator drained
 	ups := make([]*reverseproxy.Upstream, len(cells))
 	for i, m := range cells {
 		ups[i] = &reverseproxy.Upstream{Dial: m.API}

@@ -1,6 +1,8 @@
 package crawl
 
 import (
+	"go.opentelemetry.io/otel/metric"
+
 	"context"
 	"errors"
 	"fmt"
@@ -192,6 +194,7 @@ type Server struct {
 	endLife context.CancelFunc
 	bg      sync.WaitGroup
 	once    sync.Once
+	gauges  metric.Registration // cell/crawl/metrics.go
 }
 
 // New opens the task store, starts the permanent browser, resumes the
@@ -266,6 +269,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.bg.Go(s.janitor)
+	if s.gauges, err = s.observe(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("crawl: metrics: %w", err)
+	}
 	return s, nil
 }
 
@@ -290,6 +297,9 @@ func (s *Server) resume() error {
 func (s *Server) Close() error {
 	var err error
 	s.once.Do(func() {
+		if s.gauges != nil {
+			s.gauges.Unregister()
+		}
 		s.hooks.Close()
 		s.endLife()
 		s.sched.close()

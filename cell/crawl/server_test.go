@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/trawlhq/trawl/internal/telemetry"
 )
 
 // TestLegacyClientFlow is a Crawl4AI-style client against a server with a
@@ -291,6 +294,12 @@ func TestBadInput(t *testing.T) {
 // the 4th gets 503 "No available slots", and queued tasks run highest
 // priority first.
 func TestQueueLimitAndPriority(t *testing.T) {
+	// The queue's series on a Prometheus endpoint (docs/operations.md).
+	m, err := telemetry.SetupMetrics(context.Background(), "127.0.0.1:0", slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
 	st := startSite(t)
 	ts := startServer(t, Config{MaxConcurrentTasks: 1, MaxQueuedTasks: 3})
 	blocker := submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/slow"})
@@ -317,6 +326,24 @@ func TestQueueLimitAndPriority(t *testing.T) {
 	call(t, "GET", ts.URL+"/monitor/health", "", nil, &h)
 	if h.Stats.QueuedTasks != 3 || h.Stats.RunningTasks != 1 {
 		t.Errorf("health stats: %+v", h.Stats)
+	}
+	mresp, err := http.Get("http://" + m.Addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mb, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{"trawl_crawl_tasks_queued{", "} 3\n", "trawl_crawl_tasks_running{", "trawl_crawl_tasks_refused_total{"} {
+		if !strings.Contains(string(mb), want) {
+			t.Errorf("no %q in /metrics:\n%s", want, mb)
+		}
+	}
+	for _, line := range strings.Split(string(mb), "\n") {
+		if strings.HasPrefix(line, "trawl_crawl_tasks_queued{") && !strings.HasSuffix(line, " 3") ||
+			strings.HasPrefix(line, "trawl_crawl_tasks_running{") && !strings.HasSuffix(line, " 1") ||
+			strings.HasPrefix(line, "trawl_crawl_tasks_refused_total{") && !strings.HasSuffix(line, " 2") {
+			t.Errorf("metrics line %q: want queued 3, running 1, refused 2", line)
+		}
 	}
 	st.release()
 	started := map[string]Number{}

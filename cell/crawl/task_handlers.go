@@ -55,6 +55,7 @@ func (s *Server) handleCrawl(w http.ResponseWriter, r *http.Request) {
 // when the task finishes.
 func (s *Server) submit(w http.ResponseWriter, p *plan, body []byte, done chan struct{}) (*Task, bool) {
 	if !s.sched.reserve() {
+		refused.Add(context.Background(), 1) // cell/crawl/metrics.go
 		writeError(w, http.StatusServiceUnavailable, "no_slots", ErrNoSlots.Error())
 		return nil, false
 	}
@@ -306,6 +307,7 @@ func (s *Server) stream(w *statusWriter, r *http.Request) (bool, string) {
 		w.Flush()
 	}}
 	if err := s.sched.push(q, false); err != nil {
+		refused.Add(context.Background(), 1) // cell/crawl/metrics.go
 		writeError(w, http.StatusServiceUnavailable, "no_slots", err.Error())
 		return false, err.Error()
 	}

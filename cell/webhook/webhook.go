@@ -39,6 +39,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -146,6 +147,14 @@ type Sender struct {
 	closed   bool
 	wg       sync.WaitGroup
 	slots    chan struct{}
+	// stats: attempts that failed, deliveries given up (metrics).
+	failedAttempts, gaveUp atomic.Int64
+}
+
+// Failures are the attempts that failed and the deliveries given up since
+// the sender started (docs/operations.md, "Metrics").
+func (s *Sender) Failures() (attempts, gaveUp int64) {
+	return s.failedAttempts.Load(), s.gaveUp.Load()
 }
 
 // New returns a sender keeping its deliveries in st under cfg.Prefix.
@@ -392,7 +401,9 @@ func (s *Sender) attempt(ctx context.Context, d Delivery) {
 	if len(d.Schedule) > 0 {
 		sched = d.Schedule
 	}
+	s.failedAttempts.Add(1)
 	if d.Attempts > len(sched) {
+		s.gaveUp.Add(1)
 		d.GaveUp = true
 		s.log.Warn("webhook: given up", "delivery", d.ID, "url", fetch.Redact(d.URL), "attempts", d.Attempts, "last_error", d.LastError)
 		s.finish(&d)

@@ -151,13 +151,19 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	if err := waitLeader(ctx, rt.Node(), 60*time.Second); err != nil {
 		return err
 	}
-	var key string
+	var key, opKey string
 	if df.devAccount {
 		if key, err = devKey(dataRoot); err != nil {
 			return err
 		}
 		if err = devAccount(ctx, rt.Node(), rt.Prices(), key); err != nil {
 			return err
+		}
+		if opKey, err = devOperatorKey(dataRoot); err != nil { // cmd/trawl/devoperator.go
+			return err
+		}
+		if err = gate.EnsureOperatorKey(ctx, rt.Node(), opKey, time.Now); err != nil {
+			return fmt.Errorf("dev operator key: %w", err)
 		}
 	}
 
@@ -188,6 +194,7 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	if key != "" && df.region == "" { // a supervisor prints its own
 		fmt.Fprintf(stderr, "\ntrawl dev: region %s at http://%s  (data in %s)\n  dev API key: %s\n  try: curl -s http://%s/scrape -H 'Authorization: Bearer %s' -d '{\"url\":\"http://%s/demo/\"}'\n\n",
 			region, listen, dataRoot, key, listen, key, listen)
+		fmt.Fprintf(stderr, "  operator key: %s  (the operator API: docs/operations.md)\n\n", opKey)
 	}
 	<-ctx.Done()
 	return nil
@@ -313,6 +320,11 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 		return err
 	}
 	env = append(env, "TRAWL_DEV_KEY="+key)
+	opKey, err := devOperatorKey(dataRoot)
+	if err != nil {
+		return err
+	}
+	env = append(env, "TRAWL_OPERATOR_KEY="+opKey)
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -401,6 +413,7 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 			fmt.Fprintf(stderr, "  %-4s http://%s\n", r, gateAddrs[i])
 		}
 		fmt.Fprintf(stderr, "  dev API key: %s\n  try: curl -s http://%s/v1/billing/balance -H 'Authorization: Bearer %s'\n\n", key, gateAddrs[0], key)
+		fmt.Fprintf(stderr, "  operator key: %s  (the operator API: docs/operations.md)\n\n", opKey)
 	case err := <-exited:
 		stopAll()
 		return err

@@ -31,6 +31,9 @@ type Config struct {
 	Holds *ledger.Client
 	// Prices is the price table.
 	Prices *Prices
+	// Table, when set, holds the table in force instead of Prices (the
+	// gate's: an operator may change it; gate/billing/table.go).
+	Table *Table
 	// Provider takes payments; nil answers top-ups with 503.
 	Provider payments.Provider
 	// Region is this gate's region ("eu").
@@ -142,7 +145,7 @@ func (h *handler) internal(w http.ResponseWriter, what string, err error) {
 // GET /v1/prices: the table as configured; public.
 func (h *handler) prices(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "public, max-age=60")
-	httpjson.Write(w, http.StatusOK, h.cfg.Prices)
+	httpjson.Write(w, http.StatusOK, h.cfg.CurrentPrices())
 }
 
 // Balance is the body of GET /v1/billing/balance and the balance object of a
@@ -332,8 +335,8 @@ func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key
 			rc.MaxPerMonth = *rq.MaxPerMonth
 		}
 		// A pack the table has since dropped may stay while recharge is off.
-		if _, ok := h.cfg.Prices.Pack(rc.PackUSD); (rq.PackUSD != nil || rc.On) && !ok {
-			httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "recharge.pack_usd must be one of the packs: "+h.cfg.Prices.PackList())
+		if _, ok := h.cfg.CurrentPrices().Pack(rc.PackUSD); (rq.PackUSD != nil || rc.On) && !ok {
+			httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "recharge.pack_usd must be one of the packs: "+h.cfg.CurrentPrices().PackList())
 			return
 		}
 		if rc.On && (rc.UnderCredits <= 0 || rc.PackUSD == 0 || rc.MaxPerMonth <= 0) {

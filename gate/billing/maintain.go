@@ -32,7 +32,7 @@ func Maintain(ctx context.Context, cfg Config) (*MaintainReport, error) {
 	cfg = cfg.withDefaults()
 	now := cfg.Now().UTC()
 	rep := &MaintainReport{}
-	want := cfg.Prices.MonthlyCredits()
+	want := cfg.CurrentPrices().MonthlyCredits()
 	have, err := cfg.State.Plans()
 	if err != nil {
 		return rep, err

@@ -65,7 +65,7 @@ func RunRecharges(ctx context.Context, cfg Config) (*RechargeReport, error) {
 
 func recharge(ctx context.Context, cfg Config, a *ledger.Account, rep *RechargeReport) error {
 	n := a.RechargesThisMonth + 1
-	pack, packOK := cfg.Prices.Pack(a.Recharge.PackUSD)
+	pack, packOK := cfg.CurrentPrices().Pack(a.Recharge.PackUSD)
 	switch {
 	case !a.Recharge.On, a.RechargesThisMonth >= a.Recharge.MaxPerMonth:
 		rep.Skipped++

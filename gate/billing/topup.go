@@ -67,9 +67,9 @@ func (h *handler) topup(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a
 	if m != nil {
 		usd, _ = strconv.Atoi(m[1])
 	}
-	pack, ok := h.cfg.Prices.Pack(usd)
+	pack, ok := h.cfg.CurrentPrices().Pack(usd)
 	if m == nil || !ok {
-		httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "amount must be one of the packs, in US dollars: "+h.cfg.Prices.PackList())
+		httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "amount must be one of the packs, in US dollars: "+h.cfg.CurrentPrices().PackList())
 		return
 	}
 	var checkout bool

@@ -17,6 +17,9 @@ const Route = "/v1/estimate"
 type Config struct {
 	// Prices is the price table every number comes from.
 	Prices *billing.Prices
+	// Table, when set, holds the table in force instead of Prices (an
+	// operator may change the gate's).
+	Table *billing.Table
 	// Observer is what the region's cells were seen doing; nil: nothing
 	// seen (every site unknown, default token bands).
 	Observer *Observer
@@ -64,7 +67,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, status, code, msg)
 		return
 	}
-	est, err := Compute(h.cfg.Prices, h.cfg.Observer, &req)
+	prices := h.cfg.Prices
+	if h.cfg.Table != nil {
+		prices = h.cfg.Table.Load()
+	}
+	est, err := Compute(prices, h.cfg.Observer, &req)
 	if bad, ok := errors.AsType[*BadInputError](err); ok {
 		httpjson.Error(w, http.StatusBadRequest, codeBadInput, bad.Message)
 		return

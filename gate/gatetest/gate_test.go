@@ -17,6 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/internal/telemetry"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -274,6 +275,16 @@ func TestMetricsEndpoint(t *testing.T) {
 	if r := call(t, "POST", g.URL+"/scrape", "", `{}`); r.status != 401 {
 		t.Fatalf("no key: %d", r.status)
 	}
+	// A drained cell shows in trawl_gate_cells_drained (the operator API).
+	g.AddCell(t, "c2", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := gate.EnsureOperatorKey(ctx, g.Runtime.Node(), testOperatorKey, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	if r := call(t, "POST", g.URL+"/operator/v1/cells/c2/drain", testOperatorKey, ""); r.status != 200 {
+		t.Fatalf("drain: %d %s", r.status, r.body)
+	}
 	resp, err := http.Get("http://" + m.Addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -293,6 +304,15 @@ func TestMetricsEndpoint(t *testing.T) {
 		`trawl_gate_cells_live{`,
 		`trawl_cell_store_disk_bytes{`,
 		`trawl_cell_pages_total{http_route="POST /scrape",otel_scope_name="github.com/trawlhq/trawl/cell",otel_scope_schema_url="",otel_scope_version="",trawl_cache="miss",trawl_engine="http"} 1`,
+		// Work backlogs and lags (docs/operations.md, "Metrics").
+		`trawl_ledger_settlement_lag_seconds{`,
+		`trawl_gate_cells_drained{otel_scope_name="github.com/trawlhq/trawl/gate",otel_scope_schema_url="",otel_scope_version="",trawl_region="eu"} 1`,
+		`trawl_cell_jobs_backlog{`,
+		`trawl_cell_jobs_backlog_urls{`,
+		`trawl_cell_jobs_oldest_age_seconds{`,
+		`trawl_monitor_check_lag_seconds{`,
+		`trawl_monitor_webhook_failed_attempts_total{`,
+		`trawl_monitor_webhook_given_up_total{`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("no %s in /metrics", want)

@@ -185,6 +185,22 @@ var Rows = []Route{
 	{Pattern: "POST /mcp", Server: Gate, Service: "mcp", Relay: true, BodyLimit: MCPBody, Doc: "the tool server for MCP clients, streamable HTTP; each tool call goes through this gate as the route it stands for, limited and billed as that route (§4.1, docs/mcp.md)"},
 	{Pattern: "POST /v1/issues", Server: Gate, Service: "issues", BodyLimit: FormBody, Doc: "report a problem to the operators; answers its reference (the report_issue tool, docs/mcp.md)"},
 	{Pattern: "GET /operator/issues", Public: true, Server: Gate, Service: "issues", Doc: "the reported problems, newest first: only with the operator token, never a customer key (docs/mcp.md)"},
+	// The operator API (an operator key only; docs/operations.md).
+	{Pattern: "GET /operator/v1/cells", Server: Gate, Service: "operator", Doc: "operator: the region's cells, live or known, and which are drained"},
+	{Pattern: "POST /operator/v1/cells/{name}/drain", Server: Gate, Service: "operator", Doc: "operator: send a cell no new work (its own jobs and monitors stay with it)"},
+	{Pattern: "DELETE /operator/v1/cells/{name}/drain", Server: Gate, Service: "operator", Doc: "operator: undo a drain"},
+	{Pattern: "DELETE /operator/v1/cells/{name}", Server: Gate, Service: "operator", Doc: "operator: forget a cell that is down for good (its ids answer 404)"},
+	{Pattern: "POST /operator/v1/accounts", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: create an account"},
+	{Pattern: "GET /operator/v1/accounts/{account}", Server: Gate, Service: "operator", Doc: "operator: an account"},
+	{Pattern: "POST /operator/v1/accounts/{account}/grants", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: grant an account free credit (a refund; idempotent by id)"},
+	{Pattern: "GET /operator/v1/accounts/{account}/keys", Server: Gate, Service: "operator", Doc: "operator: an account's keys"},
+	{Pattern: "POST /operator/v1/accounts/{account}/keys", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: create a key of any role for an account"},
+	{Pattern: "DELETE /operator/v1/accounts/{account}/keys/{id}", Server: Gate, Service: "operator", Doc: "operator: revoke an account's key"},
+	{Pattern: "GET /operator/v1/prices", Server: Gate, Service: "operator", Doc: "operator: the price table in force and its version"},
+	{Pattern: "PUT /operator/v1/prices", Server: Gate, Service: "operator", BodyLimit: MiB, Doc: "operator: replace the price table, replicated to every region through the ledger"},
+	{Pattern: "GET /operator/v1/plans", Server: Gate, Service: "operator", Doc: "operator: the plans' limits and monthly credits"},
+	{Pattern: "PUT /operator/v1/plans/{plan}", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: change a plan (a change of the price table)"},
+	{Pattern: "/operator/", Server: Gate, Service: "operator", Doc: "operator: other paths: 404 (403 without an operator key)"},
 
 	// The cells'.
 	{Pattern: "POST /scrape", Kind: metering.KindScrape, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape one page (§4)"},

@@ -113,7 +113,7 @@ func (h *handler) listKeys(w http.ResponseWriter, r *http.Request, k *ledger.Key
 
 // keyLimit is the plan's bound on active keys, 0 for none.
 func (h *handler) keyLimit(a *ledger.Account) int {
-	return h.bc.Prices.Plans[a.Plan].Keys
+	return h.bc.CurrentPrices().Plans[a.Plan].Keys
 }
 
 // createRequest is the optional body of POST /v1/keys.

@@ -128,7 +128,7 @@ var pages = func() map[string]*template.Template {
 // framed or sent on as a referrer.
 func (h *handler) render(w http.ResponseWriter, status int, name string, d pageData) {
 	d.BaseURL = h.cfg.BaseURL
-	g := h.bc.Prices.Grants
+	g := h.bc.CurrentPrices().Grants
 	d.PassHours = int(billing.PassTTL / time.Hour)
 	d.PassCredits = credits(g.Pass.Credits)
 	d.PassDays = g.Pass.Days
@@ -224,7 +224,7 @@ func (h *handler) signup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.bc.Now().UTC()
-	p := h.bc.Prices
+	p := h.bc.CurrentPrices()
 	tok := SignToken(h.cfg.TokenSecret, Token{Account: acct, Email: email, Expires: now.Add(h.cfg.TokenTTL)})
 	link := h.cfg.BaseURL + "/signup/verify?token=" + url.QueryEscape(tok)
 	// The account exists: send the mail even if the browser goes away.
@@ -276,7 +276,7 @@ func (h *handler) createAccount(r *http.Request, email string) (acct, secret str
 			Error: "This address was signed up several times today without being verified. Open the link in one of the mails we sent, or try again tomorrow."}}
 	}
 
-	p := h.bc.Prices
+	p := h.bc.CurrentPrices()
 	acct = newID("acct_")
 	secret, key := newKey(acct, KindPass, now.Add(billing.PassTTL))
 	cmds := []*ledger.Command{
@@ -424,7 +424,7 @@ func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
 
 // finishVerify grants the sign-up credit and revokes the pass keys.
 func (h *handler) finishVerify(r *http.Request, a *ledger.Account, keys []*ledger.Key, now time.Time) error {
-	if amt := h.bc.Prices.Grants.Signup.MC(); amt > 0 {
+	if amt := h.bc.CurrentPrices().Grants.Signup.MC(); amt > 0 {
 		if _, err := h.submit(r.Context(), &ledger.Command{ID: "signup/verify/" + a.ID + "/grant", Type: ledger.CmdGrant, Time: now,
 			Grant: &ledger.Grant{Account: a.ID, Bucket: ledger.BucketSignup, Amount: amt}}); err != nil {
 			return err

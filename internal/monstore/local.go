@@ -238,3 +238,22 @@ func (l *Local) recordState(monitor string, event int64, channel string, state m
 		}
 	}
 }
+
+// Lag is how far the most overdue running monitor is past its due time at
+// now (its check not yet done, whether claimed or waiting for a live
+// cell); 0 when none is due. The gate's check-lag gauge
+// (docs/operations.md, "Metrics").
+func (l *Local) Lag(now time.Time) (time.Duration, error) {
+	var lag time.Duration
+	err := l.st.Scan([]byte(RecordPrefix), nil, func(k, v []byte) (bool, error) {
+		var cv claimView
+		if err := json.Unmarshal(v, &cv); err != nil {
+			return false, fmt.Errorf("monstore: record %s: %w", k, err)
+		}
+		if !cv.Paused && !cv.NextAt.IsZero() && now.Sub(cv.NextAt) > lag {
+			lag = now.Sub(cv.NextAt)
+		}
+		return true, nil
+	})
+	return lag, err
+}

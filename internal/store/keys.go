@@ -41,6 +41,9 @@ const (
 	// PrefixIssues is the problems customers reported to the operators
 	// (gate/issues).
 	PrefixIssues = "IS/"
+	// PrefixDrained marks the cells an operator drained: no new work is
+	// sent to them (gate/operator.go).
+	PrefixDrained = "MD/"
 )
 
 // The cell's store (<cell data>/store).
@@ -132,6 +135,7 @@ var Stores = []Layout{
 		{PrefixReleases, "gate"},
 		{PrefixMonitorCharges, "gate"},
 		{PrefixIssues, "gate/issues"},
+		{PrefixDrained, "gate"},
 	}},
 	{Store: "store", Ranges: []Range{
 		{PrefixCache, "cell/scrape"},

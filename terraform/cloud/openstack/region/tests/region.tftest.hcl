@@ -1,0 +1,87 @@
+# The region module against a mocked OpenStack provider: what it would
+# create and with which flags (no cloud is reached).
+
+mock_provider "openstack" {}
+
+variables {
+  region        = "eu"
+  gate_port_id  = "port-eu"
+  gate_ip       = "203.0.113.10"
+  peers         = { sin = "198.51.100.20", us = "192.0.2.30" }
+  public_url    = "https://eu.trawl.example"
+  key_pair      = "ops"
+  ledger_secret = "ledger-secret"
+  region_keys   = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+  operator_key  = "trawl_op_0123456789abcdef"
+}
+
+run "a_region" {
+  command = apply
+
+  assert {
+    condition     = length(openstack_compute_instance_v2.cell) == 2 && contains(keys(openstack_compute_instance_v2.cell), "c2")
+    error_message = "two cells, c1 and c2"
+  }
+  assert {
+    condition     = strcontains(openstack_compute_instance_v2.gate.user_data, "gate config --region eu --listen 203.0.113.10:8081") && strcontains(openstack_compute_instance_v2.gate.user_data, "--ledger-raft 203.0.113.10:7001")
+    error_message = "the gate listens and runs its voter on its address"
+  }
+  assert {
+    condition     = strcontains(openstack_compute_instance_v2.gate.user_data, "--peers 'sin=198.51.100.20:7001/198.51.100.20:8081,us=192.0.2.30:7001/192.0.2.30:8081'") && strcontains(openstack_compute_instance_v2.gate.user_data, "--bootstrap=true")
+    error_message = "the gate knows every other region's voter and gate"
+  }
+  assert {
+    condition     = strcontains(openstack_compute_instance_v2.gate.user_data, "TRAWL_OPERATOR_KEY=trawl_op_0123456789abcdef") && !strcontains(openstack_compute_instance_v2.cell["c1"].user_data, "TRAWL_LEDGER_SECRET")
+    error_message = "the gate has the ledger secret and operator key; cells have neither"
+  }
+  assert {
+    condition     = strcontains(openstack_compute_instance_v2.cell["c1"].user_data, "cell --region eu --name c1") && strcontains(openstack_compute_instance_v2.cell["c1"].user_data, "--members-join 203.0.113.10:7946")
+    error_message = "a cell joins its gate's membership under its name"
+  }
+  assert {
+    condition     = toset([for r in openstack_networking_secgroup_rule_v2.gate_raft : r.remote_ip_prefix]) == toset(["198.51.100.20/32", "192.0.2.30/32"]) && alltrue([for r in openstack_networking_secgroup_rule_v2.gate_raft : r.port_range_min == 7001])
+    error_message = "Raft is open to the other gates only"
+  }
+  assert {
+    condition     = openstack_networking_secgroup_rule_v2.cell_api.port_range_min == 8080 && openstack_networking_secgroup_rule_v2.cell_api.remote_group_id == openstack_networking_secgroup_v2.gate.id
+    error_message = "a cell's API is open to its gate's group only"
+  }
+  assert {
+    condition     = length(openstack_compute_volume_attach_v2.cell) == 2 && openstack_blockstorage_volume_v3.cell["c1"].size == 100
+    error_message = "each cell has its data volume"
+  }
+  assert {
+    condition     = output.gate_url == "http://203.0.113.10:8081"
+    error_message = "gate_url"
+  }
+}
+
+run "an_added_region" {
+  command = plan
+  variables {
+    region    = "ap"
+    cells     = 1
+    bootstrap = false
+    peers     = { eu = "203.0.113.10" }
+  }
+  assert {
+    condition     = length(openstack_compute_instance_v2.cell) == 1 && strcontains(openstack_compute_instance_v2.gate.user_data, "--bootstrap=false")
+    error_message = "a region added later joins (no bootstrap)"
+  }
+}
+
+run "no_cells_refused" {
+  command = plan
+  variables {
+    cells = 0
+  }
+  expect_failures = [var.cells]
+}
+
+run "bad_region_refused" {
+  command = plan
+  variables {
+    region = "EU-1"
+  }
+  expect_failures = [var.region]
+}

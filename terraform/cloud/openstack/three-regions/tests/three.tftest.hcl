@@ -1,0 +1,57 @@
+# The three-region root module with the cloud mocked: the addresses come
+# first, each region is given the other two as peers, the DNS names all
+# three.
+
+mock_provider "openstack" {
+  alias = "eu"
+}
+mock_provider "openstack" {
+  alias = "sin"
+}
+mock_provider "openstack" {
+  alias = "us"
+}
+mock_provider "openstack" {
+  alias = "dns"
+}
+
+override_module {
+  target  = module.addr_eu
+  outputs = { ip = "203.0.113.10", port_id = "port-eu" }
+}
+override_module {
+  target  = module.addr_sin
+  outputs = { ip = "198.51.100.20", port_id = "port-sin" }
+}
+override_module {
+  target  = module.addr_us
+  outputs = { ip = "192.0.2.30", port_id = "port-us" }
+}
+
+variables {
+  key_pair      = "ops"
+  ledger_secret = "ledger-secret"
+  region_keys   = { eu = "k-eu-0123456789abcdef", sin = "k-sin-0123456789abcdef", us = "k-us-0123456789abcdef" }
+  operator_key  = "trawl_op_0123456789abcdef"
+}
+
+run "three_regions" {
+  command = apply
+
+  assert {
+    condition     = output.gates == { eu = "203.0.113.10", sin = "198.51.100.20", us = "192.0.2.30" }
+    error_message = "one gate address per region"
+  }
+  assert {
+    condition     = output.names == { eu = "eu.trawl.example", sin = "sin.trawl.example", us = "us.trawl.example" }
+    error_message = "each region has its name"
+  }
+  assert {
+    condition     = length(module.sin.cells) == 2 && module.sin.gate_url == "http://198.51.100.20:8081"
+    error_message = "sin's gate and cells"
+  }
+  assert {
+    condition     = module.eu.peers_flag == "sin=198.51.100.20:7001/198.51.100.20:8081,us=192.0.2.30:7001/192.0.2.30:8081" && module.us.peers_flag == "eu=203.0.113.10:7001/203.0.113.10:8081,sin=198.51.100.20:7001/198.51.100.20:8081"
+    error_message = "every region is given the other two as peers"
+  }
+}
