@@ -60,7 +60,7 @@ func (rt *Runtime) Handler() http.Handler {
 		// pipeline again (trawl_api puts it in the request's context).
 		"mcp": mcp.Handler(mcp.Config{Region: rt.cfg.Region, Pipeline: PipelineFrom, Logger: rt.cfg.Logger}),
 		"issues": issues.Handler(issues.Config{
-			Store: rt.st, Region: rt.cfg.Region, OperatorToken: issues.OperatorToken(rt.cfg.LedgerSecret), Now: rt.cfg.Now,
+			Store: rt.st, Region: rt.cfg.Region, Now: rt.cfg.Now, OperatorOnly: rt.operatorOnly,
 			Account: func(r *http.Request) string {
 				if id := IdentityFrom(r.Context()); id != nil && id.Account != nil {
 					return id.Account.ID

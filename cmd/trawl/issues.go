@@ -17,26 +17,26 @@ import (
 
 // runIssues is "trawl issues": the problems customers reported to the
 // operators (report_issue, POST /v1/issues), newest first, from a gate's
-// GET /operator/issues with the operator token (derived from the ledger
-// secret, which the operators have and no customer key is).
+// GET /operator/v1/issues with an operator key (--key, or
+// TRAWL_OPERATOR_KEY; the operator API's, never a customer key).
 func runIssues(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("issues", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	gateURL := fs.String("url", "http://127.0.0.1:8080", "a region's gate (each region keeps its own reports)")
 	limit := fs.Int("limit", 100, "at most this many reports (1 to 500)")
 	asJSON := fs.Bool("json", false, "print the gate's JSON as it is")
+	key := fs.String("key", os.Getenv("TRAWL_OPERATOR_KEY"), "an operator key (default $TRAWL_OPERATOR_KEY)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	secret := os.Getenv("TRAWL_LEDGER_SECRET")
-	if secret == "" {
-		return errors.New("TRAWL_LEDGER_SECRET is not set (the operator token derives from it)")
+	if *key == "" {
+		return errors.New("an operator key is needed: --key or TRAWL_OPERATOR_KEY (docs/operations.md)")
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/operator/issues?limit=%d", strings.TrimSuffix(*gateURL, "/"), *limit), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/operator/v1/issues?limit=%d", strings.TrimSuffix(*gateURL, "/"), *limit), nil)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+issues.OperatorToken(secret))
+	req.Header.Set("Authorization", "Bearer "+*key)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

@@ -80,8 +80,8 @@ usage:
                        through a gate (so its cells index them), robots.txt honoured
   trawl recipe run|new|list   run a recipe locally, start a new one (docs/recipes.md)
   trawl mcp --url GATE --key KEY   a stdio bridge to a gate's /mcp tool server
-  trawl issues --url GATE   the problems customers reported (operators; needs
-                       TRAWL_LEDGER_SECRET)
+  trawl issues --url GATE   the problems customers reported (operators; an
+                       operator key: --key or TRAWL_OPERATOR_KEY)
 
 Run "trawl <command> -h" for the flags of a command.
 `

@@ -62,10 +62,13 @@ func mcpPrices(t *testing.T) string {
 	return path
 }
 
+// e2eOperatorKey is the operator key the MCP tests' trawl dev gets.
+const e2eOperatorKey = "trawl_op_mcp_e2e_0123456789abcdef"
+
 func startMCPDev(t *testing.T) *proc {
 	t.Helper()
 	gateAddr := fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1))
-	return launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey, "TRAWL_LEDGER_SECRET=mcp-e2e-secret"}, "gate serving", "dev",
+	return launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey, "TRAWL_LEDGER_SECRET=mcp-e2e-secret", "TRAWL_OPERATOR_KEY=" + e2eOperatorKey}, "gate serving", "dev",
 		"--listen", gateAddr, "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)),
 		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", mcpPrices(t))
 }
@@ -322,7 +325,7 @@ func TestMCPClientsAgainstDev(t *testing.T) {
 
 	// The operators list the report; `trawl issues` reads it.
 	cmd := exec.Command(trawlBin, "issues", "--url", dev.base)
-	cmd.Env = append(os.Environ(), "TRAWL_LEDGER_SECRET=mcp-e2e-secret")
+	cmd.Env = append(os.Environ(), "TRAWL_OPERATOR_KEY="+e2eOperatorKey)
 	if listing, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(listing), ref) || !strings.Contains(string(listing), "from the TypeScript client") {
 		t.Errorf("trawl issues: %v\n%s", err, listing)
 	}

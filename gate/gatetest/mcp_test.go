@@ -20,7 +20,6 @@ import (
 
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
-	"github.com/trawlhq/trawl/gate/issues"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -366,10 +365,16 @@ func TestMCPTools(t *testing.T) {
 	if res.IsError || !strings.HasPrefix(ref, "iss_eu_") {
 		t.Fatalf("report_issue: %v", o)
 	}
-	if r := call(t, "GET", g.URL+"/operator/issues", key, ""); r.status != 401 {
+	if r := call(t, "GET", g.URL+"/operator/v1/issues", key, ""); r.status != 403 {
 		t.Errorf("a customer key lists the issues: %d %s", r.status, r.body)
 	}
-	op := call(t, "GET", g.URL+"/operator/issues", issues.OperatorToken("gatetest-secret"), "")
+	if r := call(t, "GET", g.URL+"/operator/v1/issues", "", ""); r.status != 401 {
+		t.Errorf("no key lists the issues: %d %s", r.status, r.body)
+	}
+	if err := gate.EnsureOperatorKey(context.Background(), g.Runtime.Node(), testOperatorKey, time.Now); err != nil {
+		t.Fatal(err)
+	}
+	op := call(t, "GET", g.URL+"/operator/v1/issues", testOperatorKey, "")
 	if op.status != 200 || !strings.Contains(op.body, ref) || !strings.Contains(op.body, `"via":"mcp"`) || !strings.Contains(op.body, "a page came back empty") {
 		t.Errorf("operator listing: %d %s", op.status, op.body)
 	}

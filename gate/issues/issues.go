@@ -1,15 +1,12 @@
 // Package issues keeps the problems customers report to the operators (the
 // tool server's report_issue tool, or POST /v1/issues): each report is
 // stored in the region's gate store under a reference the caller gets back,
-// and the operators list them with GET /operator/issues (the operator
-// token, never a customer key) or `trawl issues`.
+// and the operators list them with GET /operator/v1/issues (an operator
+// key, never a customer key) or `trawl issues`.
 package issues
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -51,18 +48,10 @@ type Config struct {
 	Region string
 	// Account returns the caller's account id ("" for none).
 	Account func(*http.Request) string
-	// OperatorToken is the bearer token of the operator listing; it must
-	// not be empty (OperatorToken derives it from the ledger secret).
-	OperatorToken string
-	Now           func() time.Time
-}
-
-// OperatorToken derives the operators' token from the voters' shared
-// ledger secret: whoever runs the gates has it, no customer key can be it.
-func OperatorToken(ledgerSecret string) string {
-	mac := hmac.New(sha256.New, []byte(ledgerSecret))
-	mac.Write([]byte("trawl operator token v1"))
-	return "trawl_op_" + hex.EncodeToString(mac.Sum(nil))
+	// OperatorOnly wraps the listing: it lets through only requests made
+	// with an operator key (the gate's operator API check). Required.
+	OperatorOnly func(http.Handler) http.Handler
+	Now          func() time.Time
 }
 
 // HeaderVia marks a report sent by the tool server (value "mcp").
@@ -73,7 +62,7 @@ type request struct {
 	WhatHappened string `json:"what_happened"`
 }
 
-// Handler serves POST /v1/issues and GET /operator/issues.
+// Handler serves POST /v1/issues and GET /operator/v1/issues.
 func Handler(cfg Config) http.Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -87,14 +76,14 @@ func Handler(cfg Config) http.Handler {
 		}
 		report(cfg, w, r)
 	})
-	mux.HandleFunc("/operator/issues", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/operator/v1/issues", cfg.OperatorOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on /operator/issues")
+			httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on /operator/v1/issues")
 			return
 		}
 		list(cfg, w, r)
-	})
+	})))
 	return mux
 }
 
@@ -157,12 +146,6 @@ func key(t time.Time, ref string) []byte {
 }
 
 func list(cfg Config, w http.ResponseWriter, r *http.Request) {
-	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || cfg.OperatorToken == "" || subtle.ConstantTimeCompare([]byte(tok), []byte(cfg.OperatorToken)) != 1 {
-		w.Header().Set("Www-Authenticate", `Bearer realm="trawl operators"`)
-		httpjson.Error(w, http.StatusUnauthorized, "unauthorized", "this route needs the operator token (trawl issues; docs/mcp.md)")
-		return
-	}
 	limit := 100
 	if s := r.URL.Query().Get("limit"); s != "" {
 		n, err := strconv.Atoi(s)

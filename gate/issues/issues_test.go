@@ -23,7 +23,18 @@ func handler(t *testing.T) (http.Handler, *store.Store) {
 	}
 	t.Cleanup(func() { st.Close() })
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
-	h := Handler(Config{Store: st, Region: "eu", OperatorToken: OperatorToken("secret"),
+	// The gate's operator-key check stands in as a fixed key here; the
+	// real one is tested through a gate (gatetest TestMCPTools).
+	opOnly := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer op-key" {
+				http.Error(w, "no", http.StatusUnauthorized)
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+	h := Handler(Config{Store: st, Region: "eu", OperatorOnly: opOnly,
 		Now:     func() time.Time { now = now.Add(time.Second); return now },
 		Account: func(r *http.Request) string { return r.Header.Get("Test-Account") }})
 	return h, st
@@ -78,7 +89,7 @@ func TestBadReports(t *testing.T) {
 	}
 }
 
-// Reports are listed newest first, only with the operator token.
+// Reports are listed newest first, only through the operator check.
 func TestListing(t *testing.T) {
 	h, _ := handler(t)
 	var refs []string
@@ -90,18 +101,18 @@ func TestListing(t *testing.T) {
 		}
 		refs = append(refs, r.Reference)
 	}
-	for _, auth := range []string{"", "trawl_customer_key", OperatorToken("other secret")} {
-		if w := do(h, "GET", "/operator/issues", "acct_first", auth, ""); w.Code != 401 {
+	for _, auth := range []string{"", "trawl_customer_key", "wrong-key"} {
+		if w := do(h, "GET", "/operator/v1/issues", "acct_first", auth, ""); w.Code != 401 {
 			t.Errorf("listing with %q: %d", auth, w.Code)
 		}
 	}
-	w := do(h, "GET", "/operator/issues?limit=2", "", OperatorToken("secret"), "")
+	w := do(h, "GET", "/operator/v1/issues?limit=2", "", "op-key", "")
 	var list struct{ Issues []Report }
 	if json.Unmarshal(w.Body.Bytes(), &list); w.Code != 200 || len(list.Issues) != 2 || list.Issues[0].Reference != refs[2] || list.Issues[1].Reference != refs[1] || list.Issues[0].Account != "acct_third" {
 		t.Fatalf("listing: %d %s", w.Code, w.Body)
 	}
 	for _, q := range []string{"limit=0", "limit=501", "limit=x"} {
-		if w := do(h, "GET", "/operator/issues?"+q, "", OperatorToken("secret"), ""); w.Code != 400 {
+		if w := do(h, "GET", "/operator/v1/issues?"+q, "", "op-key", ""); w.Code != 400 {
 			t.Errorf("%s: %d", q, w.Code)
 		}
 	}

@@ -184,7 +184,7 @@ var Rows = []Route{
 	{Pattern: "GET /answer", Kind: metering.KindAnswer, Server: Gate, Service: "search", Doc: "answer from the region's index, experimental (§2.4, docs/search.md)"},
 	{Pattern: "POST /mcp", Server: Gate, Service: "mcp", Relay: true, BodyLimit: MCPBody, Doc: "the tool server for MCP clients, streamable HTTP; each tool call goes through this gate as the route it stands for, limited and billed as that route (§4.1, docs/mcp.md)"},
 	{Pattern: "POST /v1/issues", Server: Gate, Service: "issues", BodyLimit: FormBody, Doc: "report a problem to the operators; answers its reference (the report_issue tool, docs/mcp.md)"},
-	{Pattern: "GET /operator/issues", Public: true, Server: Gate, Service: "issues", Doc: "the reported problems, newest first: only with the operator token, never a customer key (docs/mcp.md)"},
+	{Pattern: "GET /operator/v1/issues", Server: Gate, Service: "issues", Doc: "operator: the reported problems, newest first (an operator key only; docs/mcp.md)"},
 	// The operator API (an operator key only; docs/operations.md).
 	{Pattern: "GET /operator/v1/cells", Server: Gate, Service: "operator", Doc: "operator: the region's cells, live or known, and which are drained"},
 	{Pattern: "POST /operator/v1/cells/{name}/drain", Server: Gate, Service: "operator", Doc: "operator: send a cell no new work (its own jobs and monitors stay with it)"},
