@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/extract"
@@ -169,6 +170,10 @@ type Cell struct {
 	indexer     *search.Indexer
 	stopRebuild context.CancelFunc
 	rebuilt     chan struct{}
+	// Pages a full index queue dropped, indexed from the archive.
+	dropCtx    context.Context
+	dropCancel context.CancelFunc
+	dropped    atomic.Uint64
 
 	stop      chan struct{}
 	done      chan struct{}

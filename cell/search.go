@@ -1,6 +1,7 @@
 package cell
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,7 +27,8 @@ func (c *Cell) openSearch() error {
 		return err
 	}
 	c.index = ix
-	c.indexer = search.NewIndexer(ix, search.IndexerConfig{Logger: c.cfg.Logger})
+	c.dropCtx, c.dropCancel = context.WithCancel(context.Background())
+	c.indexer = search.NewIndexer(ix, search.IndexerConfig{Logger: c.cfg.Logger, Dropped: c.indexDropped})
 	return nil
 }
 
@@ -87,9 +89,23 @@ func (c *Cell) rebuildInto(ctx context.Context, ix *search.Index, since time.Tim
 			if p.Private || !c.cfg.AllowPrivateNetworks && privateHost(p.URL) || !p.FetchedAt.After(since) {
 				return true
 			}
-			return yield(search.Page{URL: p.URL, ContentType: p.ContentType, Body: p.Body, Fetched: p.FetchedAt})
+			// The body is valid during the call only; the rebuild
+			// converts it on another goroutine.
+			return yield(search.Page{URL: p.URL, ContentType: p.ContentType, Body: bytes.Clone(p.Body), Fetched: p.FetchedAt})
 		})
 	})
+}
+
+// indexDropped indexes from the archive the pages fetched since the
+// earliest one the indexer's full queue dropped (and any after it: a page
+// indexed again is replaced).
+func (c *Cell) indexDropped(since time.Time) {
+	<-c.rebuilt // after the start's own rebuild or catch-up
+	n, err := c.rebuildInto(c.dropCtx, c.index, since.Add(-time.Nanosecond))
+	if err != nil && c.dropCtx.Err() == nil {
+		c.cfg.Logger.Warn("search: indexing the pages a full queue dropped failed", "err", err)
+	}
+	c.dropped.Add(uint64(n))
 }
 
 // RebuildSearchInto indexes the cell's whole archive into ix (a fresh
@@ -97,6 +113,10 @@ func (c *Cell) rebuildInto(ctx context.Context, ix *search.Index, since time.Tim
 func (c *Cell) RebuildSearchInto(ctx context.Context, ix *search.Index) (int, error) {
 	return c.rebuildInto(ctx, ix, time.Time{})
 }
+
+// DroppedPages is how many pages the index queue dropped (then indexed
+// from the archive).
+func (c *Cell) DroppedPages() uint64 { return c.indexer.Dropped() }
 
 // SearchIndex is the cell's search index.
 func (c *Cell) SearchIndex() *search.Index { return c.index }
@@ -113,11 +133,14 @@ func (c *Cell) closeSearch() error {
 	c.stopRebuild()
 	<-c.rebuilt
 	c.indexer.Close()
+	c.dropCancel()
+	c.indexer.WaitRecovered()
 	return c.index.Close()
 }
 
-// Indexed is how many pages the cell has indexed since it started.
-func (c *Cell) Indexed() uint64 { return c.indexer.Indexed() }
+// Indexed is how many pages the cell has indexed since it started (pages
+// a full queue dropped count when they are indexed from the archive).
+func (c *Cell) Indexed() uint64 { return c.indexer.Indexed() + c.dropped.Load() }
 
 // handleSearchGenerate is POST /search/generate: the operator's model
 // (--llm-provider, as /extract's) writes an answer from the passages the

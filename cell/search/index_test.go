@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,5 +228,32 @@ func TestDefinitions(t *testing.T) {
 	res, err := ix.Search(context.Background(), "getcwd", 10)
 	if err != nil || len(res.Hits) == 0 || res.Hits[0].URL != "http://d/os" {
 		t.Fatalf("getcwd: %+v %v", res, err)
+	}
+}
+
+// A full queue drops pages; once it has room again the indexer hands
+// the earliest dropped fetch time to Dropped (the cell indexes from its
+// archive from there).
+func TestIndexerReportsDroppedPages(t *testing.T) {
+	ix := testIndex(t)
+	got := make(chan time.Time, 4)
+	x := NewIndexer(ix, IndexerConfig{Queue: 1, Batch: 1, Workers: 1, Flush: time.Millisecond, Dropped: func(since time.Time) { got <- since }})
+	defer x.Close()
+	page := func(i int) Page {
+		return Page{URL: "http://d/p" + strconv.Itoa(i), ContentType: "text/plain", Body: []byte("words of page " + strconv.Itoa(i)), Fetched: t0.Add(time.Duration(i) * time.Second)}
+	}
+	for i := 0; x.Dropped() == 0; i++ {
+		if i > 100000 {
+			t.Fatal("the queue of one never filled")
+		}
+		x.Enqueue(page(i + 10))
+	}
+	select {
+	case since := <-got:
+		if since.Before(t0.Add(10*time.Second)) || since.After(t0.Add(time.Duration(10+x.Dropped()+100000)*time.Second)) {
+			t.Errorf("since %v", since)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Dropped was not called")
 	}
 }

@@ -36,6 +36,11 @@ type IndexerConfig struct {
 	Queue int
 	// Workers turn pages into documents in parallel (default one a core).
 	Workers int
+	// Dropped, when set, is called (in a goroutine of its own, one at a
+	// time) once the queue has room again after it dropped pages, with
+	// the earliest fetch time of the pages it dropped: the cell indexes
+	// them from its archive.
+	Dropped func(since time.Time)
 	Logger  *slog.Logger
 }
 
@@ -52,6 +57,10 @@ type Indexer struct {
 	once  sync.Once
 	added atomic.Uint64
 	drops atomic.Uint64
+
+	dmu       sync.Mutex
+	dropSince time.Time // earliest fetch time dropped, not yet recovered
+	recover   atomic.Bool
 }
 
 // NewIndexer starts an indexer into ix; Close stops it after indexing
@@ -93,7 +102,42 @@ func (x *Indexer) Enqueue(p Page) {
 	case x.in <- p:
 	default:
 		x.drops.Add(1)
+		x.dmu.Lock()
+		if x.dropSince.IsZero() || p.Fetched.Before(x.dropSince) {
+			x.dropSince = p.Fetched
+		}
+		x.dmu.Unlock()
 	}
+}
+
+// WaitRecovered waits for a Dropped call in progress to return.
+func (x *Indexer) WaitRecovered() {
+	for x.recover.Load() {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Dropped is how many pages a full queue dropped.
+func (x *Indexer) Dropped() uint64 { return x.drops.Load() }
+
+// maybeRecover hands the dropped pages' time to cfg.Dropped once the
+// queue is at most a quarter full.
+func (x *Indexer) maybeRecover() {
+	if x.cfg.Dropped == nil || len(x.in) > cap(x.in)/4 {
+		return
+	}
+	x.dmu.Lock()
+	since := x.dropSince
+	if since.IsZero() || !x.recover.CompareAndSwap(false, true) {
+		x.dmu.Unlock()
+		return
+	}
+	x.dropSince = time.Time{}
+	x.dmu.Unlock()
+	go func() {
+		defer x.recover.Store(false)
+		x.cfg.Dropped(since)
+	}()
 }
 
 // Indexed is how many pages the indexer has indexed.
@@ -160,6 +204,7 @@ func (x *Indexer) batcher() {
 			x.added.Add(uint64(len(batch)))
 		}
 		batch = batch[:0]
+		x.maybeRecover()
 	}
 	for {
 		select {
@@ -181,7 +226,8 @@ func (x *Indexer) batcher() {
 
 // Rebuild indexes every page pages yields (the archive), for a cell whose
 // index was lost or is new; it returns how many it indexed. Pages are
-// turned into documents on every core, and indexed in batches of 256.
+// turned into documents on every core, and indexed in batches of 256: a
+// page's Body must stay valid after yield returns.
 func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) error) (int, error) {
 	in := make(chan Page, 64)
 	docs := make(chan *Doc, 256)
