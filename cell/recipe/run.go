@@ -159,6 +159,7 @@ type run struct {
 	warnings []string
 	fatal    error // a host call that ends the run (host_refused, page_budget, bad session)
 	xml      *bool // a json recipe's "xml": read every page as XML (true) or HTML (false)
+	modules  *compiled
 }
 
 type pageRec struct {
@@ -167,8 +168,8 @@ type pageRec struct {
 	body  []byte
 }
 
-func newRun(rc *Recipe, vals Values, f Fetcher, ex *extract.Extractor) (*run, error) {
-	r := &run{rc: rc, vals: vals, fetcher: f, extr: ex, start: time.Now(), pageOf: map[int]*pageRec{},
+func newRun(rc *Recipe, vals Values, f Fetcher, ex *extract.Extractor, mods *compiled) (*run, error) {
+	r := &run{rc: rc, vals: vals, fetcher: f, extr: ex, modules: mods, start: time.Now(), pageOf: map[int]*pageRec{},
 		res: &Result{Recipe: rc.Name, Version: rc.Version, Fields: rc.Outputs, Rows: [][]any{}}}
 	if rc.JSON != nil {
 		r.xml = rc.JSON.XML
