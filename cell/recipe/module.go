@@ -3,6 +3,7 @@ package recipe
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,7 +135,7 @@ func (r *run) runModule(ctx context.Context) error {
 	var stderr limitedBuffer
 	stderr.n = 4096
 	mcfg := wazero.NewModuleConfig().WithStderr(&stderr).WithStdout(&stderr).WithName("").
-		WithSysWalltime().WithSysNanotime().WithRandSource(nil)
+		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader)
 	mctx, cancel := context.WithTimeout(ctx, time.Duration(r.rc.Limits.TimeMS)*time.Millisecond)
 	defer cancel()
 	mod, err := rt.InstantiateModule(mctx, compiled, mcfg)
