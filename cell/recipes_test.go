@@ -619,3 +619,21 @@ func TestRecipeModelCalls(t *testing.T) {
 		t.Errorf("%d model calls", len(srv.Requests()))
 	}
 }
+
+// A json recipe's "xml": true reads a sitemap served as text/plain.
+func TestRecipeXMLFlag(t *testing.T) {
+	b, err := os.ReadFile("recipe/testdata/site/sitemap.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write(b)
+	}))
+	t.Cleanup(plain.Close)
+	tc := newTestCell(t, nil)
+	_, a, _ := tc.runRecipe(t, "sitemap-urls", `{"url":"`+plain.URL+`/sitemap.txt"}`)
+	if len(a.Rows) != 3 || a.Rows[2]["loc"] != "https://tea.example/black" {
+		t.Errorf("%+v", a)
+	}
+}

@@ -3,6 +3,7 @@ package recipe
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,12 +25,41 @@ const HostModule = "trawl"
 // maxHostRequest bounds one JSON request from a module.
 const maxHostRequest = 16 << 20
 
-// modules compiles WebAssembly once per module (by content) for every run.
-type modules struct {
-	cache wazero.CompilationCache
+// compiled keeps each module's compiled code (by the recipe's hash) for
+// every run of it; a module no longer in the catalog is dropped when the
+// catalog is reloaded (prune), so a changed module does not leave its old
+// code behind.
+type compiled struct {
+	mu     sync.Mutex
+	caches map[string]wazero.CompilationCache
 }
 
-var wasmCache = sync.OnceValue(func() *modules { return &modules{cache: wazero.NewCompilationCache()} })
+func (c *compiled) get(hash string) wazero.CompilationCache {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.caches == nil {
+		c.caches = map[string]wazero.CompilationCache{}
+	}
+	cc, ok := c.caches[hash]
+	if !ok {
+		cc = wazero.NewCompilationCache()
+		c.caches[hash] = cc
+	}
+	return cc
+}
+
+// prune forgets the caches of modules not in keep. They are not closed:
+// a run of the old module may still be using its code, which wazero
+// unmaps once nothing refers to it (a finalizer).
+func (c *compiled) prune(keep map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for h := range c.caches {
+		if !keep[h] {
+			delete(c.caches, h)
+		}
+	}
+}
 
 // hostRequest is one call of a module.
 type hostRequest struct {
@@ -63,7 +93,7 @@ func (b *limitedBuffer) Write(p []byte) (int, error) {
 func (r *run) runModule(ctx context.Context) error {
 	pages := uint32(r.rc.Limits.MemoryMiB) * 16 // 64 KiB pages
 	cfg := wazero.NewRuntimeConfig().
-		WithCompilationCache(wasmCache().cache).
+		WithCompilationCache(r.modules.get(r.rc.Hash)).
 		WithMemoryLimitPages(pages).
 		WithCloseOnContextDone(true)
 	// Compiling (once per module, then cached) is not the module's time:
@@ -105,7 +135,7 @@ func (r *run) runModule(ctx context.Context) error {
 	var stderr limitedBuffer
 	stderr.n = 4096
 	mcfg := wazero.NewModuleConfig().WithStderr(&stderr).WithStdout(&stderr).WithName("").
-		WithSysWalltime().WithSysNanotime().WithRandSource(nil)
+		WithSysWalltime().WithSysNanotime().WithRandSource(rand.Reader)
 	mctx, cancel := context.WithTimeout(ctx, time.Duration(r.rc.Limits.TimeMS)*time.Millisecond)
 	defer cancel()
 	mod, err := rt.InstantiateModule(mctx, compiled, mcfg)

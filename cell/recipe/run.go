@@ -158,6 +158,8 @@ type run struct {
 	pageOf   map[int]*pageRec // node id of a page's document → page
 	warnings []string
 	fatal    error // a host call that ends the run (host_refused, page_budget, bad session)
+	xml      *bool // a json recipe's "xml": read every page as XML (true) or HTML (false)
+	modules  *compiled
 }
 
 type pageRec struct {
@@ -166,9 +168,12 @@ type pageRec struct {
 	body  []byte
 }
 
-func newRun(rc *Recipe, vals Values, f Fetcher, ex *extract.Extractor) (*run, error) {
-	r := &run{rc: rc, vals: vals, fetcher: f, extr: ex, start: time.Now(), pageOf: map[int]*pageRec{},
+func newRun(rc *Recipe, vals Values, f Fetcher, ex *extract.Extractor, mods *compiled) (*run, error) {
+	r := &run{rc: rc, vals: vals, fetcher: f, extr: ex, modules: mods, start: time.Now(), pageOf: map[int]*pageRec{},
 		res: &Result{Recipe: rc.Name, Version: rc.Version, Fields: rc.Outputs, Rows: [][]any{}}}
+	if rc.JSON != nil {
+		r.xml = rc.JSON.XML
+	}
 	if s, ok := vals[SessionInput].(string); ok {
 		r.session = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "Cookie:"))
 	}
@@ -346,7 +351,7 @@ func redact(u *url.URL) string {
 
 // addPage parses a page and registers its document as a node.
 func (r *run) addPage(p *pageRec) (int, error) {
-	doc, err := parseDoc(p)
+	doc, err := parseDoc(p, r.xml)
 	if err != nil {
 		return 0, fetchFailed("%s could not be read: %v", p.url, err)
 	}
@@ -383,8 +388,8 @@ func isXML(ctype string, body []byte) bool {
 	return bytes.HasPrefix(bytes.TrimSpace(body), []byte("<?xml"))
 }
 
-func parseDoc(p *pageRec) (*html.Node, error) {
-	if isXML(p.ctype, p.body) {
+func parseDoc(p *pageRec, force *bool) (*html.Node, error) {
+	if force != nil && *force || force == nil && isXML(p.ctype, p.body) {
 		return parseXML(p.body)
 	}
 	return html.Parse(bytes.NewReader(p.body))

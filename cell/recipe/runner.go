@@ -80,7 +80,7 @@ func (s *Service) fromCache(rc *Recipe, key []byte) (*Result, bool) {
 
 // run runs rc once, within the run's time limit.
 func (s *Service) run(ctx context.Context, rc *Recipe, vals Values) (*Result, error) {
-	r, err := newRun(rc, vals, s.cfg.Fetcher, s.cfg.Extractor)
+	r, err := newRun(rc, vals, s.cfg.Fetcher, s.cfg.Extractor, &s.modules)
 	if err != nil {
 		return &Result{Recipe: rc.Name, Version: rc.Version, Fields: rc.Outputs, Rows: [][]any{}, Meta: Meta{Warnings: []string{}}}, err
 	}

@@ -89,6 +89,9 @@ type Service struct {
 	mem     map[string]*healthRec // health without a store
 	checkMu sync.Mutex            // one round of checks at a time
 
+	// modules is the modules' compiled code.
+	modules compiled
+
 	// Background jobs (run: job) run under jobsCtx; Close ends them.
 	jobsCtx  context.Context
 	jobsStop context.CancelFunc
@@ -207,6 +210,13 @@ func (s *Service) Reload() error {
 	s.mu.Lock()
 	s.recipes, s.dirSig = recipes, sig
 	s.mu.Unlock()
+	keep := map[string]bool{}
+	for _, r := range recipes {
+		if r.Kind == KindModule {
+			keep[r.Hash] = true
+		}
+	}
+	s.modules.prune(keep)
 	return nil
 }
 

@@ -214,3 +214,44 @@ func TestRecipesThroughDev(t *testing.T) {
 		t.Errorf("a local run without --allow-private-networks fetched loopback: %v %s", err, out)
 	}
 }
+
+// Every region checks every recipe; any region's address gives another
+// region's health with ?region= (no key needed).
+func TestRecipeHealthOfEachRegion(t *testing.T) {
+	recipes := t.TempDir()
+	site := recipeTestSite(t, "unused")
+	os.MkdirAll(filepath.Join(recipes, "heading"), 0o755)
+	os.WriteFile(filepath.Join(recipes, "heading", "recipe.json"), []byte(`{"name":"heading","version":1,"title":"Heading","kind":"json","outputs":["text"],
+		"hosts":["127.0.0.1"],"health":{"inputs":{}},"json":{"urls":["`+site.URL+`/article.html"],"rows":{"baseSelector":"h1","fields":[{"name":"text","type":"text"}]}}}`), 0o644)
+	gp, rp := freeRun(t, 3), freeRun(t, 3)
+	launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey}, "dev serving", "dev", "--regions", "eu,sin,us",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", gp), "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", rp),
+		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", pricesFile(t, 100),
+		"--recipes", recipes, "--recipe-health", `page-links={"url":"`+site.URL+`/article.html"}`)
+	eu := fmt.Sprintf("http://127.0.0.1:%d", gp)
+	for _, region := range []string{"eu", "sin", "us"} {
+		waitFor(t, 20*time.Second, region+"'s checks through eu", func() bool {
+			resp, err := http.Get(eu + "/recipes/health?region=" + region)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			var rep struct {
+				Region  string
+				Recipes []struct {
+					Name   string
+					Health struct{ Status string }
+					Checks []struct{ Region string }
+				}
+			}
+			json.NewDecoder(resp.Body).Decode(&rep)
+			ok := 0
+			for _, e := range rep.Recipes {
+				if (e.Name == "heading" || e.Name == "page-links") && e.Health.Status == "ok" && len(e.Checks) > 0 && e.Checks[0].Region == region {
+					ok++
+				}
+			}
+			return resp.StatusCode == 200 && rep.Region == region && ok == 2
+		})
+	}
+}
