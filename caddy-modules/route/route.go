@@ -166,9 +166,11 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 	}
 	if k := r.Header.Get("Idempotency-Key"); k != "" && m.Server == routes.Cell && r.Method == http.MethodPost {
 		// A keyed submission (a job) goes to the cell the account and key
-		// hash to, so a repeat reaches the cell that has the first.
+		// hash to, so a repeat reaches the cell that has the first. Only
+		// cells taking new work are candidates (an operator's drain moves
+		// later repeats of a key to another cell: docs/api.md).
 		if id := gate.IdentityFrom(r.Context()); id != nil {
-			if c, ok := rendezvous(rt.rt.Cells(), id.Account.ID+"\x00"+k); ok {
+			if c, ok := rendezvous(rt.rt.WorkCells(), id.Account.ID+"\x00"+k); ok {
 				return target{dial: c.API, region: own}, nil
 			}
 		}
