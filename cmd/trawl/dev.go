@@ -219,27 +219,39 @@ func waitLeader(ctx context.Context, n *ledger.Node, within time.Duration) error
 // <data>/dev-key, else a new random one kept there, so restarting dev on
 // the same data reuses its key instead of adding one more.
 func devKey(dataRoot string) (string, error) {
-	key := os.Getenv("TRAWL_DEV_KEY")
-	path := filepath.Join(dataRoot, "dev-key")
+	return keptKey(dataRoot, "TRAWL_DEV_KEY", "dev-key", "trawl_dev_", "dev key")
+}
+
+// keptKey is a key trawl dev hands out: the environment's env, else the
+// one kept in <data>/file, else a new random one (prefix + 48 hex) kept
+// there with mode 0600. The file is written whole or not at all (a
+// script reading it while dev starts never sees half a key).
+func keptKey(dataRoot, env, file, prefix, what string) (string, error) {
+	key := os.Getenv(env)
+	path := filepath.Join(dataRoot, file)
 	if key == "" {
 		b, err := os.ReadFile(path)
 		switch {
 		case err == nil:
 			key = strings.TrimSpace(string(b))
 		case errors.Is(err, fs.ErrNotExist):
-			key = "trawl_dev_" + randomHex(24)
+			key = prefix + randomHex(24)
 			if err := os.MkdirAll(dataRoot, 0o755); err != nil {
 				return "", err
 			}
-			if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
-				return "", fmt.Errorf("keep the dev key: %w", err)
+			tmp := path + ".tmp"
+			if err := os.WriteFile(tmp, []byte(key+"\n"), 0o600); err != nil {
+				return "", fmt.Errorf("keep the %s: %w", what, err)
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				return "", fmt.Errorf("keep the %s: %w", what, err)
 			}
 		default:
-			return "", fmt.Errorf("read the dev key: %w", err)
+			return "", fmt.Errorf("read the %s: %w", what, err)
 		}
 	}
 	if len(key) < 16 || len(key) > 256 {
-		return "", errors.New("TRAWL_DEV_KEY must be 16 to 256 characters")
+		return "", fmt.Errorf("%s must be 16 to 256 characters", env)
 	}
 	return key, nil
 }
