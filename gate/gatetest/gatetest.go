@@ -272,4 +272,8 @@ func (g *Gate) Reload(t testing.TB) {
 	if err := caddy.Load(g.Config, true); err != nil {
 		t.Fatal(err)
 	}
+	// The old server closed its connections: a kept-alive one of the
+	// default client would be reset on its next request (seen under load
+	// as "connection reset by peer" in TestOwedReleaseIsResumedWhenTheMeterStarts).
+	http.DefaultClient.CloseIdleConnections()
 }
