@@ -204,6 +204,14 @@ func Open(dir string, cfg Config) (*Index, error) {
 		ix.inMemory = true
 		ix.b, err = bleve.NewMemOnly(indexMapping())
 	default:
+		if _, statErr := os.Stat(filepath.Join(dir, "index_meta.json")); statErr == nil && !currentFormat(dir) {
+			// An index of an older mapping lacks fields the ranking
+			// reads: it is dropped and the cell rebuilds it from its
+			// archive, as it does an empty one (docs/search.md).
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, fmt.Errorf("drop the search index of an older format %q: %w", dir, err)
+			}
+		}
 		if _, statErr := os.Stat(filepath.Join(dir, "index_meta.json")); statErr == nil {
 			ix.b, err = bleve.OpenUsing(dir, scorchConfig)
 			if err != nil {
@@ -225,7 +233,26 @@ func Open(dir string, cfg Config) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open search index %q: %w", dir, err)
 	}
+	if !ix.inMemory {
+		if err := os.WriteFile(formatPath(dir), []byte(Format+"\n"), 0o644); err != nil {
+			ix.b.Close()
+			return nil, fmt.Errorf("search index %q: %w", dir, err)
+		}
+	}
 	return ix, nil
+}
+
+// Format names the index's mapping; a change of indexMapping (a field
+// added, an analyzer changed) takes a new one, and an index on disk of
+// another format is rebuilt from the archive when the cell opens it.
+const Format = "3" // 3: the idents and defs fields
+
+func formatPath(dir string) string { return filepath.Clean(dir) + ".format" }
+
+// currentFormat reports whether the index in dir was made with Format.
+func currentFormat(dir string) bool {
+	b, err := os.ReadFile(formatPath(dir))
+	return err == nil && strings.TrimSpace(string(b)) == Format
 }
 
 func newIndex(dir string) (bleve.Index, error) {

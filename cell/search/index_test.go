@@ -125,6 +125,36 @@ func TestOpenOnDiskSurvivesReopen(t *testing.T) {
 	}
 }
 
+// An index on disk made with another mapping (no format file, or an older
+// one: an upgrade) is dropped when opened, so the cell rebuilds it from its
+// archive with every field the ranking reads.
+func TestIndexOfAnotherFormatIsDropped(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	for _, old := range []string{"", "2"} {
+		ix, err := Open(dir, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ix.Add(md("http://d/a", "Alpha", "alpha words")); err != nil {
+			t.Fatal(err)
+		}
+		ix.Close()
+		if old == "" {
+			os.Remove(formatPath(dir))
+		} else if err := os.WriteFile(formatPath(dir), []byte(old+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ix, err = Open(dir, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := ix.Count(); n != 0 || !currentFormat(dir) {
+			t.Errorf("format %q: %d docs after opening (want 0, to be rebuilt), current format %v", old, n, currentFormat(dir))
+		}
+		ix.Close()
+	}
+}
+
 func TestFromHTML(t *testing.T) {
 	page := `<html lang="en"><head><title>Widget news</title>
 <script type="application/ld+json">{"@context":"https://schema.org","@type":"NewsArticle","headline":"Widget","datePublished":"2025-05-01"}</script></head>
