@@ -122,6 +122,16 @@ variable "front_cidrs" {
   default     = ["0.0.0.0/0"]
 }
 
+variable "geodns" {
+  description = "The gate's PowerDNS, authoritative for api.<zone> (../geodns: pdns_conf[region], files, packages); null: none."
+  type = object({
+    pdns_conf = string
+    files     = map(string)
+    packages  = list(string)
+  })
+  default = null
+}
+
 locals {
   peers_flag = join(",", [for r, ip in var.peers : "${r}=${ip}:7001/${ip}:8081"])
   cell_names = [for i in range(var.cells) : "c${i + 1}"]
@@ -133,7 +143,8 @@ data "openstack_networking_network_v2" "external" {
 
 # The gate: 8081 (the public API, the ledger's internal routes and other
 # regions' forwards; the trawl secret guards /internal/), 7001 (Raft) from
-# the other gates only, 7946 (membership) from the region's cells only.
+# the other gates only, 7946 (membership) from the region's cells only, and
+# with geodns 53 (its PowerDNS) from anywhere.
 resource "openstack_networking_secgroup_v2" "gate" {
   name        = "trawl-${var.region}-gate"
   description = "trawl ${var.region} gate"
@@ -152,6 +163,19 @@ resource "openstack_networking_secgroup_rule_v2" "gate_api" {
   port_range_min    = 8081
   port_range_max    = 8081
   remote_ip_prefix  = each.value
+  security_group_id = openstack_networking_secgroup_v2.gate.id
+}
+
+# The gate's PowerDNS (geodns) is a public authoritative server: DNS from
+# anywhere.
+resource "openstack_networking_secgroup_rule_v2" "gate_dns" {
+  for_each          = var.geodns == null ? toset([]) : toset(["tcp", "udp"])
+  direction         = "ingress"
+  ethertype         = "IPv4"
+  protocol          = each.value
+  port_range_min    = 53
+  port_range_max    = 53
+  remote_ip_prefix  = "0.0.0.0/0"
   security_group_id = openstack_networking_secgroup_v2.gate.id
 }
 
@@ -228,6 +252,8 @@ resource "openstack_compute_instance_v2" "gate" {
     ledger_secret = var.ledger_secret
     region_keys   = var.region_keys
     operator_key  = var.operator_key
+    dns_packages  = var.geodns == null ? [] : var.geodns.packages
+    dns_files     = var.geodns == null ? {} : merge(var.geodns.files, { "/etc/powerdns/pdns-trawl.conf" = var.geodns.pdns_conf })
   })
   depends_on = [openstack_networking_port_secgroup_associate_v2.gate]
 }

@@ -34,6 +34,18 @@ variable "email" {
   default = "ops@trawl.example"
 }
 
+variable "client_cidrs" {
+  description = "The client networks each region serves (../geodns): with them (or geoip_database), api.<zone> is delegated to the gates' PowerDNS, which sends each client to its nearest live gate; without, api.<zone> is a round robin."
+  type        = map(list(string))
+  default     = {}
+}
+
+variable "geoip_database" {
+  description = "A GeoLite2/GeoIP2 City .mmdb already on every gate (../geodns): a client outside client_cidrs goes to the closest live gate."
+  type        = string
+  default     = ""
+}
+
 variable "key_pair" {
   type = string
 }
@@ -98,8 +110,20 @@ module "addr_us" {
 }
 
 locals {
-  gates = { eu = module.addr_eu.ip, sin = module.addr_sin.ip, us = module.addr_us.ip }
-  ports = { eu = module.addr_eu.port_id, sin = module.addr_sin.port_id, us = module.addr_us.port_id }
+  gates   = { eu = module.addr_eu.ip, sin = module.addr_sin.ip, us = module.addr_us.ip }
+  ports   = { eu = module.addr_eu.port_id, sin = module.addr_sin.port_id, us = module.addr_us.port_id }
+  nearest = length(var.client_cidrs) > 0 || var.geoip_database != ""
+  geodns  = { for r in keys(local.gates) : r => local.nearest ? { pdns_conf = module.geodns[0].pdns_conf[r], files = module.geodns[0].files, packages = module.geodns[0].packages } : null }
+}
+
+module "geodns" {
+  count          = local.nearest ? 1 : 0
+  source         = "../geodns"
+  zone           = var.zone
+  email          = var.email
+  gates          = local.gates
+  client_cidrs   = var.client_cidrs
+  geoip_database = var.geoip_database
 }
 
 module "eu" {
@@ -115,6 +139,7 @@ module "eu" {
   ledger_secret = var.ledger_secret
   region_keys   = var.region_keys["eu"]
   operator_key  = var.operator_key
+  geodns        = local.geodns["eu"]
 }
 
 module "sin" {
@@ -130,6 +155,7 @@ module "sin" {
   ledger_secret = var.ledger_secret
   region_keys   = var.region_keys["sin"]
   operator_key  = var.operator_key
+  geodns        = local.geodns["sin"]
 }
 
 module "us" {
@@ -145,6 +171,7 @@ module "us" {
   ledger_secret = var.ledger_secret
   region_keys   = var.region_keys["us"]
   operator_key  = var.operator_key
+  geodns        = local.geodns["us"]
 }
 
 module "dns" {
@@ -153,6 +180,7 @@ module "dns" {
   zone      = var.zone
   email     = var.email
   gates     = local.gates
+  nearest   = local.nearest ? module.geodns[0].name_servers : null
 }
 
 output "gates" {
@@ -161,4 +189,8 @@ output "gates" {
 
 output "names" {
   value = module.dns.region_names
+}
+
+output "api_name" {
+  value = module.dns.api_name
 }
