@@ -70,8 +70,8 @@ variable "geoip_database" {
   type        = string
   default     = ""
   validation {
-    condition     = var.geoip_database == "" || can(regex("^/[A-Za-z0-9._/-]+$", var.geoip_database))
-    error_message = "geoip_database must be an absolute path."
+    condition     = var.geoip_database == "" || can(regex("^/[A-Za-z0-9._/-]+\\.(mmdb|dat)$", var.geoip_database))
+    error_message = "geoip_database must be an absolute path to a .mmdb (or legacy .dat) file: PowerDNS picks the reader by the extension."
   }
 }
 

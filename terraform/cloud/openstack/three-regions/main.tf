@@ -194,3 +194,8 @@ output "names" {
 output "api_name" {
   value = module.dns.api_name
 }
+
+output "dns_zone" {
+  description = "With client_cidrs or geoip_database: the zone api.<zone> every gate's PowerDNS serves."
+  value       = local.nearest ? module.geodns[0].zone : null
+}

@@ -54,6 +54,45 @@ run "a_region" {
     condition     = output.gate_url == "http://203.0.113.10:8081"
     error_message = "gate_url"
   }
+  assert {
+    condition     = length(openstack_networking_secgroup_rule_v2.gate_dns) == 0 && !strcontains(openstack_compute_instance_v2.gate.user_data, "pdns")
+    error_message = "without geodns, no DNS on the gate"
+  }
+}
+
+run "a_region_with_geodns" {
+  command = apply
+  variables {
+    geodns = {
+      pdns_conf = "launch=bind\nlocal-address=203.0.113.10\nlocal-port=53\n"
+      files     = { "/etc/powerdns/trawl/named.conf" = "zone \"api.trawl.example\" {\n  type master;\n};\n", "/etc/powerdns/trawl/api.trawl.example.zone" = "@ IN LUA A ( \";local ok = ''\" )\n" }
+      packages  = ["pdns-server", "pdns-backend-bind"]
+    }
+  }
+  assert {
+    condition     = toset([for r in openstack_networking_secgroup_rule_v2.gate_dns : "${r.protocol} ${r.port_range_min}-${r.port_range_max} ${r.remote_ip_prefix} ${r.direction}"]) == toset(["tcp 53-53 0.0.0.0/0 ingress", "udp 53-53 0.0.0.0/0 ingress"])
+    error_message = "DNS (UDP and TCP 53) is open to the world on the gate"
+  }
+  assert {
+    condition     = alltrue([for r in openstack_networking_secgroup_rule_v2.gate_dns : r.security_group_id == openstack_networking_secgroup_v2.gate.id])
+    error_message = "the DNS rules are the gate's"
+  }
+  assert {
+    condition     = yamldecode(openstack_compute_instance_v2.gate.user_data).packages == ["docker.io", "pdns-server", "pdns-backend-bind"]
+    error_message = "the gate installs PowerDNS"
+  }
+  assert {
+    condition     = { for f in yamldecode(openstack_compute_instance_v2.gate.user_data).write_files : f.path => f.content if startswith(f.path, "/etc/powerdns/") } == merge(var.geodns.files, { "/etc/powerdns/pdns-trawl.conf" = var.geodns.pdns_conf })
+    error_message = "the gate writes the configuration and zone as given (valid YAML, exact text)"
+  }
+  assert {
+    condition     = strcontains(openstack_compute_instance_v2.gate.user_data, "systemctl disable --now pdns.service; systemctl enable --now pdns@trawl.service")
+    error_message = "the gate runs pdns@trawl (pdns-trawl.conf), not Debian's default instance"
+  }
+  assert {
+    condition     = strcontains(openstack_compute_instance_v2.gate.user_data, "gate config --region eu --listen 203.0.113.10:8081")
+    error_message = "the gate itself is unchanged"
+  }
 }
 
 run "an_added_region" {

@@ -55,3 +55,31 @@ run "three_regions" {
     error_message = "every region is given the other two as peers"
   }
 }
+
+run "three_regions_nearest" {
+  command = apply
+  variables {
+    client_cidrs = { eu = ["10.1.0.0/16"], sin = ["10.2.0.0/16"], us = ["0.0.0.0/0"] }
+  }
+
+  assert {
+    condition     = output.api_name == "api.trawl.example" && length(module.dns.api_name) > 0 && output.names["sin"] == "sin.trawl.example"
+    error_message = "api and the region names"
+  }
+  assert {
+    condition     = strcontains(module.geodns[0].zone, "\"sin = {{'198.51.100.20'}, {'203.0.113.10', '192.0.2.30'}}, \"") && strcontains(module.geodns[0].zone, "\"{{'10.2.0.0/16'}, {'sin'}}, \"")
+    error_message = "the zone has every gate and region"
+  }
+  assert {
+    condition     = module.geodns[0].name_servers == { eu = "eu.api.trawl.example.", sin = "sin.api.trawl.example.", us = "us.api.trawl.example." }
+    error_message = "the name servers are the gates"
+  }
+}
+
+run "three_regions_round_robin_without_cidrs" {
+  command = apply
+  assert {
+    condition     = length(module.geodns) == 0 && output.api_name == "api.trawl.example"
+    error_message = "no client_cidrs and no GeoIP database: no geodns"
+  }
+}
