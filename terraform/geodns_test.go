@@ -231,15 +231,16 @@ func TestGeoDNS(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 		if t.Failed() {
 			t.Logf("pdns_server:\n%s", logs.String())
@@ -298,8 +299,8 @@ func TestGeoDNS(t *testing.T) {
 		var err error
 		for {
 			select {
-			case err := <-done:
-				t.Fatalf("pdns_server exited: %v", err)
+			case <-exited:
+				t.Fatalf("pdns_server exited: %v", waitErr)
 			default:
 			}
 			if last, err = a(name, subnet); err == nil && ok(last) {

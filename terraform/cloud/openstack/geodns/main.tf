@@ -175,12 +175,12 @@ output "files" {
 output "pdns_conf" {
   description = "Each gate's /etc/powerdns/pdns-trawl.conf (systemd unit pdns@trawl), by region: the same but for the address it listens on."
   value = { for r in local.regions : r => templatefile("${path.module}/pdns.conf.tftpl", {
-    region      = r
-    subzone     = local.subzone
-    listen      = var.gates[r]
-    config_dir  = var.config_dir
-    geoip       = var.geoip_database
-    exec_limit  = 1000 + 20 * length(local.rules)
+    region     = r
+    subzone    = local.subzone
+    listen     = var.gates[r]
+    config_dir = var.config_dir
+    geoip      = var.geoip_database
+    exec_limit = 1000 + 20 * length(local.rules)
   }) }
 }
 

@@ -47,7 +47,7 @@ run "zone" {
     error_message = "the health text is written without a double quote in the record"
   }
   assert {
-    condition     = strcontains(output.pdns_conf["sin"], "local-address=198.51.100.20\nlocal-port=53\n") && strcontains(output.pdns_conf["sin"], "launch=bind\n") && strcontains(output.pdns_conf["sin"], "enable-lua-records=yes\nedns-subnet-processing=yes\n")
+    condition     = strcontains(output.pdns_conf["sin"], "local-address=198.51.100.20\nlocal-port=53\n") && strcontains(output.pdns_conf["sin"], "launch=bind\n") && strcontains(output.pdns_conf["sin"], "\nenable-lua-records=yes\n") && strcontains(output.pdns_conf["sin"], "\nedns-subnet-processing=yes\n")
     error_message = "each gate's PowerDNS listens on its address, port 53, LUA records and ECS on"
   }
   assert {
@@ -71,7 +71,7 @@ run "geoip" {
     geoip_database = "/var/lib/GeoIP/GeoLite2-City.mmdb"
   }
   assert {
-    condition     = strcontains(output.pdns_conf["us"], "launch=bind,geoip\ngeoip-database-files=/var/lib/GeoIP/GeoLite2-City.mmdb\ngeoip-zones-file=/etc/powerdns/trawl/geoip-zones.yaml\n") && contains(keys(output.files), "/etc/powerdns/trawl/geoip-zones.yaml")
+    condition     = strcontains(output.pdns_conf["us"], "launch=bind,geoip\n") && strcontains(output.pdns_conf["us"], "\ngeoip-database-files=/var/lib/GeoIP/GeoLite2-City.mmdb\ngeoip-zones-file=/etc/powerdns/trawl/geoip-zones.yaml\n") && contains(keys(output.files), "/etc/powerdns/trawl/geoip-zones.yaml")
     error_message = "with a database, the geoip backend is launched"
   }
   assert {
