@@ -55,7 +55,7 @@ run "a_region" {
     error_message = "gate_url"
   }
   assert {
-    condition     = length(openstack_networking_secgroup_rule_v2.gate_dns) == 0 && !strcontains(openstack_compute_instance_v2.gate.user_data, "pdns")
+    condition     = length(openstack_networking_secgroup_rule_v2.gate_dns) == 0 && yamldecode(openstack_compute_instance_v2.gate.user_data).packages == ["docker.io"] && !strcontains(openstack_compute_instance_v2.gate.user_data, "systemctl")
     error_message = "without geodns, no DNS on the gate"
   }
 }
