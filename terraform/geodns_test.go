@@ -41,6 +41,35 @@ type fakeGate struct {
 	region string
 	ip     string
 	state  atomic.Value // "ok", "degraded", "down"
+	mu     sync.Mutex
+	srv    *http.Server // nil while stopped (the machine is dead)
+}
+
+func (g *fakeGate) serve(l net.Listener) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.srv = &http.Server{Handler: g}
+	go g.srv.Serve(l)
+}
+
+// stop closes the gate's listener: its port refuses connections.
+func (g *fakeGate) stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.srv != nil {
+		g.srv.Close()
+		g.srv = nil
+	}
+}
+
+// restart serves again on the same address.
+func (g *fakeGate) restart(t *testing.T, port int) {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(g.ip, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.serve(l)
 }
 
 func (g *fakeGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -86,9 +115,8 @@ func startGates(t *testing.T) (map[string]*fakeGate, int) {
 			for _, g := range gates {
 				if g.ip == ip {
 					g.state.Store("ok")
-					srv := &http.Server{Handler: g}
-					go srv.Serve(l)
-					t.Cleanup(func() { srv.Close() })
+					g.serve(l)
+					t.Cleanup(g.stop)
 				}
 			}
 		}
@@ -148,7 +176,8 @@ output "name_servers" { value = module.geodns.name_servers }
 // client, by its EDNS Client Subnet or else its own address, is answered
 // its region's gate; the most specific CIDR wins; a region's gate whose
 // /health fails (503) or says degraded is left out and comes back when
-// healthy; the region names answer their gates; no recursion, no AXFR.
+// healthy, and so is a dead gate (its port closed); the region names
+// answer their gates; no recursion, no AXFR.
 // The gates are fake /health servers on 127.0.0.11-13. Nothing leaves
 // loopback.
 func TestGeoDNS(t *testing.T) {
@@ -388,6 +417,15 @@ func TestGeoDNS(t *testing.T) {
 	steadily("eu is degraded: us's clients still get us", api, "198.51.100.0/24", is(gates["us"].ip))
 	gates["eu"].state.Store("ok")
 	steadily("eu is back", api, "10.1.7.0/24", is(gates["eu"].ip))
+
+	// us's gate is dead (its port refuses connections): its clients, and
+	// the clients of no other region, go to eu or sin; then it is back.
+	gates["us"].stop()
+	steadily("us is dead: its clients go elsewhere", api, "198.51.100.0/24", others("us"))
+	steadily("us is dead: a client without ECS goes elsewhere", api, "", others("us"))
+	steadily("us is dead: sin's clients still get sin", api, "10.2.200.0/24", is(gates["sin"].ip))
+	gates["us"].restart(t, healthPort)
+	steadily("us is back", api, "198.51.100.0/24", is(gates["us"].ip))
 
 	// An authoritative server only: a name of another zone is refused (no
 	// recursion), and so is a zone transfer.
