@@ -145,8 +145,198 @@ func freeDNSPort(t *testing.T, ip string) int {
 	return 0
 }
 
-// The root module the test applies: only the geodns module (no provider,
-// no cloud), its outputs read back with `tofu output -json`.
+// geodns is a PowerDNS serving what the geodns module rendered, on
+// loopback.
+type geodns struct {
+	t       *testing.T
+	server  string // host:port
+	exited  chan struct{}
+	waitErr error
+	out     struct {
+		Files       struct{ Value map[string]string } `json:"files"`
+		PdnsConf    struct{ Value map[string]string } `json:"pdns_conf"`
+		NameServers struct{ Value map[string]string } `json:"name_servers"`
+	}
+}
+
+// startGeoDNS applies root (a root module calling ../geodns with
+// var.health_port and var.config_dir, and outputting its files, pdns_conf
+// and name_servers) with OpenTofu, writes the files as a gate's cloud-init
+// does (../region), and runs pdns_server as the unit pdns@trawl runs it
+// (--config-name=trawl) with eu's pdns-trawl.conf: on a free port of the eu
+// gate's address instead of 53, health checks every second instead of 5,
+// no security poll (a DNS query to the Internet).
+func startGeoDNS(t *testing.T, root string, healthPort int) *geodns {
+	pdns := pdnsServer(t)
+	tofu := tofuPath(t)
+	work := t.TempDir()
+	etc := filepath.Join(work, "etc")
+	copyDir(t, filepath.Join("cloud", "openstack", "geodns"), filepath.Join(work, "geodns"))
+	dir := filepath.Join(work, "root")
+	for _, d := range []string{dir, etc} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(root), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc := filepath.Join(work, "tofurc") // no provider to install: tofu reaches no registry
+	if err := os.WriteFile(rc, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_PLUGIN_CACHE_DIR=",
+		"TF_VAR_health_port="+strconv.Itoa(healthPort), "TF_VAR_config_dir="+etc)
+	run := func(args ...string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, tofu, args...)
+		cmd.Dir, cmd.Env = dir, env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("tofu %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
+		}
+		return string(out)
+	}
+	run("init", "-input=false", "-no-color")
+	run("apply", "-input=false", "-no-color", "-auto-approve")
+	g := &geodns{t: t, exited: make(chan struct{})}
+	if err := json.Unmarshal([]byte(run("output", "-json")), &g.out); err != nil {
+		t.Fatal(err)
+	}
+	for path, content := range g.out.Files.Value {
+		if !strings.HasPrefix(path, etc+"/") {
+			t.Fatalf("a file outside config_dir: %s", path)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conf := g.out.PdnsConf.Value["eu"]
+	if !strings.Contains(conf, "local-address=127.0.0.11\n") || !strings.Contains(conf, "edns-subnet-processing=yes\n") || !strings.Contains(conf, "disable-axfr=yes\n") {
+		t.Fatalf("eu's pdns-trawl.conf:\n%s", conf)
+	}
+	if err := os.WriteFile(filepath.Join(etc, "pdns-trawl.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	g.server = net.JoinHostPort("127.0.0.11", strconv.Itoa(freeDNSPort(t, "127.0.0.11")))
+	_, port, _ := net.SplitHostPort(g.server)
+	cmd := exec.Command(pdns, "--config-dir="+etc, "--config-name=trawl", "--local-port="+port,
+		"--socket-dir="+work, "--daemon=no", "--guardian=no", "--write-pid=no", "--disable-syslog",
+		"--lua-health-checks-interval=1", "--security-poll-suffix=")
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { g.waitErr = cmd.Wait(); close(g.exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-g.exited:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-g.exited
+		}
+		if t.Failed() {
+			t.Logf("pdns_server:\n%s", logs.String())
+		}
+	})
+	// It answers once the zone is loaded.
+	g.steadily("the zone is served", "eu.api.trawl.example.", "", is("127.0.0.11"))
+	return g
+}
+
+// query asks the server; subnet, when set, is the EDNS Client Subnet.
+func (g *geodns) query(name string, qtype uint16, subnet string) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(name, qtype)
+	m.RecursionDesired = false
+	if subnet != "" {
+		_, n, err := net.ParseCIDR(subnet)
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		ones, _ := n.Mask.Size()
+		ecs := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: uint8(ones), Address: n.IP}
+		if n.IP.To4() == nil {
+			ecs.Family = 2
+		}
+		o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
+		o.SetUDPSize(1232)
+		o.Option = append(o.Option, ecs)
+		m.Extra = append(m.Extra, o)
+	}
+	c := &dns.Client{Timeout: 2 * time.Second}
+	r, _, err := c.Exchange(m, g.server)
+	return r, err
+}
+
+// a is the A answer for a client (its ECS; "" for none: the query's own
+// address, 127.0.0.1).
+func (g *geodns) a(name, subnet string) ([]string, error) {
+	r, err := g.query(name, dns.TypeA, subnet)
+	if err != nil {
+		return nil, err
+	}
+	if r.Rcode != dns.RcodeSuccess || !r.Authoritative {
+		return nil, fmt.Errorf("%s for %s: rcode %s, aa %v", name, subnet, dns.RcodeToString[r.Rcode], r.Authoritative)
+	}
+	var ips []string
+	for _, rr := range r.Answer {
+		if rec, ok := rr.(*dns.A); ok {
+			ips = append(ips, rec.A.String())
+		}
+	}
+	slices.Sort(ips)
+	return ips, nil
+}
+
+// steadily polls until ok holds for 20 answers in a row (30 s at most):
+// health checks run in the background (every second here), a check's
+// first state is down, and the answer for a region with every gate down
+// is any gate at random, which may be the right one by chance.
+func (g *geodns) steadily(what, name, subnet string, ok func([]string) bool) {
+	g.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last []string
+	var err error
+	for n := 0; n < 20; {
+		select {
+		case <-g.exited:
+			g.t.Fatalf("pdns_server exited: %v", g.waitErr)
+		default:
+		}
+		if last, err = g.a(name, subnet); err == nil && ok(last) {
+			n++
+			continue
+		}
+		n = 0
+		if time.Now().After(deadline) {
+			g.t.Fatalf("%s: %s for a client in %q: %v (err %v)", what, name, subnet, last, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// is: the answer is ip alone.
+func is(ip string) func([]string) bool {
+	return func(got []string) bool { return len(got) == 1 && got[0] == ip }
+}
+
+// elsewhere: the answer is one gate, of the three, but not bad.
+func elsewhere(bad string) func([]string) bool {
+	return func(got []string) bool {
+		return len(got) == 1 && got[0] != bad && slices.Contains([]string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}, got[0])
+	}
+}
+
+// The root module TestGeoDNS applies: only the geodns module (no provider,
+// no cloud).
 const geodnsRoot = `
 variable "health_port" { type = number }
 variable "config_dir" { type = string }
@@ -171,206 +361,19 @@ output "name_servers" { value = module.geodns.name_servers }
 `
 
 // The geodns module's configuration and zone, rendered by OpenTofu and
-// served by a real PowerDNS on loopback (the eu gate's rendered
-// pdns-trawl.conf, its port and health-check interval changed): each
-// client, by its EDNS Client Subnet or else its own address, is answered
-// its region's gate; the most specific CIDR wins; a region's gate whose
-// /health fails (503) or says degraded is left out and comes back when
-// healthy, and so is a dead gate (its port closed); the region names
-// answer their gates; no recursion, no AXFR.
-// The gates are fake /health servers on 127.0.0.11-13. Nothing leaves
-// loopback.
+// served by a real PowerDNS on loopback (startGeoDNS): each client, by its
+// EDNS Client Subnet or else its own address, is answered its region's
+// gate; the most specific CIDR wins; a region's gate whose /health fails
+// (503) or says degraded is left out and comes back when healthy, and so
+// is a dead gate (its port closed); the region names answer their gates;
+// no recursion, no AXFR. The gates are fake /health servers on
+// 127.0.0.11-13. Nothing leaves loopback.
 func TestGeoDNS(t *testing.T) {
-	pdns := pdnsServer(t)
-	tofu := tofuPath(t)
 	gates, healthPort := startGates(t)
-	work := t.TempDir()
-	etc := filepath.Join(work, "etc")
-	copyDir(t, filepath.Join("cloud", "openstack", "geodns"), filepath.Join(work, "geodns"))
-	root := filepath.Join(work, "root")
-	for _, d := range []string{root, etc} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "main.tf"), []byte(geodnsRoot), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rc := filepath.Join(work, "tofurc") // no provider to install: tofu reaches no registry
-	if err := os.WriteFile(rc, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+rc, "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1", "TF_PLUGIN_CACHE_DIR=",
-		"TF_VAR_health_port="+strconv.Itoa(healthPort), "TF_VAR_config_dir="+etc)
-	run := func(args ...string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, tofu, args...)
-		cmd.Dir, cmd.Env = root, env
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("tofu %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr.Bytes())
-		}
-		return string(out)
-	}
-	run("init", "-input=false", "-no-color")
-	run("apply", "-input=false", "-no-color", "-auto-approve")
-	var out struct {
-		Files       struct{ Value map[string]string } `json:"files"`
-		PdnsConf    struct{ Value map[string]string } `json:"pdns_conf"`
-		NameServers struct{ Value map[string]string } `json:"name_servers"`
-	}
-	if err := json.Unmarshal([]byte(run("output", "-json")), &out); err != nil {
-		t.Fatal(err)
-	}
-	// What a gate's cloud-init writes (../region): the files, and its
-	// pdns-trawl.conf.
-	for path, content := range out.Files.Value {
-		if !strings.HasPrefix(path, etc+"/") {
-			t.Fatalf("a file outside config_dir: %s", path)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conf := out.PdnsConf.Value["eu"]
-	if !strings.Contains(conf, "local-address=127.0.0.11\n") || !strings.Contains(conf, "edns-subnet-processing=yes\n") || !strings.Contains(conf, "disable-axfr=yes\n") {
-		t.Fatalf("eu's pdns-trawl.conf:\n%s", conf)
-	}
-	if err := os.WriteFile(filepath.Join(etc, "pdns-trawl.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if ns := out.NameServers.Value; ns["sin"] != "sin.api.trawl.example." || len(ns) != 3 {
+	g := startGeoDNS(t, geodnsRoot, healthPort)
+	if ns := g.out.NameServers.Value; ns["sin"] != "sin.api.trawl.example." || len(ns) != 3 {
 		t.Fatalf("name_servers: %v", ns)
 	}
-
-	// PowerDNS as the unit pdns@trawl runs it (--config-name=trawl), on a
-	// free port of the eu gate's address instead of 53; health checks every
-	// second instead of 5; no security poll (a DNS query to the Internet).
-	server := net.JoinHostPort("127.0.0.11", strconv.Itoa(freeDNSPort(t, "127.0.0.11")))
-	_, port, _ := net.SplitHostPort(server)
-	cmd := exec.Command(pdns, "--config-dir="+etc, "--config-name=trawl", "--local-port="+port,
-		"--socket-dir="+work, "--daemon=no", "--guardian=no", "--write-pid=no", "--disable-syslog",
-		"--lua-health-checks-interval=1", "--security-poll-suffix=")
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("pdns_server:\n%s", logs.String())
-		}
-	})
-
-	query := func(name string, qtype uint16, subnet string) (*dns.Msg, error) {
-		m := new(dns.Msg)
-		m.SetQuestion(name, qtype)
-		m.RecursionDesired = false
-		if subnet != "" {
-			_, n, err := net.ParseCIDR(subnet)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ones, _ := n.Mask.Size()
-			ecs := &dns.EDNS0_SUBNET{Code: dns.EDNS0SUBNET, Family: 1, SourceNetmask: uint8(ones), Address: n.IP}
-			if n.IP.To4() == nil {
-				ecs.Family = 2
-			}
-			o := &dns.OPT{Hdr: dns.RR_Header{Name: ".", Rrtype: dns.TypeOPT}}
-			o.SetUDPSize(1232)
-			o.Option = append(o.Option, ecs)
-			m.Extra = append(m.Extra, o)
-		}
-		c := &dns.Client{Timeout: 2 * time.Second}
-		r, _, err := c.Exchange(m, server)
-		return r, err
-	}
-	// a is the A answer for a client (its ECS; "" for none: the query's
-	// own address, 127.0.0.1).
-	a := func(name, subnet string) ([]string, error) {
-		r, err := query(name, dns.TypeA, subnet)
-		if err != nil {
-			return nil, err
-		}
-		if r.Rcode != dns.RcodeSuccess || !r.Authoritative {
-			return nil, fmt.Errorf("%s for %s: rcode %s, aa %v", name, subnet, dns.RcodeToString[r.Rcode], r.Authoritative)
-		}
-		var ips []string
-		for _, rr := range r.Answer {
-			if rec, ok := rr.(*dns.A); ok {
-				ips = append(ips, rec.A.String())
-			}
-		}
-		slices.Sort(ips)
-		return ips, nil
-	}
-	// eventually polls until ok holds for the answer (health checks run in
-	// the background, every second here).
-	eventually := func(what, name, subnet string, ok func([]string) bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		var last []string
-		var err error
-		for {
-			select {
-			case <-exited:
-				t.Fatalf("pdns_server exited: %v", waitErr)
-			default:
-			}
-			if last, err = a(name, subnet); err == nil && ok(last) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s for a client in %q: %v (err %v)", what, name, subnet, last, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-	is := func(ip string) func([]string) bool {
-		return func(got []string) bool { return len(got) == 1 && got[0] == ip }
-	}
-	// steadily polls until ok holds for 20 answers in a row: a check's
-	// first state is down, and the answer for a region with every gate down
-	// is any gate at random, which may be the right one by chance.
-	steadily := func(what, name, subnet string, ok func([]string) bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		var last []string
-		var err error
-		for n := 0; n < 20; {
-			select {
-			case <-exited:
-				t.Fatalf("pdns_server exited: %v", waitErr)
-			default:
-			}
-			if last, err = a(name, subnet); err == nil && ok(last) {
-				n++
-				continue
-			}
-			n = 0
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %s for a client in %q: %v (err %v)", what, name, subnet, last, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
-
-	// The server answers (it is up once the zone is loaded).
-	eventually("the zone is served", "eu.api.trawl.example.", "", is("127.0.0.11"))
 
 	const api = "api.trawl.example."
 	clients := map[string][]string{ // region -> client subnets
@@ -380,63 +383,58 @@ func TestGeoDNS(t *testing.T) {
 	}
 	for region, subnets := range clients {
 		for _, s := range subnets {
-			steadily("a client is sent to its region's gate", api, s, is(gates[region].ip))
+			g.steadily("a client is sent to its region's gate", api, s, is(gates[region].ip))
 		}
 	}
 
 	// Pinning by name: each region's gate, whoever asks.
-	for region, g := range gates {
+	for region, gate := range gates {
 		for _, s := range []string{"", "10.1.7.0/24", "10.2.200.0/24"} {
-			if got, err := a(region+".api.trawl.example.", s); err != nil || !slices.Equal(got, []string{g.ip}) {
+			if got, err := g.a(region+".api.trawl.example.", s); err != nil || !slices.Equal(got, []string{gate.ip}) {
 				t.Fatalf("%s.api.trawl.example for %q: %v %v", region, s, got, err)
 			}
 		}
 	}
-	if r, err := query(api, dns.TypeNS, ""); err != nil || len(r.Answer) != 3 {
+	if r, err := g.query(api, dns.TypeNS, ""); err != nil || len(r.Answer) != 3 {
 		t.Fatalf("NS %s: %v %v", api, r, err)
 	}
 
 	// sin's gate fails its health check (503): its clients get another live
 	// gate (eu or us, picked at random), never sin; then it heals.
-	others := func(bad string) func([]string) bool {
-		return func(got []string) bool {
-			return len(got) == 1 && got[0] != gates[bad].ip && slices.Contains([]string{"127.0.0.11", "127.0.0.12", "127.0.0.13"}, got[0])
-		}
-	}
 	gates["sin"].state.Store("down")
-	steadily("sin is down: its clients go elsewhere", api, "10.2.200.0/24", others("sin"))
-	steadily("sin is down: eu's clients still get eu", api, "10.1.7.0/24", is(gates["eu"].ip))
+	g.steadily("sin is down: its clients go elsewhere", api, "10.2.200.0/24", elsewhere(gates["sin"].ip))
+	g.steadily("sin is down: eu's clients still get eu", api, "10.1.7.0/24", is(gates["eu"].ip))
 	gates["sin"].state.Store("ok")
-	steadily("sin is back", api, "10.2.200.0/24", is(gates["sin"].ip))
+	g.steadily("sin is back", api, "10.2.200.0/24", is(gates["sin"].ip))
 
 	// eu's gate says degraded (no live cell or no ledger leader): left out
 	// as well; its IPv6 clients too.
 	gates["eu"].state.Store("degraded")
-	steadily("eu is degraded: its clients go elsewhere", api, "10.1.7.0/24", others("eu"))
-	steadily("eu is degraded: its IPv6 clients go elsewhere", api, "2001:db8:1:5::/64", others("eu"))
-	steadily("eu is degraded: us's clients still get us", api, "198.51.100.0/24", is(gates["us"].ip))
+	g.steadily("eu is degraded: its clients go elsewhere", api, "10.1.7.0/24", elsewhere(gates["eu"].ip))
+	g.steadily("eu is degraded: its IPv6 clients go elsewhere", api, "2001:db8:1:5::/64", elsewhere(gates["eu"].ip))
+	g.steadily("eu is degraded: us's clients still get us", api, "198.51.100.0/24", is(gates["us"].ip))
 	gates["eu"].state.Store("ok")
-	steadily("eu is back", api, "10.1.7.0/24", is(gates["eu"].ip))
+	g.steadily("eu is back", api, "10.1.7.0/24", is(gates["eu"].ip))
 
 	// us's gate is dead (its port refuses connections): its clients, and
 	// the clients of no other region, go to eu or sin; then it is back.
 	gates["us"].stop()
-	steadily("us is dead: its clients go elsewhere", api, "198.51.100.0/24", others("us"))
-	steadily("us is dead: a client without ECS goes elsewhere", api, "", others("us"))
-	steadily("us is dead: sin's clients still get sin", api, "10.2.200.0/24", is(gates["sin"].ip))
+	g.steadily("us is dead: its clients go elsewhere", api, "198.51.100.0/24", elsewhere(gates["us"].ip))
+	g.steadily("us is dead: a client without ECS goes elsewhere", api, "", elsewhere(gates["us"].ip))
+	g.steadily("us is dead: sin's clients still get sin", api, "10.2.200.0/24", is(gates["sin"].ip))
 	gates["us"].restart(t, healthPort)
-	steadily("us is back", api, "198.51.100.0/24", is(gates["us"].ip))
+	g.steadily("us is back", api, "198.51.100.0/24", is(gates["us"].ip))
 
 	// An authoritative server only: a name of another zone is refused (no
 	// recursion), and so is a zone transfer.
-	r, err := query("example.org.", dns.TypeA, "")
+	r, err := g.query("example.org.", dns.TypeA, "")
 	if err != nil || r.Rcode != dns.RcodeRefused || r.RecursionAvailable || len(r.Answer) != 0 {
 		t.Fatalf("a name of another zone: %v %v", r, err)
 	}
 	tr := &dns.Transfer{}
 	axfr := new(dns.Msg)
 	axfr.SetAxfr(api)
-	if ch, err := tr.In(axfr, server); err == nil {
+	if ch, err := tr.In(axfr, g.server); err == nil {
 		for env := range ch {
 			if env.Error == nil && len(env.RR) > 0 {
 				t.Fatalf("AXFR of %s answered %d records", api, len(env.RR))
