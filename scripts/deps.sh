@@ -17,7 +17,7 @@ want() { dpkg -s "$1" >/dev/null 2>&1 || need_apt+=("$1"); }
 case "$what" in
 driver-version) echo "$pw_version"; exit 0 ;;
 build) ;;
-test) want postgresql-doc-15; want chromium; want tinyproxy; want systemd; want pdns-server; want pdns-backend-bind ;;
+test) want postgresql-doc-15; want chromium; want tinyproxy; want systemd; want pdns-server; want pdns-backend-bind; want pdns-backend-geoip ;;
 browser) want chromium ;;
 bench) want postgresql-doc-15; want python3.11-doc; want wrk; want jq; want curl ;;
 *) echo "deps.sh: unknown target $what" >&2; exit 2 ;;
@@ -39,7 +39,7 @@ if ((${#need_apt[@]})); then
     $SUDO update-rc.d tinyproxy disable >/dev/null 2>&1 || true
     $SUDO systemctl disable --now tinyproxy >/dev/null 2>&1 || true
   fi
-  # PowerDNS (terraform's TestGeoDNS runs its own pdns_server on a free
+  # PowerDNS (terraform's TestGeoDNS* run their own pdns_server on a free
   # loopback port with its own configuration): where the package started
   # its default instance (port 53), stop it.
   if [[ " ${need_apt[*]} " == *" pdns-server "* ]]; then
