@@ -36,6 +36,10 @@ type IndexerConfig struct {
 	Queue int
 	// Workers turn pages into documents in parallel (default one a core).
 	Workers int
+	// RefreshEvery is how often, while pages keep coming, up to Batch
+	// pages whose anchor text grew are indexed again (default 10 s); when
+	// no page is waiting they are, Batch every Flush.
+	RefreshEvery time.Duration
 	// Dropped, when set, is called (in a goroutine of its own, one at a
 	// time) once the queue has room again after it dropped pages, with
 	// the earliest fetch time of the pages it dropped: the cell indexes
@@ -77,6 +81,9 @@ func NewIndexer(ix *Index, cfg IndexerConfig) *Indexer {
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	if cfg.RefreshEvery <= 0 {
+		cfg.RefreshEvery = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -158,6 +165,7 @@ func (x *Indexer) convert() {
 	defer x.wg.Done()
 	for p := range x.in {
 		if d := DocOf(p); d != nil {
+			d.Prepare()
 			x.docs <- d
 		}
 	}
@@ -194,8 +202,16 @@ func (x *Indexer) batcher() {
 	var batch []*Doc
 	t := time.NewTimer(x.cfg.Flush)
 	defer t.Stop()
+	lastRefresh := time.Now()
+	refresh := func() {
+		lastRefresh = time.Now()
+		if _, err := x.ix.RefreshAnchors(x.cfg.Batch); err != nil {
+			x.cfg.Logger.Warn("search: indexing pages again with their anchor text failed", "err", err)
+		}
+	}
 	flush := func() {
 		if len(batch) == 0 {
+			refresh() // idle
 			return
 		}
 		if err := x.ix.Add(batch...); err != nil {
@@ -205,12 +221,17 @@ func (x *Indexer) batcher() {
 		}
 		batch = batch[:0]
 		x.maybeRecover()
+		if time.Since(lastRefresh) >= x.cfg.RefreshEvery {
+			refresh()
+		}
 	}
 	for {
 		select {
 		case d, ok := <-x.docs:
 			if !ok {
-				flush()
+				if len(batch) > 0 {
+					flush()
+				}
 				return
 			}
 			batch = append(batch, d)
@@ -226,8 +247,9 @@ func (x *Indexer) batcher() {
 
 // Rebuild indexes every page pages yields (the archive), for a cell whose
 // index was lost or is new; it returns how many it indexed. Pages are
-// turned into documents on every core, and indexed in batches of 256: a
-// page's Body must stay valid after yield returns.
+// turned into documents on every core, and indexed in batches of 256; at
+// the end the pages that others link to are indexed again, once, with
+// their anchor text. A page's Body must stay valid after yield returns.
 func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) error) (int, error) {
 	in := make(chan Page, 64)
 	docs := make(chan *Doc, 256)
@@ -238,6 +260,7 @@ func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) 
 			defer wg.Done()
 			for p := range in {
 				if d := DocOf(p); d != nil {
+					d.Prepare()
 					docs <- d
 				}
 			}
@@ -282,6 +305,10 @@ func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) 
 	}
 	if err == nil {
 		err = addErr
+	}
+	if err == nil {
+		// The anchor text the pages gave each other, each page once.
+		_, err = ix.RefreshAnchors(0)
 	}
 	return n, err
 }
