@@ -2,13 +2,17 @@ package search
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,5 +367,58 @@ func TestIndexerReportsDroppedPages(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Dropped was not called")
+	}
+}
+
+// Put waits for room instead of dropping; senders racing Close neither
+// panic nor hang, and Put after Close says so.
+func TestIndexerPutWaitsAndCloseRacesSenders(t *testing.T) {
+	ix := testIndex(t)
+	x := NewIndexer(ix, IndexerConfig{Queue: 1, Batch: 4, Workers: 1, Flush: time.Millisecond})
+	ctx := context.Background()
+	const n = 200
+	for i := range n {
+		p := Page{URL: "http://d/p" + strconv.Itoa(i), ContentType: "text/plain", Body: []byte("words of page " + strconv.Itoa(i)), Fetched: t0}
+		if err := x.Put(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); x.Indexed() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("indexed %d of %d", x.Indexed(), n)
+		}
+	}
+	if x.Dropped() != 0 {
+		t.Fatalf("Put dropped %d", x.Dropped())
+	}
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				p := Page{URL: fmt.Sprintf("http://d/g%d-%d", g, i), ContentType: "text/plain", Body: []byte("more words"), Fetched: t0}
+				if g%2 == 0 {
+					x.Enqueue(p)
+				} else if err := x.Put(ctx, p); err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Error(err)
+					}
+				}
+				sent.Add(1)
+				if i > 50 && x.closed() {
+					return
+				}
+			}
+		}()
+	}
+	for sent.Load() < 100 { // the senders are running when Close comes
+		runtime.Gosched()
+	}
+	x.Close()
+	wg.Wait()
+	if err := x.Put(ctx, Page{URL: "http://d/late", Body: []byte("x")}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close: %v", err)
 	}
 }

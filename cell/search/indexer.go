@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -56,6 +57,7 @@ type Indexer struct {
 	in    chan Page
 	docs  chan *Doc
 	stop  chan struct{}
+	smu   sync.RWMutex // senders hold it read, Close to close in
 	wg    sync.WaitGroup
 	bwg   sync.WaitGroup
 	once  sync.Once
@@ -99,14 +101,17 @@ func NewIndexer(ix *Index, cfg IndexerConfig) *Indexer {
 }
 
 // Enqueue queues a page; it never blocks (a full queue drops the page).
+// A page with its conversion (Content) is queued without its body.
 func (x *Indexer) Enqueue(p Page) {
+	x.smu.RLock()
+	defer x.smu.RUnlock()
 	select {
 	case <-x.stop:
 		return
 	default:
 	}
 	select {
-	case x.in <- p:
+	case x.in <- lean(p):
 	default:
 		x.drops.Add(1)
 		x.dmu.Lock()
@@ -114,6 +119,46 @@ func (x *Indexer) Enqueue(p Page) {
 			x.dropSince = p.Fetched
 		}
 		x.dmu.Unlock()
+	}
+}
+
+// ErrClosed is Put's error once the indexer is closed.
+var ErrClosed = errors.New("search: indexer closed")
+
+// Put queues a page, waiting while the queue is full (Enqueue drops it).
+func (x *Indexer) Put(ctx context.Context, p Page) error {
+	x.smu.RLock()
+	defer x.smu.RUnlock()
+	select {
+	case <-x.stop:
+		return ErrClosed
+	default:
+	}
+	select {
+	case x.in <- lean(p):
+		return nil
+	case <-x.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lean drops the body of a page that comes with its conversion: the
+// queue holds what the index needs.
+func lean(p Page) Page {
+	if p.Content != nil && p.Content.Parsed != nil {
+		p.Body = nil
+	}
+	return p
+}
+
+func (x *Indexer) closed() bool {
+	select {
+	case <-x.stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -154,7 +199,9 @@ func (x *Indexer) Indexed() uint64 { return x.added.Load() }
 func (x *Indexer) Close() {
 	x.once.Do(func() {
 		close(x.stop)
+		x.smu.Lock() // no Enqueue or Put is sending
 		close(x.in)
+		x.smu.Unlock()
 		x.wg.Wait()
 		close(x.docs)
 		x.bwg.Wait()
@@ -174,6 +221,9 @@ func (x *Indexer) convert() {
 // DocOf is the document of an archived page; nil for a page with nothing
 // to index (not HTML or text, an error status).
 func DocOf(p Page) *Doc {
+	if p.Content != nil && p.Content.Parsed != nil {
+		return FromContent(p.Content, p.URL, p.Fetched)
+	}
 	if p.Body == nil {
 		return nil
 	}
@@ -183,9 +233,6 @@ func DocOf(p Page) *Doc {
 	}
 	switch mt {
 	case "text/html", "application/xhtml+xml":
-		if p.Content != nil && p.Content.Parsed != nil {
-			return FromContent(p.Content, p.URL, p.Fetched)
-		}
 		d, err := FromHTML(p.Body, p.URL, p.Fetched)
 		if err != nil {
 			return nil
