@@ -45,6 +45,10 @@ type Doc struct {
 	Links []content.Link `json:"-"`
 	// Fetched is when the cell fetched it (the index's watermark).
 	Fetched time.Time `json:"-"`
+
+	// prepared is the document as the index mapping reads it but for the
+	// anchor text (Prepare), computed before Add takes the index's lock.
+	prepared map[string]any
 }
 
 // FromHTML builds the Doc of an HTML page fetched from pageURL (its final

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -85,7 +86,11 @@ type Index struct {
 	graph  *graph
 	now    func() time.Time
 
-	mu sync.Mutex // serialises Add (anchor bookkeeping)
+	mu sync.Mutex // serialises Add and RefreshAnchors (anchor bookkeeping)
+	// stale are the indexed pages whose anchor text grew since they were
+	// indexed (under mu): RefreshAnchors indexes them again, each once
+	// however many pages linked to it meanwhile.
+	stale map[string]bool
 
 	// unpersisted are the batches searchable but not yet written (the
 	// batches return before the write); Close waits for them.
@@ -191,7 +196,7 @@ func indexMapping() mapping.IndexMapping {
 // Open opens the index in dir, creating it when absent; dir "" is an
 // index in memory (tests).
 func Open(dir string, cfg Config) (*Index, error) {
-	ix := &Index{boosts: DefaultBoosts, unpersisted: map[uint64]bool{}, now: cfg.Now, graph: newGraph(graphPath(dir))}
+	ix := &Index{boosts: DefaultBoosts, unpersisted: map[uint64]bool{}, now: cfg.Now, graph: newGraph(graphPath(dir)), stale: map[string]bool{}}
 	if cfg.Boosts != nil {
 		ix.boosts = *cfg.Boosts
 	}
@@ -238,8 +243,74 @@ func Open(dir string, cfg Config) (*Index, error) {
 			ix.b.Close()
 			return nil, fmt.Errorf("search index %q: %w", dir, err)
 		}
+		if err := ix.loadStale(); err != nil {
+			ix.b.Close()
+			return nil, fmt.Errorf("search index %q: %w", dir, err)
+		}
 	}
 	return ix, nil
+}
+
+// loadStale reads the pages waiting for their anchor text that Close
+// wrote down; after a close that did not happen (a crash) it finds them
+// by comparing each page's indexed anchor text with the anchor text kept.
+func (ix *Index) loadStale() error {
+	raw, err := ix.b.GetInternal([]byte(staleKey))
+	if err != nil {
+		return err
+	}
+	if err := ix.b.DeleteInternal([]byte(staleKey)); err != nil {
+		return err
+	}
+	if raw != nil {
+		for u := range strings.SplitSeq(string(raw), "\n") {
+			if u != "" {
+				ix.stale[u] = true
+			}
+		}
+		return nil
+	}
+	if ix.Count() == 0 {
+		return nil
+	}
+	return ix.scanStale()
+}
+
+// scanStale marks stale every page whose indexed anchor text has fewer
+// texts than the anchor text kept for it.
+func (ix *Index) scanStale() error {
+	const page = 1000
+	var after []string
+	for {
+		req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), page, 0, false)
+		req.Fields = []string{"anchors"}
+		req.SortBy([]string{"_id"})
+		if after != nil {
+			req.SetSearchAfter(after)
+		}
+		res, err := ix.b.Search(req)
+		if err != nil {
+			return err
+		}
+		for _, h := range res.Hits {
+			kept, err := ix.AnchorText(h.ID)
+			if err != nil {
+				return err
+			}
+			have, _ := h.Fields["anchors"].(string)
+			n := 0
+			if have != "" {
+				n = strings.Count(have, "\n") + 1
+			}
+			if len(kept) > n {
+				ix.stale[h.ID] = true
+			}
+		}
+		if len(res.Hits) < page {
+			return nil
+		}
+		after = []string{res.Hits[len(res.Hits)-1].ID}
+	}
 }
 
 // Format names the index's mapping; a change of indexMapping (a field
@@ -269,6 +340,16 @@ func (ix *Index) Close() error {
 		ix.graph.compute()
 	}
 	ix.Written(30 * time.Second)
+	if !ix.inMemory {
+		ix.mu.Lock()
+		list := slices.Sorted(maps.Keys(ix.stale))
+		ix.mu.Unlock()
+		// Present (even empty) means closed: no scan at the next Open.
+		if err := ix.b.SetInternal([]byte(staleKey), []byte(strings.Join(list, "\n"))); err != nil {
+			ix.b.Close()
+			return err
+		}
+	}
 	return ix.b.Close()
 }
 
@@ -327,6 +408,9 @@ func (ix *Index) Boosts() Boosts { return ix.boosts }
 const (
 	anchorKey    = "anchor:"
 	watermarkKey = "watermark"
+	// staleKey holds, between a Close and the next Open, the pages
+	// waiting for their anchor text (one URL a line).
+	staleKey = "anchor-stale"
 )
 
 // Watermark is the latest fetch time of the pages indexed (and written:
@@ -351,9 +435,11 @@ func latestFetch(docs []*Doc) time.Time {
 }
 
 // Add indexes docs (a page indexed again replaces its older version). The
-// text of their links is added to the pages they point to as anchor text:
-// a page already indexed is indexed again with it, one not yet indexed
-// gets it when it is.
+// text of their links is kept as the anchor text of the pages they point
+// to: a page of this batch, or one not indexed yet, is indexed with it; a
+// page indexed already gets it at the next RefreshAnchors (indexing it
+// again for each page that links to it would index a site's pages many
+// times over while it is crawled).
 func (ix *Index) Add(docs ...*Doc) error {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
@@ -373,8 +459,7 @@ func (ix *Index) Add(docs ...*Doc) error {
 			newAnchors[l.Href] = append(newAnchors[l.Href], t)
 		}
 	}
-	var again []string
-	grown := map[string][]string{}
+	var grown []string
 	for target, texts := range newAnchors {
 		all, changed, err := ix.addAnchors(batch, target, texts)
 		if err != nil {
@@ -385,22 +470,18 @@ func (ix *Index) Add(docs ...*Doc) error {
 			continue
 		}
 		if changed {
-			// Indexed already: again with its new anchor text (not when
-			// the links only repeat texts it has: navigation).
-			again = append(again, target)
-			grown[target] = all
+			grown = append(grown, target)
 		}
 	}
-	if len(again) > 0 {
-		olds, err := ix.loadAll(again)
+	if len(grown) > 0 {
+		// Only the pages indexed already wait for a refresh (not when
+		// the links only repeat texts they have: navigation).
+		indexed, err := ix.indexedOf(grown)
 		if err != nil {
 			return err
 		}
-		for _, old := range olds {
-			old.Anchors = grown[old.URL]
-			if err := batch.Index(old.URL, old.fields()); err != nil {
-				return err
-			}
+		for _, u := range indexed {
+			ix.stale[u] = true
 		}
 	}
 	if w := latestFetch(docs); !w.IsZero() && w.After(ix.Watermark()) {
@@ -416,6 +497,7 @@ func (ix *Index) Add(docs ...*Doc) error {
 				json.Unmarshal(raw, &d.Anchors)
 			}
 		}
+		delete(ix.stale, d.URL)
 		if err := batch.Index(d.URL, d.fields()); err != nil {
 			return fmt.Errorf("index %q: %w", d.URL, err)
 		}
@@ -426,6 +508,66 @@ func (ix *Index) Add(docs ...*Doc) error {
 	ix.graph.add(docs)
 	ix.graph.maybeCompute()
 	return nil
+}
+
+// indexedOf are those of urls that are indexed.
+func (ix *Index) indexedOf(urls []string) ([]string, error) {
+	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery(urls), len(urls), 0, false)
+	res, err := ix.b.Search(req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(res.Hits))
+	for _, h := range res.Hits {
+		out = append(out, h.ID)
+	}
+	return out, nil
+}
+
+// Stale is how many indexed pages wait for the anchor text that other
+// pages' links gave them since (RefreshAnchors).
+func (ix *Index) Stale() int {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	return len(ix.stale)
+}
+
+// RefreshAnchors indexes again, with the anchor text kept for them, up to
+// max of the pages whose anchor text grew since they were indexed (every
+// one for max <= 0), and returns how many it indexed.
+func (ix *Index) RefreshAnchors(max int) (int, error) {
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if len(ix.stale) == 0 {
+		return 0, nil
+	}
+	urls := make([]string, 0, len(ix.stale))
+	for u := range ix.stale {
+		if max > 0 && len(urls) == max {
+			break
+		}
+		urls = append(urls, u)
+	}
+	olds, err := ix.loadAll(urls)
+	if err != nil {
+		return 0, err
+	}
+	batch := ix.b.NewBatch()
+	for _, old := range olds {
+		if old.Anchors, err = ix.AnchorText(old.URL); err != nil {
+			return 0, err
+		}
+		if err := batch.Index(old.URL, old.fields()); err != nil {
+			return 0, err
+		}
+	}
+	if err := ix.commit(batch); err != nil {
+		return 0, err
+	}
+	for _, u := range urls {
+		delete(ix.stale, u) // (one no longer indexed: nothing to do)
+	}
+	return len(olds), nil
 }
 
 // UpdateRanks computes the link-authority prior now (it is otherwise
@@ -473,10 +615,17 @@ func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) (
 	return all, changed, nil
 }
 
-// fields is d as the index mapping reads it.
-func (d *Doc) fields() map[string]any {
+// Prepare computes what the index reads of d but its anchor text (the
+// identifiers, definitions, distinct words and simhash of its text), so
+// that Add, which indexes one batch at a time, does not: the Indexer's
+// workers prepare each document as they convert it. d must not change
+// afterwards.
+func (d *Doc) Prepare() {
+	if d.prepared != nil && d.prepared["url"] == d.URL {
+		return // (a copy of a prepared Doc given another URL is prepared again)
+	}
 	heads := strings.Join(d.Headings, "\n")
-	return map[string]any{
+	d.prepared = map[string]any{
 		"url":      d.URL,
 		"urlwords": urlWords(d.URL),
 		"idents":   strings.Join(identifiers(d.Title, heads, d.Body), " "),
@@ -484,7 +633,6 @@ func (d *Doc) fields() map[string]any {
 		"title":    d.Title,
 		"headings": heads,
 		"body":     d.Body,
-		"anchors":  strings.Join(d.Anchors, "\n"),
 		"words":    distinctWords(d.Title, heads, d.Body),
 		"type":     d.Type,
 		"lang":     d.Lang,
@@ -493,6 +641,14 @@ func (d *Doc) fields() map[string]any {
 		"sim":      strconv.FormatUint(simhash(d.Body), 16),
 		"date":     d.Date,
 	}
+}
+
+// fields is d as the index mapping reads it.
+func (d *Doc) fields() map[string]any {
+	d.Prepare()
+	f := maps.Clone(d.prepared)
+	f["anchors"] = strings.Join(d.Anchors, "\n")
+	return f
 }
 
 var storedFields = []string{"url", "title", "headings", "body", "anchors", "type", "lang", "desc", "jsonld", "sim", "date"}

@@ -2,12 +2,17 @@ package search
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/fnv"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,12 +101,77 @@ func TestAnchorTextFindsPage(t *testing.T) {
 	if err := ix.Add(src); err != nil {
 		t.Fatal(err)
 	}
+	// Indexed already: x gets its anchor text at the refresh.
+	if n := ix.Stale(); n != 1 {
+		t.Fatalf("stale %d, want 1", n)
+	}
+	if n, err := ix.RefreshAnchors(0); err != nil || n != 1 {
+		t.Fatalf("refresh: %d %v", n, err)
+	}
 	res, err := ix.Search(context.Background(), "zeppelin", 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Hits) == 0 || res.Hits[0].URL != "http://d/x" {
 		t.Fatalf("anchor text: %+v", res.Hits)
+	}
+	// A link repeating a text the page has makes nothing stale.
+	src2 := md("http://d/src2", "More links", "# More\n\nagain")
+	src2.Links = []content.Link{{Href: "http://d/x", Text: "Zeppelin manual"}}
+	if err := ix.Add(src2); err != nil {
+		t.Fatal(err)
+	}
+	if n := ix.Stale(); n != 0 {
+		t.Fatalf("stale %d after a repeated text", n)
+	}
+}
+
+// The pages waiting for their anchor text are not forgotten by a restart:
+// a clean Close writes them down, and after a crash Open finds them by
+// comparing each page's indexed anchor text with the text kept.
+func TestStaleAnchorsSurviveRestart(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		dir := t.TempDir() + "/idx"
+		ix, err := Open(dir, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		y := md("http://d/y", "Page Y", "# Page Y\n\nplain")
+		if err := ix.Add(md("http://d/x", "Page X", "# Page X\n\nplain"), y); err != nil {
+			t.Fatal(err)
+		}
+		src := md("http://d/src", "Links", "# Links\n\nsee")
+		src.Links = []content.Link{{Href: "http://d/x", Text: "zeppelin manual"}, {Href: "http://d/y", Text: "airship guide"}}
+		if err := ix.Add(src); err != nil {
+			t.Fatal(err)
+		}
+		if n := ix.Stale(); n != 2 {
+			t.Fatalf("stale %d, want 2", n)
+		}
+		if crash {
+			ix.Written(10 * time.Second)
+			ix.b.Close() // no Close: the list is not written
+		} else if err := ix.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ix, err = Open(dir, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := ix.Stale(); n != 2 {
+			t.Fatalf("crash=%v: stale %d after reopening, want 2", crash, n)
+		}
+		if n, err := ix.RefreshAnchors(1); err != nil || n != 1 || ix.Stale() != 1 {
+			t.Fatalf("crash=%v: refresh of 1: %d %v, %d left", crash, n, err, ix.Stale())
+		}
+		ix.RefreshAnchors(0)
+		for _, q := range []string{"zeppelin", "airship"} {
+			res, err := ix.Search(context.Background(), q, 10)
+			if err != nil || len(res.Hits) == 0 {
+				t.Fatalf("crash=%v: %s: %+v %v", crash, q, res, err)
+			}
+		}
+		ix.Close()
 	}
 }
 
@@ -208,29 +278,41 @@ func TestBrokenIndexIsSetAsideAndStartedAgain(t *testing.T) {
 
 func TestSimhashIsFNVOfShingles(t *testing.T) {
 	// The hash of each 3-word shingle is FNV-1a of the words joined by
-	// spaces (an index's stored hashes stay comparable with new ones).
-	text := "Alpha beta gamma delta"
-	var v [64]int
-	for _, sh := range []string{"alpha beta gamma", "beta gamma delta"} {
-		h := fnv.New64a()
-		h.Write([]byte(sh))
-		x := h.Sum64()
-		for b := 0; b < 64; b++ {
-			if x&(1<<b) != 0 {
-				v[b]++
-			} else {
-				v[b]--
+	// spaces (an index's stored hashes stay comparable with new ones); a
+	// bit is set when more than half the shingles' hashes have it. The
+	// long text passes the counters' flush (255 shingles) twice.
+	var long []string
+	for i := range 700 {
+		long = append(long, fmt.Sprintf("w%d", i%97))
+	}
+	for _, text := range []string{"Alpha beta gamma delta", "one", strings.Join(long, " ")} {
+		ws := strings.Fields(strings.ToLower(text))
+		var shingles []string
+		for i := 0; i == 0 || i+3 <= len(ws); i++ {
+			shingles = append(shingles, strings.Join(ws[i:min(i+3, len(ws))], " "))
+		}
+		var v [64]int
+		for _, sh := range shingles {
+			h := fnv.New64a()
+			h.Write([]byte(sh))
+			x := h.Sum64()
+			for b := 0; b < 64; b++ {
+				if x&(1<<b) != 0 {
+					v[b]++
+				} else {
+					v[b]--
+				}
 			}
 		}
-	}
-	var want uint64
-	for b := 0; b < 64; b++ {
-		if v[b] > 0 {
-			want |= 1 << b
+		var want uint64
+		for b := 0; b < 64; b++ {
+			if v[b] > 0 {
+				want |= 1 << b
+			}
 		}
-	}
-	if got := simhash(text); got != want {
-		t.Fatalf("simhash %x, want %x", got, want)
+		if got := simhash(text); got != want {
+			t.Fatalf("%.30q: simhash %x, want %x", text, got, want)
+		}
 	}
 }
 
@@ -285,5 +367,58 @@ func TestIndexerReportsDroppedPages(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Dropped was not called")
+	}
+}
+
+// Put waits for room instead of dropping; senders racing Close neither
+// panic nor hang, and Put after Close says so.
+func TestIndexerPutWaitsAndCloseRacesSenders(t *testing.T) {
+	ix := testIndex(t)
+	x := NewIndexer(ix, IndexerConfig{Queue: 1, Batch: 4, Workers: 1, Flush: time.Millisecond})
+	ctx := context.Background()
+	const n = 200
+	for i := range n {
+		p := Page{URL: "http://d/p" + strconv.Itoa(i), ContentType: "text/plain", Body: []byte("words of page " + strconv.Itoa(i)), Fetched: t0}
+		if err := x.Put(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for deadline := time.Now().Add(10 * time.Second); x.Indexed() < n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("indexed %d of %d", x.Indexed(), n)
+		}
+	}
+	if x.Dropped() != 0 {
+		t.Fatalf("Put dropped %d", x.Dropped())
+	}
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	for g := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				p := Page{URL: fmt.Sprintf("http://d/g%d-%d", g, i), ContentType: "text/plain", Body: []byte("more words"), Fetched: t0}
+				if g%2 == 0 {
+					x.Enqueue(p)
+				} else if err := x.Put(ctx, p); err != nil {
+					if !errors.Is(err, ErrClosed) {
+						t.Error(err)
+					}
+				}
+				sent.Add(1)
+				if i > 50 && x.closed() {
+					return
+				}
+			}
+		}()
+	}
+	for sent.Load() < 100 { // the senders are running when Close comes
+		runtime.Gosched()
+	}
+	x.Close()
+	wg.Wait()
+	if err := x.Put(ctx, Page{URL: "http://d/late", Body: []byte("x")}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close: %v", err)
 	}
 }

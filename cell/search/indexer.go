@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"mime"
 	"net/http"
@@ -36,6 +37,10 @@ type IndexerConfig struct {
 	Queue int
 	// Workers turn pages into documents in parallel (default one a core).
 	Workers int
+	// RefreshEvery is how often, while pages keep coming, up to Batch
+	// pages whose anchor text grew are indexed again (default 10 s); when
+	// no page is waiting they are, Batch every Flush.
+	RefreshEvery time.Duration
 	// Dropped, when set, is called (in a goroutine of its own, one at a
 	// time) once the queue has room again after it dropped pages, with
 	// the earliest fetch time of the pages it dropped: the cell indexes
@@ -52,6 +57,7 @@ type Indexer struct {
 	in    chan Page
 	docs  chan *Doc
 	stop  chan struct{}
+	smu   sync.RWMutex // senders hold it read, Close to close in
 	wg    sync.WaitGroup
 	bwg   sync.WaitGroup
 	once  sync.Once
@@ -78,6 +84,9 @@ func NewIndexer(ix *Index, cfg IndexerConfig) *Indexer {
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
+	if cfg.RefreshEvery <= 0 {
+		cfg.RefreshEvery = 10 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -92,14 +101,17 @@ func NewIndexer(ix *Index, cfg IndexerConfig) *Indexer {
 }
 
 // Enqueue queues a page; it never blocks (a full queue drops the page).
+// A page with its conversion (Content) is queued without its body.
 func (x *Indexer) Enqueue(p Page) {
+	x.smu.RLock()
+	defer x.smu.RUnlock()
 	select {
 	case <-x.stop:
 		return
 	default:
 	}
 	select {
-	case x.in <- p:
+	case x.in <- lean(p):
 	default:
 		x.drops.Add(1)
 		x.dmu.Lock()
@@ -107,6 +119,46 @@ func (x *Indexer) Enqueue(p Page) {
 			x.dropSince = p.Fetched
 		}
 		x.dmu.Unlock()
+	}
+}
+
+// ErrClosed is Put's error once the indexer is closed.
+var ErrClosed = errors.New("search: indexer closed")
+
+// Put queues a page, waiting while the queue is full (Enqueue drops it).
+func (x *Indexer) Put(ctx context.Context, p Page) error {
+	x.smu.RLock()
+	defer x.smu.RUnlock()
+	select {
+	case <-x.stop:
+		return ErrClosed
+	default:
+	}
+	select {
+	case x.in <- lean(p):
+		return nil
+	case <-x.stop:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// lean drops the body of a page that comes with its conversion: the
+// queue holds what the index needs.
+func lean(p Page) Page {
+	if p.Content != nil && p.Content.Parsed != nil {
+		p.Body = nil
+	}
+	return p
+}
+
+func (x *Indexer) closed() bool {
+	select {
+	case <-x.stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -147,7 +199,9 @@ func (x *Indexer) Indexed() uint64 { return x.added.Load() }
 func (x *Indexer) Close() {
 	x.once.Do(func() {
 		close(x.stop)
+		x.smu.Lock() // no Enqueue or Put is sending
 		close(x.in)
+		x.smu.Unlock()
 		x.wg.Wait()
 		close(x.docs)
 		x.bwg.Wait()
@@ -158,6 +212,7 @@ func (x *Indexer) convert() {
 	defer x.wg.Done()
 	for p := range x.in {
 		if d := DocOf(p); d != nil {
+			d.Prepare()
 			x.docs <- d
 		}
 	}
@@ -166,6 +221,9 @@ func (x *Indexer) convert() {
 // DocOf is the document of an archived page; nil for a page with nothing
 // to index (not HTML or text, an error status).
 func DocOf(p Page) *Doc {
+	if p.Content != nil && p.Content.Parsed != nil {
+		return FromContent(p.Content, p.URL, p.Fetched)
+	}
 	if p.Body == nil {
 		return nil
 	}
@@ -175,9 +233,6 @@ func DocOf(p Page) *Doc {
 	}
 	switch mt {
 	case "text/html", "application/xhtml+xml":
-		if p.Content != nil && p.Content.Parsed != nil {
-			return FromContent(p.Content, p.URL, p.Fetched)
-		}
 		d, err := FromHTML(p.Body, p.URL, p.Fetched)
 		if err != nil {
 			return nil
@@ -194,8 +249,16 @@ func (x *Indexer) batcher() {
 	var batch []*Doc
 	t := time.NewTimer(x.cfg.Flush)
 	defer t.Stop()
+	lastRefresh := time.Now()
+	refresh := func() {
+		lastRefresh = time.Now()
+		if _, err := x.ix.RefreshAnchors(x.cfg.Batch); err != nil {
+			x.cfg.Logger.Warn("search: indexing pages again with their anchor text failed", "err", err)
+		}
+	}
 	flush := func() {
 		if len(batch) == 0 {
+			refresh() // idle
 			return
 		}
 		if err := x.ix.Add(batch...); err != nil {
@@ -205,12 +268,17 @@ func (x *Indexer) batcher() {
 		}
 		batch = batch[:0]
 		x.maybeRecover()
+		if time.Since(lastRefresh) >= x.cfg.RefreshEvery {
+			refresh()
+		}
 	}
 	for {
 		select {
 		case d, ok := <-x.docs:
 			if !ok {
-				flush()
+				if len(batch) > 0 {
+					flush()
+				}
 				return
 			}
 			batch = append(batch, d)
@@ -226,8 +294,9 @@ func (x *Indexer) batcher() {
 
 // Rebuild indexes every page pages yields (the archive), for a cell whose
 // index was lost or is new; it returns how many it indexed. Pages are
-// turned into documents on every core, and indexed in batches of 256: a
-// page's Body must stay valid after yield returns.
+// turned into documents on every core, and indexed in batches of 256; at
+// the end the pages that others link to are indexed again, once, with
+// their anchor text. A page's Body must stay valid after yield returns.
 func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) error) (int, error) {
 	in := make(chan Page, 64)
 	docs := make(chan *Doc, 256)
@@ -238,6 +307,7 @@ func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) 
 			defer wg.Done()
 			for p := range in {
 				if d := DocOf(p); d != nil {
+					d.Prepare()
 					docs <- d
 				}
 			}
@@ -282,6 +352,10 @@ func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) 
 	}
 	if err == nil {
 		err = addErr
+	}
+	if err == nil {
+		// The anchor text the pages gave each other, each page once.
+		_, err = ix.RefreshAnchors(0)
 	}
 	return n, err
 }

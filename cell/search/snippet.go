@@ -478,7 +478,22 @@ func simhash(text string) uint64 {
 	if len(ws) == 0 {
 		return 0
 	}
-	var v [64]int
+	// ones[b] counts the shingles whose hash has bit b set; bit b of the
+	// simhash is set when more than half do. The counting is eight bits
+	// at a time: lane i of acc[p] counts bit 8p+i, flushed to ones before
+	// a lane can overflow.
+	var ones [64]int
+	var acc [8]uint64
+	n, pending := 0, 0
+	flush := func() {
+		for p := range acc {
+			for i := 0; i < 8; i++ {
+				ones[8*p+i] += int(acc[p] >> (8 * i) & 0xff)
+			}
+			acc[p] = 0
+		}
+		pending = 0
+	}
 	for i := 0; i+2 < len(ws) || i == 0; i++ {
 		end := min(i+3, len(ws))
 		// FNV-1a of the shingle's words joined by spaces.
@@ -491,25 +506,38 @@ func simhash(text string) uint64 {
 				x = (x ^ uint64(ws[j][k])) * fnvPrime
 			}
 		}
-		for b := 0; b < 64; b++ {
-			if x&(1<<b) != 0 {
-				v[b]++
-			} else {
-				v[b]--
-			}
+		for p := range acc {
+			acc[p] += byteBits[byte(x>>(8*p))]
+		}
+		n++
+		if pending++; pending == 255 {
+			flush()
 		}
 		if end == len(ws) {
 			break
 		}
 	}
+	flush()
 	var out uint64
 	for b := 0; b < 64; b++ {
-		if v[b] > 0 {
+		if 2*ones[b] > n {
 			out |= 1 << b
 		}
 	}
 	return out
 }
+
+// byteBits[v] has byte i set to bit i of v.
+var byteBits = func() (t [256]uint64) {
+	for v := range t {
+		for i := 0; i < 8; i++ {
+			if v&(1<<i) != 0 {
+				t[v] |= 1 << (8 * i)
+			}
+		}
+	}
+	return t
+}()
 
 // nearDup reports whether two simhashes are of near-duplicate texts.
 func nearDup(a, b uint64) bool { return bits.OnesCount64(a^b) <= 3 }

@@ -53,6 +53,9 @@ func index(t *testing.T, c *Corpus) *search.Index {
 			t.Fatal(err)
 		}
 	}
+	if _, err := ix.RefreshAnchors(0); err != nil {
+		t.Fatal(err)
+	}
 	ix.UpdateRanks()
 	d := time.Since(start)
 	t.Logf("%s: indexed %d pages in %v (%.0f pages/s, conversion not counted)", c.Name, len(c.Docs), d.Round(time.Millisecond), float64(len(c.Docs))/d.Seconds())
