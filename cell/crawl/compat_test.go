@@ -292,6 +292,12 @@ func TestTaskWebhook(t *testing.T) {
 			"webhook_secret": "hook-secret", "webhook_headers": map[string]string{"X-Their-Token": "t0k"}}})
 	poll(t, ts.URL, "", id, 20*time.Millisecond, time.Minute)
 	waitUntil(t, 30*time.Second, "the first delivery", func() bool { return count() == 1 })
+	// The failure recorded (its retry set from the clock) before the
+	// clock moves: the receiver answers before the sender writes it down.
+	waitUntil(t, 30*time.Second, "the failed attempt recorded", func() bool {
+		p, err := ts.hooks.Pending()
+		return err == nil && len(p) == 1 && p[0].Attempts == 1
+	})
 	fail.Store(false)
 	clock.Advance(time.Minute)
 	ts.hooks.Kick()
