@@ -324,8 +324,15 @@ func (c *Client) grow(ctx context.Context, acct string, h *holdState, amount MC)
 	h.mu.Lock()
 	short := h.available() < amount
 	reason := h.reason
+	releasing := h.relID != ""
 	h.mu.Unlock()
 	if !short {
+		return nil
+	}
+	if releasing && (err == nil || errors.Is(err, errHoldRefused)) && c.waitRelease(ctx, h) {
+		// An idle release was on its way: the ledger still counted the
+		// hold it gives back (so it refused more), this region no longer
+		// did. Once it is answered, look again.
 		return nil
 	}
 	if err != nil && !errors.Is(err, errHoldRefused) {
@@ -335,6 +342,24 @@ func (c *Client) grow(ctx context.Context, acct string, h *holdState, amount MC)
 		return ErrSpendCap
 	}
 	return ErrNoCredit
+}
+
+// waitRelease waits, up to SubmitTimeout, for the account's release in
+// flight to be answered, and reports whether it was.
+func (c *Client) waitRelease(ctx context.Context, h *holdState) bool {
+	deadline := time.Now().Add(c.cfg.SubmitTimeout)
+	for {
+		h.mu.Lock()
+		done := h.relID == ""
+		h.mu.Unlock()
+		if done {
+			return true
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
 }
 
 // HoldsReduced takes the hold balances the ledger lowered without this
@@ -444,7 +469,10 @@ func (c *Client) refillSync(ctx context.Context, acct string, h *holdState, need
 		}
 		now := c.cfg.Now()
 		res, err := c.cfg.Ledger.Submit(ctx, &Command{
-			ID:   fmt.Sprintf("hold/%s/%s/%d", c.cfg.Region, acct, now.UnixNano()),
+			// Unique whatever the clock says (a stopped test clock, a
+			// coarse one): the ledger answers a repeated command id with
+			// its first result.
+			ID:   fmt.Sprintf("hold/%s/%s/%d/%s", c.cfg.Region, acct, now.UnixNano(), rand.Text()[:10]),
 			Type: CmdHold, Time: now,
 			Hold: &HoldRequest{Account: acct, Region: c.cfg.Region, Want: want},
 		})
@@ -691,7 +719,7 @@ func (c *Client) Release(ctx context.Context, acct string) error {
 			h.mu.Unlock()
 			return nil
 		}
-		id = fmt.Sprintf("release/%s/%s/%d", c.cfg.Region, acct, c.cfg.Now().UnixNano())
+		id = fmt.Sprintf("release/%s/%s/%d/%s", c.cfg.Region, acct, c.cfg.Now().UnixNano(), rand.Text()[:10])
 		h.reserved += amount
 		h.relID, h.relAmt = id, amount
 	}

@@ -294,3 +294,59 @@ func TestClientLoweredCapHoldsInEveryRegion(t *testing.T) {
 	}
 	mustAudit(t, d.State())
 }
+
+// releaseGate holds the ledger's answer to a release until it is let go.
+type releaseGate struct {
+	Submitter
+	sent chan struct{}
+	let  chan struct{}
+}
+
+func (g *releaseGate) Submit(ctx context.Context, cmd *Command) (*Result, error) {
+	if cmd.Type == CmdRelease {
+		g.sent <- struct{}{}
+		<-g.let
+	}
+	return g.Submitter.Submit(ctx, cmd)
+}
+
+// A call that comes while the region's idle hold is being released is not
+// refused for want of credit: the ledger, which has not applied the
+// release yet, refuses more hold; the client waits for the release's
+// answer and asks again (seen as a 402 with credit left in
+// gatetest.TestDialRefusedURLsAreFree under load).
+func TestClientEnsureDuringIdleRelease(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(10)})
+	g := &releaseGate{Submitter: d, sent: make(chan struct{}, 1), let: make(chan struct{})}
+	now := t0
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c, _ := newClient(t, t.TempDir(), g, func(cfg *ClientConfig) {
+		cfg.Now, cfg.IdleRelease, cfg.MinHold, cfg.SubmitTimeout = clock, time.Minute, Credits(10), 5*time.Second
+	})
+	ctx := context.Background()
+	if err := c.Ensure(ctx, "a", Credits(2)); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := d.State().Balance(HoldAccount("a", "eu")); h != Credits(10) {
+		t.Fatalf("hold %s, want the whole balance", h)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	released := make(chan struct{})
+	go func() { defer close(released); c.ReleaseIdle(ctx) }()
+	<-g.sent // the release is on its way, not answered
+	ensured := make(chan error, 1)
+	go func() { ensured <- c.Ensure(ctx, "a", Credits(2)) }()
+	select {
+	case err := <-ensured:
+		t.Fatalf("Ensure during the release returned %v before the release was answered", err)
+	case <-time.After(50 * time.Millisecond): // (a refusal would have come by now)
+	}
+	close(g.let)
+	<-released
+	if err := <-ensured; err != nil {
+		t.Fatalf("Ensure after the release: %v", err)
+	}
+}
