@@ -653,6 +653,39 @@ func (d *Doc) fields() map[string]any {
 
 var storedFields = []string{"url", "title", "headings", "body", "anchors", "type", "lang", "desc", "jsonld", "sim", "date"}
 
+// rankFields are the stored fields a query's candidates are read with
+// (the second stage and the hits); restFields the others, read for the
+// hits the rich block looks at (complete).
+var (
+	rankFields = []string{"url", "title", "body", "type", "desc", "sim", "date"}
+	restFields = []string{"url", "headings", "anchors", "lang", "jsonld"}
+)
+
+// complete reads the stored fields of docs that a query left out
+// (restFields): their headings, anchor text, language and JSON-LD.
+func (ix *Index) complete(ctx context.Context, docs []*Doc) error {
+	ids := make([]string, len(docs))
+	for i, d := range docs {
+		ids[i] = d.URL
+	}
+	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery(ids), len(ids), 0, false)
+	req.Fields = restFields
+	res, err := ix.b.SearchInContext(ctx, req)
+	if err != nil {
+		return err
+	}
+	byURL := make(map[string]*Doc, len(res.Hits))
+	for _, h := range res.Hits {
+		byURL[h.ID] = docOf(h.Fields)
+	}
+	for _, d := range docs {
+		if r := byURL[d.URL]; r != nil {
+			d.Headings, d.Anchors, d.Lang, d.JSONLD = r.Headings, r.Anchors, r.Lang, r.JSONLD
+		}
+	}
+	return nil
+}
+
 // loadAll reads indexed pages back from their stored fields (those of ids
 // that are indexed).
 func (ix *Index) loadAll(ids []string) ([]*Doc, error) {
@@ -759,7 +792,7 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 	// Candidates: more than asked, for collapsing and the second stage.
 	cand := max(2*n, b.Candidates)
 	req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), cand, 0, false)
-	req.Fields = storedFields
+	req.Fields = rankFields
 	res, err := ix.b.SearchInContext(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)

@@ -69,6 +69,9 @@ func (ix *Index) Local(ctx context.Context, q string, o Options) (*Local, error)
 				docs = append(docs, res.Hits[i].doc)
 			}
 		}
+		if err := ix.complete(ctx, docs); err != nil {
+			return nil, err
+		}
 		r := &Rich{Entity: EntityOf(res.Hits[0].doc, q), FollowUpQuestions: FollowUps(docs, q, 5), RelatedQueries: Related(docs, q, 5)}
 		out.Rich = r
 	}

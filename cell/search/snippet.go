@@ -120,9 +120,55 @@ const passageWords = 40
 type matcher struct {
 	terms []term
 	seen  map[string]int
+	// prefixes are the first (up to) two bytes of each term's word and
+	// stem: a word that starts otherwise cannot match (mayMatch).
+	prefixes []string
 }
 
-func newMatcher(terms []term) *matcher { return &matcher{terms: terms, seen: map[string]int{}} }
+func newMatcher(terms []term) *matcher {
+	m := &matcher{terms: terms, seen: map[string]int{}}
+	for _, t := range terms {
+		for _, w := range []string{t.raw, t.stem} {
+			if pf := w[:min(2, len(w))]; pf != "" && !slices.Contains(m.prefixes, pf) {
+				m.prefixes = append(m.prefixes, pf)
+			}
+		}
+	}
+	return m
+}
+
+// mayMatch is false for a word that cannot match a term: matchNew
+// compares the lower-cased word with a term's word, or its first letters
+// with the stem's before stemming it. Most words of a passage are
+// rejected here without a map lookup. A word starting outside ASCII is
+// left to match.
+func (m *matcher) mayMatch(w string) bool {
+	c0 := w[0]
+	if c0 >= utf8.RuneSelf {
+		return true
+	}
+	c0 = lowerASCII(c0)
+	var c1 byte
+	if len(w) > 1 {
+		if c1 = w[1]; c1 >= utf8.RuneSelf {
+			return true
+		}
+		c1 = lowerASCII(c1)
+	}
+	for _, pf := range m.prefixes {
+		if pf[0] == c0 && (len(pf) == 1 || len(w) > 1 && pf[1] == c1) {
+			return true
+		}
+	}
+	return false
+}
+
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
 
 func (m *matcher) match(w string) int {
 	if k, ok := m.seen[w]; ok {
@@ -189,7 +235,6 @@ func (m *matcher) bestPassage(body string) passage {
 // segments are the runs of lines of body around the lines that hold a
 // term's stem.
 func segments(body string, terms []term) []string {
-	lb := asciiLower(body)
 	var hits []int
 	var keys []string
 	for _, t := range terms {
@@ -203,7 +248,7 @@ func segments(body string, terms []term) []string {
 			continue
 		}
 		for from, n := 0, 0; n < 500; n++ {
-			i := strings.Index(lb[from:], key)
+			i := indexASCIIFold(body[from:], key)
 			if i < 0 {
 				break
 			}
@@ -245,15 +290,63 @@ func segments(body string, terms []term) []string {
 	return append(out, body[start:end])
 }
 
-// asciiLower lower-cases ASCII letters only, so offsets stay the same.
-func asciiLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
+// indexASCIIFold is strings.Index(asciiLower(s), key) for a lower-case
+// key, without lower-casing s: the candidates are the positions of key's
+// first byte in either case.
+func indexASCIIFold(s, key string) int {
+	if key == "" {
+		return 0
+	}
+	lo, up := key[0], key[0]
+	if 'a' <= lo && lo <= 'z' {
+		up = lo - ('a' - 'A')
+	}
+	// The next position of each case at or after i (-2: not looked for
+	// yet, -1: none left).
+	nextLo, nextUp := -2, -2
+	if up == lo {
+		nextUp = -1
+	}
+	find := func(c byte, from int) int {
+		if j := strings.IndexByte(s[from:], c); j >= 0 {
+			return from + j
+		}
+		return -1
+	}
+	for i := 0; i+len(key) <= len(s); {
+		if nextLo != -1 && nextLo < i {
+			nextLo = find(lo, i)
+		}
+		if nextUp != -1 && nextUp < i {
+			nextUp = find(up, i)
+		}
+		switch {
+		case nextLo < 0 && nextUp < 0:
+			return -1
+		case nextUp < 0 || nextLo >= 0 && nextLo < nextUp:
+			i = nextLo
+		default:
+			i = nextUp
+		}
+		if i+len(key) > len(s) {
+			return -1
+		}
+		if equalASCIIFold(s[i+1:i+len(key)], key[1:]) {
+			return i
+		}
+		i++
+	}
+	return -1
+}
+
+// equalASCIIFold reports whether asciiLower(s) == key.
+func equalASCIIFold(s, key string) bool {
+	for j := 0; j < len(key); j++ {
+		if lowerASCII(s[j]) != key[j] {
+			return false
 		}
 	}
-	return string(b)
+	return true
 }
 
 // bestIn is bestPassage within one segment.
@@ -266,8 +359,10 @@ func (m *matcher) bestIn(body string) passage {
 		st := sents[i].text
 		pos := 0
 		eachWord(st, func(a, b int) {
-			if k := m.match(st[a:b]); k >= 0 {
-				hits[i] = append(hits[i], hit{pos, k})
+			if w := st[a:b]; m.mayMatch(w) {
+				if k := m.match(w); k >= 0 {
+					hits[i] = append(hits[i], hit{pos, k})
+				}
 			}
 			pos++
 		})
