@@ -34,14 +34,15 @@ import (
 // The directories' pages are served under as many path prefixes (/c0/,
 // /c1/, …) as make TRAWL_SEARCH_PAGES distinct URLs (copies of a page are
 // near-duplicates: indexed each, collapsed in the answers). A job fetches
-// them all through the gate: the cell archives and indexes each. Then,
-// while further jobs run on the cell: the indexing rate of the live path
+// them all through the gate: the cell archives and indexes each. Then:
+// search through the gate over those pages (distinct one-word queries,
+// plain and rich=1) and the same queries on the cell's index in process;
+// while further jobs run on the cell, the indexing rate of the live path
 // (the pages as scrapes hand them, converted) and of a rebuild of the
-// whole archive (converted again), each into a fresh index; search through the gate
-// (distinct one-word queries, plain and rich=1); the same queries on the
-// cell's index in process, and on SQLite FTS5 over the same pages (the
-// baseline, same run); index size and the process's RSS. With
-// TRAWL_SEARCH_SPEED_OUT set, the figures are written there as JSON.
+// whole archive (converted again), each into a fresh index; index size
+// and the process's RSS; SQLite FTS5 over the same pages (the baseline,
+// same run). With TRAWL_SEARCH_SPEED_OUT set, the figures are written
+// there as JSON.
 func TestSearchSpeed(t *testing.T) {
 	roots := filepath.SplitList(os.Getenv("TRAWL_SEARCH_SPEED"))
 	if len(roots) == 0 {
@@ -134,7 +135,61 @@ func TestSearchSpeed(t *testing.T) {
 	t.Logf("%d pages fetched, archived and indexed through jobs in %v: %.0f pages/s (one cell; %d dropped by the full queue, indexed from the archive)", indexed, took.Round(time.Millisecond), jobRate, c.DroppedPages())
 	out["job_pages_per_s"] = round(jobRate)
 
-	// 2. Indexing beside a running job (a job of new URLs on the same
+	// 2. Queries, at the pages the first jobs indexed (before the jobs
+	// below add more): words of the pages' file names, each once (no answer
+	// from the gate's archive of results); a key per 100 queries (the
+	// plan's rate limit).
+	var qs []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		w := strings.TrimSuffix(filepath.Base(p), ".html")
+		for _, part := range strings.FieldsFunc(w, func(r rune) bool { return r == '-' || r == '_' || r == '.' }) {
+			if len(part) > 3 && !seen[strings.ToLower(part)] {
+				seen[strings.ToLower(part)] = true
+				qs = append(qs, part)
+			}
+		}
+	}
+	if len(qs) > 400 {
+		qs = eval.SampleStrings(qs, 400)
+	}
+	measure := func(extra string) []time.Duration {
+		var d []time.Duration
+		var k string
+		for i, q := range qs {
+			if i%100 == 0 {
+				k = g.Account(t, ledger.PlanSupporter, 100000)
+			}
+			t0 := time.Now()
+			r := call(t, "GET", g.URL+"/search?q="+url.QueryEscape(q)+extra, k, "")
+			d = append(d, time.Since(t0))
+			if r.status != 200 {
+				t.Fatalf("%s: %d %s", q, r.status, r.body)
+			}
+		}
+		slices.Sort(d)
+		return d
+	}
+	plain := measure("")
+	rich := measure("&rich=1")
+	var local []time.Duration
+	for _, q := range qs {
+		t0 := time.Now()
+		if _, err := ix.Search(context.Background(), q, 10); err != nil {
+			t.Fatal(err)
+		}
+		local = append(local, time.Since(t0))
+	}
+	slices.Sort(local)
+	t.Logf("search through the gate, %d queries over %d pages: p50 %v p99 %v; rich=1 p50 %v p99 %v; the cell's index in process p50 %v p99 %v",
+		len(qs), ix.Count(), pct(plain, 50), pct(plain, 99), pct(rich, 50), pct(rich, 99), pct(local, 50), pct(local, 99))
+	out["queries"] = len(qs)
+	out["indexed_pages"] = ix.Count()
+	out["gate_p50_ms"], out["gate_p99_ms"] = ms(pct(plain, 50)), ms(pct(plain, 99))
+	out["rich_p50_ms"], out["rich_p99_ms"] = ms(pct(rich, 50)), ms(pct(rich, 99))
+	out["local_p50_ms"], out["local_p99_ms"] = ms(pct(local, 50)), ms(pct(local, 99))
+
+	// 3. Indexing beside a running job (a job of new URLs on the same
 	// cell all along), two ways:
 	//
 	// a. The live path: each page as a scrape hands it to the indexer,
@@ -232,59 +287,6 @@ func TestSearchSpeed(t *testing.T) {
 	out["rebuild_pages_per_s_beside_job"] = round(rebuildRate)
 	out["rebuild_pages"] = n
 	out["job_pages_during_rebuild"] = besideJob
-
-	// 3. Queries: words of the pages' file names, each once (no answer
-	// from the gate's archive of results); a key per 100 queries (the
-	// plan's rate limit).
-	var qs []string
-	seen := map[string]bool{}
-	for _, p := range paths {
-		w := strings.TrimSuffix(filepath.Base(p), ".html")
-		for _, part := range strings.FieldsFunc(w, func(r rune) bool { return r == '-' || r == '_' || r == '.' }) {
-			if len(part) > 3 && !seen[strings.ToLower(part)] {
-				seen[strings.ToLower(part)] = true
-				qs = append(qs, part)
-			}
-		}
-	}
-	if len(qs) > 400 {
-		qs = eval.SampleStrings(qs, 400)
-	}
-	measure := func(extra string) []time.Duration {
-		var d []time.Duration
-		var k string
-		for i, q := range qs {
-			if i%100 == 0 {
-				k = g.Account(t, ledger.PlanSupporter, 100000)
-			}
-			t0 := time.Now()
-			r := call(t, "GET", g.URL+"/search?q="+url.QueryEscape(q)+extra, k, "")
-			d = append(d, time.Since(t0))
-			if r.status != 200 {
-				t.Fatalf("%s: %d %s", q, r.status, r.body)
-			}
-		}
-		slices.Sort(d)
-		return d
-	}
-	plain := measure("")
-	rich := measure("&rich=1")
-	var local []time.Duration
-	for _, q := range qs {
-		t0 := time.Now()
-		if _, err := ix.Search(context.Background(), q, 10); err != nil {
-			t.Fatal(err)
-		}
-		local = append(local, time.Since(t0))
-	}
-	slices.Sort(local)
-	t.Logf("search through the gate, %d queries over %d pages: p50 %v p99 %v; rich=1 p50 %v p99 %v; the cell's index in process p50 %v p99 %v",
-		len(qs), ix.Count(), pct(plain, 50), pct(plain, 99), pct(rich, 50), pct(rich, 99), pct(local, 50), pct(local, 99))
-	out["queries"] = len(qs)
-	out["indexed_pages"] = ix.Count()
-	out["gate_p50_ms"], out["gate_p99_ms"] = ms(pct(plain, 50)), ms(pct(plain, 99))
-	out["rich_p50_ms"], out["rich_p99_ms"] = ms(pct(rich, 50)), ms(pct(rich, 99))
-	out["local_p50_ms"], out["local_p99_ms"] = ms(pct(local, 50)), ms(pct(local, 99))
 
 	// 4. Index size (after every batch is written) and RSS.
 	ix.Written(time.Minute)
