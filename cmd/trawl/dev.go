@@ -387,14 +387,15 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 		}()
 	}
 	// Ready when every gate is healthy (a ledger leader, a live cell) and
-	// answers the dev key (the account has reached every replica).
+	// answers the dev key and the operator key (both have reached every
+	// replica: they are made by separate ledger commands).
 	ready := make(chan struct{})
 	go func() {
 		client := &http.Client{Timeout: 2 * time.Second}
-		get := func(url string, auth bool) (int, []byte) {
+		get := func(url string, auth string) (int, []byte) {
 			req, _ := http.NewRequestWithContext(ctx, "GET", url, nil)
-			if auth {
-				req.Header.Set("Authorization", "Bearer "+key)
+			if auth != "" {
+				req.Header.Set("Authorization", "Bearer "+auth)
 			}
 			resp, err := client.Do(req)
 			if err != nil {
@@ -407,9 +408,11 @@ func superviseRegions(ctx context.Context, fs *flag.FlagSet, regions []string, l
 		for _, addr := range gateAddrs {
 			for ctx.Err() == nil {
 				var h gate.Health
-				if code, b := get("http://"+addr+"/health", false); code == http.StatusOK && json.Unmarshal(b, &h) == nil && h.Status == "ok" {
-					if code, _ := get("http://"+addr+"/v1/billing/balance", true); code == http.StatusOK {
-						break
+				if code, b := get("http://"+addr+"/health", ""); code == http.StatusOK && json.Unmarshal(b, &h) == nil && h.Status == "ok" {
+					if code, _ := get("http://"+addr+"/v1/billing/balance", key); code == http.StatusOK {
+						if code, _ := get("http://"+addr+"/operator/v1/prices", opKey); code == http.StatusOK {
+							break
+						}
 					}
 				}
 				time.Sleep(100 * time.Millisecond)
