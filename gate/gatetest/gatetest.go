@@ -96,27 +96,39 @@ func Start(t testing.TB, o Options) *Gate {
 	}
 	t.Setenv("TRAWL_LEDGER_SECRET", "gatetest-secret")
 	t.Setenv(regionauth.EnvKeys, Keys)
-	dir := t.TempDir()
-	listen := FreeAddr(t)
-	site := gate.Site{
-		Listen: listen,
-		Gate: gate.Config{
-			Region: o.Region, DataDir: filepath.Join(dir, "gate"), LedgerRaft: FreeAddr(t),
-			Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"}, AllowPrivateNetworks: true,
-			Payments: o.Payments, Peers: o.Peers,
-		},
-		PricesFile: o.PricesFile, TrustedProxies: o.TrustedProxies, SMTP: o.SMTP, SMTPFrom: o.SMTPFrom,
-	}
-	text, err := site.Caddyfile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgJSON, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil)
-	if err != nil {
-		t.Fatalf("adapt:\n%s\n%v", text, err)
-	}
-	if err := caddy.Load(cfgJSON, true); err != nil {
-		t.Fatal(err)
+	// The ports are free when picked and taken when Caddy starts: another
+	// test process may take one in between (seen in CI as "address
+	// already in use"); then the gate starts again on others.
+	var site gate.Site
+	var listen string
+	var cfgJSON []byte
+	for attempt := 1; ; attempt++ {
+		dir := t.TempDir()
+		listen = FreeAddr(t)
+		site = gate.Site{
+			Listen: listen,
+			Gate: gate.Config{
+				Region: o.Region, DataDir: filepath.Join(dir, "gate"), LedgerRaft: FreeAddr(t),
+				Bootstrap: true, Members: members.Config{Bind: "127.0.0.1:0"}, AllowPrivateNetworks: true,
+				Payments: o.Payments, Peers: o.Peers,
+			},
+			PricesFile: o.PricesFile, TrustedProxies: o.TrustedProxies, SMTP: o.SMTP, SMTPFrom: o.SMTPFrom,
+		}
+		text, err := site.Caddyfile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfgJSON, _, err = caddyconfig.GetAdapter("caddyfile").Adapt([]byte(text), nil); err != nil {
+			t.Fatalf("adapt:\n%s\n%v", text, err)
+		}
+		err = caddy.Load(cfgJSON, true)
+		if err == nil {
+			break
+		}
+		if attempt == 5 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("gate start, attempt %d: %v; again on other ports", attempt, err)
 	}
 	g := &Gate{URL: "http://" + listen, t: t, Config: cfgJSON, DataDir: site.Gate.DataDir}
 	t.Cleanup(func() {
