@@ -209,6 +209,12 @@ func (p *Pool) newEntryLocked(tier, sig string) *entry {
 // start launches e's browser and marks it ready (or failed).
 func (p *Pool) start(ctx context.Context, e *entry) error {
 	br, err := p.launch(ctx, e.id, e.sig)
+	if err != nil && ctx.Err() == nil {
+		// Once more: a browser that dies as it starts (seen under load)
+		// is no reason to fail the requests waiting for it.
+		p.log.Warn("crawl pool: browser did not start; starting it again", "browser_id", e.id, "config", e.sig, "err", err)
+		br, err = p.launch(ctx, e.id, e.sig)
+	}
 	p.mu.Lock()
 	e.br, e.err = br, err
 	closed := p.closed || e.gone
