@@ -40,10 +40,13 @@ func pages(t *testing.T) *httptest.Server {
 }
 
 // freeRun returns the first of n consecutive loopback ports that are free now.
+// They are taken below Linux's ephemeral range (32768–60999), where no
+// listener on port 0 and no outgoing connection of another test can take
+// one before the process under test binds it.
 func freeRun(t *testing.T, n int) int {
 	t.Helper()
 	for try := 0; try < 200; try++ {
-		base := 20000 + rand.IntN(30000)
+		base := 20000 + rand.IntN(12000-n)
 		ok := true
 		for i := 0; i < n && ok; i++ {
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
