@@ -258,7 +258,10 @@ func (x *Indexer) batcher() {
 	}
 	flush := func() {
 		if len(batch) == 0 {
-			refresh() // idle
+			// Idle: stale anchor text, and the pages a full queue
+			// dropped after the last batch.
+			refresh()
+			x.maybeRecover()
 			return
 		}
 		if err := x.ix.Add(batch...); err != nil {
