@@ -87,6 +87,7 @@ func (s *Service) Submit(account, id string, rc *Recipe, vals Values, bypass boo
 	if err := s.saveJob(rec, store.Sync); err != nil {
 		return nil, err
 	}
+	job := rec.Job // the caller's copy: the run below writes rec when it ends
 	s.jobsWG.Add(1)
 	go func() {
 		defer s.jobsWG.Done()
@@ -96,7 +97,7 @@ func (s *Service) Submit(account, id string, rc *Recipe, vals Values, bypass boo
 		}
 		s.finishJob(rec, rc, res, err)
 	}()
-	return &rec.Job, nil
+	return &job, nil
 }
 
 func (s *Service) saveJob(rec *jobRecord, d store.Durability) error {
