@@ -28,6 +28,7 @@ import (
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
 	"github.com/blevesearch/bleve/v2/registry"
+	bsearch "github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
 )
@@ -512,16 +513,27 @@ func (ix *Index) Add(docs ...*Doc) error {
 
 // indexedOf are those of urls that are indexed.
 func (ix *Index) indexedOf(urls []string) ([]string, error) {
-	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery(urls), len(urls), 0, false)
-	res, err := ix.b.Search(req)
+	hits, err := ix.byID(context.Background(), urls, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, 0, len(res.Hits))
-	for _, h := range res.Hits {
+	out := make([]string, 0, len(hits))
+	for _, h := range hits {
 		out = append(out, h.ID)
 	}
 	return out, nil
+}
+
+// byID are the indexed pages of ids (those that are indexed), with the
+// stored fields named.
+func (ix *Index) byID(ctx context.Context, ids, fields []string) (bsearch.DocumentMatchCollection, error) {
+	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery(ids), len(ids), 0, false)
+	req.Fields = fields
+	res, err := ix.b.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.Hits, nil
 }
 
 // Stale is how many indexed pages wait for the anchor text that other
@@ -668,14 +680,12 @@ func (ix *Index) complete(ctx context.Context, docs []*Doc) error {
 	for i, d := range docs {
 		ids[i] = d.URL
 	}
-	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery(ids), len(ids), 0, false)
-	req.Fields = restFields
-	res, err := ix.b.SearchInContext(ctx, req)
+	hits, err := ix.byID(ctx, ids, restFields)
 	if err != nil {
 		return err
 	}
-	byURL := make(map[string]*Doc, len(res.Hits))
-	for _, h := range res.Hits {
+	byURL := make(map[string]*Doc, len(hits))
+	for _, h := range hits {
 		byURL[h.ID] = docOf(h.Fields)
 	}
 	for _, d := range docs {
@@ -689,14 +699,12 @@ func (ix *Index) complete(ctx context.Context, docs []*Doc) error {
 // loadAll reads indexed pages back from their stored fields (those of ids
 // that are indexed).
 func (ix *Index) loadAll(ids []string) ([]*Doc, error) {
-	req := bleve.NewSearchRequestOptions(bleve.NewDocIDQuery(ids), len(ids), 0, false)
-	req.Fields = storedFields
-	res, err := ix.b.Search(req)
+	hits, err := ix.byID(context.Background(), ids, storedFields)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Doc, 0, len(res.Hits))
-	for _, h := range res.Hits {
+	out := make([]*Doc, 0, len(hits))
+	for _, h := range hits {
 		out = append(out, docOf(h.Fields))
 	}
 	return out, nil
