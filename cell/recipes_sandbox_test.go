@@ -37,6 +37,19 @@ func TestRecipeModule(t *testing.T) {
 		"inputs":[{"name":"mode","type":"string","required":true},{"name":"url","type":"string","default":"`+site.URL+`/article.html"}],
 		"outputs":["text","href"],"hosts":["{url}"],"page_budget":2,"limits":{"time_ms":3000,"memory_mib":48}}`, nil)
 	buildProbe(t, filepath.Join(mdir, "module.wasm"))
+	// The same module with a time limit it cannot reach first: "grow"
+	// must stop at its memory limit, and on a loaded CI machine growing
+	// to 48 MiB once took longer than the probe's 3 s.
+	gdir := writeRecipe(t, dir, "probe-grow", `{"name":"probe-grow","version":1,"title":"Probe module, memory only","kind":"module",
+		"inputs":[{"name":"mode","type":"string","required":true}],
+		"outputs":["text"],"hosts":["127.0.0.1"],"limits":{"time_ms":120000,"memory_mib":48}}`, nil)
+	wasm, err := os.ReadFile(filepath.Join(mdir, "module.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(gdir, "module.wasm"), wasm, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	writeRecipe(t, dir, "junk", `{"name":"junk","version":1,"title":"Not a module","kind":"module","outputs":["x"],"hosts":["127.0.0.1"]}`,
 		map[string]string{"module.wasm": "\x00asm\x01\x00\x00\x00garbage"})
 	tc := newTestCell(t, func(c *Config) { c.Recipes = RecipeConfig{Dir: dir} })
@@ -57,7 +70,7 @@ func TestRecipeModule(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("spin stopped after %v", d)
 	}
-	resp, a, _ = tc.runRecipe(t, "probe", `{"mode":"grow"}`)
+	resp, a, _ = tc.runRecipe(t, "probe-grow", `{"mode":"grow"}`)
 	if resp.StatusCode != 422 || a.Error != "module_limit" || !strings.Contains(a.Message, "48 MiB") {
 		t.Errorf("grow: %d %s %s", resp.StatusCode, a.Error, a.Message)
 	}
