@@ -33,6 +33,7 @@ type balEntry struct {
 	idx   uint64
 	until time.Time // balances also move with the clock (a pass lapses)
 	total ledger.MC
+	mark  uint64 // the region journal's settle mark in the same view
 }
 
 // maxCached bounds each map; past it the map starts afresh.
@@ -75,27 +76,28 @@ func (c *replicaCache) Authenticate(r *http.Request, now time.Time) (*ledger.Key
 	return e.key, e.acct, nil
 }
 
-// total is the account's balance in the replica (billing.AccountBalance's
-// Total) through the cache.
-func (c *replicaCache) total(a *ledger.Account, now time.Time) (ledger.MC, error) {
+// total is the account's balance in the replica and the settle mark of
+// this region's journal, read together (ledger.State.BalanceView), through
+// the cache.
+func (c *replicaCache) total(a *ledger.Account, now time.Time, region, epoch string) (ledger.MC, uint64, error) {
 	idx := c.state.Meta().AppliedIndex
 	c.mu.Lock()
 	e, ok := c.bals[a.ID]
 	c.mu.Unlock()
 	if ok && e.idx == idx && now.Before(e.until) {
-		return e.total, nil
+		return e.total, e.mark, nil
 	}
-	ab, err := c.state.AccountBalance(a, now)
+	v, err := c.state.BalanceView(a.ID, now, region, epoch)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	c.mu.Lock()
 	if len(c.bals) >= maxCached {
 		c.bals = map[string]balEntry{}
 	}
-	c.bals[a.ID] = balEntry{idx: idx, until: now.Add(balanceFor), total: ab.Total}
+	c.bals[a.ID] = balEntry{idx: v.Index, until: now.Add(balanceFor), total: v.Balance.Total, mark: v.Mark}
 	c.mu.Unlock()
-	return ab.Total, nil
+	return v.Balance.Total, v.Mark, nil
 }
 
 // Authenticate finds the request's key and account in the local replica
@@ -108,9 +110,10 @@ func (rt *Runtime) Authenticate(r *http.Request) (*ledger.Key, *ledger.Account, 
 // replica's balance less this region's unsettled charges (the
 // x-svc-balance header).
 func (rt *Runtime) Balance(a *ledger.Account) (ledger.MC, error) {
-	total, err := rt.replica.total(a, rt.cfg.Now())
+	region, epoch := rt.holds.Journal()
+	total, mark, err := rt.replica.total(a, rt.cfg.Now(), region, epoch)
 	if err != nil {
 		return 0, err
 	}
-	return total - rt.holds.Unsettled(a.ID), nil
+	return total - rt.holds.UnsettledAt(a.ID, mark), nil
 }

@@ -95,6 +95,11 @@ type holdState struct {
 	held     MC     // hold balance as of the latest ledger result
 	heldIdx  uint64 // raft index of that result
 	pending  MC     // charged here, not yet settled
+	// The part of pending in the settle batch being sent, and the batch's
+	// last journal sequence: once the ledger's mark for this journal
+	// reaches it, a replica's balance already has it (UnsettledAt).
+	inflight   MC
+	inflightTo uint64
 	reserved MC     // being released
 	relID    string // a release sent and not answered yet (journaled)
 	relAmt   MC
@@ -607,6 +612,19 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 		return 0, err
 	}
 	first, last := binary.BigEndian.Uint64(keys[0][4:]), binary.BigEndian.Uint64(keys[len(keys)-1][4:])
+	spent := map[string]MC{}
+	for _, ch := range charges {
+		spent[ch.Account] += ch.Amount
+	}
+	// Before the batch is sent: a replica may apply it before Submit
+	// returns. A failed send leaves these set; the resend (the same
+	// charges first) sets them again.
+	for a, amt := range spent {
+		h := c.state(a)
+		h.mu.Lock()
+		h.inflight, h.inflightTo = amt, last
+		h.mu.Unlock()
+	}
 	// The id names the batch: a retry of the same batch is the same command.
 	res, err := c.cfg.Ledger.Submit(ctx, &Command{
 		ID:   fmt.Sprintf("settle/%s/%s/%d-%d", c.cfg.Region, c.epoch, first, last),
@@ -625,10 +643,6 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 	parked := map[uint64]ParkedCharge{}
 	for _, p := range res.Parked {
 		parked[p.Seq] = p
-	}
-	spent := map[string]MC{}
-	for _, ch := range charges {
-		spent[ch.Account] += ch.Amount
 	}
 	accts := make([]string, 0, len(spent))
 	for a := range spent {
@@ -668,6 +682,7 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 		h := c.state(a)
 		h.mu.Lock()
 		h.pending -= spent[a]
+		h.inflight, h.inflightTo = 0, 0
 		h.mu.Unlock()
 	}
 	c.waiting.Add(-int64(len(charges)))
@@ -790,6 +805,25 @@ func (c *Client) Unsettled(acct string) MC {
 	h := c.state(acct)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.pending
+}
+
+// Journal names this region's journal as the ledger's settle marks know
+// it: State.BalanceView(acct, now, region, epoch) reads its mark.
+func (c *Client) Journal() (region, epoch string) { return c.cfg.Region, c.epoch }
+
+// UnsettledAt is what acct was charged here and a replica whose settle
+// mark for this journal is mark does not yet have: Unsettled less a batch
+// the replica has already applied and this client has not yet heard back
+// on. Balance = view.Balance.Total - UnsettledAt(acct, view.Mark), with
+// the view read from one snapshot, counts every charge exactly once.
+func (c *Client) UnsettledAt(acct string, mark uint64) MC {
+	h := c.state(acct)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.inflightTo > 0 && h.inflightTo <= mark {
+		return h.pending - h.inflight
+	}
 	return h.pending
 }
 

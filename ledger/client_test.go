@@ -350,3 +350,72 @@ func TestClientEnsureDuringIdleRelease(t *testing.T) {
 		t.Fatalf("Ensure after the release: %v", err)
 	}
 }
+
+// afterApply is a ledger whose Submit runs hook once the command is
+// applied and before the caller hears back: the window in which a replica
+// already has a settle batch the region's client still counts as pending.
+type afterApply struct {
+	Submitter
+	hook func(*Command)
+}
+
+func (l afterApply) Submit(ctx context.Context, cmd *Command) (*Result, error) {
+	res, err := l.Submitter.Submit(ctx, cmd)
+	if err == nil && l.hook != nil {
+		l.hook(cmd)
+	}
+	return res, err
+}
+
+// A balance read while a settle batch is applied and not yet answered
+// counts each charge once: the view's mark says the replica has the batch,
+// and UnsettledAt leaves it out. (Unsettled alone counts it twice: the
+// cmd/trawl MCP test once saw 75 for 76.)
+func TestClientUnsettledAtCountsASettlingBatchOnce(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
+	var c *Client
+	var seen []MC
+	hook := func(cmd *Command) {
+		if cmd.Type != CmdSettle {
+			return
+		}
+		region, epoch := c.Journal()
+		v, err := d.State().BalanceView("a", t0, region, epoch)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if v.Mark == 0 {
+			t.Error("the view has no mark after a settle")
+		}
+		seen = append(seen, v.Balance.Total-c.UnsettledAt("a", v.Mark), v.Balance.Total-c.Unsettled("a"))
+	}
+	c, _ = newClient(t, t.TempDir(), afterApply{Submitter: d, hook: hook}, nil)
+	ctx := context.Background()
+	for i := range 3 {
+		if err := c.Charge(ctx, "a", fmt.Sprintf("r%d", i), Credits(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	region, epoch := c.Journal()
+	before, err := d.State().BalanceView("a", t0, region, epoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := before.Balance.Total - c.UnsettledAt("a", before.Mark); got != Credits(97) {
+		t.Fatalf("before the settle: %s", got)
+	}
+	if n, err := c.Settle(ctx); err != nil || n != 3 {
+		t.Fatalf("settle %d %v", n, err)
+	}
+	if len(seen) != 2 || seen[0] != Credits(97) {
+		t.Fatalf("during the settle: UnsettledAt gives %v, want 97.000", seen)
+	}
+	if seen[1] != Credits(94) {
+		t.Errorf("Unsettled alone during the settle: %s (the double count this guards against)", seen[1])
+	}
+	after, _ := d.State().BalanceView("a", t0, region, epoch)
+	if got := after.Balance.Total - c.UnsettledAt("a", after.Mark); got != Credits(97) || c.Unsettled("a") != 0 {
+		t.Fatalf("after the settle: %s (unsettled %s)", got, c.Unsettled("a"))
+	}
+}

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -168,9 +169,61 @@ type AccountBalance struct {
 // AccountBalance sums a customer's buckets and holds at time now (a lapsed
 // pass does not count).
 func (s *State) AccountBalance(a *Account, now time.Time) (*AccountBalance, error) {
+	snap := s.st.NewSnapshot()
+	defer snap.Close()
+	return accountBalance(snap, a, now)
+}
+
+// A BalanceView is an account, its balance and how far one region's
+// journal is settled, all read at one point of the replica: a region's
+// unsettled charges (Client.UnsettledAt) can then be taken from it
+// without counting a charge twice (once settled into the balance, once
+// still pending in the region) or not at all.
+type BalanceView struct {
+	Account *Account
+	Balance *AccountBalance
+	Mark    uint64 // highest journal sequence of (region, epoch) settled
+	Index   uint64 // applied index the view was read at
+}
+
+// BalanceView reads an account's balance and the settle mark of region's
+// journal epoch from one snapshot of the state.
+func (s *State) BalanceView(acct string, now time.Time, region, epoch string) (*BalanceView, error) {
+	snap := s.st.NewSnapshot()
+	defer snap.Close()
+	m, err := readMeta(snap)
+	if err != nil {
+		return nil, err
+	}
+	var a Account
+	ok, err := getJSON(snap, keyAccount(acct), &a)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, ErrNotFound
+	}
+	ab, err := accountBalance(snap, &a, now)
+	if err != nil {
+		return nil, err
+	}
+	v := &BalanceView{Account: &a, Balance: ab, Index: m.AppliedIndex}
+	if region != "" && epoch != "" {
+		b, err := snap.Get(keyMark(region, epoch))
+		switch {
+		case err == nil:
+			v.Mark = binary.BigEndian.Uint64(b)
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+func accountBalance(r reader, a *Account, now time.Time) (*AccountBalance, error) {
 	out := &AccountBalance{Buckets: map[string]MC{}, Holds: map[string]MC{}}
 	for _, bk := range SpendOrder {
-		v, err := balance(s.st, BucketAccount(a.ID, bk))
+		v, err := balance(r, BucketAccount(a.ID, bk))
 		if err != nil {
 			return nil, err
 		}
@@ -181,19 +234,19 @@ func (s *State) AccountBalance(a *Account, now time.Time) (*AccountBalance, erro
 		out.Total += v
 	}
 	var regions []string
-	err := s.st.Scan(prefixHolds(a.ID), nil, func(k, _ []byte) (bool, error) {
+	err := r.Scan(prefixHolds(a.ID), nil, func(k, _ []byte) (bool, error) {
 		regions = append(regions, string(k[len(prefixHolds(a.ID)):]))
 		return true, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range regions {
-		v, err := balance(s.st, HoldAccount(a.ID, r))
+	for _, region := range regions {
+		v, err := balance(r, HoldAccount(a.ID, region))
 		if err != nil {
 			return nil, err
 		}
-		out.Holds[r] = v
+		out.Holds[region] = v
 		out.Total += v
 	}
 	return out, nil

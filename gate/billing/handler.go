@@ -226,15 +226,11 @@ func (h *handler) balanceOf(a *ledger.Account) (*Balance, error) {
 }
 
 func balanceOf(cfg Config, a *ledger.Account) (*Balance, error) {
-	idx := cfg.State.Meta().AppliedIndex
-	ab, err := cfg.State.AccountBalance(a, cfg.Now())
+	v, unsettled, err := view(cfg, a.ID)
 	if err != nil {
 		return nil, err
 	}
-	var unsettled ledger.MC
-	if cfg.Holds != nil {
-		unsettled = cfg.Holds.Unsettled(a.ID)
-	}
+	a, ab, idx := v.Account, v.Balance, v.Index
 	b := &Balance{
 		Account:     a.ID,
 		Plan:        a.Plan,
@@ -495,19 +491,24 @@ func (h *handler) journal(w http.ResponseWriter, r *http.Request, k *ledger.Key,
 	_ = bw.Flush()
 }
 
-// BalanceOf is what the account can spend, as this region sees it now: the
-// replica's balance (buckets and every region's holds) less this region's
-// charges the ledger has not settled yet. The gate writes it in
-// x-svc-balance.
-func BalanceOf(cfg Config, a *ledger.Account) (ledger.MC, error) {
-	ab, err := cfg.State.AccountBalance(a, cfg.Now())
-	if err != nil {
-		return 0, err
-	}
+// view reads the account's balance and this region's unsettled charges
+// from one snapshot of the replica (ledger.State.BalanceView with the
+// journal's settle mark), so a batch being settled is counted once:
+// neither in both the balance and the unsettled sum nor in neither.
+func view(cfg Config, acct string) (*ledger.BalanceView, ledger.MC, error) {
+	var region, epoch string
 	if cfg.Holds != nil {
-		return ab.Total - cfg.Holds.Unsettled(a.ID), nil
+		region, epoch = cfg.Holds.Journal()
 	}
-	return ab.Total, nil
+	v, err := cfg.State.BalanceView(acct, cfg.Now(), region, epoch)
+	if err != nil {
+		return nil, 0, err
+	}
+	var unsettled ledger.MC
+	if cfg.Holds != nil {
+		unsettled = cfg.Holds.UnsettledAt(acct, v.Mark)
+	}
+	return v, unsettled, nil
 }
 
 // CapLeft is what the account may still spend this month under its cap
@@ -516,9 +517,14 @@ func CapLeft(cfg Config, a *ledger.Account) (left ledger.MC, ok bool) {
 	if a.SpendCapMC <= 0 {
 		return 0, false
 	}
-	var unsettled ledger.MC
-	if cfg.Holds != nil {
-		unsettled = cfg.Holds.Unsettled(a.ID)
+	v, unsettled, err := view(cfg, a.ID)
+	if err != nil {
+		// The replica could not be read again: what the caller holds.
+		if cfg.Holds != nil {
+			unsettled = cfg.Holds.Unsettled(a.ID)
+		}
+		return max(a.SpendCapMC-a.MonthSpent-unsettled, 0), true
 	}
+	a = v.Account
 	return max(a.SpendCapMC-a.MonthSpent-unsettled, 0), true
 }
