@@ -25,6 +25,7 @@ func (c *Cell) startRecipes() error {
 		Fetcher:      recipeFetcher{c},
 		Extractor:    &c.extractor,
 		Dir:          rc.Dir,
+		Remote:       rc.Remote,
 		Region:       c.cfg.Region,
 		Cell:         c.cfg.Name,
 		HealthInputs: rc.HealthInputs,
@@ -50,6 +51,9 @@ type RecipeConfig struct {
 	// Dir is the operator's recipe directory (--recipes), reloaded when
 	// it changes; empty: built-ins only.
 	Dir string
+	// Remote is the region's operator recipes, kept in the ledger and
+	// served by its gate (internal/recipestore); nil: none.
+	Remote recipe.Remote
 	// HealthInputs are health-check inputs by recipe (the built-ins ship
 	// none).
 	HealthInputs map[string]map[string]json.RawMessage

@@ -126,6 +126,10 @@ func (rt *Runtime) operatorHandler() http.Handler {
 	mux.HandleFunc("PUT /operator/v1/prices", rt.opSetPrices)
 	mux.HandleFunc("GET /operator/v1/plans", rt.opPlans)
 	mux.HandleFunc("PUT /operator/v1/plans/{plan}", rt.opSetPlan)
+	mux.HandleFunc("GET /operator/v1/recipes", rt.opRecipes) // gate/operator_recipes.go
+	mux.HandleFunc("GET /operator/v1/recipes/{name}", rt.opRecipe)
+	mux.HandleFunc("PUT /operator/v1/recipes/{name}", rt.opSetRecipe)
+	mux.HandleFunc("DELETE /operator/v1/recipes/{name}", rt.opDeleteRecipe)
 	mux.HandleFunc("/operator/", func(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusNotFound, billing.CodeNotFound, "no such operator route: "+r.Method+" "+r.URL.Path)
 	})

@@ -32,6 +32,8 @@ type Command struct {
 	SetCustomer   *SetCustomer   `json:"set_customer,omitempty"`
 	MonitorSlot   *MonitorSlot   `json:"monitor_slot,omitempty"`
 	SetPrices     *SetPrices     `json:"set_prices,omitempty"`
+	SetRecipe     *SetRecipe     `json:"set_recipe,omitempty"`
+	DeleteRecipe  *DeleteRecipe  `json:"delete_recipe,omitempty"`
 }
 
 // SetCustomer records the account's customer id at the payment provider

@@ -120,6 +120,10 @@ func apply(r reader, b *store.Batch, meta *Meta, cmd *Command, index uint64) (*R
 		err = t.monitorSlot(cmd.MonitorSlot) // ledger/monitors.go
 	case CmdSetPrices:
 		err = t.setPrices(cmd.SetPrices, index) // ledger/prices.go
+	case CmdSetRecipe:
+		err = t.setRecipe(cmd.SetRecipe, index) // ledger/recipes.go
+	case CmdDeleteRecipe:
+		err = t.deleteRecipe(cmd.DeleteRecipe, index)
 	default:
 		err = refuse(ErrCodeInvalid, "unknown command type %q", cmd.Type)
 	}

@@ -57,6 +57,10 @@ type Config struct {
 	// Dir is the operator's recipe directory: one subdirectory per
 	// recipe. Empty: built-ins only.
 	Dir string
+	// Remote is the region's replicated operator recipes (the operator
+	// API's, kept in the ledger and served by the region's gate); nil:
+	// none. They are looked for every ReloadEvery.
+	Remote Remote
 	// NoBuiltins leaves the built-ins out (trawl recipe run DIR).
 	NoBuiltins bool
 	// Extra are recipes loaded by the caller (trawl recipe run DIR).
@@ -86,6 +90,10 @@ type Service struct {
 	mu      sync.RWMutex
 	recipes map[string]*Recipe
 	dirSig  string
+	// remote are the replicated recipes by name, as of remoteVer.
+	remote    map[string]*Recipe
+	remoteVer uint64
+	syncMu    sync.Mutex // one sync with the remote at a time
 	mem     map[string]*healthRec // health without a store
 	checkMu sync.Mutex            // one round of checks at a time
 
@@ -180,6 +188,17 @@ func (s *Service) Reload() error {
 	for _, r := range s.cfg.Extra {
 		recipes[r.Name] = r
 	}
+	// The replicated recipes come before the directory's: they are the
+	// region's (every cell has the same), the directory is one machine's.
+	s.mu.RLock()
+	for name, r := range s.remote {
+		if prev, ok := recipes[name]; ok {
+			s.cfg.Logger.Warn("replicated recipe not loaded: its name is taken", "name", name, "builtin", prev.Builtin)
+			continue
+		}
+		recipes[name] = r
+	}
+	s.mu.RUnlock()
 	sig := ""
 	if s.cfg.Dir != "" {
 		var err error
@@ -266,12 +285,17 @@ func (s *Service) Loop(ctx context.Context, tick time.Duration) {
 	defer reload.Stop()
 	check := time.NewTicker(tick)
 	defer check.Stop()
+	s.syncRemote(ctx)
 	s.CheckDue(ctx)
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-reload.C:
+			if s.syncRemote(ctx) {
+				s.cfg.Logger.Info("replicated recipes loaded", "recipes", len(s.List()))
+				s.CheckDue(ctx)
+			}
 			if s.cfg.Dir == "" {
 				continue
 			}

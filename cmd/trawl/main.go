@@ -420,7 +420,7 @@ func startCell(cfg cell.Config, listen string, mcfg members.Config, logger *slog
 	}
 	var cluster atomic.Pointer[members.Cluster]
 	if len(mcfg.Join) > 0 {
-		regionMonitorStore(&cfg, &cluster) // cmd/trawl/monitorstore.go
+		regionGateStores(&cfg, &cluster) // cmd/trawl/monitorstore.go
 	}
 	c, err := cell.New(cfg)
 	if err != nil {

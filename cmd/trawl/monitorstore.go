@@ -6,15 +6,18 @@ import (
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/monstore"
+	"github.com/trawlhq/trawl/internal/recipestore"
 )
 
-// regionMonitorStore points a cell's monitors at its region's monitor
-// store: the gate that the region's membership names (docs/monitors.md).
-// cluster is set once the cell has joined; until then, and while no gate
-// is live, monitor calls answer 503 and checks wait.
-func regionMonitorStore(cfg *cell.Config, cluster *atomic.Pointer[members.Cluster]) {
+// regionGateStores points a cell at what its region's gate keeps for it:
+// the monitor store (docs/monitors.md) and the operator recipes from the
+// ledger (docs/operations.md), at the gate that the region's membership
+// names. cluster is set once the cell has joined; until then, and while
+// no gate is live, monitor calls answer 503, checks wait and the
+// replicated recipes are looked for again later.
+func regionGateStores(cfg *cell.Config, cluster *atomic.Pointer[members.Cluster]) {
 	region := cfg.Region
-	cfg.Monitor.Shared = &monstore.Client{Keys: cfg.RegionKeys, Gate: func() string {
+	gate := func() string {
 		c := cluster.Load()
 		if c == nil {
 			return ""
@@ -25,5 +28,7 @@ func regionMonitorStore(cfg *cell.Config, cluster *atomic.Pointer[members.Cluste
 			}
 		}
 		return ""
-	}}
+	}
+	cfg.Monitor.Shared = &monstore.Client{Keys: cfg.RegionKeys, Gate: gate}
+	cfg.Recipes.Remote = &recipestore.Client{Keys: cfg.RegionKeys, Gate: gate}
 }

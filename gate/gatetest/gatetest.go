@@ -25,6 +25,7 @@ import (
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/monstore"
+	"github.com/trawlhq/trawl/internal/recipestore"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -160,6 +161,8 @@ func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Ce
 	// The region's monitors live in the gate's store.
 	gateAddr := strings.TrimPrefix(g.URL, "http://")
 	cfg.Monitor.Shared = &monstore.Client{Keys: cfg.RegionKeys, Gate: func() string { return gateAddr }}
+	// And the operator recipes the ledger keeps.
+	cfg.Recipes.Remote = &recipestore.Client{Keys: cfg.RegionKeys, Gate: func() string { return gateAddr }}
 	if adjust != nil {
 		adjust(&cfg)
 	}

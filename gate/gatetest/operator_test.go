@@ -18,7 +18,12 @@ const testOperatorKey = "trawl_operator_test_key_0123456789"
 
 func operatorGate(t *testing.T, cells int) *Gate {
 	t.Helper()
-	g := Start(t, Options{Cells: cells})
+	return operatorGateWith(t, Options{Cells: cells})
+}
+
+func operatorGateWith(t *testing.T, o Options) *Gate {
+	t.Helper()
+	g := Start(t, o)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := gate.EnsureOperatorKey(ctx, g.Runtime.Node(), testOperatorKey, time.Now); err != nil {

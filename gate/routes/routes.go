@@ -161,6 +161,7 @@ var Rows = []Route{
 	{Pattern: "GET /health", Public: true, Server: Gate, Service: "health", Doc: "the gate's health: ledger voter and the region's cells"},
 	{Pattern: "/internal/", Public: true, Server: Gate, Service: "ledger", BodyLimit: 64 * MiB, Doc: "the ledger voters' internal routes (they check the ledger secret)"},
 	{Pattern: "/monitor-store/", Public: true, Server: Gate, Service: "monstore", BodyLimit: 64 * MiB, Doc: "the region's monitor store, for its cells (they sign with the region's keys; docs/monitors.md)"},
+	{Pattern: "/recipe-store/", Public: true, Server: Gate, Service: "recipestore", BodyLimit: 64 * KiB, Doc: "the operator recipes, for the region's cells (they sign with the region's keys; docs/operations.md)"},
 	{Pattern: "GET /signup", Public: true, Server: Gate, Service: "signup", Doc: "sign-up page"},
 	{Pattern: "POST /signup", Public: true, Server: Gate, Service: "signup", BodyLimit: FormBody, Doc: "sign-up form"},
 	{Pattern: "GET /signup/verify", Public: true, Server: Gate, Service: "signup", Doc: "e-mail verification page"},
@@ -200,6 +201,10 @@ var Rows = []Route{
 	{Pattern: "PUT /operator/v1/prices", Server: Gate, Service: "operator", BodyLimit: MiB, Doc: "operator: replace the price table, replicated to every region through the ledger"},
 	{Pattern: "GET /operator/v1/plans", Server: Gate, Service: "operator", Doc: "operator: the plans' limits and monthly credits"},
 	{Pattern: "PUT /operator/v1/plans/{plan}", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: change a plan (a change of the price table)"},
+	{Pattern: "GET /operator/v1/recipes", Server: Gate, Service: "operator", Doc: "operator: the operator recipes kept in the ledger (every region's)"},
+	{Pattern: "GET /operator/v1/recipes/{name}", Server: Gate, Service: "operator", Doc: "operator: one operator recipe, manifest and body"},
+	{Pattern: "PUT /operator/v1/recipes/{name}", Server: Gate, Service: "operator", BodyLimit: 24 * MiB, Doc: "operator: add or replace a recipe, replicated to every region's cells through the ledger (staged until two checks pass)"},
+	{Pattern: "DELETE /operator/v1/recipes/{name}", Server: Gate, Service: "operator", Doc: "operator: remove an operator recipe from every region"},
 	{Pattern: "/operator/", Server: Gate, Service: "operator", Doc: "operator: other paths: 404 (403 without an operator key)"},
 
 	// The cells'.

@@ -1,14 +1,10 @@
 package monstore
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -30,9 +26,7 @@ const MaxBody = 64 << 20
 // scanPage is how many keys one scan call returns.
 const scanPage = 512
 
-// The signed request covers the method and the request URI, which carries
-// the body's hash (?h=), so the body is covered too; the answer is signed
-// over the request's nonce, its status and its body's hash.
+// Calls are signed both ways with the region's keys (regionauth.Call).
 
 // Server serves a Local store to the region's cells.
 type Server struct {
@@ -77,24 +71,10 @@ type errResp struct {
 
 // ServeHTTP answers POST /monitor-store/{get,scan,apply,claim}.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	claims, err := s.v.Verify(r)
-	if err != nil || claims.Account != "" {
+	claims, body, err := s.v.ReadCall(r, MaxBody)
+	if err != nil {
 		s.log.Warn("monitor store: refused a request not signed by a member of the region", "path", r.URL.Path, "err", err)
 		httpjson.Error(w, http.StatusForbidden, "forbidden", "only the region's cells use the monitor store")
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", "POST only")
-		return
-	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, MaxBody+1))
-	if err != nil || len(body) > MaxBody {
-		httpjson.Error(w, http.StatusRequestEntityTooLarge, "too_large", "body too large")
-		return
-	}
-	if sum := sha256.Sum256(body); r.URL.Query().Get("h") != hex.EncodeToString(sum[:]) {
-		httpjson.Error(w, http.StatusForbidden, "forbidden", "the body is not the one signed")
 		return
 	}
 	ctx := r.Context()
@@ -180,12 +160,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.log.Error("monitor store", "path", r.URL.Path, "err", err)
 		out = errBody("internal", err.Error())
 	}
-	raw, _ := json.Marshal(out)
-	sum := sha256.Sum256(raw)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set(regionauth.HeaderUsageSig, s.v.Keys().SignAnswer(claims.Nonce, status, hex.EncodeToString(sum[:])))
-	w.WriteHeader(status)
-	w.Write(raw)
+	s.v.Keys().WriteAnswer(w, claims, status, out)
 }
 
 // errOutside: a key outside the monitors' ranges. The gate's store also
@@ -240,42 +215,22 @@ func (c *Client) call(ctx context.Context, op string, in, out any) error {
 	if addr == "" {
 		return ErrNoGate
 	}
-	body, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+Path+op+"?h="+hex.EncodeToString(sum[:]), bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
 	now := time.Now
 	if c.Now != nil {
 		now = c.Now
 	}
-	nonce := c.Keys.Sign(req, regionauth.Claims{}, now())
 	hc := c.HTTP
 	if hc == nil {
 		hc = defaultHTTP
 	}
-	resp, err := hc.Do(req)
+	status, raw, err := c.Keys.Call(ctx, hc, "http://"+addr+Path+op, in, now(), MaxBody)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNoGate, err)
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNoGate, err)
-	}
-	rs := sha256.Sum256(raw)
-	if !c.Keys.VerifyAnswer(nonce, resp.StatusCode, hex.EncodeToString(rs[:]), resp.Header.Get(regionauth.HeaderUsageSig)) {
-		return fmt.Errorf("%w: the answer (HTTP %d) is not signed with the region's keys", ErrNoGate, resp.StatusCode)
-	}
-	if resp.StatusCode != http.StatusOK {
+	if status != http.StatusOK {
 		var e errResp
 		json.Unmarshal(raw, &e)
-		switch resp.StatusCode {
+		switch status {
 		case http.StatusConflict:
 			return ErrConflict
 		case http.StatusTooManyRequests:
@@ -283,7 +238,7 @@ func (c *Client) call(ctx context.Context, op string, in, out any) error {
 		case http.StatusServiceUnavailable:
 			return fmt.Errorf("%w: %w", ErrNoGate, ErrUnavailable)
 		}
-		return fmt.Errorf("monstore: the gate answered HTTP %d: %s", resp.StatusCode, e.Error.Message)
+		return fmt.Errorf("monstore: the gate answered HTTP %d: %s", status, e.Error.Message)
 	}
 	return json.Unmarshal(raw, out)
 }
