@@ -105,6 +105,38 @@ func startDev(t *testing.T, trawl string) string {
 	}
 }
 
+// waitBody waits until GET url (no key) answers a body holding want.
+func waitBody(t *testing.T, url, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, body := get(url, "")
+		if strings.Contains(body, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s never held %s: %s", url, want, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitGone waits until GET url (no key) answers a body without gone.
+func waitGone(t *testing.T, url, gone string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, body := get(url, "")
+		if st == 200 && !strings.Contains(body, gone) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET %s still holds %s: %s", url, gone, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func get(url, key string) (int, string) {
 	req, _ := http.NewRequest("GET", url, nil)
 	if key != "" {
@@ -169,6 +201,25 @@ resource "trawl_plan" "free" {
   keys            = 4
   monthly_cap     = "200.000"
   monthly_credits = "150.000"
+}
+
+resource "trawl_recipe" "headings" {
+  name = "doc-headings"
+  manifest = jsonencode({
+    name        = "doc-headings"
+    version     = 1
+    title       = "Headings of a page"
+    kind        = "script"
+    inputs      = [{ name = "url", type = "string", required = true }]
+    outputs     = ["heading"]
+    hosts       = ["{url}"]
+    page_budget = 1
+  })
+  script = <<-EOT
+    function run(input) {
+      return select(fetch(input.url), "h2").map(function (h) { return {heading: h.text}; });
+    }
+  EOT
 }
 
 data "trawl_cells" "all" {
@@ -271,6 +322,11 @@ func TestAcceptance(t *testing.T) {
 	if out := must("output", "-raw", "scrape_base"); out != "2.000" {
 		t.Fatalf("output scrape_base: %q", out)
 	}
+	// The recipe is in the ledger, and the region's cell loads it, staged.
+	if st, body := get(url+"/operator/v1/recipes/doc-headings", operatorKey); st != 200 || !strings.Contains(body, `"script":"function run(input)`) {
+		t.Fatalf("the recipe tofu made: %d %s", st, body)
+	}
+	waitBody(t, url+"/recipes/health", `"name":"doc-headings","version":1,"stage":"staged"`)
 
 	// A second plan finds nothing to change (exit 0; 2 would be changes).
 	if out, err := run("plan", "-input=false", "-no-color", "-detailed-exitcode"); err != nil {
@@ -307,7 +363,34 @@ func TestAcceptance(t *testing.T) {
 		t.Fatalf("prices after the second apply: %s", body)
 	}
 
+	// The recipe changed by hand (a version 2) is seen and put back.
+	var rb map[string]any
+	_, body = get(url+"/operator/v1/recipes/doc-headings", operatorKey)
+	if err := json.Unmarshal([]byte(body), &rb); err != nil {
+		t.Fatal(err)
+	}
+	rb["manifest"].(map[string]any)["version"] = 2
+	b, _ = json.Marshal(map[string]any{"manifest": rb["manifest"], "script": rb["script"]})
+	req, _ = http.NewRequest("PUT", url+"/operator/v1/recipes/doc-headings", bytes.NewReader(b))
+	req.Header.Set("Authorization", "Bearer "+operatorKey)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("change the recipe by hand: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+	if out, err := run("plan", "-input=false", "-no-color", "-detailed-exitcode"); err == nil || !strings.Contains(out, "trawl_recipe.headings will be updated in-place") {
+		t.Fatalf("plan after a recipe change by hand: %v\n%s", err, out)
+	}
+	must("apply", "-input=false", "-no-color", "-auto-approve")
+	if _, body := get(url+"/operator/v1/recipes/doc-headings", operatorKey); !strings.Contains(body, `"version":1`) {
+		t.Fatalf("the recipe after the third apply: %s", body)
+	}
+
 	must("destroy", "-input=false", "-no-color", "-auto-approve")
+	if st, body := get(url+"/operator/v1/recipes/doc-headings", operatorKey); st != 404 {
+		t.Fatalf("the recipe after destroy: %d %s", st, body)
+	}
+	waitGone(t, url+"/recipes/health", `"name":"doc-headings"`)
 	if _, body := get(url+"/operator/v1/cells", operatorKey); !strings.Contains(body, `"drained":false`) {
 		t.Fatalf("cells after destroy: %s", body)
 	}

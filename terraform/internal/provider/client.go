@@ -58,7 +58,7 @@ func (c *client) do(ctx context.Context, method, path string, body, out any) err
 		return err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20)) // a recipe with its module
 	if err != nil {
 		return err
 	}

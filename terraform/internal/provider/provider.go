@@ -76,7 +76,7 @@ func (p *trawlProvider) Configure(ctx context.Context, req provider.ConfigureReq
 }
 
 func (p *trawlProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newCellResource, newAccountResource, newAPIKeyResource, newCallPriceResource, newPlanResource}
+	return []func() resource.Resource{newCellResource, newAccountResource, newAPIKeyResource, newCallPriceResource, newPlanResource, newRecipeResource}
 }
 
 func (p *trawlProvider) DataSources(context.Context) []func() datasource.DataSource {
