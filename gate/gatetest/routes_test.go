@@ -33,8 +33,8 @@ func TestGateRoutesHaveHandlers(t *testing.T) {
 	}
 	below := map[string]sample{"/internal/": {ledger.StatusPath, false}, "/signup/": {"/signup/nope", true},
 		"/v1/billing/checkout/": {"/v1/billing/checkout/cs_nope", true}, "/v1/": {"/v1/nope", true},
-		"/monitor-store/": {"/monitor-store/claim", false},
-		"/operator/":      {"/operator/v1/nope", false}} // the operator API answers 401 before its 404 without an operator key
+		"/monitor-store/": {"/monitor-store/claim", false}, "/recipe-store/": {"/recipe-store/list", false},
+		"/operator/": {"/operator/v1/nope", false}} // the operator API answers 401 before its 404 without an operator key
 	n := 0
 	for _, row := range g.Runtime.Routes().Rows() {
 		if row.Server != routes.Gate {
