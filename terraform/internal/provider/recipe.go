@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"net/url"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -96,16 +98,21 @@ func (r *recipeResource) put(ctx context.Context, m *recipeModel) (string, error
 }
 
 func (r *recipeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	r.apply(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+}
+
+// apply puts the planned recipe (create and update are the same PUT).
+func (r *recipeResource) apply(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
 	var m recipeModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(plan.Get(ctx, &m)...)
+	if diags.HasError() {
 		return
 	}
 	if what, err := r.put(ctx, &m); err != nil {
-		resp.Diagnostics.AddError("trawl_recipe "+m.Name.ValueString()+": "+what, err.Error())
+		diags.AddError("trawl_recipe "+m.Name.ValueString()+": "+what, err.Error())
 		return
 	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	diags.Append(state.Set(ctx, &m)...)
 }
 
 func (r *recipeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -140,16 +147,7 @@ func (r *recipeResource) Read(ctx context.Context, req resource.ReadRequest, res
 }
 
 func (r *recipeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m recipeModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	if what, err := r.put(ctx, &m); err != nil {
-		resp.Diagnostics.AddError("trawl_recipe "+m.Name.ValueString()+": "+what, err.Error())
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	r.apply(ctx, req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 func (r *recipeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
