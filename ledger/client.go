@@ -91,22 +91,22 @@ type Client struct {
 }
 
 type holdState struct {
-	mu       sync.Mutex
-	held     MC     // hold balance as of the latest ledger result
-	heldIdx  uint64 // raft index of that result
-	pending  MC     // charged here, not yet settled
+	mu      sync.Mutex
+	held    MC     // hold balance as of the latest ledger result
+	heldIdx uint64 // raft index of that result
+	pending MC     // charged here, not yet settled
 	// The part of pending in the settle batch being sent, and the batch's
 	// last journal sequence: once the ledger's mark for this journal
 	// reaches it, a replica's balance already has it (UnsettledAt).
 	inflight   MC
 	inflightTo uint64
-	reserved MC     // being released
-	relID    string // a release sent and not answered yet (journaled)
-	relAmt   MC
-	recMu    sync.Mutex // orders writes of this account's held record
-	reason   string     // why the last hold came back short
-	rate     float64
-	last     time.Time
+	reserved   MC     // being released
+	relID      string // a release sent and not answered yet (journaled)
+	relAmt     MC
+	recMu      sync.Mutex // orders writes of this account's held record
+	reason     string     // why the last hold came back short
+	rate       float64
+	last       time.Time
 }
 
 func (h *holdState) available() MC { return h.held - h.pending - h.reserved }

@@ -93,9 +93,9 @@ type Service struct {
 	// remote are the replicated recipes by name, as of remoteVer.
 	remote    map[string]*Recipe
 	remoteVer uint64
-	syncMu    sync.Mutex // one sync with the remote at a time
-	mem     map[string]*healthRec // health without a store
-	checkMu sync.Mutex            // one round of checks at a time
+	syncMu    sync.Mutex            // one sync with the remote at a time
+	mem       map[string]*healthRec // health without a store
+	checkMu   sync.Mutex            // one round of checks at a time
 
 	// modules is the modules' compiled code.
 	modules compiled
