@@ -422,10 +422,15 @@ func defaultUserAgent(version string) string {
 // onDisconnect runs when a browser's connection ends: after the pool
 // closed it, or because it died.
 func (p *Pool) onDisconnect(inst *instance) {
-	inst.once.Do(func() { close(inst.gone) })
+	// gone is closed only once dead is set: a request that saw its call
+	// fail waits on gone and then reads dead (browserDied), and must not
+	// read it in between (it took a crash for a site error, and did not
+	// retry the page: TestKilledDriverIsRestarted in CI).
+	gone := func() { inst.once.Do(func() { close(inst.gone) }) }
 	p.mu.Lock()
 	if inst.closing || inst.dead {
 		p.mu.Unlock()
+		gone()
 		return
 	}
 	inst.dead = true
@@ -435,6 +440,7 @@ func (p *Pool) onDisconnect(inst *instance) {
 	p.broadcastLocked()
 	closed := p.closed
 	p.mu.Unlock()
+	gone()
 	p.log.Warn("browser died", "browser", inst.id, "pid", inst.pid)
 	// Reap what is left of it (renderers, zygotes) and start a
 	// replacement, off the driver's event goroutine.
