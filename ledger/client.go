@@ -103,10 +103,15 @@ type holdState struct {
 	reserved   MC     // being released
 	relID      string // a release sent and not answered yet (journaled)
 	relAmt     MC
+	relGen     uint64     // releases answered: a refill that overlapped one looks again
 	recMu      sync.Mutex // orders writes of this account's held record
 	reason     string     // why the last hold came back short
 	rate       float64
 	last       time.Time
+	// touched is the last charge or grant: a hold is idle (released)
+	// IdleRelease after it, not at once after a grant no call has used
+	// yet (the grant of an Ensure, before the call's charge).
+	touched time.Time
 }
 
 func (h *holdState) available() MC { return h.held - h.pending - h.reserved }
@@ -317,6 +322,9 @@ func (c *Client) Ensure(ctx context.Context, acct string, amount MC) error {
 // the caller should look again (the ledger granted more, or another call
 // made room meanwhile), and the refusal when the hold stays short.
 func (c *Client) grow(ctx context.Context, acct string, h *holdState, amount MC) error {
+	h.mu.Lock()
+	gen := h.relGen
+	h.mu.Unlock()
 	sctx, cancel := context.WithTimeout(ctx, c.cfg.SubmitTimeout)
 	granted, err := c.refillSync(sctx, acct, h, amount)
 	cancel()
@@ -330,8 +338,15 @@ func (c *Client) grow(ctx context.Context, acct string, h *holdState, amount MC)
 	short := h.available() < amount
 	reason := h.reason
 	releasing := h.relID != ""
+	released := h.relGen != gen
 	h.mu.Unlock()
 	if !short {
+		return nil
+	}
+	if released && (err == nil || errors.Is(err, errHoldRefused)) {
+		// A release was answered while the ledger weighed this refill:
+		// it may have refused for credit the release has since given
+		// back to the buckets. Look again.
 		return nil
 	}
 	if releasing && (err == nil || errors.Is(err, errHoldRefused)) && c.waitRelease(ctx, h) {
@@ -404,7 +419,7 @@ func (h *holdState) observe(amount MC, now time.Time) {
 		}
 		h.rate = h.rate*decay + float64(amount)*(1-decay)/max(dt, 1e-3)
 	}
-	h.last = now
+	h.last, h.touched = now, now
 }
 
 // target is the hold size the account's spend rate calls for.
@@ -490,6 +505,9 @@ func (c *Client) refillSync(ctx context.Context, acct string, h *holdState, need
 		h.mu.Lock()
 		h.setHeld(res.Holds[acct], res.Index)
 		h.reason = res.Reason
+		if res.Granted > 0 {
+			h.touched = now
+		}
 		h.mu.Unlock()
 		return res.Granted, c.saveHeld(acct, h)
 	})
@@ -708,7 +726,7 @@ func (c *Client) releaseIdle(ctx context.Context) {
 	var idle []string
 	for a, h := range c.accts {
 		h.mu.Lock()
-		if h.relID != "" || (h.pending == 0 && h.reserved == 0 && h.held > 0 && now.Sub(h.last) >= c.cfg.IdleRelease) {
+		if h.relID != "" || (h.pending == 0 && h.reserved == 0 && h.held > 0 && now.Sub(h.touched) >= c.cfg.IdleRelease) {
 			idle = append(idle, a)
 		}
 		h.mu.Unlock()
@@ -766,6 +784,7 @@ func (c *Client) Release(ctx context.Context, acct string) error {
 	}
 	h.reserved -= amount
 	h.relID, h.relAmt = "", 0
+	h.relGen++
 	rec, _ := json.Marshal(heldRecord{Held: h.held, Index: h.heldIdx})
 	h.mu.Unlock()
 	b := c.cfg.Store.NewBatch()

@@ -419,3 +419,64 @@ func TestClientUnsettledAtCountsASettlingBatchOnce(t *testing.T) {
 		t.Fatalf("after the settle: %s (unsettled %s)", got, c.Unsettled("a"))
 	}
 }
+
+// holdAfterRelease is a ledger that, given a hold while a release is held
+// back, applies the hold first (refused: every credit is still in the
+// hold) and answers it only once the release has been applied and
+// answered: the release ends while the refill is being weighed.
+type holdAfterRelease struct {
+	*releaseGate
+	released chan struct{}
+}
+
+func (l *holdAfterRelease) Submit(ctx context.Context, cmd *Command) (*Result, error) {
+	if cmd.Type != CmdHold {
+		return l.releaseGate.Submit(ctx, cmd)
+	}
+	res, err := l.releaseGate.Submitter.Submit(ctx, cmd)
+	select {
+	case <-l.let: // already let go
+	default:
+		close(l.let)
+	}
+	<-l.released
+	return res, err
+}
+
+// A hold just granted is not idle: the settle loop's release does not take
+// it back before the call that asked for it has charged (a 402 with credit
+// left in gatetest.TestMetricsEndpoint: the Ensure's grant was released at
+// once, and the charge's refill raced the release). And a refill the
+// ledger weighed while a release was on its way, answered after the
+// release was, looks again instead of refusing.
+func TestClientGrantNotIdleAndRefillDuringRelease(t *testing.T) {
+	d := fundedLedger(t, map[string]MC{"a": Credits(10)})
+	g := &holdAfterRelease{releaseGate: &releaseGate{Submitter: d, sent: make(chan struct{}, 1), let: make(chan struct{})}, released: make(chan struct{})}
+	now := t0
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c, _ := newClient(t, t.TempDir(), g, func(cfg *ClientConfig) {
+		cfg.Now, cfg.IdleRelease, cfg.MinHold, cfg.SubmitTimeout = clock, time.Minute, Credits(10), 5*time.Second
+	})
+	ctx := context.Background()
+	close(g.released) // the first hold is answered at once
+	close(g.let)
+	if err := c.Ensure(ctx, "a", Credits(2)); err != nil {
+		t.Fatal(err)
+	}
+	c.ReleaseIdle(ctx) // at the grant's time: not idle
+	if h, _ := d.State().Balance(HoldAccount("a", "eu")); h != Credits(10) || c.Available("a") != Credits(10) {
+		t.Fatalf("a hold just granted was released: ledger %s, available %s", h, c.Available("a"))
+	}
+
+	// Idle now; its release is held back while a charge asks for more.
+	g.let, g.released = make(chan struct{}), make(chan struct{})
+	mu.Lock()
+	now = now.Add(2 * time.Minute)
+	mu.Unlock()
+	go func() { defer close(g.released); c.ReleaseIdle(ctx) }()
+	<-g.sent
+	if err := c.Charge(ctx, "a", "r1", Credits(3)); err != nil {
+		t.Fatalf("a charge during the release: %v", err)
+	}
+}
