@@ -101,3 +101,51 @@ func TestDerivedFieldsAsDefined(t *testing.T) {
 		}
 	}
 }
+
+// identifiersOf is identifiers as first written (strings.FieldsFunc).
+func identifiersOf(texts ...string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(id string) {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	isPart := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
+	for _, t := range texts {
+		for _, tok := range strings.FieldsFunc(t, func(r rune) bool { return !isPart(r) && r != '_' && r != '.' }) {
+			tok = strings.Trim(tok, "._")
+			if !strings.ContainsAny(tok, "._") || strings.Contains(tok, "..") || len(tok) > 80 {
+				continue
+			}
+			tok = strings.ToLower(tok)
+			add(tok)
+			for i := strings.IndexByte(tok, '.'); i >= 0; {
+				tail := tok[i+1:]
+				if !strings.ContainsAny(tail, "._") {
+					break
+				}
+				add(tail)
+				j := strings.IndexByte(tail, '.')
+				if j < 0 {
+					break
+				}
+				i += j + 1
+			}
+		}
+	}
+	return out
+}
+
+func TestIdentifiersAsFirstWritten(t *testing.T) {
+	texts := []string{
+		"", "plain words only", "os.path.join(a, b) and pg_trigger_depth; __init__ ._x_. a..b x.y.z.w",
+		"ÉTÉ_été.Ⅻ ½_² naïve.thing bad\xff_byte end_", "_lead trail_ .dot dot. a.b", strings.Repeat("m.n_o p ", 50),
+	}
+	for _, text := range texts {
+		if got, want := identifiers(text, strings.ToUpper(text)), identifiersOf(text, strings.ToUpper(text)); !slices.Equal(got, want) {
+			t.Errorf("%.30q: identifiers %q, want %q", text, got, want)
+		}
+	}
+}

@@ -945,12 +945,11 @@ func identifiers(texts ...string) []string {
 			out = append(out, id)
 		}
 	}
-	isPart := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
 	for _, t := range texts {
-		for _, tok := range strings.FieldsFunc(t, func(r rune) bool { return !isPart(r) && r != '_' && r != '.' }) {
+		eachNameToken(t, func(tok string) {
 			tok = strings.Trim(tok, "._")
 			if !strings.ContainsAny(tok, "._") || strings.Contains(tok, "..") || len(tok) > 80 {
-				continue
+				return
 			}
 			tok = strings.ToLower(tok)
 			add(tok)
@@ -966,9 +965,44 @@ func identifiers(texts ...string) []string {
 				}
 				i += j + 1
 			}
-		}
+		})
 	}
 	return out
+}
+
+// eachNameToken calls f with each run of letters, numbers, _ and . of s
+// that holds a _ or a . (the runs identifiers looks at), without
+// allocating.
+func eachNameToken(s string, f func(string)) {
+	start, joined := -1, false
+	for i := 0; i < len(s); {
+		c := s[i]
+		var in bool
+		n := 1
+		if c < utf8.RuneSelf {
+			in = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '.'
+		} else {
+			var r rune
+			r, n = utf8.DecodeRuneInString(s[i:])
+			in = unicode.IsLetter(r) || unicode.IsNumber(r)
+		}
+		switch {
+		case in && start < 0:
+			start, joined = i, false
+		case !in && start >= 0:
+			if joined {
+				f(s[start:i])
+			}
+			start = -1
+		}
+		if c == '_' || c == '.' {
+			joined = true
+		}
+		i += n
+	}
+	if start >= 0 && joined {
+		f(s[start:])
+	}
 }
 
 // defPrefixes are the words before the name an API entry defines.
