@@ -569,10 +569,11 @@ const (
 // the same text have the same hash, near-duplicates hashes within a few
 // bits.
 func simhash(text string) uint64 {
-	ws := strings.Fields(strings.ToLower(text))
-	if len(ws) == 0 {
-		return 0
-	}
+	// The words of strings.Fields(strings.ToLower(text)), each lower-cased
+	// alone (the same words: no rune lower-cases to a space or from one),
+	// the last three kept.
+	var ring [3]string
+	nw := 0
 	// ones[b] counts the shingles whose hash has bit b set; bit b of the
 	// simhash is set when more than half do. The counting is eight bits
 	// at a time: lane i of acc[p] counts bit 8p+i, flushed to ones before
@@ -589,16 +590,17 @@ func simhash(text string) uint64 {
 		}
 		pending = 0
 	}
-	for i := 0; i+2 < len(ws) || i == 0; i++ {
-		end := min(i+3, len(ws))
-		// FNV-1a of the shingle's words joined by spaces.
+	// shingle counts the hash of the last k words (FNV-1a of the words
+	// joined by spaces).
+	shingle := func(k int) {
 		x := uint64(fnvOffset)
-		for j := i; j < end; j++ {
-			if j > i {
+		for j := nw - k; j < nw; j++ {
+			if j > nw-k {
 				x = (x ^ ' ') * fnvPrime
 			}
-			for k := 0; k < len(ws[j]); k++ {
-				x = (x ^ uint64(ws[j][k])) * fnvPrime
+			w := ring[j%3]
+			for i := 0; i < len(w); i++ {
+				x = (x ^ uint64(w[i])) * fnvPrime
 			}
 		}
 		for p := range acc {
@@ -608,9 +610,24 @@ func simhash(text string) uint64 {
 		if pending++; pending == 255 {
 			flush()
 		}
-		if end == len(ws) {
-			break
+	}
+	eachField(text, func(w string) {
+		for i := 0; i < len(w); i++ {
+			if c := w[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+				w = strings.ToLower(w)
+				break
+			}
 		}
+		ring[nw%3] = w
+		if nw++; nw >= 3 {
+			shingle(3)
+		}
+	})
+	switch {
+	case nw == 0:
+		return 0
+	case nw < 3:
+		shingle(nw) // one shingle of the words there are
 	}
 	flush()
 	var out uint64
@@ -621,6 +638,37 @@ func simhash(text string) uint64 {
 	}
 	return out
 }
+
+// eachField calls f with each field of s as strings.Fields has them,
+// without allocating.
+func eachField(s string, f func(string)) {
+	start := -1
+	for i := 0; i < len(s); {
+		c := s[i]
+		var space bool
+		n := 1
+		if c < utf8.RuneSelf {
+			space = asciiSpace[c]
+		} else {
+			var r rune
+			r, n = utf8.DecodeRuneInString(s[i:])
+			space = unicode.IsSpace(r)
+		}
+		switch {
+		case !space && start < 0:
+			start = i
+		case space && start >= 0:
+			f(s[start:i])
+			start = -1
+		}
+		i += n
+	}
+	if start >= 0 {
+		f(s[start:])
+	}
+}
+
+var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 // byteBits[v] has byte i set to bit i of v.
 var byteBits = func() (t [256]uint64) {
