@@ -102,40 +102,17 @@ func TestDerivedFieldsAsDefined(t *testing.T) {
 	}
 }
 
-// identifiersOf is identifiers as first written (strings.FieldsFunc).
+// identifiersOf is identifiers over the runs as first found
+// (strings.FieldsFunc), against eachNameToken's.
 func identifiersOf(texts ...string) []string {
-	seen := map[string]bool{}
-	var out []string
-	add := func(id string) {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
 	isPart := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }
-	for _, t := range texts {
+	return identifiersBy(func(t string, f func(string)) {
 		for _, tok := range strings.FieldsFunc(t, func(r rune) bool { return !isPart(r) && r != '_' && r != '.' }) {
-			tok = strings.Trim(tok, "._")
-			if !strings.ContainsAny(tok, "._") || strings.Contains(tok, "..") || len(tok) > 80 {
-				continue
-			}
-			tok = strings.ToLower(tok)
-			add(tok)
-			for i := strings.IndexByte(tok, '.'); i >= 0; {
-				tail := tok[i+1:]
-				if !strings.ContainsAny(tail, "._") {
-					break
-				}
-				add(tail)
-				j := strings.IndexByte(tail, '.')
-				if j < 0 {
-					break
-				}
-				i += j + 1
+			if strings.ContainsAny(tok, "._") {
+				f(tok)
 			}
 		}
-	}
-	return out
+	}, texts...)
 }
 
 func TestIdentifiersAsFirstWritten(t *testing.T) {

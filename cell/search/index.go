@@ -936,7 +936,10 @@ func asksFresh(q string, now time.Time) bool {
 // identifiers are the distinct names of texts joined by _ or . (lower-
 // cased: pg_trigger_depth, os.path.join), and the dotted ones' tails
 // (path.join).
-func identifiers(texts ...string) []string {
+func identifiers(texts ...string) []string { return identifiersBy(eachNameToken, texts...) }
+
+// identifiersBy is identifiers over the runs tokens finds in each text.
+func identifiersBy(tokens func(string, func(string)), texts ...string) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(id string) {
@@ -946,7 +949,7 @@ func identifiers(texts ...string) []string {
 		}
 	}
 	for _, t := range texts {
-		eachNameToken(t, func(tok string) {
+		tokens(t, func(tok string) {
 			tok = strings.Trim(tok, "._")
 			if !strings.ContainsAny(tok, "._") || strings.Contains(tok, "..") || len(tok) > 80 {
 				return
