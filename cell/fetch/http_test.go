@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -636,13 +637,29 @@ func TestFetchHTTP2(t *testing.T) {
 	}
 }
 
-func TestFetchUnreachable(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// boundNotListening returns a loopback port held by a socket that is bound
+// but not listening, for the test's whole run: a connection to it is
+// refused, and no other test's listener can take it meanwhile (a port
+// closed after a listen can be, and then it answers: CI saw EOF).
+func boundNotListening(t *testing.T) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	closedPort := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
+}
+
+func TestFetchUnreachable(t *testing.T) {
+	closedPort := boundNotListening(t)
 
 	hangup := nettest.NewServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, _, _ := w.(http.Hijacker).Hijack()
