@@ -39,8 +39,17 @@ func (s *Service) syncRemote(ctx context.Context) bool {
 	s.mu.RUnlock()
 	version, refs, changed, err := s.cfg.Remote.List(ctx, since)
 	if err != nil {
-		s.cfg.Logger.Warn("replicated recipes: not listed", "err", err)
+		// Said once per cause, not every ReloadEvery while the gate is
+		// away (a cell that has not joined yet has none).
+		if msg := err.Error(); msg != s.remoteErr {
+			s.remoteErr = msg
+			s.cfg.Logger.Warn("replicated recipes: not listed; asking again every reload", "err", err)
+		}
 		return false
+	}
+	if s.remoteErr != "" {
+		s.remoteErr = ""
+		s.cfg.Logger.Info("replicated recipes: the gate answers again")
 	}
 	if !changed {
 		return false

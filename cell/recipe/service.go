@@ -94,6 +94,7 @@ type Service struct {
 	remote    map[string]*Recipe
 	remoteVer uint64
 	syncMu    sync.Mutex            // one sync with the remote at a time
+	remoteErr string                // the last listing error said (guarded by syncMu)
 	mem       map[string]*healthRec // health without a store
 	checkMu   sync.Mutex            // one round of checks at a time
 
