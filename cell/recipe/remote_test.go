@@ -62,7 +62,6 @@ func manifestNamed(name string, version int) string {
 	return strings.Replace(strings.Replace(okManifest, `"name":"t"`, `"name":"`+name+`"`, 1), `"version":1`, `"version":`+strconv.Itoa(version), 1)
 }
 
-
 // The replicated recipes: loaded beside the built-ins, fetched again only
 // when their hash changes, a bad or misnamed one left out, a gate that
 // does not answer leaves the set as it is, a built-in's name never taken.
