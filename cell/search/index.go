@@ -897,13 +897,7 @@ func distinctWords(texts ...string) string {
 	var b strings.Builder
 	for _, t := range texts {
 		eachWord(t, func(start, end int) {
-			lw := t[start:end]
-			for i := 0; i < len(lw); i++ {
-				if c := lw[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
-					lw = strings.ToLower(lw)
-					break
-				}
-			}
+			lw := strings.ToLower(t[start:end]) // as it is when it has no upper case
 			if !seen[lw] {
 				seen[lw] = true
 				b.WriteString(lw)
@@ -975,7 +969,9 @@ func identifiersBy(tokens func(string, func(string)), texts ...string) []string 
 
 // eachNameToken calls f with each run of letters, numbers, _ and . of s
 // that holds a _ or a . (the runs identifiers looks at), without
-// allocating.
+// allocating. Not eachRun: it sees whether a run is joined as it scans,
+// and calls f for those alone (on eachRun, a call and a second scan for
+// every word made identifiers 40% slower).
 func eachNameToken(s string, f func(string)) {
 	start, joined := -1, false
 	for i := 0; i < len(s); {

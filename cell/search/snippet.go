@@ -64,22 +64,29 @@ func words(s string) []word {
 // eachWord calls f with the byte offsets of each word of s (as words has
 // them), without allocating.
 func eachWord(s string, f func(start, end int)) {
+	eachRun(s, &wordBytes, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }, f)
+}
+
+// eachRun calls f with the byte offsets of each run of s whose characters
+// are in a class: in[c] for a single-byte one, other(r) for the rest.
+// Nothing is allocated.
+func eachRun(s string, in *[utf8.RuneSelf]bool, other func(rune) bool, f func(start, end int)) {
 	start := -1
 	for i := 0; i < len(s); {
 		c := s[i]
-		var in bool
+		var ok bool
 		n := 1
 		if c < utf8.RuneSelf {
-			in = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+			ok = in[c]
 		} else {
 			var r rune
 			r, n = utf8.DecodeRuneInString(s[i:])
-			in = unicode.IsLetter(r) || unicode.IsDigit(r)
+			ok = other(r)
 		}
 		switch {
-		case in && start < 0:
+		case ok && start < 0:
 			start = i
-		case !in && start >= 0:
+		case !ok && start >= 0:
 			f(start, i)
 			start = -1
 		}
@@ -89,6 +96,21 @@ func eachWord(s string, f func(start, end int)) {
 		f(start, len(s))
 	}
 }
+
+// byteClass is the single-byte characters for which in is true.
+func byteClass(in func(c byte) bool) (t [utf8.RuneSelf]bool) {
+	for c := range t {
+		t[c] = in(byte(c))
+	}
+	return t
+}
+
+var (
+	// wordBytes: letters and digits (words).
+	wordBytes = byteClass(func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' })
+	// fieldBytes: all but white space (strings.Fields).
+	fieldBytes = byteClass(func(c byte) bool { return !unicode.IsSpace(rune(c)) })
+)
 
 // matches reports which query term w is, or -1.
 func matches(w string, terms []term) int {
@@ -611,14 +633,9 @@ func simhash(text string) uint64 {
 			flush()
 		}
 	}
-	eachField(text, func(w string) {
-		for i := 0; i < len(w); i++ {
-			if c := w[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
-				w = strings.ToLower(w)
-				break
-			}
-		}
-		ring[nw%3] = w
+	eachRun(text, &fieldBytes, func(r rune) bool { return !unicode.IsSpace(r) }, func(start, end int) {
+		// ToLower returns a word without upper case as it is.
+		ring[nw%3] = strings.ToLower(text[start:end])
 		if nw++; nw >= 3 {
 			shingle(3)
 		}
@@ -638,37 +655,6 @@ func simhash(text string) uint64 {
 	}
 	return out
 }
-
-// eachField calls f with each field of s as strings.Fields has them,
-// without allocating.
-func eachField(s string, f func(string)) {
-	start := -1
-	for i := 0; i < len(s); {
-		c := s[i]
-		var space bool
-		n := 1
-		if c < utf8.RuneSelf {
-			space = asciiSpace[c]
-		} else {
-			var r rune
-			r, n = utf8.DecodeRuneInString(s[i:])
-			space = unicode.IsSpace(r)
-		}
-		switch {
-		case !space && start < 0:
-			start = i
-		case space && start >= 0:
-			f(s[start:i])
-			start = -1
-		}
-		i += n
-	}
-	if start >= 0 {
-		f(s[start:])
-	}
-}
-
-var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 // byteBits[v] has byte i set to bit i of v.
 var byteBits = func() (t [256]uint64) {

@@ -31,14 +31,17 @@ func (c *stemCache) Filter(input analysis.TokenStream) analysis.TokenStream {
 		}
 		c.mu.RLock()
 		st, ok := c.stems[string(tok.Term)]
+		full := len(c.stems) >= maxStems
 		c.mu.RUnlock()
 		if !ok {
 			st = analysis.BuildTermFromRunes(porterstemmer.StemWithoutLowerCasing(bytes.Runes(tok.Term)))
-			c.mu.Lock()
-			if len(c.stems) < maxStems {
-				c.stems[string(tok.Term)] = st
+			if !full { // once full, a miss does not queue on the write lock
+				c.mu.Lock()
+				if len(c.stems) < maxStems {
+					c.stems[string(tok.Term)] = st
+				}
+				c.mu.Unlock()
 			}
-			c.mu.Unlock()
 		}
 		// Shared, never written: the stem filter is the analyzers' last,
 		// and bleve reads a term only to count it (a term is not written
