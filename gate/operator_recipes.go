@@ -70,14 +70,11 @@ func recipeBody(sr *ledger.StoredRecipe) RecipeBody {
 func (rt *Runtime) opRecipes(w http.ResponseWriter, r *http.Request) {
 	out := RecipeList{Recipes: []RecipeInfo{}}
 	var err error
-	out.Version, err = rt.node.State().Recipes(func(sr *ledger.StoredRecipe) error {
-		info := RecipeInfo{Name: sr.Name, Hash: sr.Hash, Index: sr.Index, Updated: sr.Updated, Bytes: len(sr.Manifest)}
+	out.Version, err = rt.node.State().Recipes(func(sr *ledger.RecipeEntry) error {
+		info := RecipeInfo{Name: sr.Name, Hash: sr.Hash, Index: sr.Index, Updated: sr.Updated, Bytes: sr.Bytes}
 		var m recipe.Manifest
 		if json.Unmarshal(sr.Manifest, &m) == nil {
 			info.Version, info.Title, info.Kind = m.Version, m.Title, m.Kind
-		}
-		for _, b := range sr.Files {
-			info.Bytes += len(b)
 		}
 		out.Recipes = append(out.Recipes, info)
 		return nil

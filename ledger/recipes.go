@@ -56,11 +56,24 @@ type DeleteRecipe struct {
 }
 
 // StoredRecipe is a replicated recipe: SetRecipe's fields, the Raft index
-// of the command that wrote it and that command's time.
+// of the command that wrote it, that command's time and the recipe's size
+// (manifest and files).
 type StoredRecipe struct {
 	SetRecipe
 	Index   uint64    `json:"index"`
 	Updated time.Time `json:"updated"`
+	Bytes   int       `json:"bytes"`
+}
+
+// RecipeEntry is a replicated recipe without its files, as State.Recipes
+// lists them (a listing does not decode every module).
+type RecipeEntry struct {
+	Name     string          `json:"name"`
+	Manifest json.RawMessage `json:"manifest"`
+	Hash     string          `json:"hash"`
+	Index    uint64          `json:"index"`
+	Updated  time.Time       `json:"updated"`
+	Bytes    int             `json:"bytes"`
 }
 
 // ErrCodeNotFound refuses a change of a recipe that does not exist.
@@ -112,7 +125,7 @@ func (t *tx) setRecipe(r *SetRecipe, index uint64) error {
 			return refuse(ErrCodeInvalid, "set_recipe: the ledger holds %d recipes, its most", MaxRecipes)
 		}
 	}
-	t.putJSON(keyRecipe(r.Name), &StoredRecipe{SetRecipe: *r, Index: index, Updated: t.cmd.Time.UTC()})
+	t.putJSON(keyRecipe(r.Name), &StoredRecipe{SetRecipe: *r, Index: index, Updated: t.cmd.Time.UTC(), Bytes: size})
 	t.b.Set(keyRecipesVersion, binary.BigEndian.AppendUint64(nil, index))
 	return nil
 }
@@ -162,9 +175,9 @@ func (s *State) Recipe(name string) (*StoredRecipe, error) {
 	return &r, nil
 }
 
-// Recipes calls fn with each replicated recipe, by name, from one
-// snapshot, and returns the version they are at.
-func (s *State) Recipes(fn func(*StoredRecipe) error) (uint64, error) {
+// Recipes calls fn with each replicated recipe (files left out), by name,
+// from one snapshot, and returns the version they are at.
+func (s *State) Recipes(fn func(*RecipeEntry) error) (uint64, error) {
 	snap := s.st.NewSnapshot()
 	defer snap.Close()
 	var version uint64
@@ -174,7 +187,7 @@ func (s *State) Recipes(fn func(*StoredRecipe) error) (uint64, error) {
 		return 0, err
 	}
 	err := snap.Scan(prefixRecipes(), nil, func(_, v []byte) (bool, error) {
-		var r StoredRecipe
+		var r RecipeEntry
 		if err := json.Unmarshal(v, &r); err != nil {
 			return false, err
 		}

@@ -29,12 +29,12 @@ func TestReplicatedRecipes(t *testing.T) {
 	}
 	r1 := a.ok(Command{Type: CmdSetRecipe, SetRecipe: set("titles", `{"name":"titles"}`, map[string][]byte{"script.js": []byte("function run(){}")})})
 	got, err := a.s.Recipe("titles")
-	if err != nil || got.Index != r1.Index || string(got.Files["script.js"]) != "function run(){}" || got.Hash != "h-titles" {
+	if err != nil || got.Index != r1.Index || string(got.Files["script.js"]) != "function run(){}" || got.Hash != "h-titles" || got.Bytes != len(`{"name":"titles"}`)+len("function run(){}") {
 		t.Fatalf("after set: %+v %v", got, err)
 	}
 	r2 := a.ok(Command{Type: CmdSetRecipe, SetRecipe: set("links", `{"name":"links"}`, nil)})
 	var names []string
-	v, err := a.s.Recipes(func(r *StoredRecipe) error { names = append(names, r.Name); return nil })
+	v, err := a.s.Recipes(func(r *RecipeEntry) error { names = append(names, r.Name); return nil })
 	if err != nil || v != r2.Index || fmt.Sprint(names) != "[links titles]" {
 		t.Fatalf("list: %d %v %v", v, names, err)
 	}

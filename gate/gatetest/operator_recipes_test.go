@@ -77,7 +77,7 @@ func TestOperatorRecipes(t *testing.T) {
 		t.Fatalf("PUT again: %d %s", r.status, r.body)
 	}
 	if r := call(t, "GET", g.URL+"/operator/v1/recipes", op, ""); r.status != 200 || json.Unmarshal([]byte(r.body), &list) != nil ||
-		len(list.Recipes) != 1 || list.Recipes[0].Kind != "json" || list.Recipes[0].Version != 1 || list.Version != made.Index {
+		len(list.Recipes) != 1 || list.Recipes[0].Kind != "json" || list.Recipes[0].Version != 1 || list.Recipes[0].Bytes == 0 || list.Version != made.Index {
 		t.Fatalf("list: %d %s", r.status, r.body)
 	}
 

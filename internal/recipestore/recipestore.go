@@ -83,7 +83,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		out := listResp{Version: v, Changed: true, Recipes: []recipe.RemoteRef{}}
-		out.Version, err = s.State.Recipes(func(sr *ledger.StoredRecipe) error {
+		out.Version, err = s.State.Recipes(func(sr *ledger.RecipeEntry) error {
 			out.Recipes = append(out.Recipes, recipe.RemoteRef{Name: sr.Name, Hash: sr.Hash})
 			return nil
 		})
