@@ -63,7 +63,7 @@ func TestScale(t *testing.T) {
 			srv := httptest.NewServer(monstore.NewServer(monstore.NewLocal(st, monstore.LocalConfig{}), regionauth.NewVerifier(keys, nil), nil))
 			t.Cleanup(srv.Close)
 			addr := srv.Listener.Addr().String()
-			c.Shared = &monstore.Client{Keys: keys, Gate: func() string { return addr }}
+			c.Shared = &monstore.Client{Gate: regionauth.Gate{Keys: keys, Addr: func() string { return addr }}}
 		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())

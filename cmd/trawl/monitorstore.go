@@ -7,6 +7,7 @@ import (
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/recipestore"
+	"github.com/trawlhq/trawl/internal/regionauth"
 )
 
 // regionGateStores points a cell at what its region's gate keeps for it:
@@ -29,6 +30,7 @@ func regionGateStores(cfg *cell.Config, cluster *atomic.Pointer[members.Cluster]
 		}
 		return ""
 	}
-	cfg.Monitor.Shared = &monstore.Client{Keys: cfg.RegionKeys, Gate: gate}
-	cfg.Recipes.Remote = &recipestore.Client{Keys: cfg.RegionKeys, Gate: gate}
+	g := regionauth.Gate{Keys: cfg.RegionKeys, Addr: gate}
+	cfg.Monitor.Shared = &monstore.Client{Gate: g}
+	cfg.Recipes.Remote = &recipestore.Client{Gate: g}
 }

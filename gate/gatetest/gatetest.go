@@ -160,9 +160,10 @@ func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Ce
 		RegionKeys: g.Runtime.RegionKeys()}
 	// The region's monitors live in the gate's store.
 	gateAddr := strings.TrimPrefix(g.URL, "http://")
-	cfg.Monitor.Shared = &monstore.Client{Keys: cfg.RegionKeys, Gate: func() string { return gateAddr }}
 	// And the operator recipes the ledger keeps.
-	cfg.Recipes.Remote = &recipestore.Client{Keys: cfg.RegionKeys, Gate: func() string { return gateAddr }}
+	gate := regionauth.Gate{Keys: cfg.RegionKeys, Addr: func() string { return gateAddr }}
+	cfg.Monitor.Shared = &monstore.Client{Gate: gate}
+	cfg.Recipes.Remote = &recipestore.Client{Gate: gate}
 	if adjust != nil {
 		adjust(&cfg)
 	}

@@ -132,11 +132,11 @@ func TestOperatorRecipes(t *testing.T) {
 		t.Errorf("unsigned store call: %d %s", r.status, r.body)
 	}
 	other, _ := regionauth.ParseKeys(regionauth.NewKey())
-	stranger := &recipestore.Client{Keys: other, Gate: func() string { return strings.TrimPrefix(g.URL, "http://") }}
+	stranger := &recipestore.Client{Gate: regionauth.Gate{Keys: other, Addr: func() string { return strings.TrimPrefix(g.URL, "http://") }}}
 	if _, _, _, err := stranger.List(t.Context(), 0); err == nil {
 		t.Error("a store call signed with other keys was answered")
 	}
-	member := &recipestore.Client{Keys: g.Runtime.RegionKeys(), Gate: func() string { return strings.TrimPrefix(g.URL, "http://") }}
+	member := &recipestore.Client{Gate: regionauth.Gate{Keys: g.Runtime.RegionKeys(), Addr: func() string { return strings.TrimPrefix(g.URL, "http://") }}}
 	if v, refs, changed, err := member.List(t.Context(), 0); err != nil || !changed || v != v2.Index || len(refs) != 1 || refs[0].Hash != v2.Hash {
 		t.Errorf("member list: %d %v %v %v", v, refs, changed, err)
 	}

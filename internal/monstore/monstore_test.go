@@ -160,7 +160,7 @@ func TestClientServer(t *testing.T) {
 	srv := httptest.NewServer(NewServer(l, regionauth.NewVerifier(keys, nil), nil))
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
-	c := &Client{Keys: keys, Gate: func() string { return addr }}
+	c := &Client{Gate: regionauth.Gate{Keys: keys, Addr: func() string { return addr }}}
 	ctx := context.Background()
 	now := time.Now()
 	for i := range 1100 {
@@ -195,7 +195,7 @@ func TestClientServer(t *testing.T) {
 		t.Fatal("scanned outside the monitor store")
 	}
 	other, _ := regionauth.ParseKeys(regionauth.NewKey())
-	stranger := &Client{Keys: other, Gate: func() string { return addr }}
+	stranger := &Client{Gate: regionauth.Gate{Keys: other, Addr: func() string { return addr }}}
 	if _, err := stranger.Get(ctx, RecordKey(got[0].ID)); err == nil {
 		t.Fatal("a stranger read the store")
 	}
@@ -230,7 +230,7 @@ func BenchmarkClaimPass(b *testing.B) {
 	for _, s := range []struct {
 		name string
 		st   Store
-	}{{"local", l}, {"server", &Client{Keys: keys, Gate: func() string { return addr }}}} {
+	}{{"local", l}, {"server", &Client{Gate: regionauth.Gate{Keys: keys, Addr: func() string { return addr }}}}} {
 		b.Run(s.name, func(b *testing.B) {
 			for b.Loop() {
 				if _, err := s.st.Claim(context.Background(), req); err != nil {
@@ -267,7 +267,7 @@ func TestSlots(t *testing.T) {
 	srv := httptest.NewServer(NewServer(l, regionauth.NewVerifier(keys, nil), nil))
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
-	c := &Client{Keys: keys, Gate: func() string { return addr }}
+	c := &Client{Gate: regionauth.Gate{Keys: keys, Addr: func() string { return addr }}}
 	ctx := context.Background()
 	newBatch := func() *Batch {
 		b := &Batch{Slot: &Slot{Op: "add", Monitor: "m1"}}

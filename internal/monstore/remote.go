@@ -194,38 +194,26 @@ func errBody(code, msg string) errResp {
 	return e
 }
 
-// ErrNoGate is a call while no gate of the region is known.
-var ErrNoGate = errors.New("monstore: the region's gate is not reachable")
+// ErrNoGate is a call while no gate of the region is known or answers.
+var ErrNoGate = regionauth.ErrNoGate
 
 // Client is the store at the region's gate, for a cell.
 type Client struct {
-	// Keys are the region's keys.
-	Keys *regionauth.Keys
-	// Gate returns the gate's host:port ("" while none is known).
-	Gate func() string
-	// HTTP is the client (default: one with a 30 s timeout).
-	HTTP *http.Client
-	// Now is the clock of signatures (real time: the gate checks it
-	// against its own).
-	Now func() time.Time
+	regionauth.Gate
 }
 
+// storeHTTP is the store's client unless the Gate names one: calls are
+// small, a 30 s timeout.
+var storeHTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}}
+
 func (c *Client) call(ctx context.Context, op string, in, out any) error {
-	addr := c.Gate()
-	if addr == "" {
-		return ErrNoGate
+	g := c.Gate
+	if g.HTTP == nil {
+		g.HTTP = storeHTTP
 	}
-	now := time.Now
-	if c.Now != nil {
-		now = c.Now
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = defaultHTTP
-	}
-	status, raw, err := c.Keys.Call(ctx, hc, "http://"+addr+Path+op, in, now(), MaxBody)
+	status, raw, err := g.Call(ctx, Path+op, in, MaxBody)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNoGate, err)
+		return err
 	}
 	if status != http.StatusOK {
 		var e errResp
@@ -242,8 +230,6 @@ func (c *Client) call(ctx context.Context, op string, in, out any) error {
 	}
 	return json.Unmarshal(raw, out)
 }
-
-var defaultHTTP = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}}
 
 // Get implements Store.
 func (c *Client) Get(ctx context.Context, key []byte) ([]byte, error) {

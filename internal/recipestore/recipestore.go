@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/trawlhq/trawl/cell/recipe"
 	"github.com/trawlhq/trawl/internal/httpjson"
@@ -114,33 +113,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// ErrNoGate is a call while no gate of the region is known or reachable.
-var ErrNoGate = errors.New("recipestore: the region's gate is not reachable")
-
 // Client reads the recipes from the region's gate: a recipe.Remote.
 type Client struct {
-	// Keys are the region's keys.
-	Keys *regionauth.Keys
-	// Gate returns the gate's host:port ("" while none is known).
-	Gate func() string
-	// HTTP is the client (default: one with a 60 s timeout).
-	HTTP *http.Client
+	regionauth.Gate
 }
 
-var defaultHTTP = &http.Client{Timeout: 60 * time.Second}
-
 func (c *Client) call(ctx context.Context, op string, in, out any) error {
-	addr := c.Gate()
-	if addr == "" {
-		return ErrNoGate
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = defaultHTTP
-	}
-	status, raw, err := c.Keys.Call(ctx, hc, "http://"+addr+Path+op, in, time.Now(), maxAnswer)
+	status, raw, err := c.Gate.Call(ctx, Path+op, in, maxAnswer)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNoGate, err)
+		return err
 	}
 	if status != http.StatusOK {
 		var e struct {

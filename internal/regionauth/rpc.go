@@ -99,3 +99,46 @@ func (k *Keys) WriteAnswer(w http.ResponseWriter, c Claims, status int, out any)
 	w.WriteHeader(status)
 	w.Write(raw)
 }
+
+// ErrNoGate is a call while no gate of the region is known, or one its
+// gate did not answer, or not with the region's signature.
+var ErrNoGate = errors.New("the region's gate is not reachable")
+
+// Gate is a member's (a cell's) way to its region's gate: the monitor
+// store and the operator recipes are calls through it.
+type Gate struct {
+	// Keys are the region's keys.
+	Keys *Keys
+	// Addr returns the gate's host:port ("" while none is known).
+	Addr func() string
+	// HTTP is the client (default: one with a 60 s timeout).
+	HTTP *http.Client
+	// Now is the clock of signatures (default real time: the gate checks
+	// it against its own).
+	Now func() time.Time
+}
+
+var defaultGateHTTP = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}}
+
+// Call posts in to path on the gate (Keys.Call) and returns the signed
+// answer's status and body; ErrNoGate (wrapping the cause) when there is
+// no signed answer.
+func (g *Gate) Call(ctx context.Context, path string, in any, maxAnswer int64) (int, []byte, error) {
+	addr := g.Addr()
+	if addr == "" {
+		return 0, nil, ErrNoGate
+	}
+	now := time.Now
+	if g.Now != nil {
+		now = g.Now
+	}
+	hc := g.HTTP
+	if hc == nil {
+		hc = defaultGateHTTP
+	}
+	status, raw, err := g.Keys.Call(ctx, hc, "http://"+addr+path, in, now(), maxAnswer)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %w", ErrNoGate, err)
+	}
+	return status, raw, nil
+}
