@@ -1,15 +1,23 @@
 package search
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/blevesearch/bleve/v2/analysis"
+	"github.com/blevesearch/bleve/v2/analysis/lang/en"
+	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/analysis/token/porter"
+	stopfilter "github.com/blevesearch/bleve/v2/analysis/token/stop"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/character"
+	"github.com/blevesearch/bleve/v2/analysis/tokenizer/whitespace"
+	"github.com/blevesearch/bleve/v2/registry"
 )
 
 // The cached stemmer gives porter's stems, the first time and after, from
@@ -124,5 +132,103 @@ func TestIdentifiersAsFirstWritten(t *testing.T) {
 		if got, want := identifiers(text, strings.ToUpper(text)), identifiersOf(text, strings.ToUpper(text)); !slices.Equal(got, want) {
 			t.Errorf("%.30q: identifiers %q, want %q", text, got, want)
 		}
+	}
+}
+
+// The one-pass analyzers give the terms and positions of the bleve chains
+// they replaced (analyzer.go): trawl_en of runs of letters and numbers,
+// lower-cased, stop words out, Porter stems; trawl_list of the whitespace
+// tokenizer (identifiers) and of the alnum-and-lower-case chain over
+// distinctWords' output (the words field).
+func TestAnalyzersAsChains(t *testing.T) {
+	var texts []string
+	pages, _ := filepath.Glob("../content/testdata/*.html")
+	more, _ := filepath.Glob("../../cell/recipe/testdata/site/*.html")
+	for _, p := range append(pages, more...) {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := FromHTML(b, "http://docs.test/"+filepath.Base(p), time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, d.Title, strings.Join(d.Headings, "\n"), d.Body)
+	}
+	if len(texts) < 20 {
+		t.Fatalf("only %d texts from the fixtures", len(texts))
+	}
+	texts = append(texts,
+		"", "   ", "The THE the a AN an Is", "ΣΊΣΥΦΟΣ σίσυφος ΟΔΟΣ", "İstanbul ISTANBUL ıi", "Ⱥpple ȾEST Straße STRASSE",
+		"naïveté Été ÉTÉ 42nd x² ½ Ⅻ 中文 テスト", "os.path.join(PATH) pg_trigger_depth() __init__ e.g. v1.2.3",
+		strings.Repeat("Supercalifragilisticexpialidocious", 3)+" "+strings.Repeat("ÉÉ", 40)+" end")
+
+	cache := registry.NewCache()
+	stopMap, err := cache.TokenMapNamed(en.StopName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alnum := character.NewCharacterTokenizer(func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) })
+	oldText := &analysis.DefaultAnalyzer{Tokenizer: alnum, TokenFilters: []analysis.TokenFilter{
+		lowercase.NewLowerCaseFilter(), stopfilter.NewStopTokensFilter(stopMap), porter.NewPorterStemmer()}}
+	oldWords := &analysis.DefaultAnalyzer{Tokenizer: alnum, TokenFilters: []analysis.TokenFilter{lowercase.NewLowerCaseFilter()}}
+	ws, err := cache.TokenizerNamed(whitespace.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldIdents := &analysis.DefaultAnalyzer{Tokenizer: ws}
+	newText, err := cache.AnalyzerNamed(enAnalyzer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newList, err := cache.AnalyzerNamed(listAnalyzer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type term struct {
+		Term            string
+		Pos, Start, End int
+	}
+	terms := func(a analysis.Analyzer, s string) []term {
+		var out []term
+		for _, tk := range a.Analyze([]byte(s)) { // a copy each time: analyzers lower-case in place
+			out = append(out, term{string(tk.Term), tk.Position, tk.Start, tk.End})
+		}
+		return out
+	}
+	n := 0
+	for _, s := range texts {
+		for _, c := range []struct {
+			name     string
+			old, new analysis.Analyzer
+			in       string
+		}{
+			{"text", oldText, newText, s},
+			{"words", oldWords, newList, distinctWords(s)},
+			{"idents", oldIdents, newList, strings.Join(identifiers(s), " ")},
+		} {
+			got, want := terms(c.new, c.in), terms(c.old, c.in)
+			if c.name == "words" {
+				// distinctWords' output, re-tokenized, has other offsets
+				// but the same words in the same order.
+				for i := range got {
+					got[i].Start, got[i].End = 0, 0
+				}
+				for i := range want {
+					want[i].Start, want[i].End = 0, 0
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s of %.80q:\n got %v\nwant %v", c.name, c.in, got, want)
+			}
+			n += len(got)
+		}
+	}
+	if n < 1500 {
+		t.Fatalf("only %d terms compared", n)
+	}
+	// Where the chain stopped (a byte that is not UTF-8), trawl_en reads on.
+	if got := terms(newText, "alpha \xff beta"); len(got) != 2 || got[1].Term != "beta" {
+		t.Errorf("after an invalid byte: %v", got)
 	}
 }

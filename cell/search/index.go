@@ -19,15 +19,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/blevesearch/bleve/v2"
-	"github.com/blevesearch/bleve/v2/analysis"
-	"github.com/blevesearch/bleve/v2/analysis/analyzer/custom"
-	"github.com/blevesearch/bleve/v2/analysis/lang/en"
-	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
-	"github.com/blevesearch/bleve/v2/analysis/tokenizer/character"
-	"github.com/blevesearch/bleve/v2/analysis/tokenizer/whitespace"
 	"github.com/blevesearch/bleve/v2/index/scorch"
 	"github.com/blevesearch/bleve/v2/mapping"
-	"github.com/blevesearch/bleve/v2/registry"
 	bsearch "github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
@@ -104,38 +97,14 @@ type Index struct {
 // ErrQuery is returned for an empty query.
 var ErrQuery = errors.New("search: empty query")
 
-// Analyzers. Words are runs of letters and digits: an identifier
-// (os.path.join, parse_qsl) is its parts, as a reader searches them.
+// Analyzers (analyzer.go). Words are runs of letters and numbers: an
+// identifier (os.path.join, parse_qsl) is its parts, as a reader searches
+// them.
 const (
-	textAnalyzer  = "trawl_text"  // lower-cased, English stop words out, Porter stems
-	wordAnalyzer  = "trawl_word"  // lower-cased only: the term dictionary of did_you_mean
-	identAnalyzer = "trawl_ident" // identifiers, lower-cased before: split at spaces only
+	textAnalyzer  = enAnalyzer   // lower-cased, English stop words out, Porter stems
+	wordAnalyzer  = listAnalyzer // the words as given (distinctWords: lower-cased): the term dictionary of did_you_mean
+	identAnalyzer = listAnalyzer // identifiers, lower-cased before: split at white space only
 )
-
-// alnumTokenizer splits text into runs of letters and numbers (the
-// regexp tokenizer with [\p{L}\p{N}]+ did the same at a third of the
-// speed; indexes made with it still open, as their mapping names it).
-const alnumTokenizer = "trawl_alnum_runes"
-
-// stemFilter is the Porter stemmer with a memory of the stems of the
-// words it has seen (porter.Name stems each occurrence again; the same
-// stems, at a fraction of the cost).
-const stemFilter = "trawl_porter_cached"
-
-func init() {
-	err := registry.RegisterTokenizer(alnumTokenizer, func(map[string]any, *registry.Cache) (analysis.Tokenizer, error) {
-		return character.NewCharacterTokenizer(func(r rune) bool { return unicode.IsLetter(r) || unicode.IsNumber(r) }), nil
-	})
-	if err != nil {
-		panic(err)
-	}
-	err = registry.RegisterTokenFilter(stemFilter, func(map[string]any, *registry.Cache) (analysis.TokenFilter, error) {
-		return newStemCache(), nil
-	})
-	if err != nil {
-		panic(err)
-	}
-}
 
 // scorchConfig: a batch returns once its segment is searchable, without
 // waiting for it to be written (the persister writes it within moments).
@@ -147,16 +116,6 @@ var scorchConfig = map[string]any{"unsafe_batch": true}
 func indexMapping() mapping.IndexMapping {
 	im := bleve.NewIndexMapping()
 	im.ScoringModel = index.BM25Scoring
-	must := func(err error) {
-		if err != nil {
-			panic(err) // constant configuration
-		}
-	}
-	must(im.AddCustomAnalyzer(textAnalyzer, map[string]any{"type": custom.Name, "tokenizer": alnumTokenizer,
-		"token_filters": []any{lowercase.Name, en.StopName, stemFilter}}))
-	must(im.AddCustomAnalyzer(wordAnalyzer, map[string]any{"type": custom.Name, "tokenizer": alnumTokenizer,
-		"token_filters": []any{lowercase.Name}}))
-	must(im.AddCustomAnalyzer(identAnalyzer, map[string]any{"type": custom.Name, "tokenizer": whitespace.Name}))
 	im.DefaultAnalyzer = textAnalyzer
 	im.StoreDynamic = false
 	im.IndexDynamic = false
@@ -332,7 +291,7 @@ func (ix *Index) scanStale() error {
 // Format names the index's mapping; a change of indexMapping (a field
 // added, an analyzer changed) takes a new one, and an index on disk of
 // another format is rebuilt from the archive when the cell opens it.
-const Format = "4" // 3: the idents and defs fields; 4: url, type, lang and date stored only, words without term vectors, the stem cache
+const Format = "5" // 3: the idents and defs fields; 4: url, type, lang and date stored only, words without term vectors, the stem cache; 5: the one-pass analyzers
 
 func formatPath(dir string) string { return filepath.Clean(dir) + ".format" }
 

@@ -29,24 +29,31 @@ func (c *stemCache) Filter(input analysis.TokenStream) analysis.TokenStream {
 		if tok.KeyWord {
 			continue
 		}
-		c.mu.RLock()
-		st, ok := c.stems[string(tok.Term)]
-		full := len(c.stems) >= maxStems
-		c.mu.RUnlock()
-		if !ok {
-			st = analysis.BuildTermFromRunes(porterstemmer.StemWithoutLowerCasing(bytes.Runes(tok.Term)))
-			if !full { // once full, a miss does not queue on the write lock
-				c.mu.Lock()
-				if len(c.stems) < maxStems {
-					c.stems[string(tok.Term)] = st
-				}
-				c.mu.Unlock()
-			}
-		}
 		// Shared, never written: the stem filter is the analyzers' last,
 		// and bleve reads a term only to count it (a term is not written
 		// in place either: it may be the stored text's bytes).
-		tok.Term = st
+		tok.Term = c.stem(tok.Term)
 	}
 	return input
+}
+
+// stem is term's Porter stem (term lower-cased). The stem returned is
+// shared: it must not be written.
+func (c *stemCache) stem(term []byte) []byte {
+	c.mu.RLock()
+	st, ok := c.stems[string(term)]
+	full := len(c.stems) >= maxStems
+	c.mu.RUnlock()
+	if ok {
+		return st
+	}
+	st = analysis.BuildTermFromRunes(porterstemmer.StemWithoutLowerCasing(bytes.Runes(term)))
+	if !full { // once full, a miss does not queue on the write lock
+		c.mu.Lock()
+		if len(c.stems) < maxStems {
+			c.stems[string(term)] = st
+		}
+		c.mu.Unlock()
+	}
+	return st
 }
