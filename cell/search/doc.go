@@ -49,6 +49,9 @@ type Doc struct {
 	// prepared is the document as the index mapping reads it but for the
 	// anchor text (Prepare), computed before Add takes the index's lock.
 	prepared map[string]any
+	// words are the page's distinct words, lower-cased (Prepare), for the
+	// did_you_mean dictionary.
+	words []string
 }
 
 // FromHTML builds the Doc of an HTML page fetched from pageURL (its final

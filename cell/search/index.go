@@ -92,6 +92,9 @@ type Index struct {
 	unpersisted map[uint64]bool
 	seq         uint64
 	inMemory    bool
+
+	// words is the did_you_mean dictionary (words.go).
+	words *wordCounts
 }
 
 // ErrQuery is returned for an empty query.
@@ -102,7 +105,6 @@ var ErrQuery = errors.New("search: empty query")
 // them.
 const (
 	textAnalyzer  = enAnalyzer   // lower-cased, English stop words out, Porter stems
-	wordAnalyzer  = listAnalyzer // the words as given (distinctWords: lower-cased): the term dictionary of did_you_mean
 	identAnalyzer = listAnalyzer // identifiers, lower-cased before: split at white space only
 )
 
@@ -112,6 +114,13 @@ const (
 // archive: the cell checks the index against the archive when it starts
 // (Cell.rebuildSearch).
 var scorchConfig = map[string]any{"unsafe_batch": true}
+
+// scorchOptions is a copy of scorchConfig for one index: bleve writes the
+// index's path into the map it is given (NewUsing), and a shared map made
+// the next index opened with it open the store of the one created before
+// it (found when the did_you_mean dictionary became a second index; a
+// process with two cells, one index new and one not, had it too).
+func scorchOptions() map[string]any { return maps.Clone(scorchConfig) }
 
 func indexMapping() mapping.IndexMapping {
 	im := bleve.NewIndexMapping()
@@ -135,11 +144,6 @@ func indexMapping() mapping.IndexMapping {
 		f.Store, f.Index, f.IncludeInAll, f.DocValues = store, idx, false, false
 		return f
 	}
-	words := bleve.NewTextFieldMapping()
-	words.Analyzer = wordAnalyzer
-	// Only how many pages hold a word is read (did_you_mean): no term
-	// vectors.
-	words.Store, words.IncludeInAll, words.DocValues, words.IncludeTermVectors = false, false, false, false
 
 	dm := bleve.NewDocumentStaticMapping()
 	// url, type, lang and date are read back, never searched: stored
@@ -155,7 +159,6 @@ func indexMapping() mapping.IndexMapping {
 	dm.AddFieldMappingsAt("headings", text(true))
 	dm.AddFieldMappingsAt("body", text(true))
 	dm.AddFieldMappingsAt("anchors", text(true))
-	dm.AddFieldMappingsAt("words", words)
 	dm.AddFieldMappingsAt("type", keyword(true, false))
 	dm.AddFieldMappingsAt("lang", keyword(true, false))
 	dm.AddFieldMappingsAt("desc", keyword(true, false))
@@ -179,6 +182,7 @@ func Open(dir string, cfg Config) (*Index, error) {
 		ix.now = time.Now
 	}
 	var err error
+	fresh := true // a new index of pages: the dictionary starts anew too
 	switch {
 	case dir == "":
 		ix.inMemory = true
@@ -193,7 +197,8 @@ func Open(dir string, cfg Config) (*Index, error) {
 			}
 		}
 		if _, statErr := os.Stat(filepath.Join(dir, "index_meta.json")); statErr == nil {
-			ix.b, err = bleve.OpenUsing(dir, scorchConfig)
+			ix.b, err = bleve.OpenUsing(dir, scorchOptions())
+			fresh = err != nil
 			if err != nil {
 				// An index that does not open is set aside and started
 				// again: the cell rebuilds it from its archive.
@@ -223,7 +228,53 @@ func Open(dir string, cfg Config) (*Index, error) {
 			return nil, fmt.Errorf("search index %q: %w", dir, err)
 		}
 	}
+	words, created, err := openWords(dir, fresh)
+	if err != nil {
+		ix.b.Close()
+		return nil, fmt.Errorf("search index %q: %w", dir, err)
+	}
+	ix.words = words
+	if created && !fresh && ix.Count() > 0 {
+		// The dictionary was lost and the pages were not: counted again
+		// from their stored text.
+		if err := ix.recountWords(); err != nil {
+			ix.Close()
+			return nil, fmt.Errorf("search index %q: the did_you_mean dictionary: %w", dir, err)
+		}
+	}
 	return ix, nil
+}
+
+// recountWords counts the words of every page indexed into the (empty)
+// dictionary.
+func (ix *Index) recountWords() error {
+	const page = 1000
+	var after []string
+	for {
+		req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), page, 0, false)
+		req.Fields = []string{"title", "headings", "body"}
+		req.SortBy([]string{"_id"})
+		if after != nil {
+			req.SetSearchAfter(after)
+		}
+		res, err := ix.b.Search(req)
+		if err != nil {
+			return err
+		}
+		docs := make([]*Doc, 0, len(res.Hits))
+		for _, h := range res.Hits {
+			d := docOf(h.Fields)
+			d.words = distinctWords(d.Title, strings.Join(d.Headings, "\n"), d.Body)
+			docs = append(docs, d)
+		}
+		if err := ix.words.add(docs, ix.now()); err != nil {
+			return err
+		}
+		if len(res.Hits) < page {
+			return ix.words.flush()
+		}
+		after = []string{res.Hits[len(res.Hits)-1].ID}
+	}
 }
 
 // loadStale reads the pages waiting for their anchor text that Close
@@ -291,7 +342,7 @@ func (ix *Index) scanStale() error {
 // Format names the index's mapping; a change of indexMapping (a field
 // added, an analyzer changed) takes a new one, and an index on disk of
 // another format is rebuilt from the archive when the cell opens it.
-const Format = "5" // 3: the idents and defs fields; 4: url, type, lang and date stored only, words without term vectors, the stem cache; 5: the one-pass analyzers
+const Format = "5" // 3: the idents and defs fields; 4: url, type, lang and date stored only, words without term vectors, the stem cache; 5: the one-pass analyzers, the words in a dictionary of their own (words.go)
 
 func formatPath(dir string) string { return filepath.Clean(dir) + ".format" }
 
@@ -302,7 +353,7 @@ func currentFormat(dir string) bool {
 }
 
 func newIndex(dir string) (bleve.Index, error) {
-	return bleve.NewUsing(dir, indexMapping(), scorch.Name, scorch.Name, scorchConfig)
+	return bleve.NewUsing(dir, indexMapping(), scorch.Name, scorch.Name, scorchOptions())
 }
 
 // Close writes what is not written yet (waiting up to 30 s) and closes
@@ -322,10 +373,15 @@ func (ix *Index) Close() error {
 		// Present (even empty) means closed: no scan at the next Open.
 		if err := ix.b.SetInternal([]byte(staleKey), []byte(strings.Join(list, "\n"))); err != nil {
 			ix.b.Close()
+			ix.words.close()
 			return err
 		}
 	}
-	return ix.b.Close()
+	err := ix.words.close()
+	if cerr := ix.b.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Written waits up to timeout for every batch added to be written to
@@ -480,6 +536,9 @@ func (ix *Index) Add(docs ...*Doc) error {
 	if err := ix.commit(batch); err != nil {
 		return err
 	}
+	if err := ix.words.add(docs, ix.now()); err != nil {
+		return fmt.Errorf("search: the did_you_mean dictionary: %w", err)
+	}
 	ix.graph.add(docs)
 	ix.graph.maybeCompute()
 	return nil
@@ -611,6 +670,7 @@ func (d *Doc) Prepare() {
 		return // (a copy of a prepared Doc given another URL is prepared again)
 	}
 	heads := strings.Join(d.Headings, "\n")
+	d.words = distinctWords(d.Title, heads, d.Body)
 	d.prepared = map[string]any{
 		"url":      d.URL,
 		"urlwords": urlWords(d.URL),
@@ -619,7 +679,6 @@ func (d *Doc) Prepare() {
 		"title":    d.Title,
 		"headings": heads,
 		"body":     d.Body,
-		"words":    distinctWords(d.Title, heads, d.Body),
 		"type":     d.Type,
 		"lang":     d.Lang,
 		"desc":     d.Description,
@@ -848,23 +907,22 @@ func normalize(s string) string {
 	return strings.Join(strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !isWord(r) && r != '.' && r != '_' }), " ")
 }
 
-// distinctWords is each word of texts once, lower-cased: the words field
-// only answers how many pages hold a word (did_you_mean), so a page's
-// repeats are not analysed again.
-func distinctWords(texts ...string) string {
+// distinctWords is each word of texts once, lower-cased (a word with no
+// upper case is a slice of its text): the words a page gives the
+// did_you_mean dictionary (words.go).
+func distinctWords(texts ...string) []string {
 	seen := map[string]bool{}
-	var b strings.Builder
+	var out []string
 	for _, t := range texts {
 		eachWord(t, func(start, end int) {
 			lw := strings.ToLower(t[start:end]) // as it is when it has no upper case
 			if !seen[lw] {
 				seen[lw] = true
-				b.WriteString(lw)
-				b.WriteByte(' ')
+				out = append(out, lw)
 			}
 		})
 	}
-	return b.String()
+	return out
 }
 
 // freshWords are the words by which a query asks for recent pages.

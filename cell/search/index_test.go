@@ -150,10 +150,12 @@ func TestStaleAnchorsSurviveRestart(t *testing.T) {
 		}
 		if crash {
 			ix.Written(10 * time.Second)
-			ix.b.Close() // no Close: the list is not written
+			ix.b.Close() // no Close: the list is not written (nor the dictionary counts waiting)
+			ix.words.b.Close()
 		} else if err := ix.Close(); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("reopen crash=%v", crash)
 		ix, err = Open(dir, Config{})
 		if err != nil {
 			t.Fatal(err)

@@ -270,9 +270,12 @@ func (x *Indexer) batcher() {
 	}
 	flush := func() {
 		if len(batch) == 0 {
-			// Idle: stale anchor text, and the pages a full queue
-			// dropped after the last batch.
+			// Idle: stale anchor text, the did_you_mean counts due, and
+			// the pages a full queue dropped after the last batch.
 			refresh()
+			if err := x.ix.words.flushDue(x.ix.now()); err != nil {
+				x.cfg.Logger.Warn("search: writing the did_you_mean dictionary failed", "err", err)
+			}
 			x.maybeRecover()
 			return
 		}

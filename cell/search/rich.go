@@ -22,7 +22,12 @@ type Correction struct {
 // knows far less than a word one or two edits away) replaced by that
 // word; nil when every word stands.
 func (ix *Index) Correct(ctx context.Context, q string) (*Correction, error) {
-	adv, err := ix.b.Advanced()
+	// The counts still waiting are written first (a document of the
+	// pages of the last moments; merged with others later).
+	if err := ix.words.flush(); err != nil {
+		return nil, err
+	}
+	adv, err := ix.words.b.Advanced()
 	if err != nil {
 		return nil, err
 	}
@@ -44,13 +49,13 @@ func (ix *Index) Correct(ctx context.Context, q string) (*Correction, error) {
 			out.WriteString(w.text)
 			continue
 		}
-		df, err := termCount(ctx, r, lw)
+		df, err := ix.words.count(ctx, r, lw)
 		if err != nil {
 			return nil, err
 		}
 		best, bestDF := "", df
 		if df < 3 {
-			cands, err := fuzzy(r, lw)
+			cands, err := ix.fuzzy(ctx, r, lw)
 			if err != nil {
 				return nil, err
 			}
@@ -79,22 +84,13 @@ func (ix *Index) Correct(ctx context.Context, q string) (*Correction, error) {
 	return &Correction{Query: out.String(), Freq: freq}, nil
 }
 
-func termCount(ctx context.Context, r index.IndexReader, t string) (uint64, error) {
-	tfr, err := r.TermFieldReader(ctx, []byte(t), "words", false, false, false)
-	if err != nil {
-		return 0, err
-	}
-	defer tfr.Close()
-	return tfr.Count(), nil
-}
-
 type fuzzyReader interface {
 	FieldDictFuzzy(field string, term string, fuzziness int, prefix string) (index.FieldDict, error)
 }
 
 // fuzzy lists the words of the dictionary within two edits of t (one for
 // short words), nearest and most frequent first.
-func fuzzy(r index.IndexReader, t string) ([]index.DictEntry, error) {
+func (ix *Index) fuzzy(ctx context.Context, r index.IndexReader, t string) ([]index.DictEntry, error) {
 	fr, ok := r.(fuzzyReader)
 	if !ok {
 		return nil, fmt.Errorf("search: the index cannot list near words")
@@ -117,7 +113,12 @@ func fuzzy(r index.IndexReader, t string) ([]index.DictEntry, error) {
 		if e == nil {
 			break
 		}
-		out = append(out, index.DictEntry{Term: e.Term, Count: e.Count, EditDistance: editDistance(t, e.Term)})
+		// (e.Count is of the dictionary's documents, not of pages.)
+		n, err := ix.words.count(ctx, r, e.Term)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, index.DictEntry{Term: e.Term, Count: n, EditDistance: editDistance(t, e.Term)})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].EditDistance != out[j].EditDistance {
