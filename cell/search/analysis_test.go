@@ -1,6 +1,7 @@
 package search
 
 import (
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +19,8 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/character"
 	"github.com/blevesearch/bleve/v2/analysis/tokenizer/whitespace"
 	"github.com/blevesearch/bleve/v2/registry"
+
+	"github.com/trawlhq/trawl/cell/content"
 )
 
 // The cached stemmer gives porter's stems, the first time and after, from
@@ -230,5 +233,94 @@ func TestAnalyzersAsChains(t *testing.T) {
 	// Where the chain stopped (a byte that is not UTF-8), trawl_en reads on.
 	if got := terms(newText, "alpha \xff beta"); len(got) != 2 || got[1].Term != "beta" {
 		t.Errorf("after an invalid byte: %v", got)
+	}
+}
+
+// fromMarkdownOf and plainOf are FromMarkdown's first definition (a
+// strings.Builder, strings.Fields and Join a line), which the one-pass
+// appendPlain must agree with.
+func fromMarkdownOf(pageURL, title, md string, fetched time.Time) *Doc {
+	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC(), Fetched: fetched.UTC()}
+	var body strings.Builder
+	for line := range strings.SplitSeq(md, "\n") {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "#") {
+			h := strings.TrimSpace(strings.TrimLeft(t, "#"))
+			if h != "" {
+				d.Headings = append(d.Headings, plainOf(h))
+			}
+			body.WriteString(plainOf(h))
+			body.WriteString(".\n")
+			continue
+		}
+		body.WriteString(plainOf(t))
+		body.WriteByte('\n')
+	}
+	d.Body = body.String()
+	if d.Title == "" && len(d.Headings) > 0 {
+		d.Title = d.Headings[0]
+	}
+	return d
+}
+
+func plainOf(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '*', '`', '|', '>':
+			b.WriteByte(' ')
+			continue
+		case '_':
+			if i > 0 && i+1 < len(s) && isWord(rune(s[i-1])) && isWord(rune(s[i+1])) {
+				b.WriteByte(c)
+			} else {
+				b.WriteByte(' ')
+			}
+			continue
+		case ']':
+			if i+1 < len(s) && s[i+1] == '(' {
+				if j := strings.IndexByte(s[i+1:], ')'); j > 0 {
+					i += j + 1
+					continue
+				}
+			}
+			continue
+		case '[', '!':
+			if c == '!' && (i+1 >= len(s) || s[i+1] != '[') {
+				b.WriteByte(c)
+			}
+			continue
+		case '\\':
+			continue
+		}
+		b.WriteByte(c)
+	}
+	t := strings.Join(strings.Fields(b.String()), " ")
+	t = strings.TrimPrefix(t, "- ")
+	return t
+}
+
+func TestFromMarkdownAsDefined(t *testing.T) {
+	mds := []string{"", "\n\n", "# \n## **\n", "- item one\n-  item\u00a0two  \n* star", "# Title\n\nSome *emphasis* and `code` | a | b |\n> quote [link](http://x/y) ![img](i.png) \\escaped",
+		"snake_case _emph_ __init__ a_ _b x_y_z é_ü", "bad \xff\xfe utf8 \xc3 [x](", "tabs\tand\u2003em\u3000spaces\u0085next", "!! ![ [a] ]( ) ](x)", "  - - dash\n- ", "# -  heading bullet"}
+	pages, _ := filepath.Glob("../content/testdata/*.html")
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse("http://docs.test/" + filepath.Base(p))
+		cd, err := content.Process(b, u, content.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mds = append(mds, cd.Markdown)
+	}
+	for _, m := range mds {
+		got, want := FromMarkdown("http://d/", "", m, t0), fromMarkdownOf("http://d/", "", m, t0)
+		if got.Body != want.Body || got.Title != want.Title || !slices.Equal(got.Headings, want.Headings) {
+			t.Errorf("%.60q:\n got %q %q %q\nwant %q %q %q", m, got.Title, got.Headings, got.Body, want.Title, want.Headings, want.Body)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/trawlhq/trawl/cell/content"
 )
@@ -96,22 +97,24 @@ func FromContent(cd *content.Document, pageURL string, fetched time.Time) *Doc {
 // FromMarkdown builds a Doc from a page's main content as Markdown.
 func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
 	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC(), Fetched: fetched.UTC()}
-	var body strings.Builder
+	body := make([]byte, 0, len(md)+len(md)/16)
+	var raw []byte // appendPlain's scratch, one for the page
 	for line := range strings.SplitSeq(md, "\n") {
 		t := strings.TrimSpace(line)
 		if strings.HasPrefix(t, "#") {
+			at := len(body)
 			h := strings.TrimSpace(strings.TrimLeft(t, "#"))
+			body, raw = appendPlain(body, raw, h)
 			if h != "" {
-				d.Headings = append(d.Headings, plain(h))
+				d.Headings = append(d.Headings, string(body[at:]))
 			}
-			body.WriteString(plain(h))
-			body.WriteString(".\n")
+			body = append(body, ".\n"...)
 			continue
 		}
-		body.WriteString(plain(t))
-		body.WriteByte('\n')
+		body, raw = appendPlain(body, raw, t)
+		body = append(body, '\n')
 	}
-	d.Body = body.String()
+	d.Body = string(body)
 	if d.Title == "" && len(d.Headings) > 0 {
 		d.Title = d.Headings[0]
 	}
@@ -121,19 +124,28 @@ func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
 // plain strips the Markdown that would otherwise be read as words: link
 // targets, emphasis and code marks, table pipes, list bullets.
 func plain(s string) string {
-	var b strings.Builder
+	b, _ := appendPlain(nil, nil, s)
+	return string(b)
+}
+
+// appendPlain appends plain(s) to dst, its words joined by single spaces
+// (raw is scratch, returned for the next call): one pass for the marks,
+// one for the spaces, and no allocation once the buffers are grown (this
+// was a third of making a page's document).
+func appendPlain(dst, raw []byte, s string) ([]byte, []byte) {
+	raw = raw[:0]
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch c {
 		case '*', '`', '|', '>':
-			b.WriteByte(' ')
+			raw = append(raw, ' ')
 			continue
 		case '_':
 			// Keep identifiers (snake_case); drop emphasis at word edges.
 			if i > 0 && i+1 < len(s) && isWord(rune(s[i-1])) && isWord(rune(s[i+1])) {
-				b.WriteByte(c)
+				raw = append(raw, c)
 			} else {
-				b.WriteByte(' ')
+				raw = append(raw, ' ')
 			}
 			continue
 		case ']':
@@ -147,17 +159,42 @@ func plain(s string) string {
 			continue
 		case '[', '!':
 			if c == '!' && (i+1 >= len(s) || s[i+1] != '[') {
-				b.WriteByte(c)
+				raw = append(raw, c)
 			}
 			continue
 		case '\\':
 			continue
 		}
-		b.WriteByte(c)
+		raw = append(raw, c)
 	}
-	t := strings.Join(strings.Fields(b.String()), " ")
-	t = strings.TrimPrefix(t, "- ")
-	return t
+	// The words of raw (strings.Fields) joined by single spaces, less a
+	// leading "- " (a list bullet).
+	start, word := len(dst), false
+	for i := 0; i < len(raw); {
+		c := raw[i]
+		n, sp := 1, false
+		if c < utf8.RuneSelf {
+			sp = !fieldBytes[c]
+		} else {
+			var r rune
+			r, n = utf8.DecodeRune(raw[i:])
+			sp = unicode.IsSpace(r)
+		}
+		if sp {
+			word = false
+		} else {
+			if !word && len(dst) > start {
+				dst = append(dst, ' ')
+			}
+			word = true
+			dst = append(dst, raw[i:i+n]...)
+		}
+		i += n
+	}
+	if len(dst)-start >= 2 && dst[start] == '-' && dst[start+1] == ' ' {
+		dst = append(dst[:start], dst[start+2:]...)
+	}
+	return dst, raw
 }
 
 func isWord(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
