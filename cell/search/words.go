@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -38,25 +39,38 @@ type wordCounts struct {
 	pending map[string]uint32
 	pages   int
 	since   time.Time // when the oldest pending page was counted
-	docs    []countsDoc
-	last    int64 // the last document's id, as a number
+	groups  []countsGroup
+	last    int64 // the last group's number
 	mem     bool  // in memory (nothing to wait for at Close)
 }
 
-// countsDoc is one document of the dictionary: its id and how many pages
-// its counts are of.
-type countsDoc struct {
-	id    string
-	pages int
+// countsGroup is the documents one write made (the counts of some
+// pages, in documents of at most wordsPerDoc words: ids "<seq>.<k>").
+// Documents of page size, not one of every word of a batch: zap sizes the
+// buffer of a new segment from the bytes a document of the segment built
+// before it took (in a pool shared by every index of the process), and
+// after a document of megabytes it reserved gigabytes for the next batch
+// of pages.
+type countsGroup struct {
+	seq    int64
+	pages  int
+	shards int
 }
+
+func (g countsGroup) id(k int) string { return strconv.FormatInt(g.seq, 10) + "." + strconv.Itoa(k) }
+
+// wordsPerDoc is the most words a document of the dictionary holds (about
+// the size of a page's document).
+const wordsPerDoc = 2000
 
 const (
 	// wordsFlushAge: counts older than this are written at the next batch.
 	wordsFlushAge = 10 * time.Second
-	// wordsMaxDocs: past it, the wordsMergeDocs documents of fewest pages
-	// are merged into one (a word's count reads one posting a document).
-	wordsMaxDocs   = 32
-	wordsMergeDocs = 16
+	// wordsMaxGroups: past it, the wordsMergeGroups groups of fewest
+	// pages are merged into one (a word's count reads one posting a
+	// group).
+	wordsMaxGroups   = 32
+	wordsMergeGroups = 16
 )
 
 func wordsPath(dir string) string { return strings.TrimSuffix(dir, "/") + ".words" }
@@ -102,23 +116,47 @@ func openWords(dir string, fresh bool) (*wordCounts, bool, error) {
 	return w, created, nil
 }
 
-// load lists the dictionary's documents.
+// load lists the dictionary's groups.
 func (w *wordCounts) load() error {
-	req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), 10000, 0, false)
-	res, err := w.b.Search(req)
-	if err != nil {
-		return err
+	const page = 1000
+	byseq := map[int64]*countsGroup{}
+	var after []string
+	for {
+		req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), page, 0, false)
+		req.SortBy([]string{"_id"})
+		if after != nil {
+			req.SetSearchAfter(after)
+		}
+		res, err := w.b.Search(req)
+		if err != nil {
+			return err
+		}
+		for _, h := range res.Hits {
+			seqs, _, _ := strings.Cut(h.ID, ".")
+			seq, err := strconv.ParseInt(seqs, 10, 64)
+			if err != nil {
+				return fmt.Errorf("did_you_mean dictionary: document %q", h.ID)
+			}
+			g := byseq[seq]
+			if g == nil {
+				doc, err := w.b.Document(h.ID)
+				if err != nil || doc == nil {
+					return fmt.Errorf("did_you_mean dictionary: document %s: %v", h.ID, err)
+				}
+				_, pages := decodeCounts(storedCounts(doc))
+				g = &countsGroup{seq: seq, pages: pages}
+				byseq[seq] = g
+			}
+			g.shards++
+			w.last = max(w.last, seq)
+		}
+		if len(res.Hits) < page {
+			break
+		}
+		after = []string{res.Hits[len(res.Hits)-1].ID}
 	}
-	for _, h := range res.Hits {
-		doc, err := w.b.Document(h.ID)
-		if err != nil || doc == nil {
-			return fmt.Errorf("did_you_mean dictionary: document %s: %v", h.ID, err)
-		}
-		_, pages := decodeCounts(storedCounts(doc))
-		w.docs = append(w.docs, countsDoc{h.ID, pages})
-		if n, _ := strconv.ParseInt(h.ID, 10, 64); n > w.last {
-			w.last = n
-		}
+	for _, g := range byseq {
+		w.groups = append(w.groups, *g)
 	}
 	return nil
 }
@@ -196,57 +234,66 @@ func (w *wordCounts) write(written bool) error {
 		}
 	}
 	w.pending, w.pages = map[string]uint32{}, 0
-	if len(w.docs) > wordsMaxDocs {
+	if len(w.groups) > wordsMaxGroups {
 		return w.mergeLocked()
 	}
 	return nil
 }
 
-// put adds to b a document of counts (of pages pages).
+// put adds to b a group of documents of counts (of pages pages).
 func (w *wordCounts) put(b *bleve.Batch, counts map[string]uint32, pages int) error {
 	w.last = max(w.last+1, time.Now().UnixNano())
-	id := strconv.FormatInt(w.last, 10)
-	freqs := make(index.TokenFrequencies, len(counts))
-	n := 0
-	for word, c := range counts {
-		tf := &index.TokenFreq{Term: []byte(word)}
-		tf.SetFrequency(int(c))
-		freqs[word] = tf
-		n += int(c)
+	g := countsGroup{seq: w.last, pages: pages}
+	words := slices.Sorted(maps.Keys(counts))
+	for len(words) > 0 || g.shards == 0 {
+		part := words[:min(len(words), wordsPerDoc)]
+		words = words[len(part):]
+		sub := make(map[string]uint32, len(part))
+		freqs := make(index.TokenFrequencies, len(part))
+		n := 0
+		for _, word := range part {
+			c := counts[word]
+			sub[word] = c
+			tf := &index.TokenFreq{Term: []byte(word)}
+			tf.SetFrequency(int(c))
+			freqs[word] = tf
+			n += int(c)
+		}
+		doc := document.NewDocument(g.id(g.shards))
+		doc.AddField(&countsField{freqs: freqs, n: n})
+		doc.AddField(document.NewTextFieldWithIndexingOptions("counts", nil, encodeCounts(sub, pages), index.StoreField))
+		if err := b.IndexAdvanced(doc); err != nil {
+			return err
+		}
+		g.shards++
 	}
-	doc := document.NewDocument(id)
-	doc.AddField(&countsField{freqs: freqs, n: n})
-	doc.AddField(document.NewTextFieldWithIndexingOptions("counts", nil, encodeCounts(counts, pages), index.StoreField))
-	if err := b.IndexAdvanced(doc); err != nil {
-		return err
-	}
-	w.docs = append(w.docs, countsDoc{id, pages})
+	w.groups = append(w.groups, g)
 	return nil
 }
 
-// mergeLocked merges the wordsMergeDocs documents of fewest pages into
-// one (their stored counts, summed): the cost is of the small documents,
-// and the large ones are merged only once there are many of them.
+// mergeLocked merges the wordsMergeGroups groups of fewest pages into
+// one (their stored counts, summed): the cost is of the small groups, and
+// the large ones are merged only once there are many of them.
 func (w *wordCounts) mergeLocked() error {
-	slices.SortStableFunc(w.docs, func(a, b countsDoc) int { return a.pages - b.pages })
-	merge := w.docs[:wordsMergeDocs]
+	slices.SortStableFunc(w.groups, func(a, b countsGroup) int { return a.pages - b.pages })
+	merge := w.groups[:wordsMergeGroups]
 	sum, pages := map[string]uint32{}, 0
-	for _, cd := range merge {
-		doc, err := w.b.Document(cd.id)
-		if err != nil || doc == nil {
-			return fmt.Errorf("did_you_mean dictionary: document %s: %v", cd.id, err)
-		}
-		counts, n := decodeCounts(storedCounts(doc))
-		for word, c := range counts {
-			sum[word] += c
-		}
-		pages += n
-	}
 	b := w.b.NewBatch()
-	for _, cd := range merge {
-		b.Delete(cd.id)
+	for _, g := range merge {
+		for k := range g.shards {
+			doc, err := w.b.Document(g.id(k))
+			if err != nil || doc == nil {
+				return fmt.Errorf("did_you_mean dictionary: document %s: %v", g.id(k), err)
+			}
+			counts, _ := decodeCounts(storedCounts(doc))
+			for word, c := range counts {
+				sum[word] += c
+			}
+			b.Delete(g.id(k))
+		}
+		pages += g.pages
 	}
-	w.docs = slices.Clone(w.docs[wordsMergeDocs:])
+	w.groups = slices.Clone(w.groups[wordsMergeGroups:])
 	if err := w.put(b, sum, pages); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,7 +41,7 @@ func TestWordCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const batches = wordsMaxDocs + 9
+	const batches = wordsMaxGroups + 9
 	for i := range batches {
 		d := md(fmt.Sprintf("http://d/%d", i), "Photosynthesis", fmt.Sprintf("# Photosynthesis\n\nChlorophyll absorbs light. Page%d only.", i))
 		if err := ix.Add(d); err != nil {
@@ -50,8 +51,8 @@ func TestWordCounts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := len(ix.words.docs); n > wordsMaxDocs {
-		t.Errorf("%d documents in the dictionary, want at most %d (merged)", n, wordsMaxDocs)
+	if n := len(ix.words.groups); n > wordsMaxGroups {
+		t.Errorf("%d groups in the dictionary, want at most %d (merged)", n, wordsMaxGroups)
 	}
 	for w, want := range map[string]uint64{"chlorophyll": batches, "photosynthesis": batches, "page7": 1, "absent": 0} {
 		if got := wordCount(t, ix, w); got != want {
@@ -125,16 +126,16 @@ func TestWordCountsFlushWhenDue(t *testing.T) {
 	if err := ix.Add(md("http://d/a", "A", "# A\n\nmitochondria")); err != nil {
 		t.Fatal(err)
 	}
-	if len(ix.words.docs) != 0 || ix.words.pages != 1 {
-		t.Fatalf("written at once: %d documents, %d pages waiting", len(ix.words.docs), ix.words.pages)
+	if len(ix.words.groups) != 0 || ix.words.pages != 1 {
+		t.Fatalf("written at once: %d documents, %d pages waiting", len(ix.words.groups), ix.words.pages)
 	}
 	now = now.Add(wordsFlushAge - time.Second)
-	if err := ix.words.flushDue(now); err != nil || len(ix.words.docs) != 0 {
-		t.Fatalf("written before due: %v, %d documents", err, len(ix.words.docs))
+	if err := ix.words.flushDue(now); err != nil || len(ix.words.groups) != 0 {
+		t.Fatalf("written before due: %v, %d documents", err, len(ix.words.groups))
 	}
 	now = now.Add(time.Second)
-	if err := ix.words.flushDue(now); err != nil || len(ix.words.docs) != 1 || ix.words.pages != 0 {
-		t.Fatalf("not written when due: %v, %d documents, %d pages waiting", err, len(ix.words.docs), ix.words.pages)
+	if err := ix.words.flushDue(now); err != nil || len(ix.words.groups) != 1 || ix.words.pages != 0 {
+		t.Fatalf("not written when due: %v, %d documents, %d pages waiting", err, len(ix.words.groups), ix.words.pages)
 	}
 	docs := make([]*Doc, BatchSize)
 	for i := range docs {
@@ -143,8 +144,8 @@ func TestWordCountsFlushWhenDue(t *testing.T) {
 	if err := ix.Add(docs...); err != nil {
 		t.Fatal(err)
 	}
-	if len(ix.words.docs) != 2 || ix.words.pages != 0 {
-		t.Fatalf("a full batch not written: %d documents, %d pages waiting", len(ix.words.docs), ix.words.pages)
+	if len(ix.words.groups) != 2 || ix.words.pages != 0 {
+		t.Fatalf("a full batch not written: %d documents, %d pages waiting", len(ix.words.groups), ix.words.pages)
 	}
 	if got := wordCount(t, ix, "ribosome"); got != BatchSize {
 		t.Errorf("ribosome: %d, want %d", got, BatchSize)
@@ -198,4 +199,66 @@ func TestIndexesOpenTheirOwnStores(t *testing.T) {
 			t.Errorf("b, %q: %+v %v, want %d hits", q, res, err, want)
 		}
 	}
+}
+
+// A group's words are spread over documents of at most wordsPerDoc words
+// (a document of megabytes made zap reserve gigabytes for the next
+// segment); counts, merges and a reopen read every document of a group.
+func TestWordCountsShards(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	ix, err := Open(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body strings.Builder
+	n := 2*wordsPerDoc + 500
+	for i := range n {
+		fmt.Fprintf(&body, "lexeme%05d ", i)
+	}
+	if err := ix.Add(md("http://d/big", "Big", "# Big\n\n"+body.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := ix.words.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if g := ix.words.groups; len(g) != 1 || g[0].shards != 3 {
+		t.Fatalf("groups %+v, want one of 3 documents", g)
+	}
+	for i := range wordsMergeGroups {
+		if err := ix.Add(md(fmt.Sprintf("http://d/s%d", i), "Small", "# Small\n\nlexeme00007")); err != nil {
+			t.Fatal(err)
+		}
+		if err := ix.words.flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ix.words.mu.Lock()
+	err = ix.words.mergeLocked()
+	ix.words.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		for w, want := range map[string]uint64{"lexeme00007": wordsMergeGroups + 1, fmt.Sprintf("lexeme%05d", n-1): 1, "lexeme02001": 1, "small": wordsMergeGroups} {
+			if got := wordCount(t, ix, w); got != want {
+				t.Errorf("%s: %s: %d, want %d", when, w, got, want)
+			}
+		}
+	}
+	check("merged")
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if ix, err = Open(dir, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	shards := 0
+	for _, g := range ix.words.groups {
+		shards += g.shards
+	}
+	if len(ix.words.groups) != 2 || shards != 4 {
+		t.Errorf("after a reopen: groups %+v", ix.words.groups)
+	}
+	check("reopened")
 }
