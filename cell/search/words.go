@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/blevesearch/bleve/v2"
@@ -42,6 +44,8 @@ type wordCounts struct {
 	groups  []countsGroup
 	last    int64 // the last group's number
 	mem     bool  // in memory (nothing to wait for at Close)
+
+	unwritten atomic.Int64 // batches applied, not yet on disk
 }
 
 // countsGroup is the documents one write made (the counts of some
@@ -203,12 +207,7 @@ func (w *wordCounts) flushDue(now time.Time) error {
 	return nil
 }
 
-func (w *wordCounts) flushLocked() error { return w.write(false) }
-
-// write writes the counts waiting; written, it waits for the batch to be
-// on disk (Close: scorch's Close does not wait for a batch made with
-// unsafe_batch).
-func (w *wordCounts) write(written bool) error {
+func (w *wordCounts) flushLocked() error {
 	if w.pages == 0 {
 		return nil
 	}
@@ -216,28 +215,29 @@ func (w *wordCounts) write(written bool) error {
 	if err := w.put(b, w.pending, w.pages); err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	if written {
-		b.SetPersistedCallback(func(err error) { done <- err })
-	}
-	if err := w.b.Batch(b); err != nil {
+	if err := w.commit(b); err != nil {
 		return err
-	}
-	if written {
-		select {
-		case err := <-done:
-			if err != nil {
-				return err
-			}
-		case <-time.After(30 * time.Second):
-			return fmt.Errorf("did_you_mean dictionary: not written in 30 s")
-		}
 	}
 	w.pending, w.pages = map[string]uint32{}, 0
 	if len(w.groups) > wordsMaxGroups {
 		return w.mergeLocked()
 	}
 	return nil
+}
+
+// commit applies b; close waits for it to be on disk (scorch's Close does
+// not wait for a batch made with unsafe_batch).
+func (w *wordCounts) commit(b *bleve.Batch) error {
+	if w.mem {
+		return w.b.Batch(b)
+	}
+	w.unwritten.Add(1)
+	b.SetPersistedCallback(func(error) { w.unwritten.Add(-1) })
+	err := w.b.Batch(b)
+	if err != nil {
+		w.unwritten.Add(-1)
+	}
+	return err
 }
 
 // put adds to b a group of documents of counts (of pages pages).
@@ -297,7 +297,7 @@ func (w *wordCounts) mergeLocked() error {
 	if err := w.put(b, sum, pages); err != nil {
 		return err
 	}
-	return w.b.Batch(b)
+	return w.commit(b)
 }
 
 // count is how many pages indexed hold word (written counts: a
@@ -323,9 +323,13 @@ func (w *wordCounts) count(ctx context.Context, r index.IndexReader, word string
 }
 
 func (w *wordCounts) close() error {
-	w.mu.Lock()
-	err := w.write(!w.mem)
-	w.mu.Unlock()
+	err := w.flush()
+	for deadline := time.Now().Add(30 * time.Second); w.unwritten.Load() > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			err = errors.Join(err, fmt.Errorf("did_you_mean dictionary: not written in 30 s"))
+			break
+		}
+	}
 	if cerr := w.b.Close(); err == nil {
 		err = cerr
 	}
