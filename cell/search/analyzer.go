@@ -113,66 +113,52 @@ func (a *textAnalysis) Analyze(input []byte) analysis.TokenStream {
 		}
 		ts.add(a.stems.stem(low), start, end, pos)
 	}
+	eachByteRun(input, &letterOrNumber, func(r rune) bool {
+		return r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsNumber(r))
+	}, word)
+	return ts.stream
+}
+
+// eachByteRun calls f with each run of input's characters for which in
+// (ASCII) or other (the rest, decoded) is true, and whether the run is
+// all ASCII: eachRun of []byte, for the analyzers.
+func eachByteRun(input []byte, in *[utf8.RuneSelf]bool, other func(rune) bool, f func(start, end int, ascii bool)) {
 	start, ascii := -1, true
 	for i := 0; i < len(input); {
 		c := input[i]
-		in, n := false, 1
+		ok, n := false, 1
 		if c < utf8.RuneSelf {
-			in = letterOrNumber[c]
+			ok = in[c]
 		} else {
 			var r rune
 			r, n = utf8.DecodeRune(input[i:])
-			in = r != utf8.RuneError && (unicode.IsLetter(r) || unicode.IsNumber(r))
+			ok = other(r)
 		}
 		switch {
-		case in && start < 0:
+		case ok && start < 0:
 			start, ascii = i, c < utf8.RuneSelf
-		case in:
+		case ok:
 			ascii = ascii && c < utf8.RuneSelf
 		case start >= 0:
-			word(start, i, ascii)
+			f(start, i, ascii)
 			start = -1
 		}
 		i += n
 	}
 	if start >= 0 {
-		word(start, len(input), ascii)
+		f(start, len(input), ascii)
 	}
-	return ts.stream
 }
 
 // listAnalysis is trawl_list.
 type listAnalysis struct{}
 
-// space is white space (unicode.IsSpace), by byte for ASCII.
-var space = byteClass(func(c byte) bool { return unicode.IsSpace(rune(c)) })
-
 func (listAnalysis) Analyze(input []byte) analysis.TokenStream {
 	ts := newTokens(input)
-	pos, start := 0, -1
-	for i := 0; i < len(input); {
-		c := input[i]
-		sp, n := false, 1
-		if c < utf8.RuneSelf {
-			sp = space[c]
-		} else {
-			var r rune
-			r, n = utf8.DecodeRune(input[i:])
-			sp = unicode.IsSpace(r)
-		}
-		switch {
-		case !sp && start < 0:
-			start = i
-		case sp && start >= 0:
-			pos++
-			ts.add(input[start:i], start, i, pos)
-			start = -1
-		}
-		i += n
-	}
-	if start >= 0 {
+	pos := 0
+	eachByteRun(input, &fieldBytes, func(r rune) bool { return !unicode.IsSpace(r) }, func(start, end int, _ bool) {
 		pos++
-		ts.add(input[start:], start, len(input), pos)
-	}
+		ts.add(input[start:end], start, end, pos)
+	})
 	return ts.stream
 }

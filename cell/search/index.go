@@ -248,30 +248,42 @@ func Open(dir string, cfg Config) (*Index, error) {
 // recountWords counts the words of every page indexed into the (empty)
 // dictionary.
 func (ix *Index) recountWords() error {
-	const page = 1000
-	var after []string
-	for {
-		req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), page, 0, false)
-		req.Fields = []string{"title", "headings", "body"}
-		req.SortBy([]string{"_id"})
-		if after != nil {
-			req.SetSearchAfter(after)
-		}
-		res, err := ix.b.Search(req)
-		if err != nil {
-			return err
-		}
-		docs := make([]*Doc, 0, len(res.Hits))
-		for _, h := range res.Hits {
+	err := scanAll(ix.b, []string{"title", "headings", "body"}, func(hits bsearch.DocumentMatchCollection) error {
+		docs := make([]*Doc, 0, len(hits))
+		for _, h := range hits {
 			d := docOf(h.Fields)
 			d.words = distinctWords(d.Title, strings.Join(d.Headings, "\n"), d.Body)
 			docs = append(docs, d)
 		}
-		if err := ix.words.add(docs, ix.now()); err != nil {
+		return ix.words.add(docs, ix.now())
+	})
+	if err != nil {
+		return err
+	}
+	return ix.words.flush()
+}
+
+// scanAll calls each with every document of b, a page of hits at a time,
+// in the order of their ids, with the stored fields named.
+func scanAll(b bleve.Index, fields []string, each func(bsearch.DocumentMatchCollection) error) error {
+	const page = 1000
+	var after []string
+	for {
+		req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), page, 0, false)
+		req.Fields = fields
+		req.SortBy([]string{"_id"})
+		if after != nil {
+			req.SetSearchAfter(after)
+		}
+		res, err := b.Search(req)
+		if err != nil {
+			return err
+		}
+		if err := each(res.Hits); err != nil {
 			return err
 		}
 		if len(res.Hits) < page {
-			return ix.words.flush()
+			return nil
 		}
 		after = []string{res.Hits[len(res.Hits)-1].ID}
 	}
@@ -305,20 +317,8 @@ func (ix *Index) loadStale() error {
 // scanStale marks stale every page whose indexed anchor text has fewer
 // texts than the anchor text kept for it.
 func (ix *Index) scanStale() error {
-	const page = 1000
-	var after []string
-	for {
-		req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), page, 0, false)
-		req.Fields = []string{"anchors"}
-		req.SortBy([]string{"_id"})
-		if after != nil {
-			req.SetSearchAfter(after)
-		}
-		res, err := ix.b.Search(req)
-		if err != nil {
-			return err
-		}
-		for _, h := range res.Hits {
+	return scanAll(ix.b, []string{"anchors"}, func(hits bsearch.DocumentMatchCollection) error {
+		for _, h := range hits {
 			kept, err := ix.AnchorText(h.ID)
 			if err != nil {
 				return err
@@ -332,11 +332,8 @@ func (ix *Index) scanStale() error {
 				ix.stale[h.ID] = true
 			}
 		}
-		if len(res.Hits) < page {
-			return nil
-		}
-		after = []string{res.Hits[len(res.Hits)-1].ID}
-	}
+		return nil
+	})
 }
 
 // Format names the index's mapping; a change of indexMapping (a field

@@ -17,6 +17,7 @@ import (
 	"github.com/blevesearch/bleve/v2"
 	"github.com/blevesearch/bleve/v2/document"
 	"github.com/blevesearch/bleve/v2/index/scorch"
+	bsearch "github.com/blevesearch/bleve/v2/search"
 	index "github.com/blevesearch/bleve_index_api"
 )
 
@@ -122,20 +123,9 @@ func openWords(dir string, fresh bool) (*wordCounts, bool, error) {
 
 // load lists the dictionary's groups.
 func (w *wordCounts) load() error {
-	const page = 1000
 	byseq := map[int64]*countsGroup{}
-	var after []string
-	for {
-		req := bleve.NewSearchRequestOptions(bleve.NewMatchAllQuery(), page, 0, false)
-		req.SortBy([]string{"_id"})
-		if after != nil {
-			req.SetSearchAfter(after)
-		}
-		res, err := w.b.Search(req)
-		if err != nil {
-			return err
-		}
-		for _, h := range res.Hits {
+	err := scanAll(w.b, nil, func(hits bsearch.DocumentMatchCollection) error {
+		for _, h := range hits {
 			seqs, _, _ := strings.Cut(h.ID, ".")
 			seq, err := strconv.ParseInt(seqs, 10, 64)
 			if err != nil {
@@ -154,15 +144,12 @@ func (w *wordCounts) load() error {
 			g.shards++
 			w.last = max(w.last, seq)
 		}
-		if len(res.Hits) < page {
-			break
-		}
-		after = []string{res.Hits[len(res.Hits)-1].ID}
-	}
+		return nil
+	})
 	for _, g := range byseq {
 		w.groups = append(w.groups, *g)
 	}
-	return nil
+	return err
 }
 
 // add counts the words of docs (Prepare made each page's distinct
