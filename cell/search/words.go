@@ -24,11 +24,12 @@ import (
 // wordCounts is the dictionary of did_you_mean: every word of the pages
 // indexed (title, headings, body; lower-cased) with how many pages hold
 // it. It is a small bleve index of its own beside the pages' (DIR.words),
-// for bleve's fuzzy term dictionary, and it holds one document a batch of
-// pages, not one a page: a word's count is its term frequency in each
-// batch's document, summed. As a field of every page the words were half
-// the postings the index built and merged (more than the stemmed body),
-// and half of that CPU went with them (docs/search.md, "Indexing").
+// for bleve's fuzzy term dictionary, and it holds a group of documents a
+// write of counts (countsGroup), not a document a page: a word's count is
+// the sum of its term frequencies. As a field of every page the words
+// were half the postings the index built and merged (more than the
+// stemmed body), and 12–15 % of the CPU a page went with them
+// (docs/search.md, "The dictionary is an index of its own").
 //
 // A count is of pages indexed, so a page indexed again (fetched again)
 // counts again; the anchor-text refresh does not count. Counts wait in
