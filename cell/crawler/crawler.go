@@ -40,6 +40,9 @@ type Link struct{ Href, Text string }
 type Page struct {
 	URL   string // final
 	Links []Link
+	// Hash identifies the page's content (its main content: a page whose
+	// hash changed between two visits changed); "" when unknown.
+	Hash string
 }
 
 // Config configures a Crawler.
@@ -59,6 +62,38 @@ type Config struct {
 	Delay   time.Duration
 	Workers int
 	Logger  *slog.Logger
+	// Revisit is the recrawl policy (QueueDue); zero fields take the
+	// defaults.
+	Revisit Revisit
+	// Now is the clock of revisits (default time.Now).
+	Now func() time.Time
+}
+
+// Revisit is the recrawl policy: a page is due again Initial after its
+// first fetch; each later visit halves its interval when the page changed
+// since the visit before and doubles it when it did not, within [Min,
+// Max]. So a page is revisited about as often as it is seen to change.
+type Revisit struct {
+	Initial, Min, Max time.Duration
+}
+
+// Default revisit policy.
+const (
+	DefaultRevisitInitial = 24 * time.Hour
+	DefaultRevisitMin     = time.Hour
+	DefaultRevisitMax     = 30 * 24 * time.Hour
+)
+
+// Visit is a fetched URL's revisit state (PrefixFrontierVisit).
+type Visit struct {
+	URL      string        `json:"url"`
+	Depth    int           `json:"depth"`
+	Hash     string        `json:"hash,omitempty"`
+	Visits   int           `json:"visits"`
+	Changes  int           `json:"changes"` // visits that found it changed
+	Interval time.Duration `json:"interval"`
+	Next     time.Time     `json:"next"`
+	Queued   bool          `json:"queued,omitempty"` // queued again, not yet visited
 }
 
 // Crawler is a crawl with its frontier.
@@ -97,6 +132,18 @@ func Open(dir string, cfg Config) (*Crawler, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Revisit.Initial <= 0 {
+		cfg.Revisit.Initial = DefaultRevisitInitial
+	}
+	if cfg.Revisit.Min <= 0 {
+		cfg.Revisit.Min = DefaultRevisitMin
+	}
+	if cfg.Revisit.Max <= 0 {
+		cfg.Revisit.Max = DefaultRevisitMax
 	}
 	if cfg.Get == nil {
 		client := &http.Client{Timeout: 10 * time.Second}
@@ -218,17 +265,99 @@ func (c *Crawler) queue(raw string, depth int, seed bool) (bool, error) {
 	} else if !c.hosts[u.Host] {
 		return false, nil
 	}
-	c.seq++
-	k := binary.BigEndian.AppendUint64([]byte(store.PrefixFrontier), c.seq)
-	v, _ := json.Marshal(item{URL: s, Depth: depth})
 	b := c.st.NewBatch()
 	mark := "1"
 	if seed {
 		mark = "seed"
 	}
 	b.Set(seen, []byte(mark))
-	b.Set(k, v)
+	c.enqueueLocked(b, s, depth)
 	return true, b.Commit(store.Sync)
+}
+
+// enqueueLocked adds u at depth to the queue in b (c.mu held).
+func (c *Crawler) enqueueLocked(b *store.Batch, u string, depth int) {
+	c.seq++
+	k := binary.BigEndian.AppendUint64([]byte(store.PrefixFrontier), c.seq)
+	v, _ := json.Marshal(item{URL: u, Depth: depth})
+	b.Set(k, v)
+}
+
+// QueueDue queues again every fetched page whose revisit is due at now
+// (Revisit), once, and returns how many it queued. Its links are followed
+// again within the depth it was first found at, but only to URLs never
+// queued before.
+func (c *Crawler) QueueDue(now time.Time) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := c.st.NewBatch()
+	n := 0
+	err := c.st.Scan([]byte(store.PrefixFrontierVisit), nil, func(k, v []byte) (bool, error) {
+		var r Visit
+		if json.Unmarshal(v, &r) != nil || r.Queued || r.Next.After(now) {
+			return true, nil
+		}
+		r.Queued = true
+		nv, _ := json.Marshal(r)
+		b.Set(append([]byte(nil), k...), nv)
+		c.enqueueLocked(b, r.URL, r.Depth)
+		n++
+		return true, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	return n, b.Commit(store.Sync)
+}
+
+// Visits are the revisit records of the pages fetched, by URL.
+func (c *Crawler) Visits() (map[string]Visit, error) {
+	out := map[string]Visit{}
+	err := c.st.Scan([]byte(store.PrefixFrontierVisit), nil, func(k, v []byte) (bool, error) {
+		var r Visit
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, err
+		}
+		out[r.URL] = r
+		return true, nil
+	})
+	return out, err
+}
+
+// visited records a fetch of it that returned hash: the page's next
+// revisit, sooner if it changed since the last visit, later if not.
+func (c *Crawler) visited(it item, hash string) error {
+	k := []byte(store.PrefixFrontierVisit + it.URL)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := Visit{URL: it.URL, Depth: it.Depth, Interval: c.cfg.Revisit.Initial}
+	if v, err := c.st.Get(k); err == nil {
+		var old Visit
+		if json.Unmarshal(v, &old) == nil {
+			r = old
+			r.Depth = min(r.Depth, it.Depth)
+			if hash != "" && old.Hash != "" && hash != old.Hash {
+				r.Changes++
+				r.Interval /= 2
+			} else {
+				r.Interval *= 2
+			}
+			r.Interval = min(max(r.Interval, c.cfg.Revisit.Min), c.cfg.Revisit.Max)
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	r.Visits++
+	if hash != "" {
+		r.Hash = hash
+	}
+	r.Queued = false
+	r.Next = c.cfg.Now().Add(r.Interval)
+	v, _ := json.Marshal(r)
+	return c.st.Set(k, v, store.Sync)
 }
 
 // Pending is how many URLs wait in the frontier.
@@ -377,6 +506,9 @@ func (c *Crawler) visit(ctx context.Context, it item) visitResult {
 		c.cfg.Logger.Warn("crawler: fetch failed", "url", it.URL, "err", err)
 		return visitFailed
 	}
+	if err := c.visited(it, p.Hash); err != nil {
+		c.cfg.Logger.Warn("crawler: frontier write failed", "err", err)
+	}
 	if it.Depth < c.cfg.MaxDepth {
 		for _, l := range p.Links {
 			if _, err := c.queue(l.Href, it.Depth+1, false); err != nil {
@@ -385,6 +517,23 @@ func (c *Crawler) visit(ctx context.Context, it item) visitResult {
 		}
 	}
 	return visitFetched
+}
+
+// robotsSitemaps queues the pages of the sitemaps a host's robots.txt
+// names (on the seeds' hosts, at depth 0), once per run.
+func (c *Crawler) robotsSitemaps(ctx context.Context, root string, sitemaps []string) {
+	for _, sm := range sitemaps {
+		locs, err := c.sitemap(ctx, sm)
+		if err != nil {
+			c.cfg.Logger.Warn("crawler: a sitemap of robots.txt", "robots", root+"/robots.txt", "err", err)
+			continue
+		}
+		for _, l := range locs {
+			if _, err := c.queue(l, 0, false); err != nil {
+				c.cfg.Logger.Warn("crawler: frontier write failed", "err", err)
+			}
+		}
+	}
 }
 
 // allowed reads the host's robots.txt once per run (a missing one allows
@@ -405,6 +554,9 @@ func (c *Crawler) allowed(ctx context.Context, u *url.URL) bool {
 		c.mu.Lock()
 		c.robot[root] = rd
 		c.mu.Unlock()
+		if rd != nil {
+			c.robotsSitemaps(ctx, root, rd.Sitemaps)
+		}
 	}
 	if rd == nil {
 		return false

@@ -7,8 +7,10 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // site: / links to /a and /private/x and another host; /a links to /b;
@@ -128,5 +130,128 @@ func TestFrontierSurvivesRestart(t *testing.T) {
 	slices.Sort(got)
 	if want := []string{"/", "/a", "/b", "/c", "/d"}; !slices.Equal(got, want) {
 		t.Errorf("fetched over two runs %q, want each once: %q", f.got, want)
+	}
+}
+
+// Pages are revisited about as often as they change: a page seen changed
+// comes back at half its interval, an unchanged one at double, within the
+// policy's bounds; QueueDue queues each due page once (clock injected).
+func TestRecrawlByChangeRate(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	fetches := map[string]int{}
+	fetch := func(ctx context.Context, u string) (*Page, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		fetches[u]++
+		hash := "same"
+		if strings.HasSuffix(u, "/news") {
+			hash = fmt.Sprint("v", fetches[u]) // changes at every fetch
+		}
+		return &Page{URL: u, Hash: hash}, nil
+	}
+	get := func(ctx context.Context, u string) (int, []byte, error) { return 404, nil, nil }
+	c, err := Open(t.TempDir(), Config{Fetch: fetch, Get: get, Delay: -1, Now: func() time.Time { return now },
+		Revisit: Revisit{Initial: 24 * time.Hour, Min: 6 * time.Hour, Max: 96 * time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const news, doc = "http://site.test/news", "http://site.test/doc"
+	if _, err := c.Seed(context.Background(), news, doc); err != nil {
+		t.Fatal(err)
+	}
+	run := func() {
+		t.Helper()
+		if _, err := c.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	due := func(want int) {
+		t.Helper()
+		n, err := c.QueueDue(now)
+		if err != nil || n != want {
+			t.Fatalf("at %v: %d due (%v), want %d", now, n, err, want)
+		}
+	}
+	interval := func(u string) time.Duration {
+		t.Helper()
+		r, err := c.Visits()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r[u].Interval
+	}
+	run()
+	due(0)
+	now = now.Add(24 * time.Hour)
+	due(2)
+	due(0) // queued once
+	run()
+	if a, b := interval(news), interval(doc); a != 12*time.Hour || b != 48*time.Hour {
+		t.Fatalf("after a second visit: news every %v, doc every %v; want 12h and 48h", a, b)
+	}
+	now = now.Add(12 * time.Hour)
+	due(1) // the news page only
+	run()
+	now = now.Add(6 * time.Hour)
+	due(1)
+	run()
+	if a := interval(news); a != 6*time.Hour {
+		t.Errorf("news every %v, want the 6h floor", a)
+	}
+	now = now.Add(30 * time.Hour)
+	due(2)
+	run()
+	for range 3 {
+		now = now.Add(96 * time.Hour)
+		c.QueueDue(now)
+		run()
+	}
+	if b := interval(doc); b != 96*time.Hour {
+		t.Errorf("doc every %v, want the 96h ceiling", b)
+	}
+	r, _ := c.Visits()
+	if r[news].Changes < 3 || r[doc].Changes != 0 || fetches[doc] != r[doc].Visits {
+		t.Errorf("records %+v %+v, fetches %v", r[news], r[doc], fetches)
+	}
+}
+
+// The sitemaps a seed host's robots.txt names are read, and their pages
+// queued, even when nothing links to them.
+func TestRobotsSitemaps(t *testing.T) {
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/robots.txt":
+			fmt.Fprintf(w, "User-agent: *\nDisallow: /private/\nSitemap: %s/maps/pages.xml\n", srv.URL)
+		case "/maps/pages.xml":
+			fmt.Fprintf(w, `<urlset><url><loc>%[1]s/hidden</loc></url><url><loc>%[1]s/private/y</loc></url><url><loc>http://elsewhere.test/x</loc></url></urlset>`, srv.URL)
+		case "/", "/hidden":
+			fmt.Fprint(w, "no links")
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	f := &fetcher{base: srv.URL}
+	c, err := Open(t.TempDir(), Config{Fetch: f.fetch, Delay: -1, MaxDepth: 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Seed(context.Background(), srv.URL+"/"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(f.got)
+	if want := []string{"/", "/hidden"}; !slices.Equal(f.got, want) {
+		t.Errorf("fetched %q, want %q (the robots.txt sitemap's page on the host, not its disallowed one)", f.got, want)
+	}
+	if st.Refused != 1 {
+		t.Errorf("stats %+v", st)
 	}
 }

@@ -3,6 +3,8 @@ package crawler
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -38,6 +40,7 @@ func GateFetch(gateURL, key string, client *http.Client) func(ctx context.Contex
 		}
 		var r struct {
 			FinalURL string `json:"final_url"`
+			Markdown string `json:"markdown"`
 			Parsed   struct {
 				Links []struct{ Href, Text string } `json:"links"`
 			} `json:"parsed"`
@@ -46,6 +49,10 @@ func GateFetch(gateURL, key string, client *http.Client) func(ctx context.Contex
 			return nil, fmt.Errorf("scrape %s: %w", u, err)
 		}
 		p := &Page{URL: r.FinalURL}
+		if r.Markdown != "" {
+			sum := sha256.Sum256([]byte(r.Markdown))
+			p.Hash = hex.EncodeToString(sum[:16])
+		}
 		for _, l := range r.Parsed.Links {
 			p.Links = append(p.Links, Link{Href: l.Href, Text: l.Text})
 		}

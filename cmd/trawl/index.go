@@ -18,7 +18,7 @@ import (
 // which a cell archives and so indexes; the frontier is in DATA/frontier.
 func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "crawl" {
-		fmt.Fprint(stderr, "usage: trawl index crawl [flags] SEED_OR_SITEMAP...\n")
+		fmt.Fprint(stderr, "usage: trawl index crawl [flags] [SEED_OR_SITEMAP...]\n")
 		return flag.ErrHelp
 	}
 	fs := flag.NewFlagSet("index crawl", flag.ContinueOnError)
@@ -30,6 +30,10 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	maxPages := fs.Int("max-pages", 0, "stop after this many pages (0: until the frontier is empty)")
 	delay := fs.Duration("delay", time.Second, "least time between two fetches of one host")
 	workers := fs.Int("workers", 4, "hosts fetched at once")
+	recrawl := fs.Bool("recrawl", false, "queue again the pages due for a revisit (each is revisited about as often as it was seen to change: --revisit-* bounds)")
+	revInitial := fs.Duration("revisit-initial", crawler.DefaultRevisitInitial, "a page's first revisit interval")
+	revMin := fs.Duration("revisit-min", crawler.DefaultRevisitMin, "the shortest revisit interval (a page that changes at every visit)")
+	revMax := fs.Duration("revisit-max", crawler.DefaultRevisitMax, "the longest revisit interval (a page that never changes)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -44,6 +48,7 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fetch := crawler.GateFetch(*gateURL, *key, nil)
 	c, err := crawler.Open(filepath.Join(*data, "frontier"), crawler.Config{
 		Fetch: fetch, MaxDepth: *depth, MaxPages: *maxPages, Delay: *delay, Workers: *workers, Logger: logger,
+		Revisit: crawler.Revisit{Initial: *revInitial, Min: *revMin, Max: *revMax},
 	})
 	if err != nil {
 		return err
@@ -52,6 +57,13 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	n, err := c.Seed(ctx, fs.Args()...)
 	if err != nil {
 		return err
+	}
+	if *recrawl {
+		due, err := c.QueueDue(time.Now())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "pages due for a revisit queued %d\n", due)
 	}
 	start := time.Now()
 	st, err := c.Run(ctx)

@@ -193,6 +193,23 @@ func TestCrawlThenSearch(t *testing.T) {
 	if st.Fetched != 4 || st.Refused != 1 {
 		t.Fatalf("crawl: %+v (want the index page and three pages; /desert refused by robots.txt)", st)
 	}
+	// Each page fetched has its revisit record, with the hash of its
+	// main content as the scrape gave it: due again after a day.
+	if n, err := c.QueueDue(time.Now().Add(time.Hour)); err != nil || n != 0 {
+		t.Fatalf("due within the hour: %d %v", n, err)
+	}
+	if n, err := c.QueueDue(time.Now().Add(25 * time.Hour)); err != nil || n != 4 {
+		t.Fatalf("due after a day: %d %v, want 4", n, err)
+	}
+	visits, err := c.Visits()
+	if err != nil || len(visits) != 4 {
+		t.Fatalf("visits %v %v", visits, err)
+	}
+	for u, v := range visits {
+		if v.Hash == "" || v.Visits != 1 {
+			t.Errorf("%s: %+v (want the content's hash, one visit)", u, v)
+		}
+	}
 	find := func(q string) []string {
 		r := call(t, "GET", g.URL+"/search?q="+url.QueryEscape(q), key, "")
 		var sr searchReply

@@ -107,6 +107,10 @@ const (
 	PrefixFrontier = "fq/"
 	// PrefixFrontierSeen is every URL the crawler has queued (cell/crawler).
 	PrefixFrontierSeen = "fs/"
+	// PrefixFrontierVisit is each fetched URL's revisit record: its
+	// content hash, how often it changed, and when it is due again
+	// (cell/crawler).
+	PrefixFrontierVisit = "fv/"
 )
 
 // Range is one key range of a store and the package that owns it.
@@ -161,5 +165,6 @@ var Stores = []Layout{
 	{Store: "frontier", Ranges: []Range{
 		{PrefixFrontier, "cell/crawler"},
 		{PrefixFrontierSeen, "cell/crawler"},
+		{PrefixFrontierVisit, "cell/crawler"},
 	}},
 }
