@@ -76,10 +76,12 @@ func (f *fetcher) fetch(ctx context.Context, u string) (*Page, error) {
 	return p, nil
 }
 
-func TestCrawlHonoursRobotsHostAndDepth(t *testing.T) {
-	srv := site(t)
+// crawlSite crawls srv from its root with depth and returns the paths
+// fetched (sorted) and the run's stats.
+func crawlSite(t *testing.T, srv *httptest.Server, depth int) ([]string, Stats) {
+	t.Helper()
 	f := &fetcher{base: srv.URL}
-	c, err := Open(t.TempDir(), Config{Fetch: f.fetch, Delay: -1, MaxDepth: 3})
+	c, err := Open(t.TempDir(), Config{Fetch: f.fetch, Delay: -1, MaxDepth: depth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,8 +94,13 @@ func TestCrawlHonoursRobotsHostAndDepth(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(f.got)
-	if want := []string{"/", "/a", "/b", "/c"}; !slices.Equal(f.got, want) {
-		t.Errorf("fetched %q, want %q (robots, host and depth limits)", f.got, want)
+	return f.got, st
+}
+
+func TestCrawlHonoursRobotsHostAndDepth(t *testing.T) {
+	got, st := crawlSite(t, site(t), 3)
+	if want := []string{"/", "/a", "/b", "/c"}; !slices.Equal(got, want) {
+		t.Errorf("fetched %q, want %q (robots, host and depth limits)", got, want)
 	}
 	if st.Fetched != 4 || st.Refused != 1 || st.Queued != 0 {
 		t.Errorf("stats %+v", st)
@@ -234,22 +241,9 @@ func TestRobotsSitemaps(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	f := &fetcher{base: srv.URL}
-	c, err := Open(t.TempDir(), Config{Fetch: f.fetch, Delay: -1, MaxDepth: 0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Seed(context.Background(), srv.URL+"/"); err != nil {
-		t.Fatal(err)
-	}
-	st, err := c.Run(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(f.got)
-	if want := []string{"/", "/hidden"}; !slices.Equal(f.got, want) {
-		t.Errorf("fetched %q, want %q (the robots.txt sitemap's page on the host, not its disallowed one)", f.got, want)
+	got, st := crawlSite(t, srv, 1)
+	if want := []string{"/", "/hidden"}; !slices.Equal(got, want) {
+		t.Errorf("fetched %q, want %q (the robots.txt sitemap's page on the host, not its disallowed one)", got, want)
 	}
 	if st.Refused != 1 {
 		t.Errorf("stats %+v", st)
