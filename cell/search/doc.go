@@ -121,17 +121,12 @@ func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
 	return d
 }
 
-// plain strips the Markdown that would otherwise be read as words: link
-// targets, emphasis and code marks, table pipes, list bullets.
-func plain(s string) string {
-	b, _ := appendPlain(nil, nil, s)
-	return string(b)
-}
-
-// appendPlain appends plain(s) to dst, its words joined by single spaces
-// (raw is scratch, returned for the next call): one pass for the marks,
-// one for the spaces, and no allocation once the buffers are grown (this
-// was a third of making a page's document).
+// appendPlain appends s to dst stripped of the Markdown that would
+// otherwise be read as words (link targets, emphasis and code marks, table
+// pipes, list bullets), its words joined by single spaces (raw is scratch,
+// returned for the next call): one pass for the marks, one for the spaces,
+// and no allocation once the buffers are grown (this was a third of making
+// a page's document).
 func appendPlain(dst, raw []byte, s string) ([]byte, []byte) {
 	raw = raw[:0]
 	for i := 0; i < len(s); i++ {

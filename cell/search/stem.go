@@ -8,11 +8,11 @@ import (
 	porterstemmer "github.com/blevesearch/go-porterstemmer"
 )
 
-// stemCache is bleve's Porter token filter (porter.PorterStemmer: the same
-// stems) with a memory of the stems of the words it has stemmed: a page's
-// words are mostly words other pages had, and stemming each occurrence
-// again was a third of the analysis. It is safe for concurrent use (bleve
-// analyses a batch's documents in parallel).
+// stemCache gives the stems of bleve's Porter token filter
+// (porter.PorterStemmer) with a memory of the stems of the words it has
+// stemmed: a page's words are mostly words other pages had, and stemming
+// each occurrence again was a third of the analysis. It is safe for
+// concurrent use (bleve analyses a batch's documents in parallel).
 type stemCache struct {
 	mu    sync.RWMutex
 	stems map[string][]byte // term → its stem; a stem is never modified
@@ -24,21 +24,8 @@ const maxStems = 1 << 18
 
 func newStemCache() *stemCache { return &stemCache{stems: make(map[string][]byte, 1<<12)} }
 
-func (c *stemCache) Filter(input analysis.TokenStream) analysis.TokenStream {
-	for _, tok := range input {
-		if tok.KeyWord {
-			continue
-		}
-		// Shared, never written: the stem filter is the analyzers' last,
-		// and bleve reads a term only to count it (a term is not written
-		// in place either: it may be the stored text's bytes).
-		tok.Term = c.stem(tok.Term)
-	}
-	return input
-}
-
 // stem is term's Porter stem (term lower-cased). The stem returned is
-// shared: it must not be written.
+// shared and never written: bleve reads a term only to count it.
 func (c *stemCache) stem(term []byte) []byte {
 	c.mu.RLock()
 	st, ok := c.stems[string(term)]
