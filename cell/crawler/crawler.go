@@ -327,6 +327,28 @@ func (c *Crawler) Visits() (map[string]Visit, error) {
 	return out, err
 }
 
+// missed records that a revisit of it failed or was refused: it leaves
+// the queue, so it is due again one interval on (not queued for ever).
+func (c *Crawler) missed(it item) {
+	k := []byte(store.PrefixFrontierVisit + it.URL)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, err := c.st.Get(k)
+	if err != nil {
+		return // a first fetch: no record
+	}
+	var r Visit
+	if json.Unmarshal(v, &r) != nil || !r.Queued {
+		return
+	}
+	r.Queued = false
+	r.Next = c.cfg.Now().Add(r.Interval)
+	v, _ = json.Marshal(r)
+	if err := c.st.Set(k, v, store.Sync); err != nil {
+		c.cfg.Logger.Warn("crawler: frontier write failed", "err", err)
+	}
+}
+
 // visited records a fetch of it that returned hash: the page's next
 // revisit, sooner if it changed since the last visit, later if not.
 func (c *Crawler) visited(it item, hash string) error {
@@ -496,6 +518,7 @@ func (c *Crawler) visit(ctx context.Context, it item) visitResult {
 	}
 	if !c.allowed(ctx, u) {
 		c.cfg.Logger.Info("crawler: robots.txt refuses", "url", it.URL)
+		c.missed(it)
 		return visitRefused
 	}
 	p, err := c.cfg.Fetch(ctx, it.URL)
@@ -504,6 +527,7 @@ func (c *Crawler) visit(ctx context.Context, it item) visitResult {
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("crawler: fetch failed", "url", it.URL, "err", err)
+		c.missed(it)
 		return visitFailed
 	}
 	if err := c.visited(it, p.Hash); err != nil {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -147,7 +148,11 @@ func TestRecrawlByChangeRate(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	fetches := map[string]int{}
+	var down atomic.Bool
 	fetch := func(ctx context.Context, u string) (*Page, error) {
+		if down.Load() {
+			return nil, fmt.Errorf("site down")
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		fetches[u]++
@@ -222,6 +227,17 @@ func TestRecrawlByChangeRate(t *testing.T) {
 	if r[news].Changes < 3 || r[doc].Changes != 0 || fetches[doc] != r[doc].Visits {
 		t.Errorf("records %+v %+v, fetches %v", r[news], r[doc], fetches)
 	}
+
+	// A revisit that fails leaves the queue: the page is due again one
+	// interval on, not queued for ever.
+	down.Store(true)
+	now = now.Add(96 * time.Hour)
+	due(2)
+	run()
+	due(0)
+	down.Store(false)
+	now = now.Add(96 * time.Hour)
+	due(2)
 }
 
 // The sitemaps a seed host's robots.txt names are read, and their pages
