@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"runtime"
 	"strings"
 
 	"golang.org/x/net/html"
@@ -108,10 +109,25 @@ type Table struct {
 // pageURL leaves relative URLs relative.
 //
 // page is not retained or modified.
+//
+// At most GOMAXPROCS conversions run at once in the process (slots); a call
+// beyond them waits for one to end.
 func Process(page []byte, pageURL *url.URL, opts Options) (*Document, error) {
+	slots <- struct{}{}
+	defer func() { <-slots }()
 	d, _, err := process(page, pageURL, opts, defaultExtract)
 	return d, err
 }
+
+// slots bounds the conversions running at once to the cores Go runs on. A
+// conversion is CPU work from start to end (parse, extract, render), so
+// more at once share the same cores and are no faster in total, while each
+// holds its page's trees in memory: a job's 16 fetches converting at once
+// held 16 pages' trees. Fetches are not bounded by it, only the conversion
+// after one. (Measured beside the search indexer: neither the job's rate
+// nor the indexer's moved; docs/performance.md, "This round: indexing,
+// third pass".)
+var slots = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 
 // process is Process with the extraction tunables exposed; it also returns
 // the main-content tree (after Markdown conversion) for the evaluation.

@@ -2,7 +2,6 @@ package search
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -24,6 +23,8 @@ import (
 	bsearch "github.com/blevesearch/bleve/v2/search"
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
+
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // Boosts weigh each field's BM25 score in a page's score. They were tuned
@@ -95,6 +96,8 @@ type Index struct {
 
 	// words is the did_you_mean dictionary (words.go).
 	words *wordCounts
+	// anchors is the anchor text kept for each page (anchors.go).
+	anchors *anchorStore
 }
 
 // ErrQuery is returned for an empty query.
@@ -218,20 +221,33 @@ func Open(dir string, cfg Config) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open search index %q: %w", dir, err)
 	}
+	anchors, anchorsCreated, err := openAnchors(dir, fresh)
+	if err != nil {
+		ix.b.Close()
+		return nil, fmt.Errorf("search index %q: %w", dir, err)
+	}
+	ix.anchors = anchors
+	fail := func(err error) (*Index, error) {
+		ix.b.Close()
+		ix.anchors.close()
+		return nil, fmt.Errorf("search index %q: %w", dir, err)
+	}
+	if anchorsCreated && !fresh && ix.Count() > 0 {
+		if err := ix.recoverAnchors(); err != nil {
+			return fail(fmt.Errorf("the anchor text: %w", err))
+		}
+	}
 	if !ix.inMemory {
 		if err := os.WriteFile(formatPath(dir), []byte(Format+"\n"), 0o644); err != nil {
-			ix.b.Close()
-			return nil, fmt.Errorf("search index %q: %w", dir, err)
+			return fail(err)
 		}
 		if err := ix.loadStale(); err != nil {
-			ix.b.Close()
-			return nil, fmt.Errorf("search index %q: %w", dir, err)
+			return fail(err)
 		}
 	}
 	words, created, err := openWords(dir, fresh)
 	if err != nil {
-		ix.b.Close()
-		return nil, fmt.Errorf("search index %q: %w", dir, err)
+		return fail(err)
 	}
 	ix.words = words
 	if created && !fresh && ix.Count() > 0 {
@@ -339,7 +355,7 @@ func (ix *Index) scanStale() error {
 // Format names the index's mapping; a change of indexMapping (a field
 // added, an analyzer changed) takes a new one, and an index on disk of
 // another format is rebuilt from the archive when the cell opens it.
-const Format = "5" // 3: the idents and defs fields; 4: url, type, lang and date stored only, words without term vectors, the stem cache; 5: the one-pass analyzers, the words in a dictionary of their own (words.go)
+const Format = "6" // 3: the idents and defs fields; 4: url, type, lang and date stored only, words without term vectors, the stem cache; 5: the one-pass analyzers, the words in a dictionary of their own (words.go); 6: the anchor text in a store of its own (anchors.go)
 
 func formatPath(dir string) string { return filepath.Clean(dir) + ".format" }
 
@@ -371,11 +387,15 @@ func (ix *Index) Close() error {
 		if err := ix.b.SetInternal([]byte(staleKey), []byte(strings.Join(list, "\n"))); err != nil {
 			ix.b.Close()
 			ix.words.close()
+			ix.anchors.close()
 			return err
 		}
 	}
 	err := ix.words.close()
 	if cerr := ix.b.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := ix.anchors.close(); err == nil {
 		err = cerr
 	}
 	return err
@@ -434,7 +454,6 @@ func (ix *Index) SetBoosts(b Boosts) { ix.boosts = b }
 func (ix *Index) Boosts() Boosts { return ix.boosts }
 
 const (
-	anchorKey    = "anchor:"
 	watermarkKey = "watermark"
 	// staleKey holds, between a Close and the next Open, the pages
 	// waiting for their anchor text (one URL a line).
@@ -488,8 +507,10 @@ func (ix *Index) Add(docs ...*Doc) error {
 		}
 	}
 	var grown []string
+	kept := ix.anchors.s.NewBatch()
+	defer kept.Discard()
 	for target, texts := range newAnchors {
-		all, changed, err := ix.addAnchors(batch, target, texts)
+		all, changed, err := ix.anchors.add(kept, target, texts)
 		if err != nil {
 			return err
 		}
@@ -517,18 +538,22 @@ func (ix *Index) Add(docs ...*Doc) error {
 	}
 	for _, d := range docs {
 		if _, ok := newAnchors[d.URL]; !ok {
-			raw, err := ix.b.GetInternal([]byte(anchorKey + d.URL))
+			all, err := ix.anchors.get(d.URL)
 			if err != nil {
 				return err
 			}
-			if raw != nil {
-				json.Unmarshal(raw, &d.Anchors)
-			}
+			d.Anchors = all
 		}
 		delete(ix.stale, d.URL)
 		if err := batch.Index(d.URL, d.fields()); err != nil {
 			return fmt.Errorf("index %q: %w", d.URL, err)
 		}
+	}
+	// The anchor text is written first: a page indexed with it never
+	// finds it missing after a crash (a batch lost in one is indexed again
+	// from the archive, and its links find their texts kept).
+	if err := kept.Commit(store.Sync); err != nil {
+		return fmt.Errorf("search: the anchor text: %w", err)
 	}
 	if err := ix.commit(batch); err != nil {
 		return err
@@ -617,45 +642,7 @@ func (ix *Index) RefreshAnchors(max int) (int, error) {
 func (ix *Index) UpdateRanks() { ix.graph.compute() }
 
 // AnchorText is the text of the links to u that the index has seen.
-func (ix *Index) AnchorText(u string) ([]string, error) {
-	raw, err := ix.b.GetInternal([]byte(anchorKey + u))
-	if err != nil || raw == nil {
-		return nil, err
-	}
-	var all []string
-	err = json.Unmarshal(raw, &all)
-	return all, err
-}
-
-// addAnchors adds texts to target's anchor text (kept in the index's
-// internal store), and returns all of it: up to 50 distinct texts.
-func (ix *Index) addAnchors(batch *bleve.Batch, target string, texts []string) ([]string, bool, error) {
-	raw, err := ix.b.GetInternal([]byte(anchorKey + target))
-	if err != nil {
-		return nil, false, err
-	}
-	var all []string
-	if raw != nil {
-		json.Unmarshal(raw, &all)
-	}
-	seen := map[string]bool{}
-	for _, t := range all {
-		seen[strings.ToLower(t)] = true
-	}
-	changed := false
-	for _, t := range texts {
-		if k := strings.ToLower(t); !seen[k] && len(all) < 50 {
-			seen[k] = true
-			all = append(all, t)
-			changed = true
-		}
-	}
-	if changed {
-		out, _ := json.Marshal(all)
-		batch.SetInternal([]byte(anchorKey+target), out)
-	}
-	return all, changed, nil
-}
+func (ix *Index) AnchorText(u string) ([]string, error) { return ix.anchors.get(u) }
 
 // Prepare computes what the index reads of d but its anchor text (the
 // identifiers, definitions, distinct words and simhash of its text), so
@@ -1087,4 +1074,29 @@ func defKey(s string) string {
 		return ""
 	}
 	return strings.Join(ws, "+")
+}
+
+// Stats are counters of the index's store since it was opened.
+type Stats struct {
+	// Batches are the batches applied; Segments the segments at the
+	// index's root now.
+	Batches, Segments uint64
+	// MergedSegments are the segments merged into larger ones, MergeTime
+	// the time the merges took, MergedBytes what they wrote.
+	MergedSegments uint64
+	MergeTime      time.Duration
+	MergedBytes    uint64
+}
+
+// Stats reads the index's counters.
+func (ix *Index) Stats() Stats {
+	st, _ := ix.b.StatsMap()["index"].(map[string]any)
+	n := func(k string) uint64 { v, _ := st[k].(uint64); return v }
+	return Stats{
+		Batches:        n("TotBatches"),
+		Segments:       n("TotFileSegmentsAtRoot") + n("TotMemorySegmentsAtRoot"),
+		MergedSegments: n("TotFileMergeSegments"),
+		MergeTime:      time.Duration(n("TotFileMergeZapTime")),
+		MergedBytes:    n("TotFileMergeWrittenBytes"),
+	}
 }

@@ -152,6 +152,7 @@ func TestStaleAnchorsSurviveRestart(t *testing.T) {
 			ix.Written(10 * time.Second)
 			ix.b.Close() // no Close: the list is not written (nor the dictionary counts waiting)
 			ix.words.b.Close()
+			ix.anchors.close()
 		} else if err := ix.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -175,6 +176,53 @@ func TestStaleAnchorsSurviveRestart(t *testing.T) {
 		}
 		ix.Close()
 	}
+}
+
+// The anchor text is kept in a store of its own beside the index
+// (anchors.go): it survives a reopen, and a store lost beside a kept index
+// is made again from the pages' indexed anchor text.
+func TestAnchorsKeptBesideTheIndex(t *testing.T) {
+	dir := t.TempDir() + "/idx"
+	ix, err := Open(dir, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := md("http://d/src", "Links", "# Links\n\nsee")
+	src.Links = []content.Link{{Href: "http://d/x", Text: "zeppelin manual"}, {Href: "http://d/later", Text: "airship guide"}}
+	if err := ix.Add(src, md("http://d/x", "Page X", "# Page X\n\nplain")); err != nil {
+		t.Fatal(err)
+	}
+	// The index's internal store holds no anchor text.
+	if raw, _ := ix.b.GetInternal([]byte("anchor:http://d/x")); raw != nil {
+		t.Fatalf("anchor text in the index's internal store: %s", raw)
+	}
+	if err := ix.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{"http://d/x": {"zeppelin manual"}, "http://d/later": {"airship guide"}}
+	check := func(what string, want map[string][]string) {
+		t.Helper()
+		ix, err := Open(dir, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ix.Close()
+		for u, w := range want {
+			if got, err := ix.AnchorText(u); err != nil || !slices.Equal(got, w) {
+				t.Fatalf("%s: anchor text of %s: %q %v, want %q", what, u, got, err, w)
+			}
+		}
+		if res, err := ix.Search(context.Background(), "zeppelin", 10); err != nil || len(res.Hits) == 0 || res.Hits[0].URL != "http://d/x" {
+			t.Fatalf("%s: search by anchor text: %+v %v", what, res, err)
+		}
+	}
+	check("reopened", want)
+	if err := os.RemoveAll(anchorsPath(dir)); err != nil {
+		t.Fatal(err)
+	}
+	// Made again from what the pages were indexed with: the text of a link
+	// to a page not indexed is lost with the store.
+	check("lost", map[string][]string{"http://d/x": {"zeppelin manual"}, "http://d/later": nil})
 }
 
 func TestOpenOnDiskSurvivesReopen(t *testing.T) {

@@ -11,9 +11,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -258,6 +260,31 @@ func TestSearchSpeed(t *testing.T) {
 	before := running(0)
 	fetchedAt := time.Now()
 	start = time.Now()
+	cpu0 := cpuSeconds()
+	cellStats := ix.Stats()
+	if p := os.Getenv("TRAWL_SEARCH_LIVE_PROFILE"); p != "" {
+		// A CPU profile of this window alone.
+		f, err := os.Create(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
+	// When the job's last page was indexed (the window the live path had
+	// the job beside it).
+	jobDone := make(chan time.Duration, 1)
+	stopWatch := make(chan struct{})
+	go func() {
+		for c.Indexed()-before < uint64(len(jobURLs(0))) {
+			select {
+			case <-stopWatch:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		jobDone <- time.Since(start)
+	}()
 	x := cellsearch.NewIndexer(live, cellsearch.IndexerConfig{})
 	for i, u := range urls {
 		if err := x.Put(context.Background(), cellsearch.Page{URL: u, ContentType: "text/html", Content: convs[i%len(paths)], Fetched: fetchedAt}); err != nil {
@@ -275,8 +302,27 @@ func TestSearchSpeed(t *testing.T) {
 	}
 	livePath := time.Since(start)
 	besideLive := c.Indexed() - before
+	cores := (cpuSeconds() - cpu0) / livePath.Seconds()
+	close(stopWatch)
+	jobEnd := livePath
+	select {
+	case jobEnd = <-jobDone:
+	default:
+	}
+	pprof.StopCPUProfile()
+	for _, x := range []struct {
+		name    string
+		st, st0 cellsearch.Stats
+	}{{"the live path's index", live.Stats(), cellsearch.Stats{}}, {"the cell's index", ix.Stats(), cellStats}} {
+		t.Logf("%s in the window: %d batches, %d segments merged in %v (%.0f MiB written), %d segments at the end",
+			x.name, x.st.Batches-x.st0.Batches, x.st.MergedSegments-x.st0.MergedSegments, (x.st.MergeTime - x.st0.MergeTime).Round(time.Millisecond),
+			float64(x.st.MergedBytes-x.st0.MergedBytes)/(1<<20), x.st.Segments)
+	}
 	live.Close()
 	liveRate := float64(len(urls)) / livePath.Seconds()
+	t.Logf("the live path's window: %.2f cores busy; the job beside it for %v of its %v", cores, jobEnd.Round(time.Millisecond), livePath.Round(time.Millisecond))
+	out["live_window_cores"] = round(cores)
+	out["live_window_job_s"] = round(jobEnd.Seconds())
 	t.Logf("indexing beside a job, the live path: %d pages as scrapes hand them (converted) searchable in %v, and with the anchor text of %d pages in %v: %.0f pages/s, while the job's %d pages were fetched, archived and indexed",
 		len(urls), searchable.Round(time.Millisecond), stale, livePath.Round(time.Millisecond), liveRate, besideLive)
 	out["index_pages_per_s_beside_job"] = round(liveRate)
@@ -407,4 +453,11 @@ func procStatus(field string) string {
 		}
 	}
 	return ""
+}
+
+// cpuSeconds is the CPU time this process has used (user and system).
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
