@@ -1086,6 +1086,9 @@ type Stats struct {
 	MergedSegments uint64
 	MergeTime      time.Duration
 	MergedBytes    uint64
+	// Settled: every batch applied is merged as the merge policy wants
+	// and written (no merge or write under way).
+	Settled bool
 }
 
 // Stats reads the index's counters.
@@ -1098,5 +1101,6 @@ func (ix *Index) Stats() Stats {
 		MergedSegments: n("TotFileMergeSegments"),
 		MergeTime:      time.Duration(n("TotFileMergeZapTime")),
 		MergedBytes:    n("TotFileMergeWrittenBytes"),
+		Settled:        n("CurRootEpoch") == n("LastMergedEpoch") && n("CurRootEpoch") == n("LastPersistedEpoch"),
 	}
 }
