@@ -79,6 +79,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// waitKicking is waitFor for a delivery due on the fake clock: Run's real
+// timer is only a backstop (up to a minute, longer than the wait), so the
+// test kicks the sender while it waits, as the timer would.
+func waitKicking(t *testing.T, s *Sender, what string, cond func() bool) {
+	t.Helper()
+	waitFor(t, what, func() bool { s.Kick(); return cond() })
+}
+
 func openStore(t *testing.T, dir string) *store.Store {
 	st, err := store.Open(dir, &store.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -185,8 +193,7 @@ func TestRetryLadder(t *testing.T) {
 			t.Fatalf("attempt %d: a pass one second early gave next %v (want %v) and %d attempts", i+2, next, due, rc.count())
 		}
 		clk.Advance(time.Second)
-		s.Kick()
-		waitFor(t, "attempt "+strconv.Itoa(i+2), func() bool { return rc.count() == i+2 })
+		waitKicking(t, s, "attempt "+strconv.Itoa(i+2), func() bool { return rc.count() == i+2 })
 		if a := rc.last().header.Get("x-svc-attempt"); a != strconv.Itoa(i+2) {
 			t.Errorf("x-svc-attempt %q, want %d", a, i+2)
 		}
@@ -241,8 +248,7 @@ func TestRestartKeepsPending(t *testing.T) {
 		t.Fatalf("pending after the restart: %+v", p)
 	}
 	clk.Advance(time.Minute)
-	s2.Kick()
-	waitFor(t, "the retry after the restart", func() bool { return rc.count() == 2 })
+	waitKicking(t, s2, "the retry after the restart", func() bool { return rc.count() == 2 })
 	h := rc.last().header
 	if h.Get("x-svc-delivery") != id || h.Get("x-svc-signature") != Sign("k", h.Get("x-svc-timestamp"), []byte(`{"n":1}`)) {
 		t.Errorf("retried delivery headers %v", h)
