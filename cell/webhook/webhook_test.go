@@ -84,7 +84,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // test kicks the sender while it waits, as the timer would.
 func waitKicking(t *testing.T, s *Sender, what string, cond func() bool) {
 	t.Helper()
-	waitFor(t, what, func() bool { s.Kick(); return cond() })
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Kick(); !cond(); s.Kick() {
+		if time.Now().After(deadline) {
+			p, err := s.Pending()
+			t.Fatalf("timed out waiting until %s; pending: %+v %v", what, p, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func openStore(t *testing.T, dir string) *store.Store {
@@ -101,6 +108,12 @@ func start(t *testing.T, st *store.Store, cfg Config) (*Sender, func()) {
 	cfg.Prefix = testPrefix
 	cfg.AllowPrivateNetworks = true
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	if cfg.Timeout == 0 {
+		// As long as a wait of the tests: a loopback delivery on a loaded
+		// CI machine once took over 10 s (the default), and a timed-out
+		// attempt is retried minutes later on the fake clock.
+		cfg.Timeout = 30 * time.Second
+	}
 	s, err := New(st, cfg)
 	if err != nil {
 		t.Fatal(err)
