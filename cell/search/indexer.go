@@ -62,10 +62,11 @@ const BatchSize = 1024
 // crawl's: tens a second) make a batch of what came meanwhile. With 1 s,
 // a job beside the indexer made the cell's index build a segment of about
 // 100 pages every second and merge them into its larger ones over and over
-// (29 batches, 91 MiB merged for 3,115 pages); with 3 s, 10 batches and
-// 42 MiB for 3,065, and the indexing beside the job went from 187 to 252
-// pages/s (docs/performance.md, "This round: indexing, third pass"). A
-// page is still searchable well within the 10 s the service promises.
+// (29 batches, 91 MiB merged for 3,115 pages); with 3 s, 10–14 batches and
+// 42–78 MiB for about as many (docs/performance.md, "This round: indexing,
+// third pass"; the indexing rate beside the job is too noisy on the test
+// machine to credit it with a share). A page is still searchable well
+// within the 10 s the service promises.
 const DefaultFlush = 3 * time.Second
 
 // prepared is how many documents the converting workers may have ready
