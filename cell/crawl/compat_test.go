@@ -300,10 +300,9 @@ func TestTaskWebhook(t *testing.T) {
 	})
 	fail.Store(false)
 	clock.Advance(time.Minute)
-	// Kicked while waiting, not once: a fake clock moves no timer, and a
-	// kick that lands while the sender is in a pass that read the clock
-	// before it moved is folded into that pass (CI saw the retry wait out
-	// the 30 s, once).
+	// Kicked while waiting, not once: a fake clock moves no timer, and the
+	// sender's real timer, its backstop, is longer than the wait (CI saw the
+	// retry wait out the 30 s, once; cell/webhook's waitKicking).
 	waitUntil(t, 30*time.Second, "the retry a minute later", func() bool { ts.hooks.Kick(); return count() == 2 })
 	mu.Lock()
 	last := got[1]

@@ -3,8 +3,6 @@ package crawler
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,20 +37,16 @@ func GateFetch(gateURL, key string, client *http.Client) func(ctx context.Contex
 			return nil, fmt.Errorf("scrape %s: %d %s", u, resp.StatusCode, bytes.TrimSpace(b[:min(len(b), 300)]))
 		}
 		var r struct {
-			FinalURL string `json:"final_url"`
-			Markdown string `json:"markdown"`
-			Parsed   struct {
+			FinalURL    string `json:"final_url"`
+			ContentHash string `json:"content_hash"`
+			Parsed      struct {
 				Links []struct{ Href, Text string } `json:"links"`
 			} `json:"parsed"`
 		}
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("scrape %s: %w", u, err)
 		}
-		p := &Page{URL: r.FinalURL}
-		if r.Markdown != "" {
-			sum := sha256.Sum256([]byte(r.Markdown))
-			p.Hash = hex.EncodeToString(sum[:16])
-		}
+		p := &Page{URL: r.FinalURL, Hash: r.ContentHash}
 		for _, l := range r.Parsed.Links {
 			p.Links = append(p.Links, Link{Href: l.Href, Text: l.Text})
 		}

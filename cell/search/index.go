@@ -552,8 +552,10 @@ func (ix *Index) Add(docs ...*Doc) error {
 	// The anchor text is written first: a page indexed with it never
 	// finds it missing after a crash (a batch lost in one is indexed again
 	// from the archive, and its links find their texts kept).
-	if err := kept.Commit(store.Sync); err != nil {
-		return fmt.Errorf("search: the anchor text: %w", err)
+	if kept.Len() > 0 {
+		if err := kept.Commit(store.Sync); err != nil {
+			return fmt.Errorf("search: the anchor text: %w", err)
+		}
 	}
 	if err := ix.commit(batch); err != nil {
 		return err

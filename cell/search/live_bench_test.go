@@ -91,20 +91,17 @@ func TestLiveSpeed(t *testing.T) {
 	hwm := procKB("VmHWM")
 	// At rest: every merge the ingest called for done (their CPU is the
 	// ingest's too).
-	stat := func() map[string]any { st, _ := ix.b.StatsMap()["index"].(map[string]any); return st }
 	for quiet := 0; quiet < 3; time.Sleep(200 * time.Millisecond) {
-		st := stat()
-		if st["CurRootEpoch"] == st["LastMergedEpoch"] && st["CurRootEpoch"] == st["LastPersistedEpoch"] {
+		if ix.Stats().Settled {
 			quiet++
 		} else {
 			quiet = 0
 		}
 	}
 	rest := cpuTime() - cpu0
-	if st := stat(); st != nil {
-		t.Logf("scorch: segments at root %v file + %v memory; file merges %v segments (%v ms zap); memory merges %v segments (%v ms zap)",
-			st["TotFileSegmentsAtRoot"], st["TotMemorySegmentsAtRoot"], st["TotFileMergeSegments"], st["TotFileMergeZapTime"], st["TotMemMergeSegments"], st["TotMemMergeZapTime"])
-	}
+	st := ix.Stats()
+	t.Logf("scorch: %d segments at the root; %d segments merged in %v (%.0f MiB written)",
+		st.Segments, st.MergedSegments, st.MergeTime.Round(time.Millisecond), float64(st.MergedBytes)/(1<<20))
 	ix.Close()
 	t.Logf("live: %d pages searchable in %v, with the anchor text of %d pages in %v: %.0f pages/s; CPU %.2f ms/page (%.2f cores); peak RSS +%d MiB",
 		n, searchable.Round(time.Millisecond), stale, took.Round(time.Millisecond), float64(n)/took.Seconds(),
