@@ -81,7 +81,13 @@ type Index struct {
 	graph  *graph
 	now    func() time.Time
 
-	mu sync.Mutex // serialises Add and RefreshAnchors (anchor bookkeeping)
+	mu sync.Mutex // serialises the anchor bookkeeping of Add and RefreshAnchors
+	// inflight orders the batches Add commits at once (commits.go).
+	inflight commits
+	// wmu serialises writing the watermark; written is the one last
+	// written (under wmu).
+	wmu     sync.Mutex
+	written time.Time
 	// stale are the indexed pages whose anchor text grew since they were
 	// indexed (under mu): RefreshAnchors indexes them again, each once
 	// however many pages linked to it meanwhile.
@@ -221,6 +227,7 @@ func Open(dir string, cfg Config) (*Index, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open search index %q: %w", dir, err)
 	}
+	ix.written = ix.Watermark()
 	anchors, anchorsCreated, err := openAnchors(dir, fresh)
 	if err != nil {
 		ix.b.Close()
@@ -372,6 +379,7 @@ func newIndex(dir string) (bleve.Index, error) {
 // Close writes what is not written yet (waiting up to 30 s) and closes
 // the index.
 func (ix *Index) Close() error {
+	ix.inflight.drain()
 	ix.graph.mu.Lock()
 	dirty := ix.graph.dirty
 	ix.graph.mu.Unlock()
@@ -488,6 +496,55 @@ func latestFetch(docs []*Doc) time.Time {
 // again for each page that links to it would index a site's pages many
 // times over while it is crawled).
 func (ix *Index) Add(docs ...*Doc) error {
+	b, err := ix.prepare(docs)
+	if err != nil {
+		return err
+	}
+	return b.commit()
+}
+
+// preparedBatch is a batch of Add between its two parts: prepare, under mu
+// and in the order of the batches, and commit, which may run beside other
+// batches' (each builds its segment on a core of its own). A page's
+// versions are committed in the order their batches were prepared.
+type preparedBatch struct {
+	ix    *Index
+	docs  []*Doc
+	batch *bleve.Batch
+	turn  *turn
+}
+
+func (ix *Index) prepare(docs []*Doc) (*preparedBatch, error) {
+	batch, turn, err := ix.prepareBatch(docs)
+	if err != nil {
+		return nil, err
+	}
+	return &preparedBatch{ix: ix, docs: docs, batch: batch, turn: turn}, nil
+}
+
+func (p *preparedBatch) commit() error {
+	ix := p.ix
+	p.turn.wait()
+	err := ix.commit(p.batch)
+	ix.inflight.finish(p.turn, latestFetch(p.docs), err == nil)
+	if err != nil {
+		return err
+	}
+	if err := ix.writeWatermark(); err != nil {
+		return fmt.Errorf("search: the watermark: %w", err)
+	}
+	if err := ix.words.add(p.docs, ix.now()); err != nil {
+		return fmt.Errorf("search: the did_you_mean dictionary: %w", err)
+	}
+	ix.graph.add(p.docs)
+	ix.graph.maybeCompute()
+	return nil
+}
+
+// prepareBatch is Add's part under mu: the anchor text (kept, given to
+// the pages of the batch, and the pages indexed already marked stale),
+// and the batch, registered for its turn to commit.
+func (ix *Index) prepareBatch(docs []*Doc) (*bleve.Batch, *turn, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	batch := ix.b.NewBatch()
@@ -512,7 +569,7 @@ func (ix *Index) Add(docs ...*Doc) error {
 	for target, texts := range newAnchors {
 		all, changed, err := ix.anchors.add(kept, target, texts)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		if d, ok := inBatch[target]; ok {
 			d.Anchors = all
@@ -525,28 +582,30 @@ func (ix *Index) Add(docs ...*Doc) error {
 	if len(grown) > 0 {
 		// Only the pages indexed already wait for a refresh (not when
 		// the links only repeat texts they have: navigation).
+		// (A page of a batch still committing is as good as indexed:
+		// it is indexed with the anchor text it had when prepared.)
 		indexed, err := ix.indexedOf(grown)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		for _, u := range indexed {
 			ix.stale[u] = true
 		}
-	}
-	if w := latestFetch(docs); !w.IsZero() && w.After(ix.Watermark()) {
-		batch.SetInternal([]byte(watermarkKey), []byte(w.Format(time.RFC3339Nano)))
+		for _, u := range ix.inflight.holding(grown) {
+			ix.stale[u] = true
+		}
 	}
 	for _, d := range docs {
 		if _, ok := newAnchors[d.URL]; !ok {
 			all, err := ix.anchors.get(d.URL)
 			if err != nil {
-				return err
+				return nil, nil, err
 			}
 			d.Anchors = all
 		}
 		delete(ix.stale, d.URL)
 		if err := batch.Index(d.URL, d.fields()); err != nil {
-			return fmt.Errorf("index %q: %w", d.URL, err)
+			return nil, nil, fmt.Errorf("index %q: %w", d.URL, err)
 		}
 	}
 	// The anchor text is written first: a page indexed with it never
@@ -554,17 +613,32 @@ func (ix *Index) Add(docs ...*Doc) error {
 	// from the archive, and its links find their texts kept).
 	if kept.Len() > 0 {
 		if err := kept.Commit(store.Sync); err != nil {
-			return fmt.Errorf("search: the anchor text: %w", err)
+			return nil, nil, fmt.Errorf("search: the anchor text: %w", err)
 		}
 	}
-	if err := ix.commit(batch); err != nil {
+	urls := make([]string, len(docs))
+	for i, d := range docs {
+		urls[i] = d.URL
+	}
+	return batch, ix.inflight.enter(urls), nil
+}
+
+// writeWatermark writes the latest fetch time of the pages of the
+// batches committed, once every batch prepared before them is committed
+// too (commits.go): a crash that loses a batch not yet written loses the
+// watermark written after it too, and the start catches up from the one
+// before.
+func (ix *Index) writeWatermark() error {
+	ix.wmu.Lock()
+	defer ix.wmu.Unlock()
+	w := ix.inflight.watermark()
+	if w.IsZero() || !w.After(ix.written) {
+		return nil
+	}
+	if err := ix.b.SetInternal([]byte(watermarkKey), []byte(w.Format(time.RFC3339Nano))); err != nil {
 		return err
 	}
-	if err := ix.words.add(docs, ix.now()); err != nil {
-		return fmt.Errorf("search: the did_you_mean dictionary: %w", err)
-	}
-	ix.graph.add(docs)
-	ix.graph.maybeCompute()
+	ix.written = w
 	return nil
 }
 
@@ -610,6 +684,9 @@ func (ix *Index) RefreshAnchors(max int) (int, error) {
 	if len(ix.stale) == 0 {
 		return 0, nil
 	}
+	// The pages are read back from the index: every batch prepared
+	// before is committed first (none starts meanwhile: mu is held).
+	ix.inflight.drain()
 	urls := make([]string, 0, len(ix.stale))
 	for u := range ix.stale {
 		if max > 0 && len(urls) == max {

@@ -37,6 +37,9 @@ type IndexerConfig struct {
 	Queue int
 	// Workers turn pages into documents in parallel (default one a core).
 	Workers int
+	// Commits is how many batches are committed at once (default
+	// DefaultCommits): each builds its segment on a core of its own.
+	Commits int
 	// RefreshEvery is how often, while pages keep coming, up to Batch
 	// pages whose anchor text grew are indexed again (default 10 s); when
 	// no page is waiting they are, Batch every Flush.
@@ -69,14 +72,22 @@ const BatchSize = 1024
 // within the 10 s the service promises.
 const DefaultFlush = 3 * time.Second
 
+// DefaultCommits is how many batches an Indexer commits at once. With one,
+// the goroutine building a batch's segment was the live path's limit: it
+// used one core at most, and beside a job it got a small share of the
+// machine. Two took the live path beside a job from 287 to 420 pages/s
+// (docs/performance.md, "This round: indexing, fourth pass"), for a second
+// batch's analysis held at the peak.
+const DefaultCommits = 2
+
 // prepared is how many documents the converting workers may have ready
-// ahead of the batch being indexed: a whole batch, so that the next batch
-// is prepared on the other cores while one is built into its segment
-// (which bleve does on one core). With 256 the workers waited for most of
-// each build: the live path alone went from 590 to 655 pages/s with a
-// whole batch ahead, for 80–140 MiB more at the peak (docs/performance.md,
-// "Search").
-const prepared = BatchSize
+// ahead of the batch being gathered. With one batch committing at a time
+// it was a whole batch, so that the next was prepared while one was built
+// into its segment (590 to 655 pages/s alone). With two at once the
+// batcher waits less, and a quarter of a batch ahead was faster alone
+// (788–835 pages/s against 761–762) for the same peak (docs/performance.md,
+// "This round: indexing, fourth pass").
+const prepared = BatchSize / 4
 
 // Indexer indexes archived pages in the background, in batches: a page is
 // searchable within Flush plus the time of its batch of being enqueued.
@@ -106,6 +117,9 @@ func NewIndexer(ix *Index, cfg IndexerConfig) *Indexer {
 	}
 	if cfg.Batch <= 0 {
 		cfg.Batch = BatchSize
+	}
+	if cfg.Commits <= 0 {
+		cfg.Commits = DefaultCommits
 	}
 	if cfg.Queue <= 0 {
 		cfg.Queue = 4096
@@ -276,6 +290,12 @@ func DocOf(p Page) *Doc {
 func (x *Indexer) batcher() {
 	defer x.bwg.Done()
 	var batch []*Doc
+	commits := make(chan struct{}, x.cfg.Commits)
+	defer func() { // the batches committing
+		for range x.cfg.Commits {
+			commits <- struct{}{}
+		}
+	}()
 	t := time.NewTimer(x.cfg.Flush)
 	defer t.Stop()
 	lastRefresh := time.Now()
@@ -296,12 +316,24 @@ func (x *Indexer) batcher() {
 			x.maybeRecover()
 			return
 		}
-		if err := x.ix.Add(batch...); err != nil {
+		// Up to Commits batches commit at once, prepared here in order;
+		// the next is gathered meanwhile.
+		commits <- struct{}{}
+		p, err := x.ix.prepare(batch)
+		if err != nil {
+			<-commits
 			x.cfg.Logger.Warn("search: indexing a batch failed", "pages", len(batch), "err", err)
 		} else {
-			x.added.Add(uint64(len(batch)))
+			go func() {
+				defer func() { <-commits }()
+				if err := p.commit(); err != nil {
+					x.cfg.Logger.Warn("search: indexing a batch failed", "pages", len(p.docs), "err", err)
+				} else {
+					x.added.Add(uint64(len(p.docs)))
+				}
+			}()
 		}
-		batch = batch[:0]
+		batch = nil
 		x.maybeRecover()
 		if time.Since(lastRefresh) >= x.cfg.RefreshEvery {
 			refresh()
@@ -363,7 +395,7 @@ func (x *Indexer) batcher() {
 // their anchor text. A page's Body must stay valid after yield returns.
 func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) error) (int, error) {
 	in := make(chan Page, 64)
-	docs := make(chan *Doc, prepared)
+	docs := make(chan *Doc, BatchSize) // a whole batch ahead of the one committing
 	var wg sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -383,6 +415,9 @@ func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) 
 	added := make(chan struct{})
 	go func() {
 		defer close(added)
+		// One batch at a time: a rebuild is bound by making the pages'
+		// main content again (two at once: 132 pages/s beside a job, one:
+		// 133–139), and each batch committing holds its analysis.
 		batch := make([]*Doc, 0, BatchSize)
 		add := func() {
 			if err := ix.Add(batch...); err != nil {
