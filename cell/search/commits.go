@@ -9,8 +9,9 @@ import (
 // segment is most of a batch's work and runs on the goroutine that
 // commits it, so one batch at a time used one core at most, and beside a
 // job that goroutine got a small share of the machine: the live path
-// indexed 287 pages/s beside a job, and 420 with two batches committing at
-// once (docs/performance.md, "This round: indexing, fourth pass").
+// indexed 286–330 pages/s beside a job, and 389–448 with two batches
+// committing at once (docs/performance.md, "This round: indexing, fourth
+// pass").
 //
 // Two rules keep concurrent batches as one batch at a time would leave
 // the index:

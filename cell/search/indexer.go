@@ -75,9 +75,9 @@ const DefaultFlush = 3 * time.Second
 // DefaultCommits is how many batches an Indexer commits at once. With one,
 // the goroutine building a batch's segment was the live path's limit: it
 // used one core at most, and beside a job it got a small share of the
-// machine. Two took the live path beside a job from 287 to 420 pages/s
-// (docs/performance.md, "This round: indexing, fourth pass"), for a second
-// batch's analysis held at the peak.
+// machine. Two took the live path beside a job from 286–330 to 389–448
+// pages/s (docs/performance.md, "This round: indexing, fourth pass"), for
+// a second batch's analysis held at the peak.
 const DefaultCommits = 2
 
 // prepared is how many documents the converting workers may have ready
@@ -417,7 +417,7 @@ func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) 
 		defer close(added)
 		// One batch at a time: a rebuild is bound by making the pages'
 		// main content again (two at once: 132 pages/s beside a job, one:
-		// 133–139), and each batch committing holds its analysis.
+		// 133–149), and each batch committing holds its analysis.
 		batch := make([]*Doc, 0, BatchSize)
 		add := func() {
 			if err := ix.Add(batch...); err != nil {
