@@ -514,14 +514,6 @@ type preparedBatch struct {
 	turn  *turn
 }
 
-func (ix *Index) prepare(docs []*Doc) (*preparedBatch, error) {
-	batch, turn, err := ix.prepareBatch(docs)
-	if err != nil {
-		return nil, err
-	}
-	return &preparedBatch{ix: ix, docs: docs, batch: batch, turn: turn}, nil
-}
-
 func (p *preparedBatch) commit() error {
 	ix := p.ix
 	p.turn.wait()
@@ -541,10 +533,10 @@ func (p *preparedBatch) commit() error {
 	return nil
 }
 
-// prepareBatch is Add's part under mu: the anchor text (kept, given to
-// the pages of the batch, and the pages indexed already marked stale),
-// and the batch, registered for its turn to commit.
-func (ix *Index) prepareBatch(docs []*Doc) (*bleve.Batch, *turn, error) {
+// prepare is Add's part under mu: the anchor text (kept, given to the
+// pages of the batch, and the pages indexed already marked stale), and the
+// batch, registered for its turn to commit.
+func (ix *Index) prepare(docs []*Doc) (*preparedBatch, error) {
 	ix.mu.Lock()
 	defer ix.mu.Unlock()
 	batch := ix.b.NewBatch()
@@ -569,7 +561,7 @@ func (ix *Index) prepareBatch(docs []*Doc) (*bleve.Batch, *turn, error) {
 	for target, texts := range newAnchors {
 		all, changed, err := ix.anchors.add(kept, target, texts)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if d, ok := inBatch[target]; ok {
 			d.Anchors = all
@@ -586,7 +578,7 @@ func (ix *Index) prepareBatch(docs []*Doc) (*bleve.Batch, *turn, error) {
 		// it is indexed with the anchor text it had when prepared.)
 		indexed, err := ix.indexedOf(grown)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for _, u := range indexed {
 			ix.stale[u] = true
@@ -599,13 +591,13 @@ func (ix *Index) prepareBatch(docs []*Doc) (*bleve.Batch, *turn, error) {
 		if _, ok := newAnchors[d.URL]; !ok {
 			all, err := ix.anchors.get(d.URL)
 			if err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			d.Anchors = all
 		}
 		delete(ix.stale, d.URL)
 		if err := batch.Index(d.URL, d.fields()); err != nil {
-			return nil, nil, fmt.Errorf("index %q: %w", d.URL, err)
+			return nil, fmt.Errorf("index %q: %w", d.URL, err)
 		}
 	}
 	// The anchor text is written first: a page indexed with it never
@@ -613,14 +605,14 @@ func (ix *Index) prepareBatch(docs []*Doc) (*bleve.Batch, *turn, error) {
 	// from the archive, and its links find their texts kept).
 	if kept.Len() > 0 {
 		if err := kept.Commit(store.Sync); err != nil {
-			return nil, nil, fmt.Errorf("search: the anchor text: %w", err)
+			return nil, fmt.Errorf("search: the anchor text: %w", err)
 		}
 	}
 	urls := make([]string, len(docs))
 	for i, d := range docs {
 		urls[i] = d.URL
 	}
-	return batch, ix.inflight.enter(urls), nil
+	return &preparedBatch{ix: ix, docs: docs, batch: batch, turn: ix.inflight.enter(urls)}, nil
 }
 
 // writeWatermark writes the latest fetch time of the pages of the
