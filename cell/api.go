@@ -13,12 +13,12 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 )
 
-// Request body limits: the route table's (gate/routes).
+// Request body limits: the route table's (internal/routes).
 const (
 	maxScrapeBody = routes.ScrapeBody
 	maxJobBody    = routes.JobBody

@@ -12,7 +12,7 @@ import (
 	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/scrape"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/recipe"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/jobid"
 )

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/jobid"
 )
 

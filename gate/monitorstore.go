@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/regionauth"

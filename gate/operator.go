@@ -24,7 +24,7 @@ import (
 )
 
 // The operator API (docs/operations.md, "The operator API"): the rows of
-// gate/routes under /operator/v1/, answered by this gate for its region's
+// internal/routes under /operator/v1/, answered by this gate for its region's
 // cells and, through the ledger, for every region's accounts, keys, plans
 // and price table. Only a key with the operator role (ledger.RoleOperator)
 // gets past operatorOnly: a customer's key is 403, no key 401 (the auth

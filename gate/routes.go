@@ -12,7 +12,7 @@ import (
 	"github.com/trawlhq/trawl/gate/issues"
 	"github.com/trawlhq/trawl/gate/mcp"
 	"github.com/trawlhq/trawl/gate/recipehealth"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/gate/search"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/httpjson"

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 func named(name string) http.Handler {

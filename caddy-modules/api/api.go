@@ -1,5 +1,5 @@
 // Package api is the gate's Caddy module trawl_api: it answers the routes
-// the route table (gate/routes) gives the gate itself (billing, keys,
+// the route table (internal/routes) gives the gate itself (billing, keys,
 // sign-up, estimate, usage history, the gate's health and the ledger's
 // internal routes) and passes every other request on to trawl_route.
 package api
@@ -14,7 +14,7 @@ import (
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/clientip"
 )
 

@@ -1,7 +1,7 @@
 // Package auth is the gate's Caddy module trawl_auth: it finds the API key
 // of a request (Authorization: Bearer, or x-api-key) in the local ledger
 // replica and puts the key and its account in the request context. Public
-// routes (the route table's, gate/routes, and the extra paths of the
+// routes (the route table's, internal/routes, and the extra paths of the
 // Caddyfile) pass without a key; any other request without a valid key is
 // refused with 401.
 package auth
@@ -22,7 +22,7 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 func init() {

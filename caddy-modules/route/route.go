@@ -2,7 +2,7 @@
 // where a request goes and the upstream source trawl_cells hands that to
 // reverse_proxy.
 //
-// Where a request goes is the route table's rule (gate/routes, Match.Place):
+// Where a request goes is the route table's rule (internal/routes, Match.Place):
 // a request for an object (a job; monitors later) goes where the object
 // lives — its id names its region and cell (j_<region>.<cell>.<hex>), so
 // any gate can route it to the owning cell in this region or to the owning
@@ -36,7 +36,7 @@ import (
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/gate"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 

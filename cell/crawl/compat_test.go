@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // rawCall sends a request with the given headers and returns the status,
@@ -310,7 +310,7 @@ func TestTaskWebhook(t *testing.T) {
 	clock.Advance(time.Minute)
 	// Kicked while waiting, not once: a fake clock moves no timer, and the
 	// sender's real timer, its backstop, is longer than the wait (CI saw the
-	// retry wait out the 30 s, once; cell/webhook's waitKicking).
+	// retry wait out the 30 s, once; internal/webhook's waitKicking).
 	waitUntil(t, 30*time.Second, "the retry a minute later", func() bool { ts.hooks.Kick(); return count() == 2 })
 	mu.Lock()
 	last := got[1]

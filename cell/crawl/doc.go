@@ -22,7 +22,7 @@
 //     metadata, and passed through the request's extraction strategy
 //     (package extract). Result.Engine says what served it.
 //   - Webhooks: a task's webhook_config is delivered by package
-//     cell/webhook when the task finishes.
+//     internal/webhook when the task finishes.
 //   - Browser pool: one permanent browser, hot and cold ones started on
 //     demand, shed under memory pressure and swept when idle by the
 //     janitor (docs/spec/crawl-server.md §3), all on one Playwright driver

@@ -17,7 +17,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/crawl/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // Limits of a crawl request.

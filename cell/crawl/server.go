@@ -17,7 +17,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/sysstat"
 )

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/store"
 )
 

@@ -17,7 +17,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/monid"
 	"github.com/trawlhq/trawl/internal/monstore"
 )

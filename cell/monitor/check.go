@@ -14,7 +14,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/monitor/diff"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/monstore"
 )

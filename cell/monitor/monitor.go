@@ -4,7 +4,7 @@
 // of the page's main-content Markdown stored once per distinct content,
 // a structural diff into typed facts (cell/monitor/diff), the watch
 // sentence's conditions (cell/monitor/watch), confirmation after a delay,
-// signed webhook delivery with retries (cell/webhook), health events, and
+// signed webhook delivery with retries (internal/webhook), health events, and
 // the charges of background checks and changes, kept in an outbox until
 // the region's gate collects them (docs/api.md, "Monitors").
 //
@@ -29,7 +29,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/monitor/diff"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"
 )

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"

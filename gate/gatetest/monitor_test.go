@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell"
-	"github.com/trawlhq/trawl/cell/webhook"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/ledger"
 )

@@ -9,7 +9,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/ledger"
 )

@@ -11,7 +11,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/cell/fetch"
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 

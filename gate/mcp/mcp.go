@@ -31,7 +31,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/trawlhq/trawl/gate/routes"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 // Config is what the tool server needs.

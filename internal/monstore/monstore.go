@@ -55,7 +55,7 @@ const (
 	// ChargePrefix + %020d time + "/" + id: a charge for the gate.
 	ChargePrefix = store.PrefixMonitor + "c/"
 	// HookPrefix + delivery id: a pending webhook delivery
-	// (cell/webhook's Delivery as JSON).
+	// (internal/webhook's Delivery as JSON).
 	HookPrefix = store.PrefixMonitorHook
 )
 

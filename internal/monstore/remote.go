@@ -16,7 +16,7 @@ import (
 )
 
 // Path is where the gate serves the store to its cells (a Gate row of
-// gate/routes: public, since the caller is a cell, which signs).
+// internal/routes: public, since the caller is a cell, which signs).
 const Path = "/monitor-store/"
 
 // MaxBody bounds a request or an answer (a batch holds at most a few

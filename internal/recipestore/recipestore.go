@@ -21,7 +21,7 @@ import (
 )
 
 // Path is where a gate serves the recipes to its cells (a public Gate row
-// of gate/routes: the caller is a cell, which signs).
+// of internal/routes: the caller is a cell, which signs).
 const Path = "/recipe-store/"
 
 // maxAnswer bounds an answer: one recipe and its module.

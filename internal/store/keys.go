@@ -67,7 +67,7 @@ const (
 	// only for a cell without a gate (cell/monitor).
 	PrefixMonitor = "mon/"
 	// PrefixMonitorHook is the monitors' pending webhook deliveries
-	// (cell/webhook), in the same store as PrefixMonitor.
+	// (internal/webhook), in the same store as PrefixMonitor.
 	PrefixMonitorHook = "monhook/"
 	// PrefixRecipeCache is the recipes' cached results, by recipe,
 	// version and inputs; never a run with a secret input (cell/recipe).
@@ -90,7 +90,7 @@ const (
 	// PrefixCrawlExpiry indexes finished tasks by expiry (cell/crawl).
 	PrefixCrawlExpiry = "crawlexp/"
 	// PrefixCrawlWebhook holds the pending webhook deliveries of finished
-	// tasks (cell/webhook, for cell/crawl).
+	// tasks (internal/webhook, for cell/crawl).
 	PrefixCrawlWebhook = "crawlhook/"
 	// PrefixCrawlPage is the crawl server's page cache: pages fetched
 	// without a browser, by URL and headers (cell/crawl).
@@ -149,7 +149,7 @@ var Stores = []Layout{
 		{PrefixJobKey, "cell/jobs"},
 		{PrefixSite, "cell/fetch/ladder"},
 		{PrefixMonitor, "cell/monitor"},
-		{PrefixMonitorHook, "cell/webhook"},
+		{PrefixMonitorHook, "internal/webhook"},
 		{PrefixRecipeCache, "cell/recipe"},
 		{PrefixRecipeHealth, "cell/recipe"},
 		{PrefixRecipeJob, "cell/recipe"},
@@ -158,7 +158,7 @@ var Stores = []Layout{
 	{Store: "crawl", Ranges: []Range{
 		{PrefixCrawlTask, "cell/crawl"},
 		{PrefixCrawlExpiry, "cell/crawl"},
-		{PrefixCrawlWebhook, "cell/webhook"},
+		{PrefixCrawlWebhook, "internal/webhook"},
 		{PrefixCrawlPage, "cell/crawl"},
 		{PrefixCrawlSite, "cell/fetch/ladder"},
 	}},
