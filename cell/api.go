@@ -13,9 +13,9 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 // Request body limits: the route table's (internal/routes).

@@ -12,9 +12,9 @@ import (
 	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/scrape"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 // Engine of an extraction from pasted content: nothing was fetched, the

@@ -12,10 +12,10 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/monitor"
 	"github.com/trawlhq/trawl/cell/scrape"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/monid"
 	"github.com/trawlhq/trawl/internal/monstore"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/store"
 )
 

@@ -10,9 +10,9 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/recipe"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 // startRecipes opens the recipe service (built-ins and the operator's

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 // Every route the cell serves is in the route table, and every route the

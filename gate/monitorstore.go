@@ -8,11 +8,11 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/ledger"
 )
 

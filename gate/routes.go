@@ -12,12 +12,12 @@ import (
 	"github.com/trawlhq/trawl/gate/issues"
 	"github.com/trawlhq/trawl/gate/mcp"
 	"github.com/trawlhq/trawl/gate/recipehealth"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/gate/search"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/recipestore"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/clientip"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 func init() {

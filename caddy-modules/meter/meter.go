@@ -28,9 +28,9 @@ import (
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/estimate"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 

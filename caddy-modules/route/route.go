@@ -36,10 +36,10 @@ import (
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 func init() {

@@ -17,9 +17,9 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
-	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/sysstat"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // DefaultListen is the crawl server's address (docs/spec/crawl-server.md §9: port 11235).

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // readPlan reads and validates a crawl request body.

@@ -17,9 +17,9 @@ import (
 
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
-	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/monid"
 	"github.com/trawlhq/trawl/internal/monstore"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // Notify is where confirmed changes go.

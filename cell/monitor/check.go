@@ -14,9 +14,9 @@ import (
 
 	"github.com/trawlhq/trawl/cell/monitor/diff"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
-	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/monstore"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // Event is one timeline event (hosted-api §2.9): a change, or a health

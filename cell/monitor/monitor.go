@@ -29,9 +29,9 @@ import (
 
 	"github.com/trawlhq/trawl/cell/monitor/diff"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
-	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // Defaults of Config: the spec's values.

@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // clock is the injected clock.

@@ -10,7 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/crawler"
+	"github.com/trawlhq/trawl/cmd/trawl/client"
+	"github.com/trawlhq/trawl/internal/crawler"
 )
 
 // runIndex is "trawl index crawl": the operator's index crawler. Each page
@@ -45,9 +46,9 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	fetch := crawler.GateFetch(*gateURL, *key, nil)
+	gc := &client.Client{URL: *gateURL, Key: *key}
 	c, err := crawler.Open(filepath.Join(*data, "frontier"), crawler.Config{
-		Fetch: fetch, MaxDepth: *depth, MaxPages: *maxPages, Delay: *delay, Workers: *workers, Logger: logger,
+		Fetch: gc.CrawlerFetch, MaxDepth: *depth, MaxPages: *maxPages, Delay: *delay, Workers: *workers, Logger: logger,
 		Revisit: crawler.Revisit{Initial: *revInitial, Min: *revMin, Max: *revMax},
 	})
 	if err != nil {

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell"
-	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/ledger"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/crawler"
+	"github.com/trawlhq/trawl/cmd/trawl/client"
+	"github.com/trawlhq/trawl/internal/crawler"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -178,7 +179,7 @@ func TestCrawlThenSearch(t *testing.T) {
 	g := Start(t, Options{})
 	site := docsSite(t)
 	key := g.Account(t, ledger.PlanSupporter, 1000)
-	c, err := crawler.Open(t.TempDir(), crawler.Config{Fetch: crawler.GateFetch(g.URL, key, nil), Delay: -1})
+	c, err := crawler.Open(t.TempDir(), crawler.Config{Fetch: (&client.Client{URL: g.URL, Key: key}).CrawlerFetch, Delay: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

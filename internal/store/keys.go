@@ -103,13 +103,13 @@ const (
 // The operator's index crawler (<data>/frontier, trawl index crawl).
 const (
 	// PrefixFrontier is the crawler's queue of URLs to fetch, in order
-	// (cell/crawler).
+	// (internal/crawler).
 	PrefixFrontier = "fq/"
-	// PrefixFrontierSeen is every URL the crawler has queued (cell/crawler).
+	// PrefixFrontierSeen is every URL the crawler has queued (internal/crawler).
 	PrefixFrontierSeen = "fs/"
 	// PrefixFrontierVisit is each fetched URL's revisit record: its
 	// content hash, how often it changed, and when it is due again
-	// (cell/crawler).
+	// (internal/crawler).
 	PrefixFrontierVisit = "fv/"
 )
 
@@ -163,8 +163,8 @@ var Stores = []Layout{
 		{PrefixCrawlSite, "cell/fetch/ladder"},
 	}},
 	{Store: "frontier", Ranges: []Range{
-		{PrefixFrontier, "cell/crawler"},
-		{PrefixFrontierSeen, "cell/crawler"},
-		{PrefixFrontierVisit, "cell/crawler"},
+		{PrefixFrontier, "internal/crawler"},
+		{PrefixFrontierSeen, "internal/crawler"},
+		{PrefixFrontierVisit, "internal/crawler"},
 	}},
 }

@@ -1,4 +1,6 @@
-// Package crawler is the operator's index crawler (trawl index crawl): it
+// Package crawler is the frontier of the operator's index crawler (trawl index
+// crawl), fetch-agnostic: the trawl command fetches through a gate (its
+// client package), and the cell's site crawl can run on it too. It
 // grows a region's search index by fetching pages through the product's
 // own path (each page a scrape the cells archive, and so index), from
 // seeds and sitemaps, following links within the seeds' hosts and a depth
