@@ -15,7 +15,6 @@ import (
 	"github.com/trawlhq/trawl/gate/search"
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/httpjson"
-	"github.com/trawlhq/trawl/internal/recipestore"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
@@ -46,7 +45,7 @@ func (rt *Runtime) Handler() http.Handler {
 		}),
 		"billing":     billing.NewHandler(rt.billing),
 		"monstore":    rt.monitors.server,
-		"recipestore": &recipestore.Server{State: rt.node.State(), V: regionauth.NewVerifier(rt.cfg.RegionKeys, time.Now), Log: rt.cfg.Logger},
+		"recipestore": &recipeStore{State: rt.node.State(), V: regionauth.NewVerifier(rt.cfg.RegionKeys, time.Now), Log: rt.cfg.Logger},
 		"recipes": recipehealth.Handler(recipehealth.Config{
 			Region: rt.cfg.Region, Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 		}),

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/recipestore"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -30,7 +31,7 @@ const (
 // snapshot of the ledger carries them.
 const (
 	MaxRecipes     = 64
-	MaxRecipeBytes = 16 << 20 // manifest and files together
+	MaxRecipeBytes = recipestore.MaxRecipeBytes // manifest and files together
 )
 
 // RecipeFiles are the names of a recipe's body files (cell/recipe's

@@ -3,21 +3,16 @@ package recipe
 import (
 	"context"
 	"time"
-)
 
-// RemoteRef names a replicated recipe and the hash of its manifest and
-// body (Recipe.Hash), so an unchanged one is not fetched again.
-type RemoteRef struct {
-	Name string `json:"name"`
-	Hash string `json:"hash"`
-}
+	"github.com/trawlhq/trawl/internal/recipestore"
+)
 
 // Remote is where a cell reads the region's replicated operator recipes
 // (internal/recipestore: its gate, from the ledger).
 type Remote interface {
 	// List names the recipes at the newest version; changed is false
 	// (and refs nil) when it is still since.
-	List(ctx context.Context, since uint64) (version uint64, refs []RemoteRef, changed bool, err error)
+	List(ctx context.Context, since uint64) (version uint64, refs []recipestore.Ref, changed bool, err error)
 	// Get reads one recipe: its manifest and body files.
 	Get(ctx context.Context, name string) (manifest []byte, files map[string][]byte, err error)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/trawlhq/trawl/internal/recipestore"
 )
 
 type nopFetcher struct{}
@@ -27,7 +29,7 @@ type fakeRemote struct {
 	failList bool
 }
 
-func (f *fakeRemote) List(_ context.Context, since uint64) (uint64, []RemoteRef, bool, error) {
+func (f *fakeRemote) List(_ context.Context, since uint64) (uint64, []recipestore.Ref, bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failList {
@@ -36,14 +38,14 @@ func (f *fakeRemote) List(_ context.Context, since uint64) (uint64, []RemoteRef,
 	if since == f.version {
 		return f.version, nil, false, nil
 	}
-	var refs []RemoteRef
+	var refs []recipestore.Ref
 	for name, m := range f.recipes {
 		r, err := Parse([]byte(m), nil)
 		hash := "bad-" + name
 		if err == nil {
 			hash = r.Hash
 		}
-		refs = append(refs, RemoteRef{Name: name, Hash: hash})
+		refs = append(refs, recipestore.Ref{Name: name, Hash: hash})
 	}
 	return f.version, refs, true, nil
 }
