@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"github.com/trawlhq/trawl/internal/metering"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/metering"
 
 	"github.com/trawlhq/trawl/cell/jobs"
 )

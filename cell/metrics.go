@@ -4,10 +4,11 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/trawlhq/trawl/internal/metering"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/trawlhq/trawl/internal/metering"
 )
 
 // observe registers the cell's gauges (docs/operations.md, "Metrics"):

@@ -17,6 +17,7 @@ import (
 	"github.com/trawlhq/trawl/cell/search"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
 // openSearch opens the cell's search index (DataDir/search) and its
@@ -151,13 +152,13 @@ func (c *Cell) handleSearchGenerate(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusNotImplemented, "no_model", "this cell has no language model (--llm-provider)")
 		return
 	}
-	var req search.GenerateRequest
+	var req searchapi.GenerateRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		httpjson.Error(w, http.StatusBadRequest, "bad_input", "the body must be {\"q\": …, \"passages\": […]}")
 		return
 	}
-	if err := search.CheckQuery(req.Q); err != nil || len(req.Passages) == 0 || len(req.Passages) > search.MaxGeneratePassages {
-		httpjson.Error(w, http.StatusBadRequest, "bad_input", fmt.Sprintf("q (1 to %d characters) and 1 to %d passages are required", search.MaxQuery, search.MaxGeneratePassages))
+	if err := searchapi.CheckQuery(req.Q); err != nil || len(req.Passages) == 0 || len(req.Passages) > searchapi.MaxGeneratePassages {
+		httpjson.Error(w, http.StatusBadRequest, "bad_input", fmt.Sprintf("q (1 to %d characters) and 1 to %d passages are required", searchapi.MaxQuery, searchapi.MaxGeneratePassages))
 		return
 	}
 	g, err := search.Generate(r.Context(), c.cfg.Model.Client, req.Q, req.Passages)

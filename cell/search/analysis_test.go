@@ -21,6 +21,7 @@ import (
 	"github.com/blevesearch/bleve/v2/registry"
 
 	"github.com/trawlhq/trawl/cell/content"
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
 // The cached stemmer gives porter's stems, the first time and after, from
@@ -92,8 +93,8 @@ func distinctWordsOf(texts ...string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, t := range texts {
-		for _, w := range words(t) {
-			if lw := strings.ToLower(w.text); !seen[lw] {
+		for _, w := range searchapi.Words(t) {
+			if lw := strings.ToLower(w.Text); !seen[lw] {
 				seen[lw] = true
 				out = append(out, lw)
 			}
@@ -104,7 +105,7 @@ func distinctWordsOf(texts ...string) []string {
 
 func TestDerivedFieldsAsDefined(t *testing.T) {
 	texts := []string{
-		"", " ", "one", "Two Words", "  Alpha\tbeta\ngamma  delta\r\n",
+		"", " ", "one", "Two searchapi.Words", "  Alpha\tbeta\ngamma  delta\r\n",
 		"ÉTÉ İstanbul straße ΣΊΣΥΦΟΣ naïve ǅemal", "a\u00a0b\u0085c\u2003d e", "bad \xff\xfe utf8 \xc3 here Ok",
 		"Call os.path.join() or PG_TRIGGER_DEPTH, not a sentence. And __init__ too. ½ ² Ⅻ 42",
 		strings.Repeat("The Quick brown fox jumps over the lazy dog. ", 200),

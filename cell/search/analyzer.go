@@ -8,6 +8,8 @@ import (
 	"github.com/blevesearch/bleve/v2/analysis/lang/en"
 	"github.com/blevesearch/bleve/v2/analysis/token/lowercase"
 	"github.com/blevesearch/bleve/v2/registry"
+
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
 // The index's two analyzers are written as one pass each, not as bleve's
@@ -83,7 +85,7 @@ type textAnalysis struct {
 
 // letterOrNumber is the character tokenizer's test of the chain, by byte
 // for ASCII.
-var letterOrNumber = byteClass(func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' })
+var letterOrNumber = searchapi.ByteClass(func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' })
 
 func (a *textAnalysis) Analyze(input []byte) analysis.TokenStream {
 	ts := newTokens(input)

@@ -8,30 +8,8 @@ import (
 	"strings"
 
 	"github.com/trawlhq/trawl/cell/llm"
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
-
-// GeneratePath is the cell route where the gate has the operator's model
-// write an answer from passages (GET /answer with a model).
-const GeneratePath = "/search/generate"
-
-// GenerateRequest is the body of POST /search/generate.
-type GenerateRequest struct {
-	Q        string    `json:"q"`
-	Passages []Passage `json:"passages"`
-}
-
-// Generated is the model's answer: its text (empty when the passages do
-// not answer the question), the passages it cited (indexes into the
-// request's), and the tokens it took.
-type Generated struct {
-	Text      string `json:"text"`
-	Cited     []int  `json:"cited"`
-	InTokens  int    `json:"in_tokens"`
-	OutTokens int    `json:"out_tokens"`
-}
-
-// MaxGeneratePassages bounds the passages of one request.
-const MaxGeneratePassages = 8
 
 // noAnswer is what the model is told to reply when the passages do not
 // answer.
@@ -40,7 +18,7 @@ const noAnswer = "NO_ANSWER"
 var citeMark = regexp.MustCompile(`\s*\[(\d{1,2})\]`)
 
 // Generate has the model answer q from ps only, citing them.
-func Generate(ctx context.Context, c *llm.Client, q string, ps []Passage) (*Generated, error) {
+func Generate(ctx context.Context, c *llm.Client, q string, ps []searchapi.Passage) (*searchapi.Generated, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Question: %s\n\nPassages:\n", q)
 	for i, p := range ps {
@@ -52,7 +30,7 @@ func Generate(ctx context.Context, c *llm.Client, q string, ps []Passage) (*Gene
 			"If the passages do not answer the question, reply exactly " + noAnswer + "."},
 		{Role: "user", Content: b.String()},
 	}})
-	out := &Generated{}
+	out := &searchapi.Generated{}
 	if comp != nil {
 		out.InTokens, out.OutTokens = comp.Usage.InTokens, comp.Usage.OutTokens
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/blevesearch/bleve/v2/search/query"
 	index "github.com/blevesearch/bleve_index_api"
 
+	"github.com/trawlhq/trawl/internal/searchapi"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -813,19 +814,10 @@ func docOf(f map[string]any) *Doc {
 	return d
 }
 
-// Hit is one ranked page of a cell's answer.
+// Hit is one ranked page of a cell's answer, with the indexed page and
+// its best passage (for the rich block and answers).
 type Hit struct {
-	Title   string  `json:"title"`
-	URL     string  `json:"url"`
-	Snippet string  `json:"snippet"`
-	Score   float64 `json:"score"`
-	// Type is the page's schema.org type, when it has one; Date its date.
-	Type string    `json:"type,omitempty"`
-	Date time.Time `json:"date,omitzero"`
-	// Sim is the simhash of the page's text: near-duplicates are within a
-	// few bits of each other (the gate collapses them across cells).
-	Sim uint64 `json:"sim,string"`
-
+	searchapi.Hit
 	doc     *Doc
 	passage passage
 }
@@ -893,7 +885,7 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
-	terms := queryTerms(q)
+	terms := searchapi.QueryTerms(q)
 	nq := normalize(q)
 	hits := make([]Hit, 0, len(res.Hits))
 	top := 0.0
@@ -922,10 +914,10 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 				score += top * b.Fresh * math.Exp2(-max(age, 0)/30)
 			}
 		}
-		hits = append(hits, Hit{Title: d.Title, URL: d.URL, Type: d.Type, Date: d.Date, Sim: sim, Score: score, doc: d, passage: p})
+		hits = append(hits, Hit{Hit: searchapi.Hit{Title: d.Title, URL: d.URL, Type: d.Type, Date: d.Date, Sim: sim, Score: score}, doc: d, passage: p})
 	}
 	sort.SliceStable(hits, func(i, j int) bool { return hits[i].Score > hits[j].Score })
-	hits = Collapse(hits)
+	hits = searchapi.Collapse(hits)
 	if len(hits) > n {
 		hits = hits[:n]
 	}
@@ -936,25 +928,6 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 		}
 	}
 	return &Results{Hits: hits, Total: res.Total}, nil
-}
-
-// Collapse drops every hit whose text is a near-duplicate of a better one
-// (simhashes within 3 bits); hits must be best first.
-func Collapse(hits []Hit) []Hit {
-	out := hits[:0]
-	for _, h := range hits {
-		dup := false
-		for _, k := range out {
-			if h.Sim != 0 && nearDup(h.Sim, k.Sim) {
-				dup = true
-				break
-			}
-		}
-		if !dup {
-			out = append(out, h)
-		}
-	}
-	return out
 }
 
 // normalize is s lower-cased with its words joined by single spaces.
@@ -969,7 +942,7 @@ func distinctWords(texts ...string) []string {
 	seen := map[string]bool{}
 	var out []string
 	for _, t := range texts {
-		eachWord(t, func(start, end int) {
+		searchapi.EachWord(t, func(start, end int) {
 			lw := strings.ToLower(t[start:end]) // as it is when it has no upper case
 			if !seen[lw] {
 				seen[lw] = true
@@ -987,8 +960,8 @@ var freshWords = map[string]bool{"latest": true, "newest": true, "recent": true,
 // asksFresh reports whether q asks for recent pages: a word of freshWords,
 // or this year or last.
 func asksFresh(q string, now time.Time) bool {
-	for _, w := range words(q) {
-		lw := strings.ToLower(w.text)
+	for _, w := range searchapi.Words(q) {
+		lw := strings.ToLower(w.Text)
 		if freshWords[lw] {
 			return true
 		}

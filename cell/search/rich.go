@@ -8,20 +8,14 @@ import (
 	"strings"
 
 	index "github.com/blevesearch/bleve_index_api"
-)
 
-// Correction is a spelling correction of a query from the index's own
-// term dictionary, and how often the corrected words occur (the gate keeps
-// the best-attested of its cells').
-type Correction struct {
-	Query string `json:"query"`
-	Freq  uint64 `json:"freq"`
-}
+	"github.com/trawlhq/trawl/internal/searchapi"
+)
 
 // Correct returns the query with each word the index does not know (or
 // knows far less than a word one or two edits away) replaced by that
 // word; nil when every word stands.
-func (ix *Index) Correct(ctx context.Context, q string) (*Correction, error) {
+func (ix *Index) Correct(ctx context.Context, q string) (*searchapi.Correction, error) {
 	// The counts still waiting are written first (a document of the
 	// pages of the last moments; merged with others later).
 	if err := ix.words.flush(); err != nil {
@@ -36,17 +30,17 @@ func (ix *Index) Correct(ctx context.Context, q string) (*Correction, error) {
 		return nil, err
 	}
 	defer r.Close()
-	ws := words(q)
+	ws := searchapi.Words(q)
 	changed := false
 	var out strings.Builder
 	at := 0
 	var freq uint64
 	for _, w := range ws {
-		lw := strings.ToLower(w.text)
-		out.WriteString(q[at:w.start])
-		at = w.end
+		lw := strings.ToLower(w.Text)
+		out.WriteString(q[at:w.Start])
+		at = w.End
 		if len([]rune(lw)) < 4 || strings.ContainsAny(lw, "0123456789._") {
-			out.WriteString(w.text)
+			out.WriteString(w.Text)
 			continue
 		}
 		df, err := ix.words.count(ctx, r, lw)
@@ -73,7 +67,7 @@ func (ix *Index) Correct(ctx context.Context, q string) (*Correction, error) {
 			out.WriteString(best)
 			freq += bestDF
 		} else {
-			out.WriteString(w.text)
+			out.WriteString(w.Text)
 			freq += df
 		}
 	}
@@ -81,7 +75,7 @@ func (ix *Index) Correct(ctx context.Context, q string) (*Correction, error) {
 	if !changed {
 		return nil, nil
 	}
-	return &Correction{Query: out.String(), Freq: freq}, nil
+	return &searchapi.Correction{Query: out.String(), Freq: freq}, nil
 }
 
 type fuzzyReader interface {
@@ -163,65 +157,15 @@ func editDistance(a, b string) uint8 {
 	return uint8(min(d[len(ra)][len(rb)], 255))
 }
 
-// Rich is the rich block (docs/api.md, GET /search): every key only when
-// it exists.
-type Rich struct {
-	DidYouMean        string   `json:"did_you_mean,omitempty"`
-	RelatedQueries    []string `json:"related_queries,omitempty"`
-	Entity            *Entity  `json:"entity,omitempty"`
-	News              []Link   `json:"news,omitempty"`
-	Videos            []Link   `json:"videos,omitempty"`
-	Discussions       []Link   `json:"discussions,omitempty"`
-	FollowUpQuestions []string `json:"follow_up_questions,omitempty"`
-	// Answer is a direct answer when one is ready (the best passage of
-	// the best page, when it answers the query well).
-	Answer *Answer `json:"answer,omitempty"`
-}
-
-// Link is an item of news, videos, discussions.
-type Link struct {
-	Title string `json:"title"`
-	URL   string `json:"url"`
-}
-
-// Entity is the entity block: from the best result's JSON-LD, or its
-// definition (its first sentence).
-type Entity struct {
-	Title       string `json:"title"`
-	Subtitle    string `json:"subtitle,omitempty"`
-	Description string `json:"description,omitempty"`
-	Facts       []Fact `json:"facts"`
-	URL         string `json:"url,omitempty"`
-}
-
-// Fact is one {label, value} of an entity.
-type Fact struct {
-	Label string `json:"label"`
-	Value string `json:"value"`
-}
-
-// Kind of a page for the news, videos and discussions lists.
-func Kind(typ string) string {
-	switch typ {
-	case "NewsArticle", "ReportageNewsArticle", "AnalysisNewsArticle", "BlogPosting", "LiveBlogPosting":
-		return "news"
-	case "VideoObject", "Clip", "Movie":
-		return "videos"
-	case "DiscussionForumPosting", "QAPage", "Question", "SocialMediaPosting", "Comment":
-		return "discussions"
-	}
-	return ""
-}
-
 // EntityOf is the entity block of a page: the facts of its JSON-LD
 // object, or its definition (its description or first sentence) when the
 // page is about the query (the query is its title).
-func EntityOf(d *Doc, q string) *Entity {
+func EntityOf(d *Doc, q string) *searchapi.Entity {
 	if d.JSONLD != "" {
 		var v any
 		if json.Unmarshal([]byte(d.JSONLD), &v) == nil {
 			if obj := firstObject(v); obj != nil {
-				e := &Entity{URL: d.URL, Facts: []Fact{}}
+				e := &searchapi.Entity{URL: d.URL, Facts: []searchapi.Fact{}}
 				str := func(k string) string { s, _ := obj[k].(string); return strings.TrimSpace(s) }
 				e.Title = firstOf(str("name"), str("headline"), d.Title)
 				e.Subtitle, _ = obj["@type"].(string)
@@ -236,7 +180,7 @@ func EntityOf(d *Doc, q string) *Entity {
 						continue
 					}
 					if s := factValue(obj[k]); s != "" && len(e.Facts) < 8 {
-						e.Facts = append(e.Facts, Fact{Label: label(k), Value: s})
+						e.Facts = append(e.Facts, searchapi.Fact{Label: label(k), Value: s})
 					}
 				}
 				if e.Title != "" {
@@ -256,7 +200,7 @@ func EntityOf(d *Doc, q string) *Entity {
 			}
 		}
 		if desc != "" {
-			return &Entity{Title: d.Title, Description: desc, Facts: []Fact{}, URL: d.URL}
+			return &searchapi.Entity{Title: d.Title, Description: desc, Facts: []searchapi.Fact{}, URL: d.URL}
 		}
 	}
 	return nil
@@ -357,17 +301,17 @@ var boilerplate = map[string]bool{"see also": true, "contents": true, "table of 
 // the top pages' titles and headings besides the query's own.
 func Related(docs []*Doc, q string, n int) []string {
 	qt := map[string]bool{}
-	for _, t := range queryTerms(q) {
-		qt[t.stem] = true
+	for _, t := range searchapi.QueryTerms(q) {
+		qt[t.Stem] = true
 	}
 	count := map[string]int{}
 	form := map[string]string{}
 	for _, d := range docs {
 		seen := map[string]bool{}
-		for _, w := range words(d.Title + " " + strings.Join(d.Headings, " ")) {
-			lw := strings.ToLower(w.text)
-			s := stem(lw)
-			if len(lw) < 3 || stop[lw] || qt[s] || seen[s] || strings.ContainsAny(lw, "0123456789") {
+		for _, w := range searchapi.Words(d.Title + " " + strings.Join(d.Headings, " ")) {
+			lw := strings.ToLower(w.Text)
+			s := searchapi.Stem(lw)
+			if len(lw) < 3 || searchapi.Stop[lw] || qt[s] || seen[s] || strings.ContainsAny(lw, "0123456789") {
 				continue
 			}
 			seen[s] = true
@@ -400,16 +344,6 @@ func Related(docs []*Doc, q string, n int) []string {
 			break
 		}
 		out = append(out, base+" "+form[x.s])
-	}
-	return out
-}
-
-// Stems are the stems of q's words that carry meaning (for matching
-// queries with one another: gate/search's related queries).
-func Stems(q string) []string {
-	var out []string
-	for _, t := range queryTerms(q) {
-		out = append(out, t.stem)
 	}
 	return out
 }

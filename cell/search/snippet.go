@@ -1,128 +1,28 @@
 package search
 
 import (
-	"math/bits"
 	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
 
-	porterstemmer "github.com/blevesearch/go-porterstemmer"
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
-// term is a query word: as written (lower-case) and its stem.
-type term struct{ raw, stem string }
-
-// stop are words a query has that say nothing of what it wants.
-var stop = map[string]bool{
-	"a": true, "an": true, "and": true, "are": true, "as": true, "at": true, "be": true, "by": true, "do": true, "does": true,
-	"for": true, "from": true, "how": true, "i": true, "in": true, "is": true, "it": true, "of": true, "on": true, "or": true,
-	"the": true, "to": true, "what": true, "when": true, "where": true, "which": true, "who": true, "why": true, "with": true,
-	"can": true, "you": true, "my": true, "this": true, "that": true, "use": true, "get": true, "into": true,
-}
-
-// queryTerms are the distinct words of q that carry meaning.
-func queryTerms(q string) []term {
-	var out []term
-	seen := map[string]bool{}
-	for _, w := range words(q) {
-		lw := strings.ToLower(w.text)
-		if stop[lw] || seen[lw] {
-			continue
-		}
-		seen[lw] = true
-		out = append(out, term{raw: lw, stem: stem(lw)})
-	}
-	if len(out) == 0 { // a query of stop words only: take them all
-		for _, w := range words(q) {
-			lw := strings.ToLower(w.text)
-			if !seen[lw] {
-				seen[lw] = true
-				out = append(out, term{raw: lw, stem: stem(lw)})
-			}
-		}
-	}
-	return out
-}
-
-func stem(w string) string { return porterstemmer.StemString(w) }
-
-// word is a word of a text and where it is.
-type word struct {
-	text       string
-	start, end int // byte offsets
-}
-
-// words splits s into words: runs of letters and digits, as the index's
-// analyzer has them (an identifier is its parts).
-func words(s string) []word {
-	var out []word
-	eachWord(s, func(start, end int) { out = append(out, word{s[start:end], start, end}) })
-	return out
-}
-
-// eachWord calls f with the byte offsets of each word of s (as words has
-// them), without allocating.
-func eachWord(s string, f func(start, end int)) {
-	eachRun(s, &wordBytes, func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }, f)
-}
-
-// eachRun calls f with the byte offsets of each run of s whose characters
-// are in a class: in[c] for a single-byte one, other(r) for the rest.
-// Nothing is allocated.
-func eachRun(s string, in *[utf8.RuneSelf]bool, other func(rune) bool, f func(start, end int)) {
-	start := -1
-	for i := 0; i < len(s); {
-		c := s[i]
-		var ok bool
-		n := 1
-		if c < utf8.RuneSelf {
-			ok = in[c]
-		} else {
-			var r rune
-			r, n = utf8.DecodeRuneInString(s[i:])
-			ok = other(r)
-		}
-		switch {
-		case ok && start < 0:
-			start = i
-		case !ok && start >= 0:
-			f(start, i)
-			start = -1
-		}
-		i += n
-	}
-	if start >= 0 {
-		f(start, len(s))
-	}
-}
-
-// byteClass is the single-byte characters for which in is true.
-func byteClass(in func(c byte) bool) (t [utf8.RuneSelf]bool) {
-	for c := range t {
-		t[c] = in(byte(c))
-	}
-	return t
-}
-
-var (
-	// wordBytes: letters and digits (words).
-	wordBytes = byteClass(func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' })
-	// fieldBytes: all but white space (strings.Fields).
-	fieldBytes = byteClass(func(c byte) bool { return !unicode.IsSpace(rune(c)) })
-)
+// fieldBytes: all but white space (strings.Fields).
+var fieldBytes = searchapi.ByteClass(func(c byte) bool { return !unicode.IsSpace(rune(c)) })
 
 // matches reports which query term w is, or -1.
-func matches(w string, terms []term) int {
+func matches(w string, terms []searchapi.Term) int {
 	lw := strings.ToLower(w)
 	for i, t := range terms {
-		if lw == t.raw {
+		if lw == t.Raw {
 			return i
 		}
 	}
-	s := stem(lw)
+	s := searchapi.Stem(lw)
 	for i, t := range terms {
-		if s == t.stem {
+		if s == t.Stem {
 			return i
 		}
 	}
@@ -140,17 +40,17 @@ const passageWords = 40
 // matcher says which query term a word is, remembering the words it has
 // stemmed.
 type matcher struct {
-	terms []term
+	terms []searchapi.Term
 	seen  map[string]int
 	// prefixes are the first (up to) two bytes of each term's word and
 	// stem: a word that starts otherwise cannot match (mayMatch).
 	prefixes []string
 }
 
-func newMatcher(terms []term) *matcher {
+func newMatcher(terms []searchapi.Term) *matcher {
 	m := &matcher{terms: terms, seen: map[string]int{}}
 	for _, t := range terms {
-		for _, w := range []string{t.raw, t.stem} {
+		for _, w := range []string{t.Raw, t.Stem} {
 			if pf := w[:min(2, len(w))]; pf != "" && !slices.Contains(m.prefixes, pf) {
 				m.prefixes = append(m.prefixes, pf)
 			}
@@ -207,12 +107,12 @@ func (m *matcher) match(w string) int {
 func (m *matcher) matchNew(w string) int {
 	lw := strings.ToLower(w)
 	for i, t := range m.terms {
-		if lw == t.raw {
+		if lw == t.Raw {
 			return i
 		}
 	}
 	for i, t := range m.terms {
-		if p := min(len(t.stem), 2); lw[:min(p, len(lw))] == t.stem[:p] && stem(lw) == t.stem {
+		if p := min(len(t.Stem), 2); lw[:min(p, len(lw))] == t.Stem[:p] && searchapi.Stem(lw) == t.Stem {
 			return i
 		}
 	}
@@ -228,7 +128,7 @@ const maxScan = 256 << 10
 // bestPassage is the run of sentences of body, up to about passageWords
 // words, that starts and ends with a query term and holds the most
 // distinct terms, closest together.
-func bestPassage(body string, terms []term) passage {
+func bestPassage(body string, terms []searchapi.Term) passage {
 	return newMatcher(terms).bestPassage(body)
 }
 
@@ -256,13 +156,13 @@ func (m *matcher) bestPassage(body string) passage {
 
 // segments are the runs of lines of body around the lines that hold a
 // term's stem.
-func segments(body string, terms []term) []string {
+func segments(body string, terms []searchapi.Term) []string {
 	var hits []int
 	var keys []string
 	for _, t := range terms {
-		keys = append(keys, t.stem)
-		if !strings.HasPrefix(t.raw, t.stem) {
-			keys = append(keys, t.raw)
+		keys = append(keys, t.Stem)
+		if !strings.HasPrefix(t.Raw, t.Stem) {
+			keys = append(keys, t.Raw)
 		}
 	}
 	for _, key := range keys {
@@ -380,7 +280,7 @@ func (m *matcher) bestIn(body string) passage {
 	for i := range sents {
 		st := sents[i].text
 		pos := 0
-		eachWord(st, func(a, b int) {
+		searchapi.EachWord(st, func(a, b int) {
 			if w := st[a:b]; m.mayMatch(w) {
 				if k := m.match(w); k >= 0 {
 					hits[i] = append(hits[i], hit{pos, k})
@@ -429,12 +329,12 @@ func (m *matcher) bestIn(body string) passage {
 }
 
 // scorePassage scores a text as bestPassage does.
-func scorePassage(text string, terms []term) float64 {
+func scorePassage(text string, terms []searchapi.Term) float64 {
 	m := newMatcher(terms)
-	ws := words(text)
+	ws := searchapi.Words(text)
 	var hs []hit
 	for pos, w := range ws {
-		if k := m.match(w.text); k >= 0 {
+		if k := m.match(w.Text); k >= 0 {
 			hs = append(hs, hit{pos, k})
 		}
 	}
@@ -528,14 +428,14 @@ const (
 
 // marked is the passage with the query's words marked, cut to about
 // passageWords words around its first match.
-func (p passage) marked(terms []term) string {
+func (p passage) marked(terms []searchapi.Term) string {
 	if p.text == "" {
 		return ""
 	}
-	ws := words(p.text)
+	ws := searchapi.Words(p.text)
 	first := -1
 	for i, w := range ws {
-		if matches(w.text, terms) >= 0 {
+		if matches(w.Text, terms) >= 0 {
 			first = i
 			break
 		}
@@ -547,7 +447,7 @@ func (p passage) marked(terms []term) string {
 	if len(ws) > passageWords+10 {
 		a := max(first-8, 0)
 		z := min(a+passageWords, len(ws)-1)
-		lo, hi = ws[a].start, ws[z].end
+		lo, hi = ws[a].Start, ws[z].End
 	}
 	var b strings.Builder
 	if lo > 0 {
@@ -555,15 +455,15 @@ func (p passage) marked(terms []term) string {
 	}
 	at := lo
 	for _, w := range ws {
-		if w.start < lo || w.end > hi {
+		if w.Start < lo || w.End > hi {
 			continue
 		}
-		if matches(w.text, terms) >= 0 {
-			b.WriteString(p.text[at:w.start])
+		if matches(w.Text, terms) >= 0 {
+			b.WriteString(p.text[at:w.Start])
 			b.WriteString(MarkOpen)
-			b.WriteString(w.text)
+			b.WriteString(w.Text)
 			b.WriteString(MarkClose)
-			at = w.end
+			at = w.End
 		}
 	}
 	b.WriteString(p.text[at:hi])
@@ -633,7 +533,7 @@ func simhash(text string) uint64 {
 			flush()
 		}
 	}
-	eachRun(text, &fieldBytes, func(r rune) bool { return !unicode.IsSpace(r) }, func(start, end int) {
+	searchapi.EachRun(text, &fieldBytes, func(r rune) bool { return !unicode.IsSpace(r) }, func(start, end int) {
 		// ToLower returns a word without upper case as it is.
 		ring[nw%3] = strings.ToLower(text[start:end])
 		if nw++; nw >= 3 {
@@ -667,6 +567,3 @@ var byteBits = func() (t [256]uint64) {
 	}
 	return t
 }()
-
-// nearDup reports whether two simhashes are of near-duplicate texts.
-func nearDup(a, b uint64) bool { return bits.OnesCount64(a^b) <= 3 }

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
 // indexASCIIFold finds what a search in the ASCII-lower-cased text found.
@@ -38,8 +40,8 @@ func TestIndexASCIIFold(t *testing.T) {
 func TestMayMatchKeepsEveryMatch(t *testing.T) {
 	text := "Running runners ran; the RUN-time of Über-Run, über cafés, CREATE TABLE tables Tabled a b A I x"
 	for _, q := range []string{"running", "run time", "über", "create tables", "a", "i x", "café"} {
-		m := newMatcher(queryTerms(q))
-		eachWord(text, func(a, b int) {
+		m := newMatcher(searchapi.QueryTerms(q))
+		searchapi.EachWord(text, func(a, b int) {
 			w := text[a:b]
 			if k := m.matchNew(w); k >= 0 && !m.mayMatch(w) {
 				t.Errorf("query %q: %q matches term %d but mayMatch turned it away", q, w, k)

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode"
 
-	cellsearch "github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
 // Related queries from what other callers searched, without leaking any
@@ -75,7 +75,7 @@ func (p *popular) record(q, account string, now time.Time) {
 	defer p.mu.Unlock()
 	e, ok := p.items[n]
 	if !ok {
-		e = p.order.PushFront(&tracked{q: n, stems: cellsearch.Stems(n), seen: map[[8]byte]time.Time{}})
+		e = p.order.PushFront(&tracked{q: n, stems: searchapi.Stems(n), seen: map[[8]byte]time.Time{}})
 		p.items[n] = e
 		for p.order.Len() > maxTracked {
 			last := p.order.Back()
@@ -106,7 +106,7 @@ func (p *popular) record(q, account string, now time.Time) {
 func (p *popular) related(q string, n int, now time.Time) []string {
 	self := normQuery(q)
 	want := map[string]bool{}
-	for _, s := range cellsearch.Stems(q) {
+	for _, s := range searchapi.Stems(q) {
 		want[s] = true
 	}
 	type cand struct {

@@ -28,11 +28,11 @@ import (
 	"sync"
 	"time"
 
-	cellsearch "github.com/trawlhq/trawl/cell/search"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
 // EngineIndex names the search index on usage lines (§2.8 engine).
@@ -41,7 +41,7 @@ const EngineIndex = "index"
 // Model writes an answer from passages only (the operator's model): its
 // text ("" when the passages do not answer), the passages it cited and
 // the tokens it used (billed even when it fails).
-type Model func(ctx context.Context, q string, passages []cellsearch.Passage) (*cellsearch.Generated, error)
+type Model func(ctx context.Context, q string, passages []searchapi.Passage) (*searchapi.Generated, error)
 
 // errNoModel: no cell of the region has a model.
 var errNoModel = errors.New("no model")
@@ -120,15 +120,15 @@ type Result struct {
 
 // Response is GET /search's answer.
 type Response struct {
-	Results []Result         `json:"results"`
-	Rich    *cellsearch.Rich `json:"rich,omitempty"`
+	Results []Result        `json:"results"`
+	Rich    *searchapi.Rich `json:"rich,omitempty"`
 }
 
 // AnswerResponse is GET /answer's (§2.4).
 type AnswerResponse struct {
-	Answered     bool               `json:"answered"`
-	Answer       *cellsearch.Answer `json:"answer,omitempty"`
-	Experimental bool               `json:"experimental"`
+	Answered     bool              `json:"answered"`
+	Answer       *searchapi.Answer `json:"answer,omitempty"`
+	Experimental bool              `json:"experimental"`
 }
 
 // flag reads a 0/1 parameter.
@@ -149,7 +149,7 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(v.Get("q"))
 	rich, err := flag(v, "rich", false)
 	if err == nil {
-		err = cellsearch.CheckQuery(q)
+		err = searchapi.CheckQuery(q)
 	}
 	if err != nil {
 		httpjson.Error(w, http.StatusBadRequest, "bad_input", err.Error())
@@ -179,7 +179,7 @@ func (s *server) search(w http.ResponseWriter, r *http.Request) {
 
 // run gathers, merges and (rich) corrects and enriches.
 func (s *server) run(ctx context.Context, r *http.Request, q string, rich bool) (*Response, error) {
-	opts := cellsearch.Options{N: 10, Rich: rich, Spell: rich}
+	opts := searchapi.Options{N: 10, Rich: rich, Spell: rich}
 	locals, err := s.gather(ctx, r, q, opts)
 	if err != nil {
 		return nil, err
@@ -220,13 +220,13 @@ func (s *server) run(ctx context.Context, r *http.Request, q string, rich bool) 
 			resp.Rich.RelatedQueries = rq
 		}
 		if isEmpty(resp.Rich) {
-			resp.Rich = &cellsearch.Rich{}
+			resp.Rich = &searchapi.Rich{}
 		}
 	}
 	return resp, nil
 }
 
-func isEmpty(r *cellsearch.Rich) bool {
+func isEmpty(r *searchapi.Rich) bool {
 	b, _ := json.Marshal(r)
 	return string(b) == "{}"
 }
@@ -236,7 +236,7 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 	q := strings.TrimSpace(v.Get("q"))
 	deep, err := flag(v, "deep", true)
 	if err == nil {
-		err = cellsearch.CheckQuery(q)
+		err = searchapi.CheckQuery(q)
 	}
 	if err != nil {
 		httpjson.Error(w, http.StatusBadRequest, "bad_input", err.Error())
@@ -247,7 +247,7 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 		s.write(w, metering.KindAnswer, metering.CacheArchive, 0, 0, body)
 		return
 	}
-	locals, err := s.gather(r.Context(), r, q, cellsearch.Options{N: 10, Rich: !deep, Passages: deep})
+	locals, err := s.gather(r.Context(), r, q, searchapi.Options{N: 10, Rich: !deep, Passages: deep})
 	if err != nil {
 		s.unavailable(w, err)
 		return
@@ -274,13 +274,13 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 						}
 					}
 				}
-				out.Answer = &cellsearch.Answer{Kind: "generated", Text: strings.TrimSpace(g.Text), Sources: sources(src)}
+				out.Answer = &searchapi.Answer{Kind: "generated", Text: strings.TrimSpace(g.Text), Sources: sources(src)}
 			case err != nil && !errors.Is(err, errNoModel):
 				s.cfg.Logger.Warn("search: the model did not answer; quoting instead", "err", err)
 			}
 		}
 		if out.Answer == nil {
-			out.Answer = cellsearch.Quote(ps)
+			out.Answer = searchapi.Quote(ps)
 		}
 	} else {
 		out.Answer = richBlock(locals, hits, q).Answer
@@ -293,13 +293,13 @@ func (s *server) answer(w http.ResponseWriter, r *http.Request) {
 	s.write(w, metering.KindAnswer, metering.CacheMiss, in, outTok, body)
 }
 
-func sources(ps []cellsearch.Passage) []cellsearch.Link {
-	var out []cellsearch.Link
+func sources(ps []searchapi.Passage) []searchapi.Link {
+	var out []searchapi.Link
 	seen := map[string]bool{}
 	for _, p := range ps {
 		if !seen[p.URL] {
 			seen[p.URL] = true
-			out = append(out, cellsearch.Link{Title: p.Title, URL: p.URL})
+			out = append(out, searchapi.Link{Title: p.Title, URL: p.URL})
 		}
 	}
 	return out
@@ -331,7 +331,7 @@ func (s *server) unavailable(w http.ResponseWriter, err error) {
 }
 
 // gather asks every live cell; it fails only when none answers.
-func (s *server) gather(ctx context.Context, r *http.Request, q string, o cellsearch.Options) ([]*cellsearch.Local, error) {
+func (s *server) gather(ctx context.Context, r *http.Request, q string, o searchapi.Options) ([]*searchapi.Local, error) {
 	cells := s.cfg.Cells()
 	if len(cells) == 0 {
 		return nil, fmt.Errorf("no live cell")
@@ -343,7 +343,7 @@ func (s *server) gather(ctx context.Context, r *http.Request, q string, o cellse
 		}
 	}
 	account := s.cfg.Account(r)
-	out := make([]*cellsearch.Local, len(cells))
+	out := make([]*searchapi.Local, len(cells))
 	errs := make([]error, len(cells))
 	var wg sync.WaitGroup
 	for i, c := range cells {
@@ -354,7 +354,7 @@ func (s *server) gather(ctx context.Context, r *http.Request, q string, o cellse
 		}()
 	}
 	wg.Wait()
-	var got []*cellsearch.Local
+	var got []*searchapi.Local
 	var firstErr error
 	for i := range out {
 		if errs[i] != nil {
@@ -378,8 +378,8 @@ func cmpErr(a, b error) error {
 }
 
 // ask sends one cell the query, signed, and checks its signed answer.
-func (s *server) ask(ctx context.Context, c members.Meta, v url.Values, account string) (*cellsearch.Local, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.API+cellsearch.LocalPath+"?"+v.Encode(), nil)
+func (s *server) ask(ctx context.Context, c members.Meta, v url.Values, account string) (*searchapi.Local, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.API+searchapi.LocalPath+"?"+v.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +396,7 @@ func (s *server) ask(ctx context.Context, c members.Meta, v url.Values, account 
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return nil, fmt.Errorf("cell %s: %d %s", c.Name, resp.StatusCode, b)
 	}
-	var l cellsearch.Local
+	var l searchapi.Local
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(&l); err != nil {
 		return nil, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
@@ -408,7 +408,7 @@ func (s *server) ask(ctx context.Context, c members.Meta, v url.Values, account 
 // signed over the nonce; the tokens come from its signed usage report).
 // Cells without a model answer 501: the gate then quotes, and does not ask
 // again for a minute.
-func (s *server) cellModel(ctx context.Context, q string, ps []cellsearch.Passage) (*cellsearch.Generated, error) {
+func (s *server) cellModel(ctx context.Context, q string, ps []searchapi.Passage) (*searchapi.Generated, error) {
 	now := s.cfg.Now()
 	s.mu.Lock()
 	skip := now.Before(s.noModelTill)
@@ -420,8 +420,8 @@ func (s *server) cellModel(ctx context.Context, q string, ps []cellsearch.Passag
 		return nil, errNoModel
 	}
 	c := cells[n%len(cells)]
-	body, _ := json.Marshal(cellsearch.GenerateRequest{Q: q, Passages: ps})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.API+cellsearch.GeneratePath, bytes.NewReader(body))
+	body, _ := json.Marshal(searchapi.GenerateRequest{Q: q, Passages: ps})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.API+searchapi.GeneratePath, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +445,7 @@ func (s *server) cellModel(ctx context.Context, q string, ps []cellsearch.Passag
 			return nil, fmt.Errorf("cell %s: usage report: %w", c.Name, err)
 		}
 	}
-	g := &cellsearch.Generated{InTokens: u.InTokens, OutTokens: u.OutTokens}
+	g := &searchapi.Generated{InTokens: u.InTokens, OutTokens: u.OutTokens}
 	switch resp.StatusCode {
 	case http.StatusOK:
 	case http.StatusNotImplemented:
@@ -457,7 +457,7 @@ func (s *server) cellModel(ctx context.Context, q string, ps []cellsearch.Passag
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return g, fmt.Errorf("cell %s: %d %s", c.Name, resp.StatusCode, b)
 	}
-	var ans cellsearch.Generated
+	var ans searchapi.Generated
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ans); err != nil {
 		return g, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
@@ -467,8 +467,8 @@ func (s *server) cellModel(ctx context.Context, q string, ps []cellsearch.Passag
 
 // merge is the cells' results by score, near-duplicates collapsed, the
 // best n.
-func merge(locals []*cellsearch.Local, n int) []cellsearch.Hit {
-	var all []cellsearch.Hit
+func merge(locals []*searchapi.Local, n int) []searchapi.Hit {
+	var all []searchapi.Hit
 	for _, l := range locals {
 		all = append(all, l.Results...)
 	}
@@ -478,7 +478,7 @@ func merge(locals []*cellsearch.Local, n int) []cellsearch.Hit {
 		}
 		return all[i].URL < all[j].URL
 	})
-	all = cellsearch.Collapse(all)
+	all = searchapi.Collapse(all)
 	if len(all) > n {
 		all = all[:n]
 	}
@@ -486,8 +486,8 @@ func merge(locals []*cellsearch.Local, n int) []cellsearch.Hit {
 }
 
 // bestCorrection is the correction the most attested across cells.
-func bestCorrection(locals []*cellsearch.Local) *cellsearch.Correction {
-	var best *cellsearch.Correction
+func bestCorrection(locals []*searchapi.Local) *searchapi.Correction {
+	var best *searchapi.Correction
 	for _, l := range locals {
 		if c := l.Correction; c != nil && (best == nil || c.Freq > best.Freq) {
 			best = c
@@ -498,12 +498,12 @@ func bestCorrection(locals []*cellsearch.Local) *cellsearch.Correction {
 
 // passages are the cells' passages of the merged results, ranked by their
 // result's place in the merged list.
-func passages(locals []*cellsearch.Local, hits []cellsearch.Hit) []cellsearch.Passage {
+func passages(locals []*searchapi.Local, hits []searchapi.Hit) []searchapi.Passage {
 	rank := map[string]int{}
 	for i, h := range hits {
 		rank[h.URL] = i
 	}
-	var ps []cellsearch.Passage
+	var ps []searchapi.Passage
 	for _, l := range locals {
 		for _, p := range l.Passages {
 			if i, ok := rank[p.URL]; ok {
@@ -512,7 +512,7 @@ func passages(locals []*cellsearch.Local, hits []cellsearch.Hit) []cellsearch.Pa
 			}
 		}
 	}
-	cellsearch.SortPassages(ps)
+	searchapi.SortPassages(ps)
 	return ps
 }
 
@@ -520,8 +520,8 @@ func passages(locals []*cellsearch.Local, hits []cellsearch.Hit) []cellsearch.Pa
 // follow-up questions from the cell holding the best result, related
 // queries from all, news, videos and discussions from the results' types,
 // and the quoted answer when one is confident.
-func richBlock(locals []*cellsearch.Local, hits []cellsearch.Hit, q string) *cellsearch.Rich {
-	rb := &cellsearch.Rich{}
+func richBlock(locals []*searchapi.Local, hits []searchapi.Hit, q string) *searchapi.Rich {
+	rb := &searchapi.Rich{}
 	if len(hits) == 0 {
 		return rb
 	}
@@ -543,8 +543,8 @@ func richBlock(locals []*cellsearch.Local, hits []cellsearch.Hit, q string) *cel
 		}
 	}
 	for _, h := range hits {
-		link := cellsearch.Link{Title: h.Title, URL: h.URL}
-		switch cellsearch.Kind(h.Type) {
+		link := searchapi.Link{Title: h.Title, URL: h.URL}
+		switch searchapi.Kind(h.Type) {
 		case "news":
 			rb.News = append(rb.News, link)
 		case "videos":
@@ -553,7 +553,7 @@ func richBlock(locals []*cellsearch.Local, hits []cellsearch.Hit, q string) *cel
 			rb.Discussions = append(rb.Discussions, link)
 		}
 	}
-	rb.Answer = cellsearch.Quote(passages(locals, hits))
+	rb.Answer = searchapi.Quote(passages(locals, hits))
 	return rb
 }
 

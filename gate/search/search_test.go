@@ -4,13 +4,13 @@ import (
 	"net/url"
 	"testing"
 
-	cellsearch "github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
 func TestMergeByScoreAcrossCells(t *testing.T) {
-	a := &cellsearch.Local{Results: []cellsearch.Hit{{URL: "a1", Score: 3, Sim: 0xff}, {URL: "a2", Score: 1, Sim: 0xf0f0}}}
-	b := &cellsearch.Local{Results: []cellsearch.Hit{{URL: "b1", Score: 2, Sim: 0xff00ff00}, {URL: "b-copy-of-a1", Score: 2.5, Sim: 0xfe}}}
-	got := merge([]*cellsearch.Local{a, b}, 10)
+	a := &searchapi.Local{Results: []searchapi.Hit{{URL: "a1", Score: 3, Sim: 0xff}, {URL: "a2", Score: 1, Sim: 0xf0f0}}}
+	b := &searchapi.Local{Results: []searchapi.Hit{{URL: "b1", Score: 2, Sim: 0xff00ff00}, {URL: "b-copy-of-a1", Score: 2.5, Sim: 0xfe}}}
+	got := merge([]*searchapi.Local{a, b}, 10)
 	var urls []string
 	for _, h := range got {
 		urls = append(urls, h.URL)
@@ -24,21 +24,21 @@ func TestMergeByScoreAcrossCells(t *testing.T) {
 			t.Fatalf("%q, want %q", urls, want)
 		}
 	}
-	if got := merge([]*cellsearch.Local{a, b}, 1); len(got) != 1 {
+	if got := merge([]*searchapi.Local{a, b}, 1); len(got) != 1 {
 		t.Errorf("cut to n: %d", len(got))
 	}
 }
 
 func TestBestCorrectionIsTheMostAttested(t *testing.T) {
-	ls := []*cellsearch.Local{
-		{Correction: &cellsearch.Correction{Query: "cat", Freq: 3}},
+	ls := []*searchapi.Local{
+		{Correction: &searchapi.Correction{Query: "cat", Freq: 3}},
 		{},
-		{Correction: &cellsearch.Correction{Query: "car", Freq: 9}},
+		{Correction: &searchapi.Correction{Query: "car", Freq: 9}},
 	}
 	if c := bestCorrection(ls); c == nil || c.Query != "car" {
 		t.Errorf("%+v", c)
 	}
-	if c := bestCorrection([]*cellsearch.Local{{}}); c != nil {
+	if c := bestCorrection([]*searchapi.Local{{}}); c != nil {
 		t.Errorf("%+v", c)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
 // The corpora: Debian documentation packages (apt-get install
@@ -234,7 +235,7 @@ func TestAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := search.Quote(search.Passages(res.Hits))
+		a := searchapi.Quote(search.Passages(res.Hits))
 		ok := (a == nil && aq.want == "") || (a != nil && aq.want != "" && strings.Contains(a.Text, aq.want))
 		if a != nil {
 			answered++
