@@ -16,6 +16,7 @@ import (
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/routes"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Request body limits: the route table's (internal/routes).
@@ -235,7 +236,7 @@ func (c *Cell) fetchableFunc(ctx context.Context, urls []string) func(string) bo
 	var names []string
 	seen := map[string]bool{}
 	for _, raw := range urls {
-		if u, err := fetch.ValidateURL(raw, c.cfg.AllowPrivateNetworks); err == nil && !c.cfg.AllowPrivateNetworks && !seen[u.Hostname()] {
+		if u, err := urlpolicy.Validate(raw, c.cfg.AllowPrivateNetworks); err == nil && !c.cfg.AllowPrivateNetworks && !seen[u.Hostname()] {
 			seen[u.Hostname()] = true
 			names = append(names, u.Hostname())
 		}
@@ -263,7 +264,7 @@ func (c *Cell) fetchableFunc(ctx context.Context, urls []string) func(string) bo
 		wg.Wait()
 	}
 	return func(raw string) bool {
-		u, err := fetch.ValidateURL(raw, c.cfg.AllowPrivateNetworks)
+		u, err := urlpolicy.Validate(raw, c.cfg.AllowPrivateNetworks)
 		return err == nil && !refused[u.Hostname()]
 	}
 }
@@ -533,7 +534,7 @@ func jobError(err error) error {
 func (c *Cell) logFailure(r *http.Request, url string, err error) {
 	e := scrape.AsError(err)
 	if e.Status >= 500 && e.Code != "fleet-busy" { // a busy fleet is counted in /health, not logged per request
-		c.cfg.Logger.Warn("scrape failed", "url", fetch.Redact(url), "status", e.Status, "err", err)
+		c.cfg.Logger.Warn("scrape failed", "url", urlpolicy.Redact(url), "status", e.Status, "err", err)
 	}
 }
 

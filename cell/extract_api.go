@@ -10,11 +10,11 @@ import (
 
 	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/extract"
-	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/routes"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Engine of an extraction from pasted content: nothing was fetched, the
@@ -129,7 +129,7 @@ func (c *Cell) handleExtract(w http.ResponseWriter, r *http.Request) {
 // content's Markdown from the scrape result when a model will read it.
 func (c *Cell) extractPage(rawURL string, body []byte, withModel bool) (extract.Page, error) {
 	var pg extract.Page
-	u, err := fetch.ValidateURL(rawURL, c.cfg.AllowPrivateNetworks)
+	u, err := urlpolicy.Validate(rawURL, c.cfg.AllowPrivateNetworks)
 	if err != nil {
 		return pg, scrape.BadInput(err.Error())
 	}

@@ -8,7 +8,6 @@ import (
 	"net/url"
 
 	"github.com/trawlhq/trawl/cell/extract"
-	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/monitor"
 	"github.com/trawlhq/trawl/cell/scrape"
@@ -17,6 +16,7 @@ import (
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // startMonitors opens the monitor service and starts its scheduler.
@@ -62,7 +62,7 @@ func (c *Cell) startMonitors(st *store.Store) error {
 // the cache: a check must see the page as it is now) and keeps its main
 // content as Markdown.
 func (c *Cell) fetchMonitored(ctx context.Context, raw, _ string) (*monitor.Page, error) {
-	u, err := fetch.ValidateURL(raw, c.cfg.AllowPrivateNetworks)
+	u, err := urlpolicy.Validate(raw, c.cfg.AllowPrivateNetworks)
 	if err != nil {
 		return nil, err
 	}

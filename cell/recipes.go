@@ -7,12 +7,12 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/recipe"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/routes"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // startRecipes opens the recipe service (built-ins and the operator's
@@ -77,7 +77,7 @@ func (c *Cell) Recipes() *recipe.Service { return c.recipes }
 type recipeFetcher struct{ c *Cell }
 
 func (f recipeFetcher) Fetch(ctx context.Context, raw, session string) (*recipe.Fetched, error) {
-	u, err := fetch.ValidateURL(raw, f.c.cfg.AllowPrivateNetworks)
+	u, err := urlpolicy.Validate(raw, f.c.cfg.AllowPrivateNetworks)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/trawlhq/trawl/cell/crawl/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Result is one crawled URL, as in a task's result or results and in a
@@ -169,7 +170,7 @@ func (s *Server) render(ctx context.Context, p *plan, u *url.URL) *Result {
 		if !errors.Is(err, browser.ErrClosed) && !errors.Is(err, browser.ErrCrashed) && !errors.Is(err, browser.ErrSessionClosed) || ctx.Err() != nil {
 			break
 		}
-		s.log.Info("crawl: browser went away under a page; retrying", "browser_id", browserID, "url", fetch.Redact(u.String()))
+		s.log.Info("crawl: browser went away under a page; retrying", "browser_id", browserID, "url", urlpolicy.Redact(u.String()))
 	}
 	if err != nil {
 		r := failed(u.String(), pageError(err))

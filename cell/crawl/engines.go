@@ -14,6 +14,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Engines of a result (Result.Engine).
@@ -70,7 +71,7 @@ func (s *Server) fetchPlain(ctx context.Context, p *plan, u *url.URL) (*fetch.Re
 					Charset: c.Charset, Engine: c.Engine}, EngineCache, nil
 			}
 		} else if !errors.Is(err, store.ErrNotFound) {
-			s.log.Warn("crawl: page cache read", "url", fetch.Redact(u.String()), "err", err)
+			s.log.Warn("crawl: page cache read", "url", urlpolicy.Redact(u.String()), "err", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
@@ -87,7 +88,7 @@ func (s *Server) fetchPlain(ctx context.Context, p *plan, u *url.URL) (*fetch.Re
 			err = s.st.SetExpiring(key, b, s.cfg.Now().Add(s.cfg.FreshFor), store.NoSync)
 		}
 		if err != nil {
-			s.log.Warn("crawl: page cache write", "url", fetch.Redact(u.String()), "err", err)
+			s.log.Warn("crawl: page cache write", "url", urlpolicy.Redact(u.String()), "err", err)
 		}
 	}
 	return resp, lr.Engine, nil

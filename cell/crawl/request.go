@@ -17,6 +17,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/crawl/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 	"github.com/trawlhq/trawl/internal/webhook"
 )
 
@@ -250,7 +251,7 @@ func (s *Server) compile(r *Request) (*plan, error) {
 		return nil, bad("urls has %d entries; at most %d per request", len(r.URLs), MaxURLs)
 	}
 	for i, raw := range r.URLs {
-		u, err := fetch.ValidateURL(strings.TrimSpace(raw), s.cfg.AllowPrivateNetworks)
+		u, err := urlpolicy.Validate(strings.TrimSpace(raw), s.cfg.AllowPrivateNetworks)
 		if err != nil {
 			if len(r.URLs) == 1 {
 				return nil, bad("urls: %v", err)
@@ -465,7 +466,7 @@ func (s *Server) checkProxy(raw string) (string, error) {
 	check := *u
 	check.Scheme = "http"
 	check.User = nil
-	if _, err := fetch.ValidateURL(check.String(), s.cfg.AllowPrivateNetworks); err != nil {
+	if _, err := urlpolicy.Validate(check.String(), s.cfg.AllowPrivateNetworks); err != nil {
 		return "", bad("crawler_params.proxy: %v", err)
 	}
 	return u.String(), nil

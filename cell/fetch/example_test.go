@@ -8,9 +8,10 @@ import (
 	"net/http/httptest"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
-func ExampleValidateURL() {
+func ExampleHTTP_Fetch_refused() {
 	for _, raw := range []string{
 		"HTTP://Example.COM:80/docs?page=2",
 		"http://bücher.example/",
@@ -19,7 +20,7 @@ func ExampleValidateURL() {
 		"file:///etc/passwd",
 		"http://user:pass@example.com/",
 	} {
-		u, err := fetch.ValidateURL(raw, false)
+		u, err := urlpolicy.Validate(raw, false)
 		switch {
 		case errors.Is(err, fetch.ErrNotPublic):
 			fmt.Println("not public:", raw)

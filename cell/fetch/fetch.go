@@ -3,7 +3,7 @@
 // An Engine turns a Request into a Response. The HTTP engine is a net/http
 // client that behaves like a desktop browser (headers, compression, charset
 // decoding) and refuses to reach anything but the public internet: URLs are
-// checked by ValidateURL before a request is made, every redirect hop is
+// checked by urlpolicy.Validate before a request is made, every redirect hop is
 // checked again, and every connection is checked at dial time against the IP
 // address actually dialled, so DNS rebinding cannot slip past the guard.
 //
@@ -19,6 +19,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Request is one page to fetch.
@@ -162,12 +164,14 @@ type Engine interface {
 	Fetch(ctx context.Context, req *Request) (*Response, error)
 }
 
-// Errors returned by ValidateURL and Engine.Fetch, to be tested with
-// errors.Is. Fetch errors wrap the underlying cause as well.
+// Errors returned by Engine.Fetch, to be tested with errors.Is. Fetch
+// errors wrap the underlying cause as well. The first three are the URL
+// policy's (internal/urlpolicy), so that one package names every fetch
+// error.
 var (
-	ErrInvalidURL = errors.New("url is not valid")
-	ErrScheme     = errors.New("url must start with http:// or https://")
-	ErrNotPublic  = errors.New("url host is not public")
+	ErrInvalidURL = urlpolicy.ErrInvalidURL
+	ErrScheme     = urlpolicy.ErrScheme
+	ErrNotPublic  = urlpolicy.ErrNotPublic
 	// ErrUnreachable means the site did not answer: DNS failure, connection
 	// refused or reset, TLS failure, or no answer within the deadline.
 	ErrUnreachable      = errors.New("site is unreachable")

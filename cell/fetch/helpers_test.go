@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // newEngine returns an engine that may reach loopback, closed at cleanup.
@@ -28,7 +30,7 @@ func guardedEngine(t testing.TB, cfg HTTPConfig, public ...netip.Addr) *HTTP {
 				return true
 			}
 		}
-		return isPublic(a)
+		return urlpolicy.IsPublic(a)
 	})
 	t.Cleanup(h.Close)
 	return h

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Defaults for HTTPConfig.
@@ -78,7 +80,7 @@ type HTTP struct {
 
 // NewHTTP returns an HTTP engine configured by cfg.
 func NewHTTP(cfg HTTPConfig) *HTTP {
-	return newHTTP(cfg, isPublic)
+	return newHTTP(cfg, urlpolicy.IsPublic)
 }
 
 // newHTTP is NewHTTP with the guard's IP policy injected, so tests can
@@ -192,7 +194,7 @@ func (h *HTTP) Fetch(ctx context.Context, req *Request) (*Response, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: no request", ErrInvalidURL)
 	}
-	u, err := validateURL(req.URL, h.cfg.AllowPrivateNetworks, h.public)
+	u, err := urlpolicy.ValidateWith(req.URL, h.cfg.AllowPrivateNetworks, h.public)
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +219,7 @@ func (h *HTTP) Fetch(ctx context.Context, req *Request) (*Response, error) {
 		if redirects > h.cfg.MaxRedirects {
 			return nil, fmt.Errorf("fetch %s: %w: more than %d", u, ErrTooManyRedirects, h.cfg.MaxRedirects)
 		}
-		if u, err = validateURL(target, h.cfg.AllowPrivateNetworks, h.public); err != nil {
+		if u, err = urlpolicy.ValidateWith(target, h.cfg.AllowPrivateNetworks, h.public); err != nil {
 			return nil, fmt.Errorf("fetch %s: refresh to %s: %w", resp.URL, target, err)
 		}
 		if !strings.EqualFold(u.Hostname(), host) && req.Header.Get("Cookie") != "" {
@@ -247,7 +249,7 @@ func (h *HTTP) fetchOnce(ctx, reqCtx context.Context, u *url.URL, extra http.Hea
 			if done+len(via) > h.cfg.MaxRedirects {
 				return fmt.Errorf("%w: more than %d", ErrTooManyRedirects, h.cfg.MaxRedirects)
 			}
-			nu, err := validateURL(next.URL.String(), h.cfg.AllowPrivateNetworks, h.public)
+			nu, err := urlpolicy.ValidateWith(next.URL.String(), h.cfg.AllowPrivateNetworks, h.public)
 			if err != nil {
 				return fmt.Errorf("redirect to %s: %w", next.URL.Redacted(), err)
 			}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"unicode/utf8"
 )
 
 // Proxy kinds a request may ask for (docs/spec/hosted-api.md §2.1 `proxy`).
@@ -75,7 +76,7 @@ func parseProxyURL(raw string) (*url.URL, error) {
 	default:
 		return nil, fmt.Errorf("proxy: the URL's scheme must be http, https or socks5 (got %q)", u.Scheme)
 	}
-	if u.Hostname() == "" || !isASCII(u.Host) {
+	if u.Hostname() == "" || strings.ContainsFunc(u.Host, func(r rune) bool { return r >= utf8.RuneSelf }) {
 		return nil, errors.New("proxy: the URL needs an ASCII host")
 	}
 	if p := u.Port(); p != "" {

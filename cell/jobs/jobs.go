@@ -17,10 +17,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Limits of docs/spec/hosted-api.md §8.
@@ -578,7 +578,7 @@ func (m *Manager) run(t task) {
 		}
 	}
 	if err := m.complete(t, line, serr, attempts); err != nil {
-		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", t.job.meta.ID, "url", fetch.Redact(t.url), "err", err)
+		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", t.job.meta.ID, "url", urlpolicy.Redact(t.url), "err", err)
 	}
 }
 

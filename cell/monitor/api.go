@@ -19,6 +19,7 @@ import (
 	"github.com/trawlhq/trawl/cell/monitor/watch"
 	"github.com/trawlhq/trawl/internal/monid"
 	"github.com/trawlhq/trawl/internal/monstore"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 	"github.com/trawlhq/trawl/internal/webhook"
 )
 
@@ -219,7 +220,7 @@ func fmtDuration(d time.Duration) string {
 var regions = map[string]bool{"eu": true, "sin": true, "us": true}
 
 func (s *Service) checkURL(ctx context.Context, raw string) (string, string, error) {
-	u, err := fetch.ValidateURL(raw, s.cfg.AllowPrivateNetworks)
+	u, err := urlpolicy.Validate(raw, s.cfg.AllowPrivateNetworks)
 	switch {
 	case errors.Is(err, fetch.ErrScheme) && strings.Contains(raw, ":") && !strings.ContainsAny(raw, " \t"):
 		return "", "", badInput("url must start with http:// or https://")

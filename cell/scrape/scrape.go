@@ -24,6 +24,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Key prefixes owned by this package.
@@ -156,7 +157,7 @@ func (s *Service) Scrape(ctx context.Context, rawURL string, opts Options) (*Out
 // ScrapeAppend is Scrape for callers with a reusable buffer: a cache hit's
 // body is appended to buf (the Outcome's Body then aliases it).
 func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, opts Options) (*Outcome, error) {
-	u, err := fetch.ValidateURL(rawURL, s.cfg.AllowPrivateNetworks)
+	u, err := urlpolicy.Validate(rawURL, s.cfg.AllowPrivateNetworks)
 	if err != nil {
 		return nil, urlError(err)
 	}
@@ -166,7 +167,7 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 		if body, _, err := s.store.GetLive(buf[:0], key, s.cfg.Now()); err == nil {
 			return &Outcome{Body: body, Usage: metering.Hit}, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
-			s.cfg.Logger.Warn("cache read failed", "url", fetch.Redact(target), "err", err)
+			s.cfg.Logger.Warn("cache read failed", "url", urlpolicy.Redact(target), "err", err)
 		}
 	}
 	// Identical requests in flight share one fetch. The shared fetch runs on
@@ -245,7 +246,7 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	b.Set(ArchiveKey(u.String()), encodeArchive(resp, now, private))
 	if err := b.Commit(store.NoSync); err != nil {
 		// The caller still gets the page; only reuse is lost.
-		s.cfg.Logger.Warn("cache/archive write failed", "url", fetch.Redact(u.String()), "err", err)
+		s.cfg.Logger.Warn("cache/archive write failed", "url", urlpolicy.Redact(u.String()), "err", err)
 	} else if index {
 		s.cfg.Archived(resp.URL, resp.ContentType, resp.Body, doc, now)
 	}
@@ -375,7 +376,7 @@ func encodeArchive(resp *fetch.Response, now time.Time, private bool) []byte {
 	return append(out, resp.Body...)
 }
 
-// Archived reads the archived copy of a URL (as ValidateURL normalises it).
+// Archived reads the archived copy of a URL (as urlpolicy.Validate normalises it).
 func (s *Service) Archived(u string) (*ArchivedPage, error) {
 	v, err := s.store.Get(ArchiveKey(u))
 	if err != nil {

@@ -15,8 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -237,7 +237,7 @@ func (c *calc) callPrice() billing.CallPrice { return c.prices.Calls[c.kind] }
 // checkURL validates one URL of the request the way the call itself
 // would, and returns its domain.
 func checkURL(field, raw string) (string, error) {
-	u, err := fetch.ValidateURL(raw, false)
+	u, err := urlpolicy.Validate(raw, false)
 	if err != nil {
 		return "", badInput("%s: %v", field, err)
 	}

@@ -43,8 +43,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // DefaultSchedule is the retry ladder of hosted-api §6: the waits after
@@ -179,7 +179,7 @@ func New(st *store.Store, cfg Config) (*Sender, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.public == nil {
-		cfg.public = fetch.IsPublic
+		cfg.public = urlpolicy.IsPublic
 	}
 	s := &Sender{cfg: cfg, st: st, prefix: []byte(cfg.Prefix), log: cfg.Logger, wake: make(chan struct{}, 1),
 		inflight: map[string]bool{}, slots: make(chan struct{}, cfg.Parallel)}
@@ -207,10 +207,10 @@ func (s *Sender) checkDial(_ context.Context, network, address string, _ syscall
 	}
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
-		return fmt.Errorf("%w: cannot check %s address %q", fetch.ErrNotPublic, network, address)
+		return fmt.Errorf("%w: cannot check %s address %q", urlpolicy.ErrNotPublic, network, address)
 	}
 	if !s.cfg.public(ap.Addr()) {
-		return fmt.Errorf("%w: refused to connect to %s", fetch.ErrNotPublic, ap.Addr())
+		return fmt.Errorf("%w: refused to connect to %s", urlpolicy.ErrNotPublic, ap.Addr())
 	}
 	return nil
 }
@@ -226,7 +226,7 @@ var refusedHeaders = map[string]bool{"Host": true, "Content-Length": true, "Cont
 // headers and its size. Callers that accept a webhook from a user check it
 // first, to answer 400 rather than fail later.
 func Check(d *Delivery, allowPrivate bool) error {
-	if _, err := fetch.ValidateURL(d.URL, allowPrivate); err != nil {
+	if _, err := urlpolicy.Validate(d.URL, allowPrivate); err != nil {
 		return fmt.Errorf("%w: url: %w", ErrBadDelivery, err)
 	}
 	if len(d.Header) > maxHeaders {
@@ -405,12 +405,12 @@ func (s *Sender) attempt(ctx context.Context, d Delivery) {
 	if d.Attempts > len(sched) {
 		s.gaveUp.Add(1)
 		d.GaveUp = true
-		s.log.Warn("webhook: given up", "delivery", d.ID, "url", fetch.Redact(d.URL), "attempts", d.Attempts, "last_error", d.LastError)
+		s.log.Warn("webhook: given up", "delivery", d.ID, "url", urlpolicy.Redact(d.URL), "attempts", d.Attempts, "last_error", d.LastError)
 		s.finish(&d)
 		return
 	}
 	d.NextAt = s.cfg.Now().Add(sched[d.Attempts-1])
-	s.log.Info("webhook: attempt failed; retrying", "delivery", d.ID, "url", fetch.Redact(d.URL), "attempt", d.Attempts, "next_at", d.NextAt, "err", d.LastError)
+	s.log.Info("webhook: attempt failed; retrying", "delivery", d.ID, "url", urlpolicy.Redact(d.URL), "attempt", d.Attempts, "next_at", d.NextAt, "err", d.LastError)
 	if err := s.put(&d); err != nil {
 		s.log.Error("webhook: store delivery", "delivery", d.ID, "err", err)
 	}

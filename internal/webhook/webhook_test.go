@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 const testPrefix = store.PrefixCrawlWebhook
@@ -303,7 +303,7 @@ func TestGuard(t *testing.T) {
 		if public && (err != nil || status != 200 || rc.count() != before+1) {
 			t.Errorf("public receiver: %d %v", status, err)
 		}
-		if !public && (!errors.Is(err, fetch.ErrNotPublic) || rc.count() != before) {
+		if !public && (!errors.Is(err, urlpolicy.ErrNotPublic) || rc.count() != before) {
 			t.Errorf("private receiver: %d %v (receiver hit: %v)", status, err, rc.count() != before)
 		}
 	}

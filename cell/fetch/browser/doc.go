@@ -144,8 +144,8 @@
 // outside the proxy. The proxy (package cell/fetch/guardproxy), in this
 // process, speaks HTTP forward proxying and CONNECT (TLS, WebSockets),
 // checks every target's host like
-// fetch.ValidateURL, resolves names itself and checks every address it
-// dials with fetch.IsPublic at connect time, exactly as the HTTP engine's
+// urlpolicy.Validate, resolves names itself and checks every address it
+// dials with urlpolicy.IsPublic at connect time, exactly as the HTTP engine's
 // dialer does; so DNS rebinding and redirects to private addresses are
 // refused wherever they occur. Config.AllowPrivateNetworks turns the guard
 // off (tests, local use), like the HTTP engine's flag. A main document the

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/browsertest"
 	"github.com/trawlhq/trawl/internal/sysstat"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // requireBrowser skips t when no browser is installed, or fails it when
@@ -62,7 +62,7 @@ func guardedPool(t testing.TB, cfg Config, public ...netip.Addr) *Pool {
 				return true
 			}
 		}
-		return fetch.IsPublic(a)
+		return urlpolicy.IsPublic(a)
 	})
 }
 
@@ -71,7 +71,7 @@ func startPool(t testing.TB, cfg Config, public func(netip.Addr) bool) *Pool {
 	requireBrowser(t)
 	cfg = testConfig(t, cfg)
 	if public == nil {
-		public = fetch.IsPublic
+		public = urlpolicy.IsPublic
 	}
 	cfg.onLaunch = launched.add
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

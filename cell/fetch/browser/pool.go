@@ -18,9 +18,9 @@ import (
 	"github.com/playwright-community/playwright-go"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/guardproxy"
 	"github.com/trawlhq/trawl/internal/sysstat"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Defaults for Config.
@@ -249,7 +249,7 @@ type instance struct {
 // cfg.Browsers browsers. ctx bounds the start only. Close the pool when
 // done with it.
 func NewPool(ctx context.Context, cfg Config) (*Pool, error) {
-	return newPool(ctx, cfg, fetch.IsPublic)
+	return newPool(ctx, cfg, urlpolicy.IsPublic)
 }
 
 // newPool is NewPool with the proxy's notion of a public address

@@ -4,8 +4,8 @@
 //
 // A Proxy speaks HTTP/1.1 forward proxying (absolute-form requests) and
 // CONNECT tunnels (TLS, WebSockets). Its Guard checks every target's host
-// like fetch.ValidateURL, resolves names itself and checks every address it
-// dials with fetch.IsPublic at connect time, exactly as the HTTP engine's
+// like urlpolicy.Validate, resolves names itself and checks every address it
+// dials with urlpolicy.IsPublic at connect time, exactly as the HTTP engine's
 // dialer does; so DNS rebinding and redirects to private addresses are
 // refused wherever they occur. Guard.AllowPrivate turns the policy off
 // (tests, local use).

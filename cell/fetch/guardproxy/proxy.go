@@ -23,17 +23,18 @@ import (
 	"golang.org/x/net/proxy"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Guard is the IP policy of the proxy's clients' network: the same as the
-// fetch package's engines (fetch.IsPublic), applied by the proxy to every
+// fetch package's engines (urlpolicy.IsPublic), applied by the proxy to every
 // connection a client asks for.
 type Guard struct {
 	// AllowPrivate turns the policy off: loopback and private addresses
 	// may be reached (tests and local use).
 	AllowPrivate bool
 	// Public says which addresses may be reached; nil means
-	// fetch.IsPublic. Tests widen it.
+	// urlpolicy.IsPublic. Tests widen it.
 	Public func(netip.Addr) bool
 	// Resolver resolves site names; nil means net.DefaultResolver.
 	Resolver *net.Resolver
@@ -41,17 +42,17 @@ type Guard struct {
 
 func (g *Guard) public(a netip.Addr) bool {
 	if g.Public == nil {
-		return fetch.IsPublic(a)
+		return urlpolicy.IsPublic(a)
 	}
 	return g.Public(a)
 }
 
-// CheckURL validates raw like fetch.ValidateURL and returns it in canonical
+// CheckURL validates raw like urlpolicy.Validate and returns it in canonical
 // form, refusing hosts that are not public unless private networks are
 // allowed. Names are judged by their spelling here and by their addresses
 // when dialled.
 func (g *Guard) CheckURL(raw string) (*url.URL, error) {
-	u, err := fetch.ValidateURL(raw, true) // syntax, canonical form, blocked ports
+	u, err := urlpolicy.Validate(raw, true) // syntax, canonical form, blocked ports
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +65,7 @@ func (g *Guard) CheckURL(raw string) (*url.URL, error) {
 		}
 		return u, nil
 	}
-	return fetch.ValidateURL(u.String(), false) // localhost, *.internal, single labels...
+	return urlpolicy.Validate(u.String(), false) // localhost, *.internal, single labels...
 }
 
 // control runs for every connection the proxy dials to a site, after name

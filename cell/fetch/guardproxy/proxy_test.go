@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/nettest"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 
 	"github.com/trawlhq/trawl/cell/fetch"
 )
@@ -52,7 +53,7 @@ func testProxy(t *testing.T, allowPrivate bool, public ...netip.Addr) *Proxy {
 				return true
 			}
 		}
-		return fetch.IsPublic(a)
+		return urlpolicy.IsPublic(a)
 	}}
 	fp := New(g, slog.New(slog.DiscardHandler))
 	t.Cleanup(fp.Close)
@@ -90,7 +91,7 @@ func get(t *testing.T, c *http.Client, raw string) (int, string) {
 }
 
 func TestGuardCheckURL(t *testing.T) {
-	g := &Guard{Public: func(a netip.Addr) bool { return a == loopback || fetch.IsPublic(a) }}
+	g := &Guard{Public: func(a netip.Addr) bool { return a == loopback || urlpolicy.IsPublic(a) }}
 	for _, tt := range []struct {
 		raw  string
 		want error

@@ -146,7 +146,7 @@ func New(st *store.Store, cfg Config) (*Ladder, error) {
 
 // Request is one page to fetch.
 type Request struct {
-	// URL is the page, already validated (fetch.ValidateURL).
+	// URL is the page, already validated (urlpolicy.Validate).
 	URL *url.URL
 	// Proxy is the kind the caller asked for: "" or fetch.ProxyNone,
 	// fetch.ProxyISP, fetch.ProxyResidential. With a kind, every step goes

@@ -22,6 +22,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch/detect"
 	"github.com/trawlhq/trawl/internal/proxytest"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 const article = `<!DOCTYPE html><html><head><title>Tea</title></head><body><main><h1>Brewing tea</h1>
@@ -206,7 +207,7 @@ func newEnv(t *testing.T, mod func(*Config)) *env {
 
 func (e *env) req(t *testing.T, path string) *Request {
 	t.Helper()
-	u, err := fetch.ValidateURL(e.site.URL+path, true)
+	u, err := urlpolicy.Validate(e.site.URL+path, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestEngineErrorsStopTheClimb(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	dead := "http://" + l.Addr().String() + "/"
 	l.Close()
-	u, _ := fetch.ValidateURL(dead, true)
+	u, _ := urlpolicy.Validate(dead, true)
 	if _, err := e.ladder.Fetch(t.Context(), &Request{URL: u}); !errors.Is(err, fetch.ErrUnreachable) {
 		t.Fatalf("dead site: %v", err)
 	}

@@ -1,4 +1,4 @@
-package fetch
+package urlpolicy
 
 import (
 	"net/netip"

@@ -1,4 +1,4 @@
-package fetch
+package urlpolicy
 
 import (
 	"errors"
@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-func TestValidateURL(t *testing.T) {
+func TestValidate(t *testing.T) {
 	tests := []struct {
 		raw          string
 		allowPrivate bool
@@ -166,19 +166,19 @@ func TestValidateURL(t *testing.T) {
 		{raw: "http://user@localhost/", allowPrivate: true, err: ErrInvalidURL},
 	}
 	for _, tt := range tests {
-		u, err := ValidateURL(tt.raw, tt.allowPrivate)
+		u, err := Validate(tt.raw, tt.allowPrivate)
 		if tt.err != nil {
 			if !isOnly(err, tt.err) {
-				t.Errorf("ValidateURL(%q, %v) = %v, %v; want error %v", tt.raw, tt.allowPrivate, u, err, tt.err)
+				t.Errorf("Validate(%q, %v) = %v, %v; want error %v", tt.raw, tt.allowPrivate, u, err, tt.err)
 			}
 			continue
 		}
 		if err != nil {
-			t.Errorf("ValidateURL(%q, %v): %v", tt.raw, tt.allowPrivate, err)
+			t.Errorf("Validate(%q, %v): %v", tt.raw, tt.allowPrivate, err)
 			continue
 		}
 		if got := u.String(); got != tt.want {
-			t.Errorf("ValidateURL(%q, %v) = %q; want %q", tt.raw, tt.allowPrivate, got, tt.want)
+			t.Errorf("Validate(%q, %v) = %q; want %q", tt.raw, tt.allowPrivate, got, tt.want)
 		}
 	}
 }
@@ -266,7 +266,7 @@ func TestIsPublic(t *testing.T) {
 	}
 }
 
-func FuzzValidateURL(f *testing.F) {
+func FuzzValidate(f *testing.F) {
 	for _, s := range []string{
 		"http://example.com/", "https://example.com:8443/a?b#c", "http://127.0.0.1/",
 		"http://2130706433/", "http://0x7f.1/", "http://[::ffff:127.0.0.1]/",
@@ -278,54 +278,54 @@ func FuzzValidateURL(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
 		for _, allowPrivate := range []bool{false, true} {
-			u, err := ValidateURL(raw, allowPrivate)
+			u, err := Validate(raw, allowPrivate)
 			if err != nil {
 				if u != nil {
-					t.Fatalf("ValidateURL(%q, %v) returned a URL with error %v", raw, allowPrivate, err)
+					t.Fatalf("Validate(%q, %v) returned a URL with error %v", raw, allowPrivate, err)
 				}
 				if !errors.Is(err, ErrInvalidURL) && !errors.Is(err, ErrScheme) && !errors.Is(err, ErrNotPublic) {
-					t.Fatalf("ValidateURL(%q, %v): error %v is none of the sentinels", raw, allowPrivate, err)
+					t.Fatalf("Validate(%q, %v): error %v is none of the sentinels", raw, allowPrivate, err)
 				}
 				if allowPrivate && errors.Is(err, ErrNotPublic) {
-					t.Fatalf("ValidateURL(%q, true) = %v", raw, err)
+					t.Fatalf("Validate(%q, true) = %v", raw, err)
 				}
 				continue
 			}
 			if u.Scheme != "http" && u.Scheme != "https" {
-				t.Fatalf("ValidateURL(%q, %v) accepted scheme %q", raw, allowPrivate, u.Scheme)
+				t.Fatalf("Validate(%q, %v) accepted scheme %q", raw, allowPrivate, u.Scheme)
 			}
 			if u.Hostname() == "" || u.User != nil || u.Opaque != "" {
-				t.Fatalf("ValidateURL(%q, %v) accepted %#v", raw, allowPrivate, u)
+				t.Fatalf("Validate(%q, %v) accepted %#v", raw, allowPrivate, u)
 			}
 			if !allowPrivate {
 				if a, err := netip.ParseAddr(u.Hostname()); err == nil && !isPublic(a) {
-					t.Fatalf("ValidateURL(%q, false) accepted non-public %s", raw, a)
+					t.Fatalf("Validate(%q, false) accepted non-public %s", raw, a)
 				}
 				if _, ok := parseIPv4(u.Hostname()); ok && endsInNumber(u.Hostname()) {
 					if a, _ := parseIPv4(u.Hostname()); !isPublic(a) {
-						t.Fatalf("ValidateURL(%q, false) accepted non-public %s", raw, a)
+						t.Fatalf("Validate(%q, false) accepted non-public %s", raw, a)
 					}
 				}
 				// What is accepted without private networks is accepted,
 				// identically, with them.
-				if v, err := ValidateURL(raw, true); err != nil || v.String() != u.String() {
-					t.Fatalf("ValidateURL(%q): %v with private networks, %v without", raw, err, u)
+				if v, err := Validate(raw, true); err != nil || v.String() != u.String() {
+					t.Fatalf("Validate(%q): %v with private networks, %v without", raw, err, u)
 				}
 			}
 			// The canonical form is a fixed point.
 			s := u.String()
-			v, err := ValidateURL(s, allowPrivate)
+			v, err := Validate(s, allowPrivate)
 			if err != nil {
-				t.Fatalf("ValidateURL(%q, %v) = %q, which is refused: %v", raw, allowPrivate, s, err)
+				t.Fatalf("Validate(%q, %v) = %q, which is refused: %v", raw, allowPrivate, s, err)
 			}
 			if v.String() != s {
-				t.Fatalf("ValidateURL(%q, %v) = %q, not canonical: again gives %q", raw, allowPrivate, s, v)
+				t.Fatalf("Validate(%q, %v) = %q, not canonical: again gives %q", raw, allowPrivate, s, v)
 			}
 		}
 	})
 }
 
-func BenchmarkValidateURL(b *testing.B) {
+func BenchmarkValidate(b *testing.B) {
 	for _, bm := range []struct{ name, url string }{
 		{"name", "https://www.example.com/products/list?page=2&sort=price#top"},
 		{"idn", "https://bücher.example/katalog"},
@@ -335,7 +335,7 @@ func BenchmarkValidateURL(b *testing.B) {
 		b.Run(bm.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				ValidateURL(bm.url, false)
+				Validate(bm.url, false)
 			}
 		})
 	}
@@ -353,4 +353,18 @@ func TestRedact(t *testing.T) {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// isOnly reports whether err is sentinel and none of the policy's other
+// errors.
+func isOnly(err, sentinel error) bool {
+	if !errors.Is(err, sentinel) {
+		return false
+	}
+	for _, other := range []error{ErrInvalidURL, ErrScheme, ErrNotPublic} {
+		if other != sentinel && errors.Is(err, other) {
+			return false
+		}
+	}
+	return true
 }

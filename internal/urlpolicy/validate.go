@@ -1,4 +1,4 @@
-package fetch
+package urlpolicy
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ import (
 // kilobytes at most, and a bound keeps hostile input cheap to reject.
 const maxURLLen = 32 << 10
 
-// ValidateURL checks that raw is an absolute http or https URL that may be
+// Validate checks that raw is an absolute http or https URL that may be
 // fetched, and returns it in canonical form: scheme and host in lower case,
 // an internationalised host in punycode, an IP literal in its standard form
 // (so "http://0x7f.1/" becomes "http://127.0.0.1/"), the default port
@@ -31,13 +31,15 @@ const maxURLLen = 32 << 10
 // a zone), and for names that only resolve locally: localhost and
 // *.localhost, *.local, *.internal, *.home.arpa, and single-label names.
 //
-// ValidateURL does not resolve names: a name that resolves to a private
+// Validate does not resolve names: a name that resolves to a private
 // address is refused by the engine when it dials.
-func ValidateURL(raw string, allowPrivate bool) (*url.URL, error) {
-	return validateURL(raw, allowPrivate, isPublic)
+func Validate(raw string, allowPrivate bool) (*url.URL, error) {
+	return ValidateWith(raw, allowPrivate, isPublic)
 }
 
-func validateURL(raw string, allowPrivate bool, public func(netip.Addr) bool) (*url.URL, error) {
+// ValidateWith is Validate with public deciding which addresses are
+// public (tests of a dialer that must see loopback as public).
+func ValidateWith(raw string, allowPrivate bool, public func(netip.Addr) bool) (*url.URL, error) {
 	s := strings.TrimSpace(raw)
 	if s == "" {
 		return nil, fmt.Errorf("%w: empty", ErrInvalidURL)
