@@ -24,7 +24,7 @@
 #   7. extract (bench/extract): deterministic POST /extract of cached pages
 #      through `trawl dev`'s gate, p50/p99 at one request at a time  vs
 #      POST /scrape of the same pages through the same gate, interleaved
-#   8. search (gate/gatetest TestSearchSpeed): 10,000 pages of
+#   8. search (regiontest TestSearchSpeed): 10,000 pages of
 #      postgresql-doc-15 and python3.11-doc served from loopback, fetched,
 #      archived and indexed through jobs; search p50/p99 (plain, rich=1)
 #      through the gate  vs  SQLite FTS5 over the same pages in process;
@@ -643,10 +643,10 @@ fi
 if want search; then
 	SEARCH_CORPORA=${BENCH_SEARCH_CORPORA:-/usr/share/doc/postgresql-doc-15/html:/usr/share/doc/python3.11/html}
 	SEARCH_PAGES=${BENCH_SEARCH_PAGES:-10000}
-	log "8/8 search: $SEARCH_PAGES pages of $SEARCH_CORPORA through the gate, beside SQLite FTS5 (gate/gatetest TestSearchSpeed)"
+	log "8/8 search: $SEARCH_PAGES pages of $SEARCH_CORPORA through the gate, beside SQLite FTS5 (regiontest TestSearchSpeed)"
 	R[s_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
 	TRAWL_SEARCH_SPEED="$SEARCH_CORPORA" TRAWL_SEARCH_PAGES="$SEARCH_PAGES" TRAWL_SEARCH_SPEED_OUT="$WORK/search.json" \
-		go test ./gate/gatetest -run '^TestSearchSpeed$' -count=1 -v -timeout 60m >"$WORK/search.log" 2>&1 ||
+		go test ./regiontest -run '^TestSearchSpeed$' -count=1 -v -timeout 60m >"$WORK/search.log" 2>&1 ||
 		{ grep -E 'search_bench|FAIL|panic' "$WORK/search.log" | tail -n 20 >&2; die "search speed test failed"; }
 	grep -E 'search_bench' "$WORK/search.log" >&2 || true
 	R[s_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -830,7 +830,7 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 		echo "Bare Chromium: one Debian Chromium launched by playwright-go in the bench process, $(jq .concurrency "$WORK/browser.json") pages at a time, a fresh context each (goto, load, content), no pool, guard proxy or cell. Pool counters at the end: ${R[br_health]}. Load average at the part's start ${R[br_load_start]}, at its end ${R[br_load_end]}."
 	fi
 	if want search; then
-		echo "Search rows (gate/gatetest TestSearchSpeed): one gate, one cell, in the test's process; the corpora's pages served under as many path prefixes as make $(jq .pages "$WORK/search.json") URLs (copies are near-duplicates: indexed each, collapsed in answers); queries are words of the pages' file names, each once (none from the gate's archive of results). FTS5: modernc.org/sqlite, \`porter unicode61\`, bm25 with the title weighted 10. Load average at the part's start ${R[s_load_start]}, at its end ${R[s_load_end]}."
+		echo "Search rows (regiontest TestSearchSpeed): one gate, one cell, in the test's process; the corpora's pages served under as many path prefixes as make $(jq .pages "$WORK/search.json") URLs (copies are near-duplicates: indexed each, collapsed in answers); queries are words of the pages' file names, each once (none from the gate's archive of results). FTS5: modernc.org/sqlite, \`porter unicode61\`, bm25 with the title weighted 10. Load average at the part's start ${R[s_load_start]}, at its end ${R[s_load_end]}."
 	fi
 	if [[ $ONLY == "$ALL_PARTS" ]]; then
 		echo "Command: \`make bench\` (= \`bash bench/run.sh\`)."

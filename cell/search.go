@@ -110,7 +110,7 @@ func (c *Cell) indexDropped(since time.Time) {
 }
 
 // RebuildSearchInto indexes the cell's whole archive into ix (a fresh
-// index: the indexing benchmark of gate/gatetest, TestSearchSpeed).
+// index: the indexing benchmark of regiontest, TestSearchSpeed).
 func (c *Cell) RebuildSearchInto(ctx context.Context, ix *search.Index) (int, error) {
 	return c.rebuildInto(ctx, ix, time.Time{})
 }

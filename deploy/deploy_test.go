@@ -386,7 +386,7 @@ func TestSystemdUnits(t *testing.T) {
 }
 
 // exported are the series the code exports (gate/metrics.go, cell/metrics.go,
-// as Prometheus names them); gate/gatetest TestMetricsEndpoint reads them
+// as Prometheus names them); regiontest TestMetricsEndpoint reads them
 // from a running gate.
 var exported = []string{
 	"trawl_gate_requests_total", "trawl_gate_request_duration_seconds_bucket", "trawl_gate_credits_charged_total",
@@ -394,7 +394,7 @@ var exported = []string{
 	"trawl_ledger_holds_unsettled", "trawl_ledger_charges_parked", "trawl_gate_cells_live",
 	"trawl_cell_store_disk_bytes", "trawl_cell_pages_total", "trawl_cell_browser_browsers", "trawl_cell_browser_pages_in_use",
 	"trawl_cell_browser_crashes_total", "trawl_cell_browser_driver_restarts_total", "trawl_cell_browser_fleet_busy_total",
-	// Backlogs and lags (gate/gatetest TestMetricsEndpoint; the crawl
+	// Backlogs and lags (regiontest TestMetricsEndpoint; the crawl
 	// server's in cell/crawl TestQueueLimitAndPriority).
 	"trawl_ledger_settlement_lag_seconds", "trawl_gate_cells_drained", "trawl_cell_jobs_backlog", "trawl_cell_jobs_backlog_urls",
 	"trawl_cell_jobs_oldest_age_seconds", "trawl_monitor_check_lag_seconds", "trawl_monitor_webhook_failed_attempts_total",

@@ -314,7 +314,7 @@ func (g *releaseGate) Submit(ctx context.Context, cmd *Command) (*Result, error)
 // refused for want of credit: the ledger, which has not applied the
 // release yet, refuses more hold; the client waits for the release's
 // answer and asks again (seen as a 402 with credit left in
-// gatetest.TestDialRefusedURLsAreFree under load).
+// regiontest.TestDialRefusedURLsAreFree under load).
 func TestClientEnsureDuringIdleRelease(t *testing.T) {
 	d := fundedLedger(t, map[string]MC{"a": Credits(10)})
 	g := &releaseGate{Submitter: d, sent: make(chan struct{}, 1), let: make(chan struct{})}
@@ -445,7 +445,7 @@ func (l *holdAfterRelease) Submit(ctx context.Context, cmd *Command) (*Result, e
 
 // A hold just granted is not idle: the settle loop's release does not take
 // it back before the call that asked for it has charged (a 402 with credit
-// left in gatetest.TestMetricsEndpoint: the Ensure's grant was released at
+// left in regiontest.TestMetricsEndpoint: the Ensure's grant was released at
 // once, and the charge's refill raced the release). And a refill the
 // ledger weighed while a release was on its way, answered after the
 // release was, looks again instead of refusing.

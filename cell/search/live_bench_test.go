@@ -22,7 +22,7 @@ import (
 	"github.com/trawlhq/trawl/cell/content"
 )
 
-// TestLiveSpeed measures the live path of gate/gatetest TestSearchSpeed
+// TestLiveSpeed measures the live path of regiontest TestSearchSpeed
 // alone (no job beside it, no gate): N pages as scrapes hand them to the
 // indexer (converted: main content, links, metadata; copies of the
 // corpora's pages under /cN/ prefixes, links to /c0/), through an Indexer

@@ -24,7 +24,7 @@ func handler(t *testing.T) (http.Handler, *store.Store) {
 	t.Cleanup(func() { st.Close() })
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 	// The gate's operator-key check stands in as a fixed key here; the
-	// real one is tested through a gate (gatetest TestMCPTools).
+	// real one is tested through a gate (regiontest TestMCPTools).
 	opOnly := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Header.Get("Authorization") != "Bearer op-key" {

@@ -102,7 +102,7 @@ func newEnvWithMailer(t *testing.T, m signup.Mailer) *env {
 	var h http.Handler
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// What the gate's front does with Caddy's client_ip (tests of the
-		// whole gate: gate/gatetest).
+		// whole gate: regiontest).
 		if ip := r.Header.Get(testClientHeader); ip != "" {
 			r = r.WithContext(clientip.With(r.Context(), ip))
 		}

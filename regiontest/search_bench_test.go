@@ -1,4 +1,4 @@
-package gatetest
+package regiontest
 
 import (
 	"context"
@@ -31,7 +31,7 @@ import (
 // bench/run.sh part "search"):
 //
 //	TRAWL_SEARCH_SPEED=/usr/share/doc/postgresql-doc-15/html:/usr/share/doc/python3.11/html \
-//	TRAWL_SEARCH_PAGES=10000 go test ./gate/gatetest -run TestSearchSpeed -v -timeout 60m
+//	TRAWL_SEARCH_PAGES=10000 go test ./regiontest -run TestSearchSpeed -v -timeout 60m
 //
 // The directories' pages are served under as many path prefixes (/c0/,
 // /c1/, …) as make TRAWL_SEARCH_PAGES distinct URLs (copies of a page are

@@ -1,8 +1,8 @@
-// Package gatetest runs a region's gate in the test process: the real Caddy
+// Package regiontest runs a region's gate in the test process: the real Caddy
 // config with trawl's modules, a one-voter ledger and real cells joined
 // over memberlist, all on loopback. Caddy runs one config per process, so
 // tests using it must not run in parallel with each other.
-package gatetest
+package regiontest
 
 import (
 	"context"
@@ -95,7 +95,7 @@ func Start(t testing.TB, o Options) *Gate {
 	if o.Cells == 0 {
 		o.Cells = 1
 	}
-	t.Setenv("TRAWL_LEDGER_SECRET", "gatetest-secret")
+	t.Setenv("TRAWL_LEDGER_SECRET", "regiontest-secret")
 	t.Setenv(regionauth.EnvKeys, Keys)
 	// The ports are free when picked and taken when Caddy starts: another
 	// test process may take one in between (seen in CI as "address

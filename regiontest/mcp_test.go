@@ -1,4 +1,4 @@
-package gatetest
+package regiontest
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func (p *progressLog) all() []string {
 func mcpClient(t *testing.T, g *Gate, key, header string) (*sdk.ClientSession, *progressLog) {
 	t.Helper()
 	pl := &progressLog{}
-	c := sdk.NewClient(&sdk.Implementation{Name: "gatetest", Version: "1"}, &sdk.ClientOptions{
+	c := sdk.NewClient(&sdk.Implementation{Name: "regiontest", Version: "1"}, &sdk.ClientOptions{
 		ProgressNotificationHandler: func(_ context.Context, r *sdk.ProgressNotificationClientRequest) {
 			pl.add(r.Params.Message)
 		},
