@@ -115,7 +115,7 @@ func (s Site) Caddyfile() (string, error) {
 	} else {
 		w("\t\ttrawl_auth\n")
 	}
-	w("\t\ttrawl_ratelimit\n\t\ttrawl_meter\n\t\ttrawl_api\n\t\ttrawl_route\n")
+	w("\t\ttrawl_ratelimit\n\t\ttrawl_body\n\t\ttrawl_meter\n\t\ttrawl_api\n\t\ttrawl_route\n")
 	w("\t\treverse_proxy {\n")
 	w("\t\t\tdynamic trawl_cells\n")
 	// A cell that is gone fails to dial: try another for up to 5 s (the

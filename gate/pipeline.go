@@ -8,7 +8,7 @@ import (
 type pipelineKey struct{}
 
 // WithPipeline returns ctx carrying h: the gate's whole handler chain
-// (trawl_trace → trawl_auth → trawl_ratelimit → trawl_meter → trawl_api →
+// (trawl_trace → trawl_auth → trawl_ratelimit → trawl_body → trawl_meter → trawl_api →
 // trawl_route, with its error routes), as a request entering the gate's
 // listener goes through it. trawl_api sets it on the requests of a Relay
 // route (the tool server), whose calls go through the gate again.

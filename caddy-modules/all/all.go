@@ -9,6 +9,7 @@ import (
 	_ "github.com/trawlhq/trawl/caddy-modules/api"
 	_ "github.com/trawlhq/trawl/caddy-modules/app"
 	_ "github.com/trawlhq/trawl/caddy-modules/auth"
+	_ "github.com/trawlhq/trawl/caddy-modules/body"
 	_ "github.com/trawlhq/trawl/caddy-modules/meter"
 	_ "github.com/trawlhq/trawl/caddy-modules/ratelimit"
 	_ "github.com/trawlhq/trawl/caddy-modules/refusal"

@@ -10,8 +10,9 @@ import (
 
 // Chain is the gate's handler chain, in the order its directives must run:
 // each needs what the ones before it did (auth the trace's span, the rate
-// limit and the meter the identity auth found, route the meter's check).
-var Chain = []string{"trawl_trace", "trawl_auth", "trawl_ratelimit", "trawl_meter", "trawl_api", "trawl_route"}
+// limit and the meter the identity auth found, the meter a body held to its
+// route's limit, route the meter's check).
+var Chain = []string{"trawl_trace", "trawl_auth", "trawl_ratelimit", "trawl_body", "trawl_meter", "trawl_api", "trawl_route"}
 
 // needsAuth are the directives that must have trawl_auth before them in
 // their block: without an identity the meter bills nothing and the gate's
@@ -28,7 +29,8 @@ const chainKey = "trawl.chain"
 // refuses, at adapt time: in a block, a directive written after one that
 // must follow it, the same directive twice, and trawl_meter or trawl_api
 // without trawl_auth before it; at a site's top level, trawl_trace,
-// trawl_meter and trawl_api, which are right only inside a route block.
+// trawl_body, trawl_meter and trawl_api, which are right only inside a
+// route block.
 // trawl_auth, trawl_ratelimit and trawl_route may stand at the top level:
 // Caddy's order keeps them in the gate's order (auth, ratelimit, route,
 // then reverse_proxy).
@@ -63,4 +65,4 @@ func InChain(h httpcaddyfile.Helper, dir string) error {
 
 // topLevelRefused are the chain directives Caddy's directive order would
 // misplace at a site's top level.
-var topLevelRefused = []string{"trawl_trace", "trawl_meter", "trawl_api"}
+var topLevelRefused = []string{"trawl_trace", "trawl_body", "trawl_meter", "trawl_api"}

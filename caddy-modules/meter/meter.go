@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
+	"github.com/trawlhq/trawl/caddy-modules/body"
 	"github.com/trawlhq/trawl/caddy-modules/route"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
@@ -109,32 +110,42 @@ func (m *Meter) classify(r *http.Request) call {
 }
 
 // peek reads the body within the route's own limit (413 over it, before
-// anything is forwarded or charged), counts its urls with a streaming
-// decoder and puts the body back for the proxy. A body that does not
-// parse is left for the cell to refuse with its own 400. The returned
-// spool, if any, must be closed when the request is done.
-func peek(r *http.Request, c *call) (*spool, error) {
+// anything is forwarded or charged; trawl_body has already refused a
+// declared length over it, and spooled a body of unknown length), counts
+// its urls with a streaming decoder and puts the body back for the proxy.
+// A body that does not parse is left for the cell to refuse with its own
+// 400. The returned spool, if any, must be closed when the request is done.
+func peek(r *http.Request, c *call) (*body.Spool, error) {
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, nil
 	}
-	s, err := readBody(r, c.limit)
+	if s, ok := r.Body.(*body.Spool); ok { // trawl_body's, closed by it
+		return nil, count(r, s, c)
+	}
+	s, err := body.Read(r, c.limit)
 	r.Body.Close()
 	if err != nil {
 		return nil, err
 	}
-	if n := s.size(); n == 0 {
+	return s, count(r, s, c)
+}
+
+// count reads the spooled body's url and number of urls into c and puts
+// the body back, from its start, for the proxy.
+func count(r *http.Request, s *body.Spool, c *call) error {
+	if n := s.Size(); n == 0 {
 		r.Body, r.ContentLength = http.NoBody, 0
-		return s, nil
+		return nil
 	}
 	url, n := countBody(s)
 	c.url = url
 	if c.perURL {
 		c.count = max(n, 1)
 	}
-	s.rewind()
+	s.Rewind()
 	r.Body = s
-	r.ContentLength = s.size()
-	return s, nil
+	r.ContentLength = s.Size()
+	return nil
 }
 
 // ServeHTTP checks the hold, forwards, and bills the answer.
@@ -149,16 +160,16 @@ func (m *Meter) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp
 	if c.kind != "" {
 		ctx, span := tracer.Start(r.Context(), "trawl.meter.check", trace.WithAttributes(
 			attribute.String("trawl.account", id.Account.ID), attribute.String("trawl.kind", c.kind)))
-		body, err := peek(r, &c)
+		spool, err := peek(r, &c)
 		if err != nil {
 			span.End()
-			if tl, ok := errors.AsType[errTooLarge](err); ok {
+			if tl, ok := errors.AsType[body.TooLarge](err); ok {
 				return caddyhttp.Error(http.StatusRequestEntityTooLarge, gate.Refuse(http.StatusRequestEntityTooLarge, "too_large", tl.Error()))
 			}
 			return caddyhttp.Error(http.StatusBadRequest, gate.Refuse(http.StatusBadRequest, billing.CodeBadInput, "could not read the request body"))
 		}
-		if body != nil {
-			defer body.Close()
+		if spool != nil {
+			defer spool.Close()
 		}
 		min, _ := m.rt.Prices().Quote(billing.Usage{Kind: c.kind, Count: c.count})
 		if r.Header.Get("Idempotency-Key") != "" {

@@ -128,8 +128,8 @@ type Route struct {
 	// place in flight that its own inner call would need.
 	Relay bool
 	// BodyLimit is the largest body the route accepts, in bytes; 0 takes
-	// no body. Today each handler enforces its own (the same number); the
-	// gate will enforce it before reading a body.
+	// no body. The gate enforces it before reading a body (trawl_body);
+	// the handler decodes within it.
 	BodyLimit int64
 	// Doc says what the route is, with the spec section.
 	Doc string
