@@ -6,6 +6,8 @@ import (
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // cleanContent prepares the main-content tree for output, in place: it drops
@@ -71,7 +73,7 @@ func dropElement(n *html.Node) bool {
 		}
 		// Sphinx "¶" permalinks and similar heading anchors.
 		if strings.HasPrefix(attr(n, "href"), "#") {
-			switch collapsedText(n) {
+			switch htmlread.InnerText(n) {
 			case "¶", "#", "§", "🔗", "":
 				return n.FirstChild.NextSibling == nil && n.FirstChild.Type == html.TextNode
 			}
@@ -210,7 +212,7 @@ func preText(b *strings.Builder, n *html.Node) {
 			b.WriteString(c.Data)
 		case isElem(c, atom.Br):
 			b.WriteByte('\n')
-		case c.Type == html.ElementNode && !skipText(c):
+		case c.Type == html.ElementNode && !htmlread.NotText(c):
 			preText(b, c)
 		}
 	}

@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // ParseOptions selects the parse data that Process collects from the whole
@@ -97,11 +99,7 @@ type Metadata struct {
 }
 
 // Table is a table of the page as text cells.
-type Table struct {
-	Caption string     `json:"caption,omitempty"`
-	Header  []string   `json:"header,omitempty"`
-	Rows    [][]string `json:"rows"`
-}
+type Table = htmlread.Table
 
 // Process extracts the main content of page, a UTF-8 HTML document fetched
 // from pageURL (the final URL, after redirects). Relative URLs are resolved
@@ -197,19 +195,19 @@ func pageTitle(doc *html.Node) string {
 				b.WriteString(c.Data)
 			}
 		}
-		if s := collapseSpace(b.String()); s != "" {
+		if s := htmlread.Collapse(b.String()); s != "" {
 			return s
 		}
 	}
 	if m := findFirst(doc, func(n *html.Node) bool {
 		return n.DataAtom == atom.Meta && (attr(n, "property") == "og:title" || attr(n, "name") == "og:title")
 	}); m != nil {
-		if s := collapseSpace(attr(m, "content")); s != "" {
+		if s := htmlread.Collapse(attr(m, "content")); s != "" {
 			return s
 		}
 	}
 	if h := findElem(doc, atom.H1); h != nil {
-		return collapsedText(h)
+		return htmlread.InnerText(h)
 	}
 	return ""
 }

@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // Small helpers over golang.org/x/net/html. Everything here works on the
@@ -123,58 +125,6 @@ func clone(n *html.Node) *html.Node {
 	return m
 }
 
-// skipText reports elements whose text is never visible content.
-func skipText(n *html.Node) bool {
-	if n.Type != html.ElementNode {
-		return false
-	}
-	switch n.DataAtom {
-	case atom.Script, atom.Style, atom.Template, atom.Noscript, atom.Head, atom.Title:
-		return true
-	}
-	return false
-}
-
-// textContent appends the text below n to b, skipping script-like elements.
-func textContent(b *strings.Builder, n *html.Node) {
-	if n.Type == html.TextNode {
-		b.WriteString(n.Data)
-		return
-	}
-	if skipText(n) {
-		return
-	}
-	for c := n.FirstChild; c != nil; c = c.NextSibling {
-		textContent(b, c)
-	}
-}
-
-// collapsedText is the text of n with runs of white space collapsed to one
-// space and trimmed.
-func collapsedText(n *html.Node) string {
-	var b strings.Builder
-	textContent(&b, n)
-	return collapseSpace(b.String())
-}
-
-func collapseSpace(s string) string {
-	var b strings.Builder
-	b.Grow(len(s))
-	space := false
-	for _, r := range s {
-		if unicode.IsSpace(r) {
-			space = b.Len() > 0
-			continue
-		}
-		if space {
-			b.WriteByte(' ')
-			space = false
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
 // visibleRunes counts non-space runes of text below n, skipping elements
 // that are boilerplate by their tag alone when boiler is true.
 func visibleRunes(n *html.Node, boiler bool) int {
@@ -192,7 +142,7 @@ func visibleRunes(n *html.Node, boiler bool) int {
 		}
 		return c
 	}
-	if skipText(n) || (boiler && isBoilerTag(n)) {
+	if htmlread.NotText(n) || (boiler && isBoilerTag(n)) {
 		return 0
 	}
 	c := 0

@@ -9,6 +9,8 @@ import (
 	trafilatura "github.com/markusmobius/go-trafilatura"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // Main-content extraction. The choice of libraries and the thresholds below
@@ -158,11 +160,11 @@ func dropHeadline(main, lead *html.Node, title string) {
 	if h == nil || h == main {
 		return
 	}
-	t := collapsedText(h)
+	t := htmlread.InnerText(h)
 	if t == "" {
 		return
 	}
-	if lead != nil && collapsedText(lead) == t || strings.Contains(strings.ToLower(title), strings.ToLower(t)) {
+	if lead != nil && htmlread.InnerText(lead) == t || strings.Contains(strings.ToLower(title), strings.ToLower(t)) {
 		removeWithEmptyParents(h, main)
 	}
 }
@@ -199,7 +201,7 @@ func leadHeading(body *html.Node) *html.Node {
 		return false
 	}
 	walk(body)
-	if found == nil || collapsedText(found) == "" {
+	if found == nil || htmlread.InnerText(found) == "" {
 		return nil
 	}
 	return clone(found)
@@ -212,11 +214,11 @@ func restoreHeading(main, lead *html.Node) {
 	if lead == nil || main == nil || main.Type != html.ElementNode {
 		return
 	}
-	want := collapsedText(lead)
+	want := htmlread.InnerText(lead)
 	if findFirst(main, func(n *html.Node) bool {
 		switch n.DataAtom {
 		case atom.H1, atom.H2, atom.H3:
-			return collapsedText(n) == want
+			return htmlread.InnerText(n) == want
 		}
 		return false
 	}) != nil {
@@ -430,7 +432,7 @@ func bestMatch(root, extracted *html.Node) (*html.Node, map[*html.Node]tokStats)
 			})
 			return s
 		}
-		if skipText(n) {
+		if htmlread.NotText(n) {
 			return s
 		}
 		for c := n.FirstChild; c != nil; c = c.NextSibling {

@@ -12,6 +12,8 @@ import (
 	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/table"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // markdownConverter is built once: it holds configuration only, and
@@ -61,7 +63,7 @@ func toMarkdown(root *html.Node) (string, error) {
 // spaces. Tables that contain tables are layout and are left alone (the
 // converter then writes their rows as text).
 func prepareTable(t *html.Node) {
-	if findFirst(t, func(n *html.Node) bool { return n != t && n.DataAtom == atom.Table }) != nil {
+	if htmlread.HoldsTable(t) {
 		return
 	}
 	width := maxRowCells(t)
@@ -70,11 +72,11 @@ func prepareTable(t *html.Node) {
 	}) {
 		flattenCell(cell)
 		// A colspan wider than the table is noise (or hostile).
-		if span(cell, "colspan") > width {
+		if htmlread.Span(cell, "colspan") > width {
 			setAttr(cell, "colspan", strconv.Itoa(width))
 		}
-		if span(cell, "rowspan") > 1 && attr(cell, "rowspan") != strconv.Itoa(span(cell, "rowspan")) {
-			setAttr(cell, "rowspan", strconv.Itoa(span(cell, "rowspan")))
+		if htmlread.Span(cell, "rowspan") > 1 && attr(cell, "rowspan") != strconv.Itoa(htmlread.Span(cell, "rowspan")) {
+			setAttr(cell, "rowspan", strconv.Itoa(htmlread.Span(cell, "rowspan")))
 		}
 	}
 	// The converter writes a caption after the table; DocBook and others
@@ -104,7 +106,7 @@ func flattenCell(n *html.Node) {
 				var b strings.Builder
 				preText(&b, c)
 				code := &html.Node{Type: html.ElementNode, Data: "code", DataAtom: atom.Code}
-				code.AppendChild(&html.Node{Type: html.TextNode, Data: collapseSpace(b.String())})
+				code.AppendChild(&html.Node{Type: html.TextNode, Data: htmlread.Collapse(b.String())})
 				n.InsertBefore(&html.Node{Type: html.TextNode, Data: " "}, c)
 				n.InsertBefore(code, c)
 				n.InsertBefore(&html.Node{Type: html.TextNode, Data: " "}, c)
@@ -136,7 +138,7 @@ func flattenCell(n *html.Node) {
 func maxRowCells(t *html.Node) int {
 	w := 1
 	for _, tr := range findAll(nil, t, func(n *html.Node) bool { return n.DataAtom == atom.Tr }) {
-		w = max(w, len(cellsOf(tr)))
+		w = max(w, len(htmlread.Cells(tr)))
 	}
 	return w
 }

@@ -1,21 +1,13 @@
 package content
 
 import (
-	"bytes"
-	"encoding/json"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
-)
 
-// Limits that keep hostile markup from blowing up the table grid.
-const (
-	maxSpan      = 100   // colspan/rowspan beyond this is clamped
-	maxTableCols = 1000  // cells per row
-	maxTableRows = 10000 // rows per table
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // parse collects the requested parse data from the whole document in one
@@ -68,7 +60,9 @@ func (c *collector) walk(n *html.Node) {
 			}
 		case atom.Table:
 			if c.opts.Tables {
-				c.table(n)
+				if t, ok := htmlread.ReadTable(n); ok {
+					c.p.Tables = append(c.p.Tables, t)
+				}
 			}
 		case atom.Html:
 			if c.opts.Metadata {
@@ -76,7 +70,7 @@ func (c *collector) walk(n *html.Node) {
 			}
 		case atom.Title:
 			if c.opts.Metadata && c.p.Metadata.Title == "" && !c.inSVG(n) {
-				c.p.Metadata.Title = collapsedText(titleText(n))
+				c.p.Metadata.Title = htmlread.InnerText(titleText(n))
 			}
 		case atom.Meta:
 			if c.opts.Metadata {
@@ -87,8 +81,10 @@ func (c *collector) walk(n *html.Node) {
 				c.p.Metadata.Canonical = resolve(c.base, attr(n, "href"))
 			}
 		case atom.Script:
-			if c.opts.Metadata && strings.EqualFold(strings.TrimSpace(attr(n, "type")), "application/ld+json") {
-				c.jsonLD(n)
+			if c.opts.Metadata && htmlread.IsJSONLD(n) {
+				if v, ok := htmlread.JSONLDScript(n); ok {
+					c.p.Metadata.JSONLD = append(c.p.Metadata.JSONLD, v)
+				}
 			}
 			return
 		case atom.Style, atom.Template:
@@ -163,20 +159,20 @@ func (c *collector) link(n *html.Node) {
 		href = u.String()
 		internal = u.Host != "" && strings.EqualFold(u.Hostname(), c.page.Hostname())
 	}
-	text := collapsedText(n)
+	text := htmlread.InnerText(n)
 	if text == "" {
-		text = collapseSpace(attr(n, "title"))
+		text = htmlread.Collapse(attr(n, "title"))
 	}
 	if text == "" {
-		text = collapseSpace(attr(n, "aria-label"))
+		text = htmlread.Collapse(attr(n, "aria-label"))
 	}
 	if text == "" {
 		if img := findElem(n, atom.Img); img != nil {
-			text = collapseSpace(attr(img, "alt"))
+			text = htmlread.Collapse(attr(img, "alt"))
 		}
 	}
 	if n.DataAtom == atom.Area && text == "" {
-		text = collapseSpace(attr(n, "alt"))
+		text = htmlread.Collapse(attr(n, "alt"))
 	}
 	if i, ok := c.seenLink[href]; ok {
 		if c.p.Links[i].Text == "" {
@@ -216,8 +212,8 @@ func (c *collector) image(n *html.Node) {
 	c.addMedia(Media{
 		Kind:  "image",
 		Src:   resolve(c.base, src),
-		Alt:   collapseSpace(attr(n, "alt")),
-		Title: collapseSpace(attr(n, "title")),
+		Alt:   htmlread.Collapse(attr(n, "alt")),
+		Title: htmlread.Collapse(attr(n, "title")),
 	})
 }
 
@@ -227,7 +223,7 @@ func (c *collector) av(n *html.Node) {
 	if n.DataAtom == atom.Audio {
 		kind = "audio"
 	}
-	m := Media{Kind: kind, Title: collapseSpace(attr(n, "title"))}
+	m := Media{Kind: kind, Title: htmlread.Collapse(attr(n, "title"))}
 	if p := attr(n, "poster"); p != "" {
 		m.Poster = resolve(c.base, p)
 	}
@@ -262,7 +258,7 @@ func (c *collector) meta(n *html.Node) {
 		switch {
 		case key == "description":
 			if m.Description == "" {
-				m.Description = collapseSpace(content)
+				m.Description = htmlread.Collapse(content)
 			}
 		case strings.HasPrefix(key, "og:"):
 			if m.OpenGraph == nil {
@@ -283,177 +279,4 @@ func (c *collector) meta(n *html.Node) {
 		}
 		return
 	}
-}
-
-// jsonLD records a JSON-LD script if it is valid JSON (compacted); invalid
-// ones are skipped.
-func (c *collector) jsonLD(n *html.Node) {
-	var b strings.Builder
-	for ch := n.FirstChild; ch != nil; ch = ch.NextSibling {
-		if ch.Type == html.TextNode {
-			b.WriteString(ch.Data)
-		}
-	}
-	raw := strings.TrimSpace(b.String())
-	// Some CMSs wrap the JSON in an HTML comment or CDATA marker.
-	for _, w := range [][2]string{{"<!--", "-->"}, {"<![CDATA[", "]]>"}, {"//<![CDATA[", "//]]>"}} {
-		if strings.HasPrefix(raw, w[0]) && strings.HasSuffix(raw, w[1]) {
-			raw = strings.TrimSpace(raw[len(w[0]) : len(raw)-len(w[1])])
-		}
-	}
-	var out bytes.Buffer
-	if raw == "" || json.Compact(&out, []byte(raw)) != nil {
-		return
-	}
-	c.p.Metadata.JSONLD = append(c.p.Metadata.JSONLD, json.RawMessage(out.Bytes()))
-}
-
-// table records a data table as text cells. Layout tables are skipped:
-// role="presentation"/"none", tables containing tables, and tables of a
-// single cell. The header is the first row of <thead>, else the first row
-// if all its cells are <th>. Spanning cells put their text in the first
-// column/row they cover and "" in the others, so every row has a cell per
-// column.
-func (c *collector) table(t *html.Node) {
-	if r := attr(t, "role"); r == "presentation" || r == "none" {
-		return
-	}
-	if findFirst(t, func(n *html.Node) bool { return n != t && n.DataAtom == atom.Table }) != nil {
-		return
-	}
-	var caption string
-	var head, body []*html.Node
-	for ch := t.FirstChild; ch != nil; ch = ch.NextSibling {
-		if ch.Type != html.ElementNode {
-			continue
-		}
-		switch ch.DataAtom {
-		case atom.Caption:
-			caption = collapsedText(ch)
-		case atom.Thead:
-			head = append(head, rowsOf(ch)...)
-		case atom.Tbody, atom.Tfoot:
-			body = append(body, rowsOf(ch)...)
-		case atom.Tr:
-			body = append(body, ch)
-		}
-	}
-	rows := append(head, body...)
-	if len(rows) > maxTableRows {
-		rows = rows[:maxTableRows]
-	}
-	grid := tableGrid(rows)
-	cells := 0
-	for _, r := range grid {
-		cells += len(r)
-	}
-	if cells <= 1 {
-		return
-	}
-	tbl := Table{Caption: caption}
-	start := 0
-	switch {
-	case len(head) > 0:
-		tbl.Header = grid[0]
-		// Further <thead> rows (multi-row headers) stay as data rows.
-		start = 1
-	case len(rows) > 0 && allHeaderCells(rows[0]):
-		tbl.Header = grid[0]
-		start = 1
-	}
-	tbl.Rows = grid[start:]
-	if tbl.Rows == nil {
-		tbl.Rows = [][]string{}
-	}
-	c.p.Tables = append(c.p.Tables, tbl)
-}
-
-func rowsOf(section *html.Node) []*html.Node {
-	var rows []*html.Node
-	for ch := section.FirstChild; ch != nil; ch = ch.NextSibling {
-		if isElem(ch, atom.Tr) {
-			rows = append(rows, ch)
-		}
-	}
-	return rows
-}
-
-func cellsOf(tr *html.Node) []*html.Node {
-	var cells []*html.Node
-	for ch := tr.FirstChild; ch != nil; ch = ch.NextSibling {
-		if isElem(ch, atom.Td) || isElem(ch, atom.Th) {
-			cells = append(cells, ch)
-		}
-	}
-	return cells
-}
-
-func allHeaderCells(tr *html.Node) bool {
-	cells := cellsOf(tr)
-	for _, c := range cells {
-		if c.DataAtom != atom.Th {
-			return false
-		}
-	}
-	return len(cells) > 0
-}
-
-func span(n *html.Node, key string) int {
-	v, err := strconv.Atoi(strings.TrimSpace(attr(n, key)))
-	if err != nil || v < 1 {
-		return 1
-	}
-	return min(v, maxSpan)
-}
-
-// tableGrid lays rows out on a grid, honouring colspan and rowspan, and
-// pads every row to the widest.
-func tableGrid(rows []*html.Node) [][]string {
-	// A colspan wider than the widest row is noise (or hostile).
-	widest := 1
-	for _, tr := range rows {
-		widest = max(widest, len(cellsOf(tr)))
-	}
-	grid := make([][]string, len(rows))
-	filled := make([][]bool, len(rows))
-	width := 0
-	for r, tr := range rows {
-		col := 0
-		for _, cell := range cellsOf(tr) {
-			for col < len(filled[r]) && filled[r][col] {
-				col++
-			}
-			if col >= maxTableCols {
-				break
-			}
-			text := collapsedText(cell)
-			cs, rs := min(span(cell, "colspan"), widest), span(cell, "rowspan")
-			for dr := 0; dr < rs && r+dr < len(rows); dr++ {
-				for dc := 0; dc < cs && col+dc < maxTableCols; dc++ {
-					v := ""
-					if dr == 0 && dc == 0 {
-						v = text
-					}
-					put(&grid[r+dr], &filled[r+dr], col+dc, v)
-				}
-			}
-			col += cs
-		}
-		width = max(width, len(grid[r]))
-	}
-	for r := range grid {
-		for len(grid[r]) < width {
-			grid[r] = append(grid[r], "")
-		}
-	}
-	return grid
-}
-
-func put(row *[]string, filled *[]bool, col int, v string) {
-	for len(*row) <= col {
-		*row = append(*row, "")
-		*filled = append(*filled, false)
-	}
-	(*row)[col] = v
-	(*filled)[col] = true
 }

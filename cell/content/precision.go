@@ -1,11 +1,14 @@
 package content
 
 import (
+	"bytes"
 	"strings"
 	"unicode"
 
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // The precision pass: what the extractors keep inside an article that is
@@ -102,12 +105,12 @@ func declaresArticle(doc *html.Node) bool {
 			}
 			return p == "og:type" && strings.EqualFold(strings.TrimSpace(attr(n, "content")), "article")
 		case atom.Script:
-			if !strings.EqualFold(attr(n, "type"), "application/ld+json") || n.FirstChild == nil {
+			if !htmlread.IsJSONLD(n) {
 				return false
 			}
-			s := n.FirstChild.Data
+			ld, _ := htmlread.JSONLDScript(n)
 			for _, t := range []string{`"Article"`, `"NewsArticle"`, `"BlogPosting"`, `"ReportageNewsArticle"`, `"AnalysisNewsArticle"`, `"OpinionNewsArticle"`, `"TechArticle"`} {
-				if strings.Contains(s, t) {
+				if bytes.Contains(ld, []byte(t)) {
 					return true
 				}
 			}
@@ -139,7 +142,7 @@ func gatherStats(n *html.Node, inLink bool, st map[*html.Node]blockStats) blockS
 		}
 		return s
 	}
-	if n.Type == html.ElementNode && skipText(n) {
+	if n.Type == html.ElementNode && htmlread.NotText(n) {
 		return s
 	}
 	isLink := n.Type == html.ElementNode && n.DataAtom == atom.A
@@ -174,7 +177,7 @@ func precisionPass(main *html.Node, article bool) {
 	walk = func(n *html.Node) {
 		for c := n.FirstChild; c != nil; {
 			next := c.NextSibling
-			if c.Type == html.ElementNode && !skipText(c) && c.DataAtom != atom.Pre && !protected(c) {
+			if c.Type == html.ElementNode && !htmlread.NotText(c) && c.DataAtom != atom.Pre && !protected(c) {
 				if s, ok := st[c]; ok && dropForPrecision(c, s, total, article) {
 					n.RemoveChild(c)
 				} else {
@@ -233,7 +236,7 @@ func captionToTitle(cap *html.Node) {
 	if len(imgs) != 1 || attr(imgs[0], "title") != "" {
 		return
 	}
-	if t := collapsedText(cap); t != "" {
+	if t := htmlread.InnerText(cap); t != "" {
 		setAttr(imgs[0], "title", t)
 	}
 }

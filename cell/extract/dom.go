@@ -9,6 +9,8 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 	"golang.org/x/net/html"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // page is what the deterministic extractor knows of a page: its facts,
@@ -69,7 +71,7 @@ func (p *page) add(key string, val any, src int) {
 		return
 	}
 	if s, ok := val.(string); ok {
-		if s = clean(s); s == "" {
+		if s = htmlread.Collapse(s); s == "" {
 			return
 		}
 		val = s
@@ -93,62 +95,18 @@ func entityRank(types []string) int {
 	return srcJSONLD
 }
 
-func ldTypes(m map[string]any) []string {
-	switch t := m["@type"].(type) {
-	case string:
-		return []string{t}
-	case []any:
-		var out []string
-		for _, x := range t {
-			if s, ok := x.(string); ok {
-				out = append(out, s)
-			}
-		}
-		return out
-	}
-	return nil
-}
-
 func (p *page) jsonLD(doc *goquery.Document) {
-	total := 0
 	var entities []map[string]any
-	doc.Find(`script[type="application/ld+json"]`).Each(func(_ int, s *goquery.Selection) {
-		raw := strings.TrimSpace(s.Text())
-		total += len(raw)
-		if total > maxLDBytes || raw == "" {
-			return
-		}
-		raw = strings.TrimSuffix(strings.TrimPrefix(raw, "<!--"), "-->")
+	for _, raw := range htmlread.JSONLD(doc.Nodes[0], maxLDBytes) {
 		var v any
-		if json.Unmarshal([]byte(raw), &v) != nil {
-			return
+		if json.Unmarshal(raw, &v) == nil {
+			entities = append(entities, htmlread.Entities(v)...)
 		}
-		var walk func(v any, depth int)
-		walk = func(v any, depth int) {
-			if depth > 3 {
-				return
-			}
-			switch x := v.(type) {
-			case []any:
-				for _, e := range x {
-					walk(e, depth+1)
-				}
-			case map[string]any:
-				if g, ok := x["@graph"]; ok {
-					walk(g, depth+1)
-					if len(x) <= 2 {
-						return
-					}
-				}
-				entities = append(entities, x)
-			}
-		}
-		walk(v, 0)
-	})
+	}
 	byType := map[string][]map[string]any{}
 	var order []string
 	for _, e := range entities {
-		types := ldTypes(e)
+		types := htmlread.Types(e)
 		src := entityRank(types)
 		p.addEntity("", e, src, 0)
 		for _, t := range types {
@@ -283,7 +241,7 @@ func itemMap(s *goquery.Selection, base *url.URL, depth int) map[string]any {
 				if scope {
 					v = itemMap(cs, base, depth+1)
 				} else {
-					v = clean(itemValue(cs, base))
+					v = htmlread.Collapse(itemValue(cs, base))
 				}
 				for _, name := range strings.Fields(props) {
 					switch old := m[name].(type) {
@@ -363,7 +321,7 @@ func (p *page) rdfa(doc *goquery.Document) {
 			return
 		}
 		props, _ := s.Attr("property")
-		v := clean(itemValue(s, p.base))
+		v := htmlread.Collapse(itemValue(s, p.base))
 		src := srcRDFa
 		if t, ok := s.Closest("[typeof]").Attr("typeof"); ok && weakType(words(t)) {
 			src = srcWeak
@@ -404,9 +362,9 @@ func (p *page) meta(doc *goquery.Document) {
 var reTitleSep = regexp.MustCompile(`\s+[|–—·:»-]\s+`)
 
 func (p *page) headings(doc *goquery.Document) {
-	title := clean(doc.Find("head title").First().Text())
+	title := htmlread.Collapse(doc.Find("head title").First().Text())
 	if title == "" {
-		title = clean(doc.Find("title").First().Text())
+		title = htmlread.Collapse(doc.Find("title").First().Text())
 	}
 	short := title
 	if title != "" {
@@ -424,7 +382,7 @@ func (p *page) headings(doc *goquery.Document) {
 	var best string
 	bestScore := -1.0
 	doc.Find("h1").EachWithBreak(func(i int, h *goquery.Selection) bool {
-		t := clean(visibleText(h))
+		t := htmlread.Collapse(visibleText(h))
 		if t == "" || len(t) > 400 {
 			return i < 20
 		}
@@ -471,39 +429,27 @@ func overlap(a, b string) float64 {
 
 // ---- tables, definition lists, lists under a heading
 
-func cellTexts(row *goquery.Selection) (cells []string, heads int) {
-	row.ChildrenFiltered("th, td").Each(func(_ int, c *goquery.Selection) {
-		cells = append(cells, clean(visibleText(c)))
-		if goquery.NodeName(c) == "th" {
-			heads++
-		}
-	})
-	return cells, heads
-}
+// Bounds of the tables read from one page.
+const (
+	maxTables    = 200
+	maxTableRows = 2000
+)
 
 func (p *page) tables(doc *goquery.Document) {
-	doc.Find("table").Each(func(ti int, t *goquery.Selection) {
-		if ti > 200 {
-			return
+	for ti, t := range htmlread.Tables(doc.Nodes[0]) {
+		if ti >= maxTables {
+			break
 		}
-		var rows [][]string
-		var headRow []string
-		t.Find("tr").Each(func(i int, r *goquery.Selection) {
-			if r.Closest("table").Get(0) != t.Get(0) || len(rows) > 2000 {
-				return
+		headRow, rows := t.Header, t.Rows
+		if nonEmpty(headRow) < 2 {
+			// One heading over the table is a title, not column names.
+			if headRow != nil {
+				rows = append([][]string{headRow}, rows...)
 			}
-			cells, heads := cellTexts(r)
-			if len(cells) == 0 {
-				return
-			}
-			inHead := r.ParentsFiltered("thead").Length() > 0
-			if headRow == nil && len(rows) == 0 && (inHead || (heads == len(cells) && len(cells) > 1)) {
-				headRow = cells
-				return
-			}
-			rows = append(rows, cells)
-		})
-		if headRow != nil && len(headRow) >= 2 && len(rows) > 0 {
+			headRow = nil
+		}
+		rows = rows[:min(len(rows), maxTableRows)]
+		if headRow != nil && len(rows) > 0 {
 			l := recordList{src: srcTable}
 			for _, r := range rows {
 				var rec []fact
@@ -519,21 +465,21 @@ func (p *page) tables(doc *goquery.Document) {
 				p.facts = append(p.facts, l.records[0]...)
 			}
 			if len(headRow) > 2 {
-				return
+				continue
 			}
 		}
-		// Two-column tables are label/value pairs.
+		// Two-column rows are label/value pairs.
 		for _, r := range rows {
-			if len(r) == 2 && r[0] != "" && len(r[0]) < 80 {
+			if r = trimRow(r); len(r) == 2 && r[0] != "" && len(r[0]) < 80 {
 				p.add(strings.TrimSuffix(r[0], ":"), r[1], srcTable)
 			}
 		}
-	})
+	}
 	doc.Find("dl").Each(func(_ int, dl *goquery.Selection) {
 		var key string
 		dl.Find("dt, dd").Each(func(_ int, s *goquery.Selection) {
 			if goquery.NodeName(s) == "dt" {
-				key = strings.TrimSuffix(clean(visibleText(s)), ":")
+				key = strings.TrimSuffix(htmlread.Collapse(visibleText(s)), ":")
 				return
 			}
 			if key != "" {
@@ -552,14 +498,34 @@ func (p *page) tables(doc *goquery.Document) {
 		}
 		var items []any
 		list.ChildrenFiltered("li").Each(func(_ int, li *goquery.Selection) {
-			if t := clean(visibleText(li)); t != "" {
+			if t := htmlread.Collapse(visibleText(li)); t != "" {
 				items = append(items, t)
 			}
 		})
 		if len(items) > 0 {
-			p.add(strings.TrimSuffix(clean(visibleText(h)), ":"), items, srcTable)
+			p.add(strings.TrimSuffix(htmlread.Collapse(visibleText(h)), ":"), items, srcTable)
 		}
 	})
+}
+
+// nonEmpty counts the cells of a row that hold text.
+func nonEmpty(row []string) int {
+	n := 0
+	for _, c := range row {
+		if c != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// trimRow drops a row's empty cells at its end: the grid's padding of a
+// short row.
+func trimRow(row []string) []string {
+	for len(row) > 0 && row[len(row)-1] == "" {
+		row = row[:len(row)-1]
+	}
+	return row
 }
 
 // ---- label: value lines
@@ -597,7 +563,7 @@ func (p *page) labels(text string) {
 
 // cleanByline trims what follows a name in a byline.
 func cleanByline(s string) string {
-	s = clean(s)
+	s = htmlread.Collapse(s)
 	for _, cut := range []string{" | ", " – ", " — ", " - ", " Updated", " Published", " Posted", " on ", " at "} {
 		if i := strings.Index(s, cut); i > 0 {
 			s = s[:i]
@@ -717,7 +683,7 @@ func (p *page) hints(doc *goquery.Document) {
 		if strings.TrimSpace(h) == "" {
 			return true
 		}
-		text := func() string { return clean(visibleText(s)) }
+		text := func() string { return htmlread.Collapse(visibleText(s)) }
 		switch {
 		case hasWord(h, "author", "byline", "writer", "by line", "author name"):
 			if hasWord(h, "bio", "avatar", "image", "photo", "description", "box", "info") || s.Find("[class*=author], [class*=byline], [rel=author], [itemprop=author]").Length() > 0 {
@@ -865,63 +831,13 @@ func blockFacts(k *goquery.Selection, base *url.URL) []fact {
 	if m, ok := findMoney(text); ok {
 		q.add("price", m, srcText)
 	}
-	if t := clean(text); t != "" {
+	if t := htmlread.Collapse(text); t != "" {
 		q.add("text", t, srcWeak)
 	}
 	sort.SliceStable(q.facts, func(i, j int) bool { return q.facts[i].src < q.facts[j].src })
 	return q.facts
 }
 
-// ---- visible text
-
-var blockTags = map[string]bool{
-	"p": true, "div": true, "li": true, "ul": true, "ol": true, "tr": true, "td": true, "th": true, "table": true,
-	"h1": true, "h2": true, "h3": true, "h4": true, "h5": true, "h6": true, "br": true, "dt": true, "dd": true, "dl": true,
-	"section": true, "article": true, "header": true, "footer": true, "aside": true, "main": true, "blockquote": true,
-	"pre": true, "figure": true, "figcaption": true, "form": true, "address": true, "hr": true, "nav": true, "time": false,
-}
-
-// visibleText is the text of s as a reader sees it: no scripts, styles
-// or hidden templates, a line break at each block.
-func visibleText(s *goquery.Selection) string {
-	var b strings.Builder
-	var walk func(n *html.Node)
-	walk = func(n *html.Node) {
-		switch n.Type {
-		case html.TextNode:
-			b.WriteString(n.Data)
-			return
-		case html.ElementNode:
-			switch n.Data {
-			case "script", "style", "noscript", "template", "head", "svg", "iframe", "object":
-				return
-			}
-			for _, a := range n.Attr {
-				if a.Key == "hidden" || (a.Key == "aria-hidden" && a.Val == "true") {
-					return
-				}
-			}
-		}
-		block := n.Type == html.ElementNode && blockTags[n.Data]
-		if block {
-			b.WriteByte('\n')
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-		if block {
-			b.WriteByte('\n')
-		}
-	}
-	for _, n := range s.Nodes {
-		walk(n)
-	}
-	lines := strings.Split(b.String(), "\n")
-	out := lines[:0]
-	for _, l := range lines {
-		if l = strings.Join(strings.Fields(l), " "); l != "" {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
+// visibleText is the text of a selection as a reader sees it, one block a
+// line (htmlread.VisibleText).
+func visibleText(s *goquery.Selection) string { return htmlread.VisibleText(s.Nodes...) }

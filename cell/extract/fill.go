@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // fill builds the value of n from the page's facts: the deterministic
@@ -339,7 +341,7 @@ func coerce(v any, n *Node, name string, base *url.URL) any {
 			return nil
 		}
 		for _, e := range n.Enum {
-			if es := fmt.Sprint(e); strings.EqualFold(es, clean(s)) || strings.EqualFold(words(es), words(s)) {
+			if es := fmt.Sprint(e); strings.EqualFold(es, htmlread.Collapse(s)) || strings.EqualFold(words(es), words(s)) {
 				return e
 			}
 		}
@@ -419,7 +421,7 @@ func coerce(v any, n *Node, name string, base *url.URL) any {
 	if !ok {
 		return nil
 	}
-	s = clean(s)
+	s = htmlread.Collapse(s)
 	if s == "" {
 		return nil
 	}

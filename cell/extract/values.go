@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // Typed values read from text: numbers with separators and currencies,
@@ -24,11 +26,6 @@ var (
 	// A currency symbol or code next to an amount.
 	reMoney = regexp.MustCompile(`(?i)(?:[$€£¥₹₩]|\b(?:usd|eur|gbp|jpy|chf|cad|aud|inr|sek|nok|dkk|pln)\b)\s?[-−]?\d[\d.,' \x{00a0}]*\d?|[-−]?\d[\d.,' \x{00a0}]*\d?\s?(?:[$€£¥₹₩]|\b(?:usd|eur|gbp|jpy|chf|cad|aud|inr|sek|nok|dkk|pln)\b)`)
 )
-
-// clean collapses white space.
-func clean(s string) string {
-	return strings.Join(strings.Fields(s), " ")
-}
 
 // parseNumber reads the first number of s: "1,299.00" and "1.299,00" are
 // 1299, "$ 12" is 12, "4.5 out of 5" is 4.5.
@@ -247,7 +244,7 @@ func ymd(y, m, d int) string {
 // parseBool reads yes/no, true/false, in stock/out of stock and their
 // kin, and schema.org availability values.
 func parseBool(s string) (bool, bool) {
-	v := strings.ToLower(clean(s))
+	v := strings.ToLower(htmlread.Collapse(s))
 	v = strings.TrimPrefix(strings.TrimPrefix(v, "https://schema.org/"), "http://schema.org/")
 	switch v {
 	case "yes", "y", "true", "1", "on", "instock", "in stock", "available", "in_stock", "✓", "✔", "included", "limitedavailability", "onlineonly", "instoreonly", "presale", "preorder":
