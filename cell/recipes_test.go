@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/llm/llmtest"
-	"github.com/trawlhq/trawl/cell/recipe"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/recipespec"
 )
 
 // recipeSite serves the recipe test pages from loopback: the files of
@@ -112,7 +112,7 @@ func writeRecipe(t *testing.T, root, name, manifest string, files map[string]str
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, recipe.ManifestFile), []byte(manifest), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, recipespec.ManifestFile), []byte(manifest), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for f, body := range files {

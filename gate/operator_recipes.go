@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/trawlhq/trawl/cell/recipe"
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/recipespec"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -62,8 +62,8 @@ const recipeMaxBody = ledger.MaxRecipeBytes*4/3 + 1<<20
 
 func recipeBody(sr *ledger.StoredRecipe) RecipeBody {
 	t := sr.Updated
-	return RecipeBody{Name: sr.Name, Manifest: sr.Manifest, Script: string(sr.Files[recipe.ScriptFile]),
-		Module: sr.Files[recipe.ModuleFile], Hash: sr.Hash, Index: sr.Index, Updated: &t}
+	return RecipeBody{Name: sr.Name, Manifest: sr.Manifest, Script: string(sr.Files[recipespec.ScriptFile]),
+		Module: sr.Files[recipespec.ModuleFile], Hash: sr.Hash, Index: sr.Index, Updated: &t}
 }
 
 // GET /operator/v1/recipes
@@ -72,7 +72,7 @@ func (rt *Runtime) opRecipes(w http.ResponseWriter, r *http.Request) {
 	var err error
 	out.Version, err = rt.node.State().Recipes(func(sr *ledger.RecipeEntry) error {
 		info := RecipeInfo{Name: sr.Name, Hash: sr.Hash, Index: sr.Index, Updated: sr.Updated, Bytes: sr.Bytes}
-		var m recipe.Manifest
+		var m recipespec.Manifest
 		if json.Unmarshal(sr.Manifest, &m) == nil {
 			info.Version, info.Title, info.Kind = m.Version, m.Title, m.Kind
 		}
@@ -100,9 +100,10 @@ func (rt *Runtime) opRecipe(w http.ResponseWriter, r *http.Request) {
 }
 
 // PUT /operator/v1/recipes/{name}: add or replace the whole recipe. It is
-// checked with the cells' own parser (a manifest a cell would not load is
-// 400 and changes nothing); its manifest's name is the path's. The same
-// recipe again changes nothing (200, the ledger's record as it was).
+// checked with the cells' own parser, internal/recipespec (a manifest a
+// cell would not load is 400 and changes nothing); its manifest's name is
+// the path's. The same recipe again changes nothing (200, the ledger's
+// record as it was).
 func (rt *Runtime) opSetRecipe(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var req RecipeBody
@@ -122,12 +123,12 @@ func (rt *Runtime) opSetRecipe(w http.ResponseWriter, r *http.Request) {
 	}
 	files := map[string][]byte{}
 	if req.Script != "" {
-		files[recipe.ScriptFile] = []byte(req.Script)
+		files[recipespec.ScriptFile] = []byte(req.Script)
 	}
 	if len(req.Module) > 0 {
-		files[recipe.ModuleFile] = req.Module
+		files[recipespec.ModuleFile] = req.Module
 	}
-	rc, err := recipe.Parse(req.Manifest, files)
+	rc, err := recipespec.Parse(req.Manifest, files)
 	if err != nil {
 		httpjson.Error(w, http.StatusBadRequest, billing.CodeBadInput, "recipe: "+err.Error())
 		return
@@ -137,14 +138,14 @@ func (rt *Runtime) opSetRecipe(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch rc.Kind { // the file its kind does not read is not kept
-	case recipe.KindScript:
-		delete(files, recipe.ModuleFile)
-	case recipe.KindModule:
-		delete(files, recipe.ScriptFile)
+	case recipespec.KindScript:
+		delete(files, recipespec.ModuleFile)
+	case recipespec.KindModule:
+		delete(files, recipespec.ScriptFile)
 	default:
 		clear(files)
 	}
-	builtins, err := recipe.Builtins()
+	builtins, err := recipespec.Builtins()
 	if err != nil {
 		rt.opInternal(w, "built-in recipes", err)
 		return

@@ -3,25 +3,27 @@ package recipe
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/recipespec"
 )
 
 // Entry is a recipe in the catalog (GET /recipes, §2.7).
 type Entry struct {
-	Name        string        `json:"name"`
-	Version     int           `json:"version"`
-	Title       string        `json:"title"`
-	Stage       string        `json:"stage"`
-	Health      HealthSummary `json:"health"`
-	Kind        string        `json:"kind"`
-	Inputs      []InputView   `json:"inputs"`
-	Outputs     []string      `json:"outputs"`
-	FreshForS   int           `json:"fresh_for_s"`
-	Tags        []string      `json:"tags"`
-	CostHint    *CostHint     `json:"cost_hint"`
-	Run         string        `json:"run"`
-	Description string        `json:"description"`
-	Builtin     bool          `json:"builtin"`
-	PageBudget  int           `json:"page_budget"`
+	Name        string               `json:"name"`
+	Version     int                  `json:"version"`
+	Title       string               `json:"title"`
+	Stage       string               `json:"stage"`
+	Health      HealthSummary        `json:"health"`
+	Kind        string               `json:"kind"`
+	Inputs      []InputView          `json:"inputs"`
+	Outputs     []string             `json:"outputs"`
+	FreshForS   int                  `json:"fresh_for_s"`
+	Tags        []string             `json:"tags"`
+	CostHint    *recipespec.CostHint `json:"cost_hint"`
+	Run         string               `json:"run"`
+	Description string               `json:"description"`
+	Builtin     bool                 `json:"builtin"`
+	PageBudget  int                  `json:"page_budget"`
 }
 
 // InputView is an input in the catalog.

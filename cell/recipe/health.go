@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/recipespec"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -140,7 +141,7 @@ func (s *Service) check(ctx context.Context, rc *Recipe, h *healthRec, inputs ma
 	vals, _, err := rc.Check(inputs)
 	var res *Result
 	if err == nil {
-		delete(vals, SessionInput) // a check never has a session
+		delete(vals, recipespec.SessionInput) // a check never has a session
 		res, err = s.run(ctx, rc, vals)
 	}
 	if res != nil {

@@ -5,12 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
-	"time"
+
+	"github.com/trawlhq/trawl/internal/recipespec"
 )
 
 // Values are a run's checked inputs by name: string, int64, bool, or a
@@ -32,14 +31,14 @@ func (r *Recipe) Check(body map[string]json.RawMessage) (vals Values, bypass boo
 			}
 			continue
 		}
-		in, ok := r.input(k)
+		in, ok := r.Input(k)
 		if !ok {
 			return nil, false, badInput(fmt.Sprintf("%s has no input %q (inputs: %s)", r.Name, k, r.inputNames()))
 		}
 		if isNull(raw) {
 			continue // as if missing
 		}
-		v, err := coerce(in, raw)
+		v, err := recipespec.Coerce(in, raw)
 		if err != nil {
 			msg := fmt.Sprintf("input %s: %v", k, err)
 			if in.Secret {
@@ -54,7 +53,7 @@ func (r *Recipe) Check(body map[string]json.RawMessage) (vals Values, bypass boo
 			continue
 		}
 		if len(in.Default) > 0 {
-			v, _ := coerce(&in, in.Default) // checked by Parse
+			v, _ := recipespec.Coerce(&in, in.Default) // checked by Parse
 			vals[in.Name] = v
 			continue
 		}
@@ -62,7 +61,7 @@ func (r *Recipe) Check(body map[string]json.RawMessage) (vals Values, bypass boo
 			return nil, false, badInput(fmt.Sprintf("input %s (%s) is required", in.Name, in.Type))
 		}
 	}
-	if s, ok := vals[SessionInput].(string); ok && len(s) > MaxSessionBytes {
+	if s, ok := vals[recipespec.SessionInput].(string); ok && len(s) > MaxSessionBytes {
 		return nil, false, badInput(fmt.Sprintf("input session: at most %d bytes", MaxSessionBytes))
 	}
 	return vals, bypass, nil
@@ -83,41 +82,6 @@ func (r *Recipe) inputNames() string {
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
-
-// coerce reads raw as in's type.
-func coerce(in *Input, raw json.RawMessage) (any, error) {
-	switch in.Type {
-	case TypeString:
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, errors.New("must be a string")
-		}
-		return s, nil
-	case TypeInteger:
-		var f float64
-		if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) || math.Abs(f) > 1<<53 {
-			return nil, errors.New("must be an integer")
-		}
-		return int64(f), nil
-	case TypeBoolean:
-		var b bool
-		if err := json.Unmarshal(raw, &b); err != nil {
-			return nil, errors.New("must be true or false")
-		}
-		return b, nil
-	case TypeDate:
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, errors.New("must be a date, YYYY-MM-DD")
-		}
-		d, err := time.Parse(time.DateOnly, s)
-		if err != nil {
-			return nil, errors.New("must be a date, YYYY-MM-DD")
-		}
-		return d.Format(time.DateOnly), nil
-	}
-	return nil, fmt.Errorf("unknown type %q", in.Type)
-}
 
 // String is a value as a URL template or a script sees it.
 func valueString(v any) string {

@@ -8,21 +8,17 @@ import (
 	"strings"
 
 	"github.com/andybalholm/cascadia"
+
+	"github.com/trawlhq/trawl/internal/recipespec"
 )
 
 // expand fills a URL template with the run's inputs: a template that is
 // just "{name}" takes the value as it is; elsewhere values are
 // query-escaped.
 func expand(tmpl string, vals Values) string {
-	if names := placeholders(tmpl); len(names) == 1 && tmpl == "{"+names[0]+"}" {
-		return strings.TrimSpace(valueString(vals[names[0]]))
-	}
-	return placeholderRE.ReplaceAllStringFunc(tmpl, func(m string) string {
-		v, ok := vals[m[1:len(m)-1]]
-		if !ok {
-			return ""
-		}
-		return url.QueryEscape(valueString(v))
+	return recipespec.Expand(tmpl, func(name string) (string, bool) {
+		v, ok := vals[name]
+		return valueString(v), ok
 	})
 }
 
@@ -57,7 +53,7 @@ func (r *run) runJSON(ctx context.Context) error {
 			r.mu.Lock()
 			doc := r.nodes[id]
 			r.mu.Unlock()
-			items, err := r.rc.rows.Items(ctx, doc)
+			items, err := r.rc.Rows.Items(ctx, doc)
 			if err != nil {
 				return err
 			}
@@ -122,7 +118,7 @@ func (r *run) join(ctx context.Context, o map[string]any, base *url.URL) error {
 	r.mu.Lock()
 	doc := r.nodes[id]
 	r.mu.Unlock()
-	raw, err := r.rc.detail.Object(doc)
+	raw, err := r.rc.Detail.Object(doc)
 	if err != nil {
 		return err
 	}

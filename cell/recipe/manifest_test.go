@@ -10,44 +10,6 @@ const okManifest = `{"name":"t","version":1,"title":"T","kind":"json","outputs":
 	"inputs":[{"name":"q","type":"string","required":true},{"name":"n","type":"integer","default":2},{"name":"on","type":"boolean"},{"name":"d","type":"date"}],
 	"json":{"urls":["https://example.com/s?q={q}&n={n}"],"rows":{"baseSelector":"li","fields":[{"name":"a","type":"text"}]}}}`
 
-// Manifests that must not load, each with the reason named.
-func TestParseRefuses(t *testing.T) {
-	cases := []struct{ manifest, want string }{
-		{`{"name":"Bad Name","version":1,"title":"T","kind":"json"}`, "name"},
-		{`{"name":"health","version":1,"title":"T","kind":"json"}`, "taken"},
-		{`{"name":"t","version":0,"title":"T","kind":"json"}`, "version"},
-		{`{"name":"t","version":1,"title":"","kind":"json"}`, "title"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":[],"hosts":["a.b"]}`, "outputs"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a","a"],"hosts":["a.b"]}`, "outputs"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"]}`, "hosts"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["{nope}"]}`, "names no string input"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["http://a.b/"]}`, "not a host name"},
-		{`{"name":"t","version":1,"title":"T","kind":"wasm","outputs":["a"],"hosts":["a.b"]}`, "kind"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"]}`, "json body"},
-		{`{"name":"t","version":1,"title":"T","kind":"script","outputs":["a"],"hosts":["a.b"]}`, "script.js"},
-		{`{"name":"t","version":1,"title":"T","kind":"module","outputs":["a"],"hosts":["a.b"]}`, "module.wasm"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"page_budget":501,"json":{}}`, "page_budget"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"run":"later","json":{}}`, "run"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"inputs":[{"name":"x","type":"float"}]}`, "type"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"inputs":[{"name":"x","type":"integer","default":"two"}]}`, "default"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"inputs":[{"name":"session","type":"string","default":"a=b"}]}`, "secret"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"inputs":[{"name":"session","type":"integer"}]}`, "Cookie"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"health":{"inputs":{"zz":1}},"json":{}}`, "health.inputs"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"json":{"urls":["https://a.b/{q}"],"rows":{}}}`, "names no input"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"json":{"urls":["https://a.b/"],"rows":{"baseSelector":"li[","fields":[]}}}`, "invalid CSS selector"},
-		{`{"name":"t","version":1,"title":"T","kind":"json","outputs":["a"],"hosts":["a.b"],"json":{"urls":["https://a.b/"],"rows":{"baseSelector":"li","fields":[]}},"surprise":1}`, "unknown field"},
-	}
-	for _, c := range cases {
-		_, err := Parse([]byte(c.manifest), nil)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s:\n got %v, want an error with %q", c.manifest, err, c.want)
-		}
-	}
-	if _, err := Parse([]byte(okManifest), nil); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // Inputs: types, defaults, required, unknown names; secret values are
 // never echoed.
 func TestCheckInputs(t *testing.T) {

@@ -15,13 +15,16 @@ import (
 	"time"
 
 	"github.com/andybalholm/cascadia"
+	"golang.org/x/net/html"
+
 	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/extract"
+	"github.com/trawlhq/trawl/internal/cssschema"
 	"github.com/trawlhq/trawl/internal/metering"
-	"golang.org/x/net/html"
+	"github.com/trawlhq/trawl/internal/recipespec"
 )
 
-// Limits of one run.
+// recipespec.Limits of one run.
 const (
 	// RunTimeout is the longest a run may take (§8).
 	RunTimeout = 300 * time.Second
@@ -174,7 +177,7 @@ func newRun(rc *Recipe, vals Values, f Fetcher, ex *extract.Extractor, mods *com
 	if rc.JSON != nil {
 		r.xml = rc.JSON.XML
 	}
-	if s, ok := vals[SessionInput].(string); ok {
+	if s, ok := vals[recipespec.SessionInput].(string); ok {
 		r.session = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "Cookie:"))
 	}
 	for _, h := range rc.Hosts {
@@ -409,9 +412,9 @@ func compileSel(css string) (cascadia.Selector, error) {
 	if s, ok := selCache.Load(css); ok {
 		return s.(cascadia.Selector), nil
 	}
-	s, err := cascadia.Compile(css)
+	s, err := cssschema.Selector(css)
 	if err != nil {
-		return nil, fmt.Errorf("invalid CSS selector %q: %v", css, err)
+		return nil, err
 	}
 	selCache.Store(css, s)
 	return s, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/recipespec"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -87,11 +88,11 @@ func (s *Service) run(ctx context.Context, rc *Recipe, vals Values) (*Result, er
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	switch rc.Kind {
-	case KindJSON:
+	case recipespec.KindJSON:
 		err = r.runJSON(rctx)
-	case KindScript:
+	case recipespec.KindScript:
 		err = r.runScript(rctx)
-	case KindModule:
+	case recipespec.KindModule:
 		err = r.runModule(rctx)
 	}
 	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
@@ -121,9 +122,9 @@ func (s *Service) sweep() {
 // Box names the sandbox of a kind, for usage boxes.
 func Box(kind string) string {
 	switch kind {
-	case KindModule:
+	case recipespec.KindModule:
 		return "wasm"
-	case KindScript:
+	case recipespec.KindScript:
 		return "js"
 	}
 	return "selectors"

@@ -131,7 +131,7 @@ func heapBytes() int64 {
 func (r *run) publicInputs() map[string]any {
 	out := map[string]any{}
 	for k, v := range r.vals {
-		if in, ok := r.rc.input(k); ok && in.Secret {
+		if in, ok := r.rc.Input(k); ok && in.Secret {
 			continue
 		}
 		out[k] = v

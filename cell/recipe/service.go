@@ -16,25 +16,21 @@ package recipe
 
 import (
 	"context"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/extract"
+	"github.com/trawlhq/trawl/internal/recipespec"
 	"github.com/trawlhq/trawl/internal/store"
 )
-
-//go:embed builtin
-var builtinFS embed.FS
 
 // Defaults of Config.
 const (
@@ -142,36 +138,6 @@ func New(cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Builtins are the recipes shipped in the binary.
-func Builtins() ([]*Recipe, error) {
-	entries, err := fs.ReadDir(builtinFS, "builtin")
-	if err != nil {
-		return nil, err
-	}
-	var out []*Recipe
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		dir := path.Join("builtin", e.Name())
-		manifest, err := builtinFS.ReadFile(path.Join(dir, ManifestFile))
-		if err != nil {
-			return nil, err
-		}
-		files := map[string][]byte{}
-		if b, err := builtinFS.ReadFile(path.Join(dir, ScriptFile)); err == nil {
-			files[ScriptFile] = b
-		}
-		r, err := Parse(manifest, files)
-		if err != nil {
-			return nil, fmt.Errorf("built-in recipe %s: %w", e.Name(), err)
-		}
-		r.Builtin = true
-		out = append(out, r)
-	}
-	return out, nil
-}
-
 // Reload reads the operator's directory again (and the built-ins). A
 // recipe that does not load is logged and left out; an operator recipe
 // cannot replace a built-in of the same name.
@@ -232,7 +198,7 @@ func (s *Service) Reload() error {
 	s.mu.Unlock()
 	keep := map[string]bool{}
 	for _, r := range recipes {
-		if r.Kind == KindModule {
+		if r.Kind == recipespec.KindModule {
 			keep[r.Hash] = true
 		}
 	}

@@ -7,9 +7,10 @@ import (
 	"io"
 	"strings"
 
-	crawlx "github.com/trawlhq/trawl/cell/crawl/extract"
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/charset"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // maxXMLDepth bounds the nesting of an XML page.
@@ -67,4 +68,4 @@ func parseXML(body []byte) (*html.Node, error) {
 }
 
 // nodeText is an element's text as json_css reads it.
-func nodeText(n *html.Node) string { return crawlx.Text(n) }
+func nodeText(n *html.Node) string { return htmlread.FieldText(n) }

@@ -17,6 +17,7 @@ import (
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/recipe"
+	"github.com/trawlhq/trawl/internal/recipespec"
 )
 
 // recipeFlags registers the cell's recipe flags (docs/recipes.md).
@@ -174,7 +175,7 @@ func recipeRun(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if *session != "" {
 		b, _ := json.Marshal(*session)
-		body[recipe.SessionInput] = b
+		body[recipespec.SessionInput] = b
 	}
 	_, vals, _, err := svc.Prepare(rc.Name, body)
 	if err != nil {
@@ -202,7 +203,7 @@ func recipeRun(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // other types as JSON text.
 func inputValue(rc *recipe.Recipe, name, v string) json.RawMessage {
 	for _, in := range rc.Inputs {
-		if in.Name == name && in.Type != recipe.TypeString && in.Type != recipe.TypeDate {
+		if in.Name == name && in.Type != recipespec.TypeString && in.Type != recipespec.TypeDate {
 			if json.Valid([]byte(v)) {
 				return json.RawMessage(v)
 			}
@@ -215,7 +216,7 @@ func inputValue(rc *recipe.Recipe, name, v string) json.RawMessage {
 func recipeNew(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("recipe new", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	kind := fs.String("kind", recipe.KindJSON, "json, module or script")
+	kind := fs.String("kind", recipespec.KindJSON, "json, module or script")
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
@@ -246,12 +247,12 @@ func recipeNew(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	if _, err := recipe.LoadDir(dir); err != nil && *kind != recipe.KindModule {
+	if _, err := recipe.LoadDir(dir); err != nil && *kind != recipespec.KindModule {
 		os.RemoveAll(dir)
 		return fmt.Errorf("the new recipe does not load (is %q a usable name?): %w", name, err)
 	}
 	fmt.Fprintf(stdout, "wrote %s/ (a %s recipe)\n", dir, *kind)
-	if *kind == recipe.KindModule {
+	if *kind == recipespec.KindModule {
 		fmt.Fprintf(stdout, "build it:  (cd %s && GOOS=wasip1 GOARCH=wasm go build -o module.wasm .)\n", dir)
 		fmt.Fprintf(stdout, "           (in a checkout of trawl, or a module that requires github.com/trawlhq/trawl for its guest package)\n")
 	}
@@ -280,7 +281,7 @@ func recipeTemplates(name string) map[string]map[string]string {
 `
 	}
 	return map[string]map[string]string{
-		recipe.KindJSON: {recipe.ManifestFile: manifest(recipe.KindJSON, `["text", "id"]`, `,
+		recipespec.KindJSON: {recipespec.ManifestFile: manifest(recipespec.KindJSON, `["text", "id"]`, `,
   "json": {
     "urls": ["{url}"],
     "rows": {
@@ -291,8 +292,8 @@ func recipeTemplates(name string) map[string]map[string]string {
       ]
     }
   }`)},
-		recipe.KindScript: {recipe.ManifestFile: manifest(recipe.KindScript, `["level", "text"]`, `,
-  "limits": {"time_ms": 20000, "memory_mib": 64}`), recipe.ScriptFile: `// run(input) returns the rows; fetch, select, extract, content, resolve,
+		recipespec.KindScript: {recipespec.ManifestFile: manifest(recipespec.KindScript, `["level", "text"]`, `,
+  "limits": {"time_ms": 20000, "memory_mib": 64}`), recipespec.ScriptFile: `// run(input) returns the rows; fetch, select, extract, content, resolve,
 // log and fail are the host API (docs/recipes.md).
 function run(input) {
   const page = fetch(input.url);
@@ -302,7 +303,7 @@ function run(input) {
   });
 }
 `},
-		recipe.KindModule: {recipe.ManifestFile: manifest(recipe.KindModule, `["level", "text"]`, `,
+		recipespec.KindModule: {recipespec.ManifestFile: manifest(recipespec.KindModule, `["level", "text"]`, `,
   "limits": {"time_ms": 20000, "memory_mib": 128}`), "main.go": `// A recipe module: build with GOOS=wasip1 GOARCH=wasm go build -o module.wasm .
 package main
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/trawlhq/trawl/cell/recipe"
+	"github.com/trawlhq/trawl/internal/recipespec"
 )
 
 // `trawl recipe new` writes a starting point of each kind that loads and
@@ -33,9 +33,9 @@ func TestRecipeNewTemplatesRun(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(root) })
 	want := map[string]string{
-		recipe.KindJSON:   `[{"text":"Tea","id":"top"},{"text":"Green","id":"green"},{"text":"Sencha","id":null}]`,
-		recipe.KindScript: `[{"level":1,"text":"Tea"},{"level":2,"text":"Green"},{"level":3,"text":"Sencha"}]`,
-		recipe.KindModule: `[{"level":1,"text":"Tea"},{"level":2,"text":"Green"},{"level":3,"text":"Sencha"}]`,
+		recipespec.KindJSON:   `[{"text":"Tea","id":"top"},{"text":"Green","id":"green"},{"text":"Sencha","id":null}]`,
+		recipespec.KindScript: `[{"level":1,"text":"Tea"},{"level":2,"text":"Green"},{"level":3,"text":"Sencha"}]`,
+		recipespec.KindModule: `[{"level":1,"text":"Tea"},{"level":2,"text":"Green"},{"level":3,"text":"Sencha"}]`,
 	}
 	for kind, rows := range want {
 		dir := filepath.Join(root, "heads-"+kind)
@@ -43,7 +43,7 @@ func TestRecipeNewTemplatesRun(t *testing.T) {
 		if err := recipeNew([]string{"--kind", kind, dir}, &out, &errb); err != nil {
 			t.Fatalf("%s: %v %s", kind, err, errb.String())
 		}
-		if kind == recipe.KindModule {
+		if kind == recipespec.KindModule {
 			if !strings.Contains(out.String(), "GOOS=wasip1 GOARCH=wasm go build") {
 				t.Errorf("module: no build instruction: %s", out.String())
 			}

@@ -1,7 +1,6 @@
 package extract
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/llm"
+	"github.com/trawlhq/trawl/internal/cssschema"
 )
 
 // Page is what the crawler has after rendering.
@@ -236,26 +236,14 @@ type block struct {
 	Content string   `json:"content"`
 }
 
-// marshal encodes the output of a strategy.
+// marshal encodes the output of a strategy, HTML not escaped
+// (cssschema.Encode).
 func marshal(v any) (string, error) {
-	b, err := encodeJSON(v)
+	b, err := cssschema.Encode(v)
 	if err != nil {
 		return "", fmt.Errorf("encode extracted content: %w", err)
 	}
 	return string(b), nil
-}
-
-// encodeJSON is json.Marshal without HTML escaping: extracted content is
-// read by json.loads, not embedded in a page, and "<div>" reads better than
-// "\u003cdiv\u003e".
-func encodeJSON(v any) ([]byte, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {
