@@ -28,7 +28,8 @@
 // # json_css
 //
 // Params: {"schema": {"name", "baseSelector", "fields": [...], "baseFields":
-// [...]}}, as Crawl4AI's JsonCssExtractionStrategy. A field has "name",
+// [...]}}, as Crawl4AI's JsonCssExtractionStrategy (the language is
+// internal/cssschema's, shared with the recipes). A field has "name",
 // "type", an optional "selector" (none: the element itself), an optional
 // "default" (any JSON value, used when nothing is found; null, like
 // Crawl4AI's None, means no default) and an optional "transform"

@@ -4,13 +4,15 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/PuerkitoBio/goquery"
+	"golang.org/x/net/html"
 
 	"github.com/trawlhq/trawl/cell/content"
+	"github.com/trawlhq/trawl/internal/htmlread"
 )
 
 // pageMarkdown is the Markdown the text strategies read: the page's own, or
-// else the main content of its HTML (cell/content), or else the HTML's text.
+// else the main content of its HTML (cell/content), or else the HTML's
+// visible text (internal/htmlread), a paragraph a block.
 func pageMarkdown(p Page) string {
 	if strings.TrimSpace(p.Markdown) != "" {
 		return p.Markdown
@@ -22,18 +24,11 @@ func pageMarkdown(p Page) string {
 	if d, err := content.Process([]byte(p.HTML), u, content.Options{}); err == nil && strings.TrimSpace(d.Markdown) != "" {
 		return d.Markdown
 	}
-	doc, err := goquery.NewDocumentFromReader(strings.NewReader(p.HTML))
+	doc, err := html.Parse(strings.NewReader(p.HTML))
 	if err != nil {
 		return ""
 	}
-	doc.Find("script, style, noscript, template").Remove()
-	var paras []string
-	for line := range strings.SplitSeq(doc.Text(), "\n") {
-		if s := strings.Join(strings.Fields(line), " "); s != "" {
-			paras = append(paras, s)
-		}
-	}
-	return strings.Join(paras, "\n\n")
+	return strings.ReplaceAll(htmlread.VisibleText(doc), "\n", "\n\n")
 }
 
 // paragraphs splits Markdown at blank lines, as Crawl4AI's RegexChunking
