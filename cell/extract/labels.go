@@ -1,0 +1,92 @@
+package extract
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/trawlhq/trawl/internal/htmlread"
+)
+
+// "Label: value" lines of the visible text, bylines and author names.
+
+var (
+	reLabel = regexp.MustCompile(`^([A-Za-z\p{L}][\p{L}\p{N} ./&()'-]{0,40}?)\s*[:：]\s+(\S.{0,300})$`)
+	reBy    = regexp.MustCompile(`^(?i:by|written by|posted by|words by|story by)\s+(\p{Lu}[\p{L}.'-]*(?:\s+(?:\p{Lu}[\p{L}.'-]*|de|van|von|der|da|la|and|&|,)){0,8})`)
+)
+
+func (p *page) labels(text string) {
+	n := 0
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || len(line) > 400 {
+			continue
+		}
+		if n++; n > 5000 {
+			return
+		}
+		if i := strings.IndexAny(line, ":："); i > 0 && i < 64 {
+			if m := reLabel.FindStringSubmatch(line); m != nil && !strings.HasPrefix(m[2], "//") {
+				p.add(m[1], m[2], srcLabel)
+				continue
+			}
+		}
+		if c := line[0] | 0x20; (c == 'b' || c == 'w' || c == 'p' || c == 's') && strings.Contains(strings.ToLower(line[:min(len(line), 12)]), "by ") {
+			m := reBy.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			p.add("by", cleanByline(m[1]), srcLabel)
+		}
+	}
+}
+
+// cleanByline trims what follows a name in a byline.
+func cleanByline(s string) string {
+	s = htmlread.Collapse(s)
+	for _, cut := range []string{" | ", " – ", " — ", " - ", " Updated", " Published", " Posted", " on ", " at "} {
+		if i := strings.Index(s, cut); i > 0 {
+			s = s[:i]
+		}
+	}
+	s = strings.TrimSpace(strings.TrimRight(s, ",;:|&"))
+	for _, pre := range []string{"By ", "by ", "BY ", "Written by ", "Posted by "} {
+		s = strings.TrimPrefix(s, pre)
+	}
+	return strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(s, " and"), ","))
+}
+
+// authorName is the name in an author element's text: its first line
+// that is not "By", cut before a handle, a date or a role.
+func authorName(text string) string {
+	for line := range strings.SplitSeq(text, "\n") {
+		line = strings.TrimSpace(line)
+		if l := strings.ToLower(strings.TrimRight(line, ":")); l == "" || l == "by" || l == "author" || l == "written by" || l == "posted by" {
+			continue
+		}
+		if i := strings.IndexAny(line, "@|/•·"); i > 0 {
+			line = line[:i]
+		}
+		if m := reDigit.FindStringIndex(line); m != nil && m[0] > 0 {
+			line = line[:m[0]]
+		}
+		for _, role := range []string{"Staff Writer", "Staff Reporter", "Contributor", "View More Articles", "More Articles", "Biography", "Follow", "Updated", "Published", "Posted"} {
+			if i := strings.Index(line, role); i > 0 {
+				line = line[:i]
+			}
+		}
+		if mi := reMonthWord.FindStringIndex(line); mi != nil && mi[0] > 0 {
+			line = line[:mi[0]]
+		}
+		line = cleanByline(line)
+		if line == "" || len(line) > 80 {
+			return ""
+		}
+		return line
+	}
+	return ""
+}
+
+var (
+	reDigit     = regexp.MustCompile(`\d`)
+	reMonthWord = regexp.MustCompile(`\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*\b|\b(?:January|February|March|April|June|July|August|September|October|November|December)\b`)
+)
