@@ -1,7 +1,6 @@
 package cell
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -79,7 +78,7 @@ func (c *Cell) handleExtract(w http.ResponseWriter, r *http.Request) {
 			writeError(w, err)
 			return
 		}
-		pg, err = c.extractPage(req.URL, out.Body, withModel)
+		pg, err = c.extractPage(req.URL, out, withModel)
 		if err != nil {
 			writeError(w, err)
 			return
@@ -127,22 +126,17 @@ func (c *Cell) handleExtract(w http.ResponseWriter, r *http.Request) {
 // extractPage is the page a scrape of rawURL produced: the archived copy
 // as fetched (structured data and all), its final URL, and the main
 // content's Markdown from the scrape result when a model will read it.
-func (c *Cell) extractPage(rawURL string, body []byte, withModel bool) (extract.Page, error) {
+func (c *Cell) extractPage(rawURL string, out *scrape.Outcome, withModel bool) (extract.Page, error) {
 	var pg extract.Page
 	u, err := urlpolicy.Validate(rawURL, c.cfg.AllowPrivateNetworks)
 	if err != nil {
 		return pg, scrape.BadInput(err.Error())
 	}
 	pg.URL = u.String()
-	var res struct {
-		FinalURL    string  `json:"final_url"`
-		ContentType string  `json:"content_type"`
-		Markdown    *string `json:"markdown"`
-		HTML        *string `json:"html"`
-	}
 	if withModel {
-		// The whole result: its Markdown is the model's input.
-		if err := json.Unmarshal(append(append([]byte(nil), body...), '}'), &res); err != nil {
+		// The model's input is the result's Markdown.
+		res, err := out.Result()
+		if err != nil {
 			return pg, err
 		}
 		if res.Markdown != nil {
@@ -165,10 +159,9 @@ func (c *Cell) extractPage(rawURL string, body []byte, withModel bool) (extract.
 		return pg, nil
 	}
 	// No archived copy (swept): the scrape result's own HTML.
-	if !withModel {
-		if err := json.Unmarshal(append(append([]byte(nil), body...), '}'), &res); err != nil {
-			return pg, err
-		}
+	res, err := out.Result()
+	if err != nil {
+		return pg, err
 	}
 	if res.FinalURL != "" {
 		if fu, err := url.Parse(res.FinalURL); err == nil {

@@ -8,7 +8,6 @@ import (
 	"net/url"
 
 	"github.com/trawlhq/trawl/cell/extract"
-	"github.com/trawlhq/trawl/cell/fetch/ladder"
 	"github.com/trawlhq/trawl/cell/monitor"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/httpjson"
@@ -16,7 +15,6 @@ import (
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/store"
-	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // startMonitors opens the monitor service and starts its scheduler.
@@ -58,18 +56,11 @@ func (c *Cell) startMonitors(st *store.Store) error {
 	return nil
 }
 
-// fetchMonitored fetches a watched page through the engine ladder (never
-// the cache: a check must see the page as it is now) and keeps its main
-// content as Markdown.
+// fetchMonitored fetches a watched page live (fetchLive: a check must see
+// the page as it is now) and keeps its main content as Markdown.
 func (c *Cell) fetchMonitored(ctx context.Context, raw, _ string) (*monitor.Page, error) {
-	u, err := urlpolicy.Validate(raw, c.cfg.AllowPrivateNetworks)
+	lr, err := c.fetchLive(ctx, raw, "", monitor.ErrBlocked)
 	if err != nil {
-		return nil, err
-	}
-	lr, err := c.ladder.Fetch(ctx, &ladder.Request{URL: u})
-	if errors.Is(err, ladder.ErrBlocked) {
-		return nil, errors.Join(monitor.ErrBlocked, err)
-	} else if err != nil {
 		return nil, err
 	}
 	if lr.Status >= 400 {
@@ -77,7 +68,7 @@ func (c *Cell) fetchMonitored(ctx context.Context, raw, _ string) (*monitor.Page
 	}
 	final, err := url.Parse(lr.URL)
 	if err != nil {
-		final = u
+		final, _ = url.Parse(raw) // checked by fetchLive
 	}
 	md, err := monitor.MainContent(lr.Body, final)
 	if err != nil {

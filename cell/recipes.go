@@ -70,24 +70,37 @@ type RecipeConfig struct {
 // Recipes is the cell's recipe service (tests drive its checks).
 func (c *Cell) Recipes() *recipe.Service { return c.recipes }
 
-// recipeFetcher fetches a recipe's pages through the engine ladder: never
-// the cache or the archive (a page fetched with a session must not land
+// recipeFetcher fetches a recipe's pages live (fetchLive): never the
+// cache or the archive (a page fetched with a session must not land
 // there, and a recipe's own cache is by fresh_for_s), never logged with
 // its session.
 type recipeFetcher struct{ c *Cell }
 
 func (f recipeFetcher) Fetch(ctx context.Context, raw, session string) (*recipe.Fetched, error) {
-	u, err := urlpolicy.Validate(raw, f.c.cfg.AllowPrivateNetworks)
+	lr, err := f.c.fetchLive(ctx, raw, session, recipe.ErrBlocked)
 	if err != nil {
 		return nil, err
 	}
-	lr, err := f.c.ladder.Fetch(ctx, &ladder.Request{URL: u, Cookie: session})
+	return &recipe.Fetched{URL: lr.URL, Status: lr.Status, ContentType: lr.ContentType, Body: lr.Body, Engine: lr.Engine, Level: lr.Level}, nil
+}
+
+// fetchLive fetches a page as it is now, for a monitor's check or a
+// recipe's run: the URL checked against the address policy, then the
+// engine ladder, never the cache or the archive. cookie, when set, is one
+// Cookie header line for this request only. A bot wall is an error
+// wrapping both blocked (the caller's sentinel) and ladder.ErrBlocked.
+func (c *Cell) fetchLive(ctx context.Context, raw, cookie string, blocked error) (*ladder.Result, error) {
+	u, err := urlpolicy.Validate(raw, c.cfg.AllowPrivateNetworks)
+	if err != nil {
+		return nil, err
+	}
+	lr, err := c.ladder.Fetch(ctx, &ladder.Request{URL: u, Cookie: cookie})
 	if errors.Is(err, ladder.ErrBlocked) {
-		return nil, errors.Join(recipe.ErrBlocked, err)
+		return nil, errors.Join(blocked, err)
 	} else if err != nil {
 		return nil, err
 	}
-	return &recipe.Fetched{URL: lr.URL, Status: lr.Status, ContentType: lr.ContentType, Body: lr.Body, Engine: lr.Engine, Level: lr.Level}, nil
+	return lr, nil
 }
 
 func (c *Cell) handleRecipeList(w http.ResponseWriter, r *http.Request) {

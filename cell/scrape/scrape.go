@@ -133,6 +133,23 @@ type Usage = metering.Usage
 type Outcome struct {
 	Body  []byte
 	Usage Usage
+	// result is what Body encodes, when this scrape fetched the page
+	// (a cache hit has only the bytes).
+	result *Result
+}
+
+// Result is the outcome as a value: the result just fetched, or a cache
+// hit's decoded. Callers must not modify it (concurrent callers of one
+// fetch share it).
+func (o *Outcome) Result() (*Result, error) {
+	if o.result != nil {
+		return o.result, nil
+	}
+	var r Result
+	if err := json.Unmarshal(o.AppendJSON(nil, 0), &r); err != nil {
+		return nil, fmt.Errorf("decode scrape result: %w", err)
+	}
+	return &r, nil
 }
 
 // AppendJSON appends the complete response object with the elapsed time.
@@ -250,7 +267,7 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	} else if index {
 		s.cfg.Archived(resp.URL, resp.ContentType, resp.Body, doc, now)
 	}
-	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: metering.CacheMiss, Units: 1}}, nil
+	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: metering.CacheMiss, Units: 1}, result: res}, nil
 }
 
 // buildResult is the response of a fetched page, and the page's content
