@@ -108,21 +108,11 @@ func New(cfg Config, typ string, params json.RawMessage) (Strategy, error) {
 }
 
 // ParamError is a problem with an extraction_config: a missing or invalid
-// field, or a provider the server has no key or base URL for.
-type ParamError struct {
-	// Field is the path of the offending field, e.g.
-	// "params.schema.fields[2].selector".
-	Field string
-	// Reason says what is wrong with it.
-	Reason string
-}
-
-func (e *ParamError) Error() string {
-	if e.Field == "" {
-		return e.Reason
-	}
-	return e.Field + ": " + e.Reason
-}
+// field (Field is its path, e.g. "params.schema.fields[2].selector"), or a
+// provider the server has no key or base URL for. It is the json_css
+// compiler's error type, so a schema's errors are params errors as they
+// come.
+type ParamError = cssschema.Error
 
 // IsBadParams reports whether err (or an error it wraps) is a *ParamError.
 func IsBadParams(err error) bool {
@@ -254,5 +244,3 @@ func sortedKeys[V any](m map[string]V) []string {
 	sort.Strings(keys)
 	return keys
 }
-
-var _ error = (*ParamError)(nil)

@@ -2,7 +2,6 @@ package extract
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 
@@ -24,11 +23,9 @@ func newJSONCSS(p params) (Strategy, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := cssschema.Compile(raw, p.field("schema")+".", "")
-	if se, ok := errors.AsType[*cssschema.Error](err); ok {
-		return nil, badParams(se.Field, "%s", se.Reason)
-	} else if err != nil {
-		return nil, badParams(p.field("schema"), "%v", err)
+	s, err := cssschema.Compile(raw, p.field("schema")+".", "") // errors are *ParamError
+	if err != nil {
+		return nil, err
 	}
 	return jsonCSSStrategy{schema: s}, nil
 }
