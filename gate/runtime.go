@@ -155,30 +155,10 @@ type Runtime struct {
 // Open starts the gate's runtime: the voter, the holds client and the
 // membership. Close undoes it.
 func Open(cfg Config) (rt *Runtime, err error) {
-	if !nameRe.MatchString(cfg.Region) {
-		return nil, fmt.Errorf("gate: region %q is not [a-z0-9]{1,16}", cfg.Region)
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
-	if cfg.DataDir == "" || cfg.Addr == "" || cfg.LedgerRaft == "" {
-		return nil, errors.New("gate: data, addr and ledger_raft are required")
-	}
-	if cfg.LedgerSecret == "" {
-		return nil, errors.New("gate: the ledger secret is empty (set TRAWL_LEDGER_SECRET)")
-	}
-	if cfg.RegionKeys == nil {
-		return nil, errors.New("gate: no region keys (set " + regionauth.EnvKeys + ")")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Prices == nil {
-		cfg.Prices = billing.DefaultPrices()
-	}
-	if cfg.PublicURL == "" {
-		cfg.PublicURL = "http://" + cfg.Addr
-	}
+	cfg.setDefaults()
 	log := cfg.Logger.With("region", cfg.Region)
 	rt = &Runtime{cfg: cfg, gates: map[string]string{}, prices: billing.NewTable(cfg.Prices)}
 	fmac := hmac.New(sha256.New, []byte(cfg.LedgerSecret))
@@ -193,6 +173,72 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		}
 	}()
 
+	peers, err := rt.ledgerPeers()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := rt.openLedger(peers, log); err != nil {
+		return nil, err
+	}
+	if err := rt.joinMembers(log); err != nil {
+		return nil, err
+	}
+	if err := rt.openServices(log); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	rt.stop = cancel
+	if err := rt.startMonitorStore(ctx); err != nil {
+		return nil, err
+	}
+	if err := rt.startBackground(ctx); err != nil {
+		return nil, err
+	}
+	log.Info("gate runtime started", "addr", cfg.Addr, "ledger_raft", cfg.LedgerRaft,
+		"members", rt.members.LocalAddr(), "data", cfg.DataDir)
+	return rt, nil
+}
+
+// check refuses a Config the gate cannot run with.
+func (cfg *Config) check() error {
+	if !nameRe.MatchString(cfg.Region) {
+		return fmt.Errorf("gate: region %q is not [a-z0-9]{1,16}", cfg.Region)
+	}
+	if cfg.DataDir == "" || cfg.Addr == "" || cfg.LedgerRaft == "" {
+		return errors.New("gate: data, addr and ledger_raft are required")
+	}
+	if cfg.LedgerSecret == "" {
+		return errors.New("gate: the ledger secret is empty (set TRAWL_LEDGER_SECRET)")
+	}
+	if cfg.RegionKeys == nil {
+		return errors.New("gate: no region keys (set " + regionauth.EnvKeys + ")")
+	}
+	return nil
+}
+
+// setDefaults fills in the defaults of the fields left zero.
+func (cfg *Config) setDefaults() {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Prices == nil {
+		cfg.Prices = billing.DefaultPrices()
+	}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = "http://" + cfg.Addr
+	}
+}
+
+// ledgerPeers are the voters of the ledger, this gate's first, with each
+// region's gate address noted in rt.gates.
+func (rt *Runtime) ledgerPeers() ([]ledger.Peer, error) {
+	cfg := &rt.cfg
 	peers := []ledger.Peer{{ID: cfg.Region, RaftAddr: cfg.LedgerRaft, APIAddr: cfg.Addr}}
 	rt.gates[cfg.Region] = cfg.Addr
 	for _, p := range cfg.Peers {
@@ -205,19 +251,23 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		peers = append(peers, ledger.Peer{ID: p.Region, RaftAddr: p.Raft, APIAddr: p.Gate})
 		rt.gates[p.Region] = p.Gate
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, err
-	}
+	return peers, nil
+}
+
+// openLedger opens the region's store, the holds client and the ledger
+// voter, and starts the holds client.
+func (rt *Runtime) openLedger(peers []ledger.Peer, log *slog.Logger) (err error) {
+	cfg := &rt.cfg
 	// The holds client exists before the voter, so it hears of every hold
 	// the replica takes back (a lowered spend cap) from the first command
 	// applied; it submits through the voter once that is open.
 	if rt.st, err = store.Open(filepath.Join(cfg.DataDir, "holds"), &store.Options{CacheBytes: 16 << 20, Logger: log}); err != nil {
-		return nil, err
+		return err
 	}
 	voter := &lateSubmitter{}
 	hcfg := ledger.ClientConfig{Region: cfg.Region, Store: rt.st, Ledger: voter, Now: cfg.Now, Logger: log}
 	if rt.holds, err = ledger.NewClient(hcfg); err != nil {
-		return nil, fmt.Errorf("gate: holds client: %w", err)
+		return fmt.Errorf("gate: holds client: %w", err)
 	}
 	ncfg := ledger.NodeConfig{
 		ID: cfg.Region, DataDir: filepath.Join(cfg.DataDir, "ledger"), RaftAddr: cfg.LedgerRaft,
@@ -225,11 +275,16 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		OnHoldsReduced: rt.holds.HoldsReduced,
 	}
 	if rt.node, err = ledger.OpenNode(ncfg); err != nil {
-		return nil, fmt.Errorf("gate: open ledger voter: %w", err)
+		return fmt.Errorf("gate: open ledger voter: %w", err)
 	}
 	voter.n.Store(rt.node)
 	rt.holds.Start()
+	return nil
+}
 
+// joinMembers joins the region's membership as its gate.
+func (rt *Runtime) joinMembers(log *slog.Logger) (err error) {
+	cfg := &rt.cfg
 	mcfg := cfg.Members
 	mcfg.Meta = members.Meta{Role: "gate", Region: cfg.Region, Name: "gate", API: cfg.Addr}
 	mcfg.Keys = cfg.RegionKeys.All()
@@ -240,12 +295,19 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		mcfg.Logger = log
 	}
 	if rt.members, err = members.Start(mcfg); err != nil {
-		return nil, fmt.Errorf("gate: membership: %w", err)
+		return fmt.Errorf("gate: membership: %w", err)
 	}
+	return nil
+}
 
+// openServices sets up what the gate's services read and write: billing
+// (with the payment provider), the replica cache, the usage history, the
+// estimate observations and sign-up.
+func (rt *Runtime) openServices(log *slog.Logger) (err error) {
+	cfg := &rt.cfg
 	provider, err := cfg.Payments.provider(rt.st, cfg.PublicURL, cfg.Now, log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rt.billing = billing.Config{
 		State: rt.node.State(), Ledger: rt.node, Holds: rt.holds, Prices: cfg.Prices, Table: rt.prices, Provider: provider,
@@ -253,10 +315,10 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	}
 	rt.replica = newReplicaCache(rt.node.State())
 	if rt.usage, err = usage.Open(rt.st); err != nil {
-		return nil, fmt.Errorf("gate: usage history: %w", err)
+		return fmt.Errorf("gate: usage history: %w", err)
 	}
 	if rt.obs, err = estimate.Open(rt.st, 30*time.Second); err != nil {
-		return nil, fmt.Errorf("gate: estimate observations: %w", err)
+		return fmt.Errorf("gate: estimate observations: %w", err)
 	}
 	mailer := cfg.Mailer
 	if mailer == nil {
@@ -267,11 +329,14 @@ func Open(cfg Config) (rt *Runtime, err error) {
 	mac := hmac.New(sha256.New, []byte(cfg.LedgerSecret))
 	mac.Write([]byte("trawl signup link key"))
 	rt.signup = signup.New(signup.Config{Billing: rt.billing, Mailer: mailer, BaseURL: cfg.PublicURL, TokenSecret: mac.Sum(nil)})
-	ctx, cancel := context.WithCancel(context.Background())
-	rt.stop = cancel
-	if err := rt.startMonitorStore(ctx); err != nil {
-		return nil, err
-	}
+	return nil
+}
+
+// startBackground starts the runtime's work until ctx ends (billing
+// maintenance, recording the cells, pruning usage, the monitors' charges,
+// following the price table, the operator key) and registers its gauges.
+func (rt *Runtime) startBackground(ctx context.Context) (err error) {
+	cfg := &rt.cfg
 	rt.bg.Add(4)
 	go func() {
 		defer rt.bg.Done()
@@ -286,7 +351,7 @@ func Open(cfg Config) (rt *Runtime, err error) {
 		rt.pruneUsage(ctx, 6*time.Hour)
 	}()
 	if rt.gauges, err = rt.observe(); err != nil {
-		return nil, fmt.Errorf("gate: metrics: %w", err)
+		return fmt.Errorf("gate: metrics: %w", err)
 	}
 	go func() {
 		defer rt.bg.Done()
@@ -305,9 +370,7 @@ func Open(cfg Config) (rt *Runtime, err error) {
 			rt.ensureOperatorKey(ctx, cfg.OperatorKey)
 		}()
 	}
-	log.Info("gate runtime started", "addr", cfg.Addr, "ledger_raft", cfg.LedgerRaft,
-		"members", rt.members.LocalAddr(), "data", cfg.DataDir)
-	return rt, nil
+	return nil
 }
 
 // pruneUsage drops usage lines older than usage.Retention, now and every

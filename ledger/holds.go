@@ -141,149 +141,222 @@ func (t *tx) hold(h *HoldRequest, res *Result) error {
 	return nil
 }
 
+// settle applies a region's charges: each consumes the account's hold
+// in the region (and the buckets, through the hold, when the hold is
+// short) and goes to revenue; a repeat is counted, not charged again; a
+// charge the ledger cannot take is parked. res.Holds reports the hold of
+// every account the charges touched or repeated.
 func (t *tx) settle(s *Settle, res *Result) error {
 	if s == nil || s.Region == "" {
 		return refuse(ErrCodeInvalid, "settle needs a region")
 	}
 	res.Holds = map[string]MC{}
-	touched := map[string]*Account{}
-	dupAccts := map[string]bool{} // accounts with repeats: their holds are reported too
-	toppedUp := map[string]bool{} // accounts charged past their hold, from their buckets
-	var mark uint64               // highest sequence settled for the epoch
-	if s.Epoch != "" {
-		if b, err := t.r.Get(keyMark(s.Region, s.Epoch)); err == nil {
-			mark = binary.BigEndian.Uint64(b)
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
+	st := &settlement{t: t, s: s, res: res, touched: map[string]*Account{}, dupAccts: map[string]bool{}, toppedUp: map[string]bool{}}
+	var err error
+	if st.mark, err = t.settledMark(s); err != nil {
+		return err
 	}
 	for _, c := range s.Charges {
-		if s.Epoch != "" && c.Seq > 0 && c.Seq <= mark {
-			res.Duplicates++
-			dupAccts[c.Account] = true
-			continue
-		}
-		if s.Epoch == "" || c.Seq == 0 {
-			if t.receipts[c.Receipt] {
-				res.Duplicates++
-				dupAccts[c.Account] = true
-				continue
-			}
-			if c.Receipt != "" {
-				if ok, err := t.exists(keyReceipt(c.Receipt)); err != nil {
-					return err
-				} else if ok {
-					res.Duplicates++
-					dupAccts[c.Account] = true
-					continue
-				}
-			}
-		}
-		if s.Epoch != "" && c.Seq > 0 {
-			mark = c.Seq // a parked charge is passed too: a resend is a repeat
-		}
-		// A charge the ledger cannot take is parked, not the batch refused:
-		// one bad charge must not hold up every other charge of the region
-		// (the client retries a refused batch as it is, forever). The
-		// client keeps parked charges for an operator.
-		var a *Account
-		if c.Receipt == "" || c.Amount < 0 {
-			res.Parked = append(res.Parked, ParkedCharge{Charge: c, Error: ErrCodeInvalid, Message: "a charge needs a receipt and a non-negative amount"})
-			continue
-		}
-		if a = touched[c.Account]; a == nil {
-			var err error
-			if a, err = t.account(c.Account); err != nil {
-				var ref *refusal
-				if errors.As(err, &ref) {
-					res.Parked = append(res.Parked, ParkedCharge{Charge: c, Error: ref.code, Message: ref.msg})
-					continue
-				}
-				return err
-			}
-			touched[c.Account] = a
-		}
-		if s.Epoch == "" || c.Seq == 0 {
-			// Without a mark, the receipt itself is remembered (until a
-			// compact drops it); with one, the mark is the whole record.
-			t.receipts[c.Receipt] = true
-			t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
-			t.b.Set(keyTimed(prefixReceiptTimes, t.cmd.Time, c.Receipt), nil)
-		}
-		hold, err := t.readHold(a.ID, s.Region)
-		if err != nil {
+		if err := st.apply(c); err != nil {
 			return err
 		}
-		// Consume the hold's parts in spend order; the hold account is one
-		// ledger account, the parts say which grant the credit came from.
-		remaining := c.Amount
-		for _, bk := range SpendOrder {
-			take := min(hold.Parts[bk], remaining)
-			hold.Parts[bk] -= take
-			remaining -= take
-		}
-		if remaining > 0 {
-			// The hold is short: the ledger took part of it back (a lowered
-			// spend cap) after the region had spent it, or the region spent
-			// while cut off past what it held. The call was served: its
-			// credit comes from the account's buckets, through the hold, so
-			// the journal keeps one charge per receipt. What the buckets
-			// cannot cover is a shortfall.
-			parts, _, err := t.spendable(a)
-			if err != nil {
-				return err
-			}
-			for _, bk := range SpendOrder {
-				take := min(parts[bk], remaining)
-				if take <= 0 {
-					continue
-				}
-				if err := t.transfer(BucketAccount(a.ID, bk), HoldAccount(a.ID, s.Region), take, KindHold, ""); err != nil {
-					return err
-				}
-				remaining -= take
-				toppedUp[a.ID] = true
-			}
-		}
-		charged := c.Amount - remaining
-		if remaining > 0 {
-			res.Shortfall += remaining
-		}
-		if err := t.transfer(HoldAccount(a.ID, s.Region), SysRevenue, charged, KindCharge, c.Receipt); err != nil {
-			return err
-		}
-		a.MonthSpent += charged
-		res.Settled++
 	}
 	if s.Epoch != "" {
-		t.b.Set(keyMark(s.Region, s.Epoch), binary.BigEndian.AppendUint64(nil, mark))
+		t.b.Set(keyMark(s.Region, s.Epoch), binary.BigEndian.AppendUint64(nil, st.mark))
 	}
-	ids := make([]string, 0, len(touched))
-	for id := range touched {
+	if err := st.settleAccounts(); err != nil {
+		return err
+	}
+	return st.reportRepeated()
+}
+
+// settlement is one Settle being applied.
+type settlement struct {
+	t   *tx
+	s   *Settle
+	res *Result
+	// touched are the accounts charged, by id; dupAccts those with
+	// repeats (their holds are reported too); toppedUp those charged
+	// past their hold, from their buckets.
+	touched  map[string]*Account
+	dupAccts map[string]bool
+	toppedUp map[string]bool
+	// mark is the highest sequence settled for the epoch.
+	mark uint64
+}
+
+// settledMark is the highest sequence settled for s's epoch (0 without
+// an epoch, or before its first settle).
+func (t *tx) settledMark(s *Settle) (uint64, error) {
+	if s.Epoch == "" {
+		return 0, nil
+	}
+	b, err := t.r.Get(keyMark(s.Region, s.Epoch))
+	if err == nil {
+		return binary.BigEndian.Uint64(b), nil
+	}
+	if !errors.Is(err, store.ErrNotFound) {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// apply settles one charge: a repeat is counted, a charge the ledger
+// cannot take parked, any other charged.
+func (st *settlement) apply(c Charge) error {
+	s := st.s
+	repeat, err := st.isRepeat(c)
+	if err != nil {
+		return err
+	}
+	if repeat {
+		st.res.Duplicates++
+		st.dupAccts[c.Account] = true
+		return nil
+	}
+	if s.Epoch != "" && c.Seq > 0 {
+		st.mark = c.Seq // a parked charge is passed too: a resend is a repeat
+	}
+	a, err := st.chargedAccount(c)
+	if err != nil || a == nil {
+		return err
+	}
+	if s.Epoch == "" || c.Seq == 0 {
+		// Without a mark, the receipt itself is remembered (until a
+		// compact drops it); with one, the mark is the whole record.
+		t := st.t
+		t.receipts[c.Receipt] = true
+		t.b.Set(keyReceipt(c.Receipt), fmt.Appendf(nil, "%d", t.meta.Entries+1))
+		t.b.Set(keyTimed(prefixReceiptTimes, t.cmd.Time, c.Receipt), nil)
+	}
+	return st.charge(a, c)
+}
+
+// isRepeat reports whether c was settled before: by its sequence under
+// the epoch's mark, or else by its receipt.
+func (st *settlement) isRepeat(c Charge) (bool, error) {
+	if st.s.Epoch != "" && c.Seq > 0 {
+		return c.Seq <= st.mark, nil
+	}
+	if st.t.receipts[c.Receipt] {
+		return true, nil
+	}
+	if c.Receipt == "" {
+		return false, nil
+	}
+	return st.t.exists(keyReceipt(c.Receipt))
+}
+
+// chargedAccount is the account c charges, or nil when c is parked.
+//
+// A charge the ledger cannot take is parked, not the batch refused: one
+// bad charge must not hold up every other charge of the region (the
+// client retries a refused batch as it is, forever). The client keeps
+// parked charges for an operator.
+func (st *settlement) chargedAccount(c Charge) (*Account, error) {
+	if c.Receipt == "" || c.Amount < 0 {
+		st.res.Parked = append(st.res.Parked, ParkedCharge{Charge: c, Error: ErrCodeInvalid, Message: "a charge needs a receipt and a non-negative amount"})
+		return nil, nil
+	}
+	if a := st.touched[c.Account]; a != nil {
+		return a, nil
+	}
+	a, err := st.t.account(c.Account)
+	if err != nil {
+		var ref *refusal
+		if errors.As(err, &ref) {
+			st.res.Parked = append(st.res.Parked, ParkedCharge{Charge: c, Error: ref.code, Message: ref.msg})
+			return nil, nil
+		}
+		return nil, err
+	}
+	st.touched[c.Account] = a
+	return a, nil
+}
+
+// charge moves c's amount from a's hold in the region to revenue, the
+// hold's parts consumed in spend order (the hold account is one ledger
+// account, the parts say which grant the credit came from); a short hold
+// is topped up from the buckets first (topUp), and what they cannot cover
+// is a shortfall.
+func (st *settlement) charge(a *Account, c Charge) error {
+	t, s := st.t, st.s
+	hold, err := t.readHold(a.ID, s.Region)
+	if err != nil {
+		return err
+	}
+	remaining := c.Amount
+	for _, bk := range SpendOrder {
+		take := min(hold.Parts[bk], remaining)
+		hold.Parts[bk] -= take
+		remaining -= take
+	}
+	if remaining > 0 {
+		if remaining, err = st.topUp(a, remaining); err != nil {
+			return err
+		}
+	}
+	charged := c.Amount - remaining
+	if remaining > 0 {
+		st.res.Shortfall += remaining
+	}
+	if err := t.transfer(HoldAccount(a.ID, s.Region), SysRevenue, charged, KindCharge, c.Receipt); err != nil {
+		return err
+	}
+	a.MonthSpent += charged
+	st.res.Settled++
+	return nil
+}
+
+// topUp moves up to remaining from a's buckets into its hold in the
+// region, in spend order, and returns what they could not cover.
+//
+// The hold is short: the ledger took part of it back (a lowered spend
+// cap) after the region had spent it, or the region spent while cut off
+// past what it held. The call was served: its credit comes from the
+// account's buckets, through the hold, so the journal keeps one charge
+// per receipt.
+func (st *settlement) topUp(a *Account, remaining MC) (MC, error) {
+	t := st.t
+	parts, _, err := t.spendable(a)
+	if err != nil {
+		return 0, err
+	}
+	for _, bk := range SpendOrder {
+		take := min(parts[bk], remaining)
+		if take <= 0 {
+			continue
+		}
+		if err := t.transfer(BucketAccount(a.ID, bk), HoldAccount(a.ID, st.s.Region), take, KindHold, ""); err != nil {
+			return 0, err
+		}
+		remaining -= take
+		st.toppedUp[a.ID] = true
+	}
+	return remaining, nil
+}
+
+// settleAccounts follows up every account charged, in the order of their
+// ids: the cap fitted again for one topped up, a recharge marked due for
+// one that fell under its threshold, and its hold reported.
+func (st *settlement) settleAccounts() error {
+	t, s, res := st.t, st.s, st.res
+	ids := make([]string, 0, len(st.touched))
+	for id := range st.touched {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		a := touched[id]
-		if toppedUp[id] {
+		a := st.touched[id]
+		if st.toppedUp[id] {
 			// Spend from the buckets is spend the cap did not see coming:
 			// the other regions' holds shrink to fit it.
 			if err := t.fitCap(a, res); err != nil {
 				return err
 			}
 		}
-		if a.Recharge.On && !a.RechargeDue && a.RechargesThisMonth < a.Recharge.MaxPerMonth {
-			_, avail, err := t.spendable(a)
-			if err != nil {
-				return err
-			}
-			held, err := t.heldTotal(id)
-			if err != nil {
-				return err
-			}
-			if avail+held < a.Recharge.UnderCredits {
-				a.RechargeDue = true
-			}
+		if err := t.markRechargeDue(a); err != nil {
+			return err
 		}
 		bal, err := t.bal(HoldAccount(id, s.Region))
 		if err != nil {
@@ -291,15 +364,42 @@ func (t *tx) settle(s *Settle, res *Result) error {
 		}
 		res.Holds[id] = bal
 	}
-	for _, id := range slices.Sorted(maps.Keys(dupAccts)) {
-		if _, ok := res.Holds[id]; ok {
+	return nil
+}
+
+// markRechargeDue marks a's recharge due when it is on, not due yet,
+// not used up this month, and what a can spend and holds fell under its
+// threshold.
+func (t *tx) markRechargeDue(a *Account) error {
+	if !a.Recharge.On || a.RechargeDue || a.RechargesThisMonth >= a.Recharge.MaxPerMonth {
+		return nil
+	}
+	_, avail, err := t.spendable(a)
+	if err != nil {
+		return err
+	}
+	held, err := t.heldTotal(a.ID)
+	if err != nil {
+		return err
+	}
+	if avail+held < a.Recharge.UnderCredits {
+		a.RechargeDue = true
+	}
+	return nil
+}
+
+// reportRepeated reports the hold of every account with a repeat that no
+// charge touched.
+func (st *settlement) reportRepeated() error {
+	for _, id := range slices.Sorted(maps.Keys(st.dupAccts)) {
+		if _, ok := st.res.Holds[id]; ok {
 			continue
 		}
-		bal, err := t.bal(HoldAccount(id, s.Region))
+		bal, err := st.t.bal(HoldAccount(id, st.s.Region))
 		if err != nil {
 			return err
 		}
-		res.Holds[id] = bal
+		st.res.Holds[id] = bal
 	}
 	return nil
 }

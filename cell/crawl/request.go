@@ -241,43 +241,11 @@ func jsonType(goType string) string {
 }
 
 // compile validates r and turns it into a plan. Every error is a
-// *BadRequest whose message names the field.
+// *BadRequest whose message names the field; the fields are checked in
+// the order of the steps below, so a request with several bad fields is
+// told about the first.
 func (s *Server) compile(r *Request) (*plan, error) {
 	p := &plan{priority: DefaultPriority, ttl: s.cfg.DefaultTTL, semaphore: DefaultSemaphore, header: http.Header{}, urlList: r.urlList}
-	if len(r.URLs) == 0 {
-		return nil, bad("urls is required: a URL or an array of URLs")
-	}
-	if len(r.URLs) > MaxURLs {
-		return nil, bad("urls has %d entries; at most %d per request", len(r.URLs), MaxURLs)
-	}
-	for i, raw := range r.URLs {
-		u, err := urlpolicy.Validate(strings.TrimSpace(raw), s.cfg.AllowPrivateNetworks)
-		if err != nil {
-			if len(r.URLs) == 1 {
-				return nil, bad("urls: %v", err)
-			}
-			return nil, bad("urls[%d]: %v", i, err)
-		}
-		p.urls = append(p.urls, u)
-	}
-	if r.Priority != nil {
-		if *r.Priority < MinPriority || *r.Priority > MaxPriority {
-			return nil, bad("priority must be between %d and %d, got %d", MinPriority, MaxPriority, *r.Priority)
-		}
-		p.priority = *r.Priority
-	}
-	if r.TTL != nil {
-		switch {
-		case *r.TTL < 0:
-			return nil, bad("ttl is in seconds and must not be negative, got %d", *r.TTL)
-		case *r.TTL == 0:
-		case time.Duration(*r.TTL)*time.Second > MaxTTL:
-			return nil, bad("ttl is in seconds and at most %d (30 days), got %d", int(MaxTTL/time.Second), *r.TTL)
-		default:
-			p.ttl = time.Duration(*r.TTL) * time.Second
-		}
-	}
-	var sig []string
 	cp := r.CrawlerParams
 	if cp == nil {
 		cp = &CrawlerParams{}
@@ -286,24 +254,129 @@ func (s *Server) compile(r *Request) (*plan, error) {
 	if bc == nil {
 		bc = &BrowserConfig{}
 	}
+	if err := s.compileURLs(p, r); err != nil {
+		return nil, err
+	}
+	if err := compileSchedule(p, r); err != nil {
+		return nil, err
+	}
+	if err := checkBrowserKind(cp, bc); err != nil {
+		return nil, err
+	}
+	if err := compileSession(p, r, cp); err != nil {
+		return nil, err
+	}
+	sig, err := s.compileBrowser(p, cp, bc)
+	if err != nil {
+		return nil, err
+	}
+	if err := compilePageLimits(p, cp); err != nil {
+		return nil, err
+	}
+	if err := compileScripts(p, r, cp); err != nil {
+		return nil, err
+	}
+	if err := compileExtra(p, r.Extra); err != nil {
+		return nil, err
+	}
+	if err := s.compileOutput(p, r); err != nil {
+		return nil, err
+	}
+	if err := s.compileWebhook(p, r.WebhookConfig); err != nil {
+		return nil, err
+	}
+	if err := compileCache(p, r); err != nil {
+		return nil, err
+	}
+	if err := compileWordCount(p, r); err != nil {
+		return nil, err
+	}
+	p.needsBrowser = p.opts.JS != "" || p.opts.WaitFor != "" || p.opts.Screenshot || p.opts.Delay > 0 || bc.Viewport != nil ||
+		len(sig) > 0 || len(p.header) > 0 || p.session != ""
+	sort.Strings(sig)
+	p.sig = strings.Join(sig, " ")
+	return p, nil
+}
+
+// compileURLs checks urls (one to MaxURLs, each a URL the server may
+// fetch) into p.urls.
+func (s *Server) compileURLs(p *plan, r *Request) error {
+	if len(r.URLs) == 0 {
+		return bad("urls is required: a URL or an array of URLs")
+	}
+	if len(r.URLs) > MaxURLs {
+		return bad("urls has %d entries; at most %d per request", len(r.URLs), MaxURLs)
+	}
+	for i, raw := range r.URLs {
+		u, err := urlpolicy.Validate(strings.TrimSpace(raw), s.cfg.AllowPrivateNetworks)
+		if err != nil {
+			if len(r.URLs) == 1 {
+				return bad("urls: %v", err)
+			}
+			return bad("urls[%d]: %v", i, err)
+		}
+		p.urls = append(p.urls, u)
+	}
+	return nil
+}
+
+// compileSchedule checks priority and ttl into p (0 ttl: the default).
+func compileSchedule(p *plan, r *Request) error {
+	if r.Priority != nil {
+		if *r.Priority < MinPriority || *r.Priority > MaxPriority {
+			return bad("priority must be between %d and %d, got %d", MinPriority, MaxPriority, *r.Priority)
+		}
+		p.priority = *r.Priority
+	}
+	if r.TTL != nil {
+		switch {
+		case *r.TTL < 0:
+			return bad("ttl is in seconds and must not be negative, got %d", *r.TTL)
+		case *r.TTL == 0:
+		case time.Duration(*r.TTL)*time.Second > MaxTTL:
+			return bad("ttl is in seconds and at most %d (30 days), got %d", int(MaxTTL/time.Second), *r.TTL)
+		default:
+			p.ttl = time.Duration(*r.TTL) * time.Second
+		}
+	}
+	return nil
+}
+
+// checkBrowserKind refuses a browser the server does not run: a type
+// other than Chromium, or a profile directory of the caller's.
+func checkBrowserKind(cp *CrawlerParams, bc *BrowserConfig) error {
 	for _, bt := range []struct{ field, v string }{{"crawler_params.browser_type", cp.BrowserType}, {"browser_config.browser_type", bc.BrowserType}} {
 		if bt.v != "" && !strings.EqualFold(bt.v, "chromium") {
-			return nil, bad("%s %q is not available: this server runs Chromium only (use \"chromium\" or leave it out)", bt.field, bt.v)
+			return bad("%s %q is not available: this server runs Chromium only (use \"chromium\" or leave it out)", bt.field, bt.v)
 		}
 	}
 	if cp.UserDataDir != "" {
-		return nil, bad("crawler_params.user_data_dir is not supported: every page gets a fresh browser context and no profile is kept on the server")
+		return bad("crawler_params.user_data_dir is not supported: every page gets a fresh browser context and no profile is kept on the server")
 	}
+	return nil
+}
+
+// compileSession checks session_id (top level or in crawler_params, the
+// same if both) into p.session.
+func compileSession(p *plan, r *Request, cp *CrawlerParams) error {
 	p.session = strings.TrimSpace(r.SessionID)
 	if id := strings.TrimSpace(cp.SessionID); id != "" {
 		if p.session != "" && p.session != id {
-			return nil, bad("session_id %q and crawler_params.session_id %q differ: name one session", p.session, id)
+			return bad("session_id %q and crawler_params.session_id %q differ: name one session", p.session, id)
 		}
 		p.session = id
 	}
 	if len(p.session) > 256 || strings.IndexFunc(p.session, unicode.IsControl) >= 0 {
-		return nil, bad("session_id must be one line of at most 256 characters")
+		return bad("session_id must be one line of at most 256 characters")
 	}
+	return nil
+}
+
+// compileBrowser checks the browser's user agent, viewport, proxy and
+// headers into p, and returns the parts of the browser configuration
+// signature they make (those that differ from the default browser's).
+func (s *Server) compileBrowser(p *plan, cp *CrawlerParams, bc *BrowserConfig) ([]string, error) {
+	var sig []string
 	if cp.UseManagedBrowser {
 		return nil, bad("crawler_params.use_managed_browser is not supported: the server's own pool manages its browsers")
 	}
@@ -344,10 +417,15 @@ func (s *Server) compile(r *Request) (*plan, error) {
 			p.header.Set(k, v)
 		}
 	}
+	return sig, nil
+}
+
+// compilePageLimits checks page_timeout and semaphore_count into p.
+func compilePageLimits(p *plan, cp *CrawlerParams) error {
 	if cp.PageTimeout != nil {
 		ms := *cp.PageTimeout
 		if ms <= 0 || time.Duration(ms)*time.Millisecond > maxPageTimeout {
-			return nil, bad("crawler_params.page_timeout is in milliseconds, from 1 to %d, got %v", maxPageTimeout.Milliseconds(), ms)
+			return bad("crawler_params.page_timeout is in milliseconds, from 1 to %d, got %v", maxPageTimeout.Milliseconds(), ms)
 		}
 		p.opts.Timeout = time.Duration(ms * float64(time.Millisecond))
 	} else {
@@ -355,13 +433,20 @@ func (s *Server) compile(r *Request) (*plan, error) {
 	}
 	if cp.SemaphoreCount != nil {
 		if *cp.SemaphoreCount < 1 || *cp.SemaphoreCount > MaxSemaphore {
-			return nil, bad("crawler_params.semaphore_count must be from 1 to %d, got %d", MaxSemaphore, *cp.SemaphoreCount)
+			return bad("crawler_params.semaphore_count must be from 1 to %d, got %d", MaxSemaphore, *cp.SemaphoreCount)
 		}
 		p.semaphore = *cp.SemaphoreCount
 	}
+	return nil
+}
+
+// compileScripts joins what the page runs (the overlay remover, js_code,
+// the iframe inliner) and what it waits for (wait_for, the screenshot's
+// wait) into p.opts.
+func compileScripts(p *plan, r *Request, cp *CrawlerParams) error {
 	var js []string
 	if len(r.JSCode) > MaxJSSnippets {
-		return nil, bad("js_code has %d snippets; at most %d", len(r.JSCode), MaxJSSnippets)
+		return bad("js_code has %d snippets; at most %d", len(r.JSCode), MaxJSSnippets)
 	}
 	if cp.RemoveOverlayElements {
 		js = append(js, removeOverlaysJS)
@@ -377,70 +462,96 @@ func (s *Server) compile(r *Request) (*plan, error) {
 	p.opts.JS = joinScripts(js)
 	waitFor, err := combineWaits(r.WaitFor, cp.ScreenshotWaitFor, r.Screenshot)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	p.opts.WaitFor = waitFor
 	p.opts.Screenshot = r.Screenshot
-	if e := r.Extra; e != nil {
-		if e.DelayBeforeReturnHTML != nil {
-			d := *e.DelayBeforeReturnHTML
-			if d < 0 || time.Duration(d*float64(time.Second)) > maxDelay {
-				return nil, bad("extra.delay_before_return_html is in seconds, from 0 to %d, got %v", int(maxDelay/time.Second), d)
-			}
-			p.opts.Delay = time.Duration(d * float64(time.Second))
-		}
-		if e.WordCountThreshold != nil {
-			if *e.WordCountThreshold < 0 || *e.WordCountThreshold > 1000 {
-				return nil, bad("extra.word_count_threshold must be from 0 to 1000, got %d", *e.WordCountThreshold)
-			}
-			p.minWords = *e.WordCountThreshold
-		}
-		p.onlyText = e.OnlyText
+	return nil
+}
+
+// compileExtra checks extra's delay, word count threshold and only_text
+// into p.
+func compileExtra(p *plan, e *Extra) error {
+	if e == nil {
+		return nil
 	}
+	if e.DelayBeforeReturnHTML != nil {
+		d := *e.DelayBeforeReturnHTML
+		if d < 0 || time.Duration(d*float64(time.Second)) > maxDelay {
+			return bad("extra.delay_before_return_html is in seconds, from 0 to %d, got %v", int(maxDelay/time.Second), d)
+		}
+		p.opts.Delay = time.Duration(d * float64(time.Second))
+	}
+	if e.WordCountThreshold != nil {
+		if *e.WordCountThreshold < 0 || *e.WordCountThreshold > 1000 {
+			return bad("extra.word_count_threshold must be from 0 to 1000, got %d", *e.WordCountThreshold)
+		}
+		p.minWords = *e.WordCountThreshold
+	}
+	p.onlyText = e.OnlyText
+	return nil
+}
+
+// compileOutput checks css_selector and extraction_config into p.
+func (s *Server) compileOutput(p *plan, r *Request) error {
 	if sel := strings.TrimSpace(r.CSSSelector); sel != "" {
 		if err := checkSelector(sel); err != nil {
-			return nil, bad("css_selector %q: %v", sel, err)
+			return bad("css_selector %q: %v", sel, err)
 		}
 		p.selector = sel
 	}
 	if ec := r.ExtractionConfig; ec != nil && ec.Type != "" {
 		st, err := extract.New(s.cfg.Extract, ec.Type, ec.Params)
 		if err != nil {
-			return nil, bad("extraction_config: %v", err)
+			return bad("extraction_config: %v", err)
 		}
 		p.strategy = st
 	}
-	if wc := r.WebhookConfig; wc != nil {
-		if strings.TrimSpace(wc.URL) == "" {
-			return nil, bad("webhook_config.webhook_url is required: the URL that receives the POST when the task finishes")
-		}
-		if len(wc.Secret) > 256 {
-			return nil, bad("webhook_config.webhook_secret is longer than 256 characters")
-		}
-		if err := webhook.Check(&webhook.Delivery{URL: strings.TrimSpace(wc.URL), Header: wc.Headers}, s.cfg.AllowPrivateNetworks); err != nil {
-			return nil, bad("webhook_config: %v", err)
-		}
-		p.webhook = wc
+	return nil
+}
+
+// compileWebhook checks webhook_config (nil: none) into p.webhook.
+func (s *Server) compileWebhook(p *plan, wc *WebhookConfig) error {
+	if wc == nil {
+		return nil
 	}
+	if strings.TrimSpace(wc.URL) == "" {
+		return bad("webhook_config.webhook_url is required: the URL that receives the POST when the task finishes")
+	}
+	if len(wc.Secret) > 256 {
+		return bad("webhook_config.webhook_secret is longer than 256 characters")
+	}
+	if err := webhook.Check(&webhook.Delivery{URL: strings.TrimSpace(wc.URL), Header: wc.Headers}, s.cfg.AllowPrivateNetworks); err != nil {
+		return bad("webhook_config: %v", err)
+	}
+	p.webhook = wc
+	return nil
+}
+
+// compileCache checks cache_mode (and extra.bypass_cache) into p's cache
+// reads and writes.
+func compileCache(p *plan, r *Request) error {
 	mode, ok := cacheModes[strings.ToLower(strings.TrimSpace(r.CacheMode))]
 	if !ok {
-		return nil, bad("cache_mode %q: want enabled, disabled, read_only, write_only or bypass", r.CacheMode)
+		return bad("cache_mode %q: want enabled, disabled, read_only, write_only or bypass", r.CacheMode)
 	}
 	p.cacheRead, p.cacheWrite = mode.read, mode.write
 	if r.Extra != nil && r.Extra.BypassCache {
 		p.cacheRead = false
 	}
+	return nil
+}
+
+// compileWordCount takes v0.4's top-level word_count_threshold when extra
+// has none.
+func compileWordCount(p *plan, r *Request) error {
 	if r.WordCountThreshold != nil && (r.Extra == nil || r.Extra.WordCountThreshold == nil) {
 		if *r.WordCountThreshold < 0 || *r.WordCountThreshold > 1000 {
-			return nil, bad("word_count_threshold must be from 0 to 1000, got %d", *r.WordCountThreshold)
+			return bad("word_count_threshold must be from 0 to 1000, got %d", *r.WordCountThreshold)
 		}
 		p.minWords = *r.WordCountThreshold
 	}
-	p.needsBrowser = p.opts.JS != "" || p.opts.WaitFor != "" || p.opts.Screenshot || p.opts.Delay > 0 || bc.Viewport != nil ||
-		len(sig) > 0 || len(p.header) > 0 || p.session != ""
-	sort.Strings(sig)
-	p.sig = strings.Join(sig, " ")
-	return p, nil
+	return nil
 }
 
 // DefaultViewport is the permanent browser's window unless

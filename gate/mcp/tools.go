@@ -113,7 +113,17 @@ func add[In any](srv *sdk.Server, name, title, desc string, h func(context.Conte
 	sdk.AddTool(srv, &sdk.Tool{Name: name, Title: title, Description: desc}, h)
 }
 
+// register adds the tools to srv, in the order tools/list names them.
 func (s *server) register(srv *sdk.Server) {
+	s.registerContent(srv)
+	s.registerJobs(srv)
+	s.registerRecipes(srv)
+	s.registerAccount(srv)
+}
+
+// registerContent adds the tools of one call's content: scrape, search,
+// answer and extract.
+func (s *server) registerContent(srv *sdk.Server) {
 	add(srv, "scrape", "Scrape a page",
 		"Fetch one public web page and return its main content as Markdown and/or HTML (navigation, banners and footers stripped), optionally with links, media, metadata and tables (parse). "+
 			"Costs 1 credit for a plain page, more when the page needs a browser or a proxy (the effort level's multiplier, named on the receipt), 0 when the same call was made within 10 minutes (cache). "+
@@ -167,7 +177,11 @@ func (s *server) register(srv *sdk.Server) {
 			}
 			return s.call(ctx, req, "extract", request{Method: http.MethodPost, Path: "/extract", Body: body}, nil)
 		})
+}
 
+// registerJobs adds the tools of many pages: batch and the background
+// jobs' submit, status and results.
+func (s *server) registerJobs(srv *sdk.Server) {
 	add(srv, "batch", "Scrape up to 50 pages",
 		"Scrape 1 to 50 pages in one call; each page's result is one line in lines (url, ok, result or error, usage). "+
 			"Costs one scrape per page delivered (a failed page is free). Sends a progress notification as each page finishes; with browser pages it can take a few minutes: allow 120 s or more. "+
@@ -192,7 +206,10 @@ func (s *server) register(srv *sdk.Server) {
 	add(srv, "jobs_results", "A job's results, 50 per call",
 		"The results of a job, 50 lines per call from offset (0 first): each line has the url and its result or error. Call again with next_offset while more is true. Free. Same as GET /scrape/jobs/{id}/results?after=offset.",
 		s.jobsResults)
+}
 
+// registerRecipes adds the recipe catalog and a recipe's run.
+func (s *server) registerRecipes(srv *sdk.Server) {
 	add(srv, "recipes_list", "The recipe catalog",
 		"The recipes (ready-made named scrapers): name, version, title, stage, health, kind, inputs (type, default, required, secret), output fields, fresh_for_s, tags, a cost hint, run and description. Free. Same as GET /recipes.",
 		func(ctx context.Context, req *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, out, error) {
@@ -215,7 +232,11 @@ func (s *server) register(srv *sdk.Server) {
 			}
 			return s.call(ctx, req, "recipe_run", request{Method: http.MethodPost, Path: "/recipes/" + url.PathEscape(in.Name), Body: body}, nil)
 		})
+}
 
+// registerAccount adds the account's tools: balance, estimate, topup,
+// spend_cap, recharge and report_issue.
+func (s *server) registerAccount(srv *sdk.Server) {
 	add(srv, "balance", "Credit balance",
 		"The account's credit: balance (what can still be spent), buckets, holds, the monthly spend cap and what is left of it, auto-recharge settings. Free. Same as GET /v1/billing/balance.",
 		func(ctx context.Context, req *sdk.CallToolRequest, _ none) (*sdk.CallToolResult, out, error) {
