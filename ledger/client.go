@@ -429,8 +429,9 @@ func (c *Client) target(h *holdState) MC {
 }
 
 // journal writes one charge, synced. Concurrent writes share syncs through
-// Pebble's commit pipeline (measured: faster than a committer of our own,
-// see docs/performance.md). Sequence numbers are taken before the write, so
+// Pebble's commit pipeline, not a committer of our own, which was slower
+// (docs/performance.md, "Ledger: charges through regional holds").
+// Sequence numbers are taken before the write, so
 // writes may finish out of order; settlement reads only up to the durable
 // watermark, below which every write has finished.
 func (c *Client) journal(acct, receipt string, amount MC, now time.Time) error {

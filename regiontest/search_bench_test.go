@@ -150,9 +150,8 @@ func TestSearchSpeed(t *testing.T) {
 	}
 	ix.Written(time.Minute)
 	// And the merges the batches called for done: queries while the
-	// index just built is still merged had p99s of 54–141 ms (the 4
-	// slowest of 400; docs/performance.md, "This round: indexing, third
-	// pass").
+	// index just built is still merged make the p99 (docs/performance.md,
+	// "Search").
 	for quiet := 0; quiet < 3; time.Sleep(200 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the index's merges did not settle")

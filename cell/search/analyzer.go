@@ -13,9 +13,9 @@ import (
 )
 
 // The index's two analyzers are written as one pass each, not as bleve's
-// chain of a tokenizer and filters: the chain allocated every token on its
-// own and walked each field's tokens once per filter, and was a sixth of
-// the CPU a page cost to index (docs/search.md, "Indexing"). They give the
+// chain of a tokenizer and filters: the chain allocates every token on its
+// own and walks each field's tokens once per filter (its cost:
+// docs/performance.md, "Search"). They give the
 // terms and positions of the chains they replace (TestAnalyzersAsChains):
 //
 //	trawl_en   = runs of letters and numbers, lower-cased, English stop

@@ -19,13 +19,12 @@ import (
 // URL, whether the page is indexed yet or not. It is a Pebble store of its
 // own beside the index (DIR.anchors).
 //
-// Until format 5 the texts were kept in the index's internal store. scorch
-// copies every internal value into each snapshot it writes, one put at a
-// time in map order into a bbolt bucket: with one value for every page
-// linked to, each batch wrote them all again, in a time that grows with the
-// square of their number (13 % of the CPU beside a job at 10,000 pages,
-// more with every page; docs/performance.md, "This round: indexing, third
-// pass"). The index's internal store now holds only a few keys.
+// Not the index's internal store: scorch copies every internal value into
+// each snapshot it writes, one put at a time in map order into a bbolt
+// bucket, so with one value for every page linked to, each batch would
+// write them all again, in a time that grows with the square of their
+// number (docs/performance.md, "Search"). The index's internal store
+// holds only a few keys.
 type anchorStore struct {
 	s *store.Store
 }

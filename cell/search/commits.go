@@ -7,11 +7,9 @@ import (
 
 // commits orders the batches that Add commits at once. Building a batch's
 // segment is most of a batch's work and runs on the goroutine that
-// commits it, so one batch at a time used one core at most, and beside a
-// job that goroutine got a small share of the machine: the live path
-// indexed 286–330 pages/s beside a job, and 389–448 with two batches
-// committing at once (docs/performance.md, "This round: indexing, fourth
-// pass").
+// commits it, so one batch at a time uses one core at most, and beside a
+// job that goroutine gets a small share of the machine
+// (docs/performance.md, "Search").
 //
 // Two rules keep concurrent batches as one batch at a time would leave
 // the index:

@@ -64,10 +64,9 @@ type Index struct {
 var scorchConfig = map[string]any{"unsafe_batch": true}
 
 // scorchOptions is a copy of scorchConfig for one index: bleve writes the
-// index's path into the map it is given (NewUsing), and a shared map made
-// the next index opened with it open the store of the one created before
-// it (found when the did_you_mean dictionary became a second index; a
-// process with two cells, one index new and one not, had it too).
+// index's path into the map it is given (NewUsing), and with a shared map
+// the next index opened with it would open the store of the one created
+// before it (TestIndexesOpenTheirOwnStores).
 func scorchOptions() map[string]any { return maps.Clone(scorchConfig) }
 
 // Open opens the index in dir, creating it when absent; dir "" is an

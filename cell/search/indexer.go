@@ -54,39 +54,32 @@ type IndexerConfig struct {
 
 // BatchSize is how many pages the Indexer and Rebuild index at once. Each
 // batch is a segment of the index, and segments are merged in the
-// background: batches of 1,024 took a third less CPU a page than batches
-// of 256 (fewer, larger segments to build and merge), for about 200 MiB
-// more at the peak (a batch's analysis is held until its segment is
-// built). docs/performance.md, "Search".
+// background: larger batches cost less CPU a page (fewer, larger segments
+// to build and merge) and more memory at the peak (a batch's analysis is
+// held until its segment is built). docs/performance.md, "Search".
 const BatchSize = 1024
 
 // DefaultFlush is the longest a page waits for its batch. Each batch is a
 // segment of the index, and pages that come one by one (a job's, a
-// crawl's: tens a second) make a batch of what came meanwhile. With 1 s,
-// a job beside the indexer made the cell's index build a segment of about
-// 100 pages every second and merge them into its larger ones over and over
-// (29 batches, 91 MiB merged for 3,115 pages); with 3 s, 10–14 batches and
-// 42–78 MiB for about as many (docs/performance.md, "This round: indexing,
-// third pass"; the indexing rate beside the job is too noisy on the test
-// machine to credit it with a share). A page is still searchable well
-// within the 10 s the service promises.
+// crawl's: tens a second) make a batch of what came meanwhile: a shorter
+// wait makes the index build a small segment every wait and merge it into
+// its larger ones over and over (docs/performance.md, "Search"). A page
+// is still searchable well within the 10 s the service promises.
 const DefaultFlush = 3 * time.Second
 
 // DefaultCommits is how many batches an Indexer commits at once. With one,
-// the goroutine building a batch's segment was the live path's limit: it
-// used one core at most, and beside a job it got a small share of the
-// machine. Two took the live path beside a job from 286–330 to 389–448
-// pages/s (docs/performance.md, "This round: indexing, fourth pass"), for
-// a second batch's analysis held at the peak.
+// the goroutine building a batch's segment is the live path's limit: it
+// uses one core at most, and beside a job it gets a small share of the
+// machine. Two cost a second batch's analysis held at the peak
+// (docs/performance.md, "Search").
 const DefaultCommits = 2
 
 // prepared is how many documents the converting workers may have ready
-// ahead of the batch being gathered. With one batch committing at a time
-// it was a whole batch, so that the next was prepared while one was built
-// into its segment (590 to 655 pages/s alone). With two at once the
-// batcher waits less, and a quarter of a batch ahead was faster alone
-// (788–835 pages/s against 761–762) for the same peak (docs/performance.md,
-// "This round: indexing, fourth pass").
+// ahead of the batch being gathered, so that the next batch is being
+// prepared while one is built into its segment. With DefaultCommits
+// batches at once the batcher waits less, and a quarter of a batch ahead
+// is faster than a whole one for the same peak (docs/performance.md,
+// "Search").
 const prepared = BatchSize / 4
 
 // Indexer indexes archived pages in the background, in batches: a page is
@@ -340,12 +333,10 @@ func (x *Indexer) batcher() {
 		}
 	}
 	// A batch is due Flush after its first page came, or when it is full;
-	// with no page, the timer is the idle tick. (The timer used to tick
-	// every Flush whatever came: a batch built while the last one was
-	// indexed was often cut after a few pages, when the tick that fell
-	// during the build won the race with the waiting pages. Beside a job
-	// the live path made 18 segments of 555 pages on average for 10,000
-	// pages: docs/performance.md, "This round: indexing, fourth pass".)
+	// with no page, the timer is the idle tick. Not a tick every Flush
+	// whatever came: a tick that fell while the last batch was indexed
+	// would cut the next one after a few pages, winning the race with the
+	// pages waiting.
 	for {
 		select {
 		case d, ok := <-x.docs:
@@ -416,8 +407,8 @@ func (ix *Index) Rebuild(ctx context.Context, pages func(yield func(Page) bool) 
 	go func() {
 		defer close(added)
 		// One batch at a time: a rebuild is bound by making the pages'
-		// main content again (two at once: 132 pages/s beside a job, one:
-		// 133–149), and each batch committing holds its analysis.
+		// main content again, not by the commits (docs/performance.md,
+		// "Search"), and each batch committing holds its analysis.
 		batch := make([]*Doc, 0, BatchSize)
 		add := func() {
 			if err := ix.Add(batch...); err != nil {

@@ -10,8 +10,9 @@ import (
 
 // stemCache gives the stems of bleve's Porter token filter
 // (porter.PorterStemmer) with a memory of the stems of the words it has
-// stemmed: a page's words are mostly words other pages had, and stemming
-// each occurrence again was a third of the analysis. It is safe for
+// stemmed: a page's words are mostly words other pages had, so most
+// stems are a map lookup instead of Porter's rules (docs/performance.md,
+// "Search"). It is safe for
 // concurrent use (bleve analyses a batch's documents in parallel).
 type stemCache struct {
 	mu    sync.RWMutex

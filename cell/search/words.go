@@ -27,9 +27,9 @@ import (
 // for bleve's fuzzy term dictionary, and it holds a group of documents a
 // write of counts (countsGroup), not a document a page: a word's count is
 // the sum of its term frequencies. As a field of every page the words
-// were half the postings the index built and merged (more than the
-// stemmed body), and 12–15 % of the CPU a page went with them
-// (docs/search.md, "The dictionary is an index of its own").
+// would be about half the postings the index builds and merges (more
+// than the stemmed body): docs/search.md, "did_you_mean", and the figures
+// in docs/performance.md, "Search".
 //
 // A count is of pages indexed, so a page indexed again (fetched again)
 // counts again; the anchor-text refresh does not count. Counts wait in

@@ -43,10 +43,10 @@
 //
 // So a killed member is gone from the others' views after at most about
 // 0.5 (until someone probes it) + 0.5 (the failed probe round) + 2 (suspicion)
-// + 0.2 (gossip) = 3.2 s with up to 10 members, about 4 s with 25. Measured
-// on loopback with the race detector: 2.9 s, 3.4 s on a loaded machine. A
-// member that stops cleanly (Close) is gone at once (0.1 to 0.2 s): it
-// gossips its own departure before shutting down.
+// + 0.2 (gossip) = 3.2 s with up to 10 members, about 4 s with 25 (the
+// times measured: docs/performance.md, "Membership"). A member that stops
+// cleanly (Close) is gone at once: it gossips its own departure before
+// shutting down.
 //
 // Also: PushPullInterval 10s (a full state exchange, the repair path after a
 // partition), TCPTimeout 3s (joins and TCP probes), and DeadNodeReclaimTime
@@ -64,7 +64,7 @@
 // killed predecessor is still alive or suspect to them; told of that
 // conflict, it exchanges state with the seeds every second for 10 s, and so
 // hears of the predecessor's death and takes over its name within about a
-// second of it (measured: 3 to 4 s after the restart).
+// second of it.
 package members
 
 import (

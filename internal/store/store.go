@@ -84,8 +84,8 @@ func Open(dir string, opts *Options) (*Store, error) {
 		Logger: pebbleLogger{o.Logger.With("component", "pebble")},
 		// Pages are large values written once and often dropped again (cache
 		// entries expire): a larger memtable lets more of them die before a
-		// flush, and fewer flushes mean fewer L0 compactions (measured: see
-		// docs/performance.md).
+		// flush, and fewer flushes mean fewer L0 compactions
+		// (docs/performance.md, "Where the job's CPU goes").
 		MemTableSize: o.MemTableBytes,
 	}
 	// Bloom filters make lookups of absent keys cheap (is this receipt

@@ -173,16 +173,11 @@
 //
 // # Tests and their cost
 //
-// Every page gets a fresh context, hence a fresh renderer process. On the
-// 2-core test machine (shared, measured under load) a tiny page with no
-// subresources costs Debian's Chromium 1.0 to 1.3 s of CPU: 0.4 to 0.5 s in
-// the browser process, 0.55 to 0.7 s in the renderers; the driver adds
-// 40 ms and this process 25 ms. 500 pages therefore need at least 250 s of
-// both cores; TestFiveHundredPagesLeaveNoProcesses runs 60 by default
-// (1 min 50 s measured under load, 0.6 pages/s) and the full 500 with
-// TRAWL_BROWSER_LEAK_PAGES=500 (about 6 minutes). Chromium switches that
-// drop the spare renderer or limit renderers saved 10 to 15 %, within the
-// noise, and more pages per browser do not help CPU-bound work: 500 pages
-// within 90 s would take sharing renderers between requests, which the
+// Every page gets a fresh context, hence a fresh renderer process, and
+// costs Chromium about a second of CPU even when it is tiny
+// (docs/performance.md, "What a fresh-context page costs"). So
+// TestFiveHundredPagesLeaveNoProcesses runs 60 pages by default and the
+// full 500 with TRAWL_BROWSER_LEAK_PAGES=500: 500 pages within the suite's
+// budget would take sharing renderers between requests, which the
 // isolation above forbids.
 package browser

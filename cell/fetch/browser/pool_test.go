@@ -73,14 +73,9 @@ func (g *gate) await(t *testing.T, n int) {
 
 // leakPagesEnv sets how many pages TestFiveHundredPagesLeaveNoProcesses
 // renders. The issue asks for 500; but every page gets a fresh context,
-// hence a fresh renderer process: measured on the 2-core test machine,
-// Debian's Chromium spends about 1.0 to 1.3 s of CPU per page even on a
-// tiny page with no subresources (0.4 to 0.5 s in the browser process,
-// 0.55 to 0.7 s in renderers), so 500 pages need 250 s of both cores at
-// the very least, and 6 minutes or more in practice, over the suite's
-// budget. Renderer switches (no spare renderer, a renderer limit) saved
-// 10 to 15 %, within the noise; more pages per browser do not help work
-// that is CPU-bound. See the package documentation. By default the
+// hence a fresh renderer process, and 500 of them take minutes of both
+// cores, over the suite's budget (docs/performance.md, "What a
+// fresh-context page costs"). By default the
 // test runs 60 pages (24 with -short), recycling scaled to match (a new
 // browser every 2/5 of the run, as every 200 of 500 by default), so the
 // same paths run: two recycles with their drains, then Close. Set
