@@ -1,7 +1,8 @@
 // Package api is the gate's Caddy module trawl_api: it answers the routes
-// the route table (internal/routes) gives the gate itself (billing, keys,
-// sign-up, estimate, usage history, the gate's health and the ledger's
-// internal routes) and passes every other request on to trawl_route.
+// the route table (internal/routes) gives the gate itself (its Gate rows,
+// each with the handler of the service the row names: gate.Runtime's
+// Handler), and passes every other request, and one whose ?region= names
+// another region, on to trawl_route.
 package api
 
 import (

@@ -1,10 +1,17 @@
 // Package meter is the gate's Caddy module trawl_meter: it bills the usage
-// the cell reports. Before forwarding a billed call it checks that the
-// region's hold can cover the call's minimum price (402 no_credit or
-// spend_cap otherwise, docs/spec/hosted-api.md §7). When the cell's response arrives it
+// that whoever answers a billed route reports (a cell, or the gate's own
+// search and answer), priced by the call kinds of internal/metering.
+// Before forwarding a billed call it reads the body within the route's
+// limit (413 over it), counts its URLs, and checks that the region's hold
+// can cover the call's minimum price (402 no_credit or spend_cap
+// otherwise, docs/spec/hosted-api.md §7). When the response arrives it
 // prices the usage header, charges the hold (a durable local write, see
-// ledger.Client), records the receipt line, and writes the receipt headers
-// x-svc-cost and x-svc-balance. Refusals and 5xx answers cost nothing.
+// ledger.Client), records the receipt line, puts the usage object in a
+// JSON answer, and writes the receipt headers x-svc-cost and
+// x-svc-balance; an NDJSON answer is billed line by line (lines.go), and
+// a held job or retry is released once charged (release.go). Refusals
+// and 5xx answers cost nothing, but for a recipe run that failed after
+// fetching pages.
 package meter
 
 import (
@@ -100,7 +107,7 @@ type call struct {
 }
 
 // classify names the billed kind of r: its route's, when the route takes
-// r's method (the route table bills only POSTs). Everything else is free.
+// r's method (a billed route is a POST or a GET). Everything else is free.
 func (m *Meter) classify(r *http.Request) call {
 	rt := m.routes.Match(r)
 	if !rt.Allowed || rt.Kind == "" {

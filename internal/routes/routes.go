@@ -3,10 +3,10 @@
 // whether it needs a key, the call kind it bills, who answers it (the gate,
 // any cell of the region, or the cell or region that owns the object it
 // names), the grammar of that object's id, and the body it accepts. The
-// gate's modules (caddy-modules/auth, meter, api, route) read it in
-// Provision, the gate registers its own handlers from it, and the cell
-// registers its handlers from it: a new service is a row here and a handler
-// there (docs/architecture.md).
+// gate's modules read it (caddy-modules/trace, auth, body, meter, api and
+// route in Provision, ratelimit for the rows that relay), the gate registers its
+// own handlers from it, and the cell registers its handlers from it: a new
+// service is a row here and a handler there (docs/architecture.md).
 //
 // Patterns are net/http.ServeMux patterns ("POST /scrape/jobs/{id}/retry")
 // and matching is ServeMux's: the most specific path wins, and a request
@@ -32,10 +32,9 @@ type Server uint8
 
 // Servers.
 const (
-	// Gate: the gate answers it itself (billing, keys, sign-up, estimate,
-	// usage history, health, the ledger's internal routes, and search
-	// and recipe health, which it gathers from every live cell of the
-	// region).
+	// Gate: the gate answers it itself, with the handler the row's Service
+	// names (search, answer and recipe health among them, which it
+	// gathers from every live cell of the region).
 	Gate Server = iota + 1
 	// Cell: any live cell of the region.
 	Cell
@@ -114,7 +113,8 @@ type Route struct {
 	// Server answers the route.
 	Server Server
 	// Service names the gate's handler for a Gate row (see gate.Runtime's
-	// Handler): health, ledger, signup, keys, billing, estimate, usage.
+	// Handler): health, ledger, monstore, recipestore, signup, billing,
+	// estimate, usage, search, mcp, issues, operator, recipes.
 	Service string
 	// Owner is the grammar of {id} on an Owner row.
 	Owner *Grammar
@@ -229,8 +229,10 @@ var Rows = []Route{
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
 
-// CellLocal are routes a cell serves to its own region only (the gate's
-// membership, operators, benchmarks); the gate never sends a client there.
+// CellLocal are routes a cell serves to its own region only: its gate
+// (health, a search's and an answer's parts, releasing held jobs, the
+// background charges, recipe health), operators and benchmarks; the gate
+// never sends a client there.
 var CellLocal = []Route{
 	{Pattern: "GET /health", Server: Cell, Doc: "the cell's health: store and browser pool"},
 	{Pattern: "GET /search/local", Server: Cell, Doc: "the cell's own best pages for a query, with scores, passages and its parts of the rich block: the gate merges every live cell's (docs/search.md)"},
