@@ -15,8 +15,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/testwait"
 	. "github.com/trawlhq/trawl/ledger"
-	"github.com/trawlhq/trawl/ledger/ledgertest/rafttest"
 )
 
 func TestClusterLeaderKilledLosesNothing(t *testing.T) {
@@ -121,12 +121,8 @@ func TestClusterPartitionKeepsGuarantees(t *testing.T) {
 		}
 	}
 	waitCharges := func(min int64) {
-		deadline := time.Now().Add(10 * time.Second)
-		for rigs[cutRegion].n.Load() < min {
-			if time.Now().After(deadline) {
-				t.Fatalf("charges stalled at %d", rigs[cutRegion].n.Load())
-			}
-			time.Sleep(5 * time.Millisecond)
+		if err := testwait.Poll(10*time.Second, func() bool { return rigs[cutRegion].n.Load() >= min }); err != nil {
+			t.Fatalf("%v: charges stalled at %d", err, rigs[cutRegion].n.Load())
 		}
 	}
 	waitCharges(20)
@@ -235,7 +231,7 @@ func TestClusterAPIAnswersJSONAndNotLeader(t *testing.T) {
 			break
 		}
 	}
-	if err := rafttest.WaitFor(10*time.Second, func() bool {
+	if err := testwait.Poll(10*time.Second, func() bool {
 		_, l := c.node(follower).Raft().LeaderWithID()
 		return string(l) == leader.ID()
 	}); err != nil {

@@ -13,9 +13,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/testwait"
 	. "github.com/trawlhq/trawl/ledger"
 	"github.com/trawlhq/trawl/ledger/ledgertest"
-	"github.com/trawlhq/trawl/ledger/ledgertest/rafttest"
 )
 
 // crashPoints records, at every write to a state store, what the disk would
@@ -71,7 +71,7 @@ func TestClusterKillDuringInstallSnapshot(t *testing.T) {
 	// needs: it can only catch up from a snapshot.
 	grant(20, 420)
 	leader := c.waitLeader()
-	if err := rafttest.WaitFor(10*time.Second, func() bool {
+	if err := testwait.Poll(10*time.Second, func() bool {
 		idx, _ := strconv.ParseUint(leader.Raft().Stats()["last_snapshot_index"], 10, 64)
 		return idx > behind+200
 	}); err != nil {
@@ -122,7 +122,7 @@ func TestClusterKillDuringInstallSnapshot(t *testing.T) {
 		}
 		// It fetches the journal entries the snapshot did not carry from
 		// another voter, and audits from the first entry again.
-		if err := rafttest.WaitFor(20*time.Second, func() bool {
+		if err := testwait.Poll(20*time.Second, func() bool {
 			a, err := c.node("us").State().Anchor()
 			return err == nil && a == nil
 		}); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/nettest"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -265,10 +266,11 @@ func TestUsageObjectOnEveryBilledAnswer(t *testing.T) {
 	sameAsHistory(t, "hit", hit.Usage, history)
 	sameAsHistory(t, "job", job.Usage, history)
 	// The job runs once charged.
-	WaitFor(t, 20*time.Second, "the job done", func() bool {
+	testwait.Until(t, 20*time.Second, "the job done", func() bool {
 		s := call(t, "GET", g.URL+"/scrape/jobs/"+job.JobID, key, "")
 		return strings.Contains(s.body, `"status":"done"`)
 	})
+
 }
 
 // streamLines posts a batch and returns its response, read line by line.
@@ -401,10 +403,11 @@ func spendingCell(t *testing.T, g *Gate, before func(*http.Request)) {
 	t.Cleanup(func() { srv.Close(); c.Close() })
 	m := rogueMember(t, g, srv.Listener.Addr().String(), g.Runtime.RegionKeys().All())
 	t.Cleanup(func() { m.Close() })
-	WaitFor(t, 10*time.Second, "the spending cell is the region's only cell", func() bool {
+	testwait.Until(t, 10*time.Second, "the spending cell is the region's only cell", func() bool {
 		cs := g.Runtime.Cells()
 		return len(cs) == 1 && cs[0].API == srv.Listener.Addr().String()
 	})
+
 }
 
 // Issue 12, items 5 and 6: a job submission or a retry whose charge is
@@ -458,7 +461,7 @@ func TestJobChargeRefusedNothingRuns(t *testing.T) {
 		JobID string `json:"job_id"`
 	}
 	json.Unmarshal([]byte(r.body), &job)
-	WaitFor(t, 20*time.Second, "the job done", func() bool { return status(job.JobID)["status"] == "done" })
+	testwait.Until(t, 20*time.Second, "the job done", func() bool { return status(job.JobID)["status"] == "done" })
 	if s := status(job.JobID); s["error"] != 5.0 {
 		t.Fatalf("job: %v", s)
 	}
@@ -480,9 +483,10 @@ func TestJobChargeRefusedNothingRuns(t *testing.T) {
 		Grant: &ledger.Grant{Account: acct, Bucket: ledger.BucketSignup, Amount: ledger.Credits(3)}}); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 10*time.Second, "the grant", func() bool {
+	testwait.Until(t, 10*time.Second, "the grant", func() bool {
 		return call(t, "GET", g.URL+"/v1/billing/balance", key, "").header.Get("X-Svc-Balance") == "4.000"
 	})
+
 	spend.Store(3000)
 	r = call(t, "POST", g.URL+"/scrape/jobs", key, `{"urls":["`+pages.URL+`/never1","`+pages.URL+`/never2"]}`)
 	if r.status != http.StatusPaymentRequired || strings.Contains(r.body, "job_id") {
@@ -498,18 +502,20 @@ func TestJobChargeRefusedNothingRuns(t *testing.T) {
 		Grant: &ledger.Grant{Account: acct, Bucket: ledger.BucketSignup, Amount: ledger.Credits(10)}}); err != nil {
 		t.Fatal(err)
 	}
-	WaitFor(t, 10*time.Second, "the grant", func() bool {
+	testwait.Until(t, 10*time.Second, "the grant", func() bool {
 		return call(t, "GET", g.URL+"/v1/billing/balance", key, "").header.Get("X-Svc-Balance") == "11.000"
 	})
+
 	failing.Store(false)
 	r = call(t, "POST", g.URL+"/scrape/jobs/"+job.JobID+"/retry", key, "")
 	if r.status != 200 || r.header.Get("X-Svc-Cost") != "3.000" || !strings.Contains(r.body, `"retried":3`) || !strings.Contains(r.body, `"usage":{`) {
 		t.Fatalf("retry: %d %q %s", r.status, r.header.Get("X-Svc-Cost"), r.body)
 	}
-	WaitFor(t, 20*time.Second, "the retried job done", func() bool {
+	testwait.Until(t, 20*time.Second, "the retried job done", func() bool {
 		s := status(job.JobID)
 		return s["status"] == "done" && s["done"] == 3.0
 	})
+
 	if hitsOf("/flaky1") <= before {
 		t.Fatal("the retry did not fetch the page again")
 	}
@@ -652,12 +658,14 @@ func TestOwedReleaseIsResumedWhenTheMeterStarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.Reload(t) // the meter provisions again and resumes what is owed
-	WaitFor(t, 30*time.Second, "the owed job to run", func() bool {
+	testwait.Until(t, 30*time.Second, "the owed job to run", func() bool {
 		r := call(t, "GET", g.URL+"/scrape/jobs/"+u.Job, key, "")
 		return r.status == 200 && strings.Contains(r.body, `"status":"done"`)
 	})
-	WaitFor(t, 10*time.Second, "the record to go", func() bool {
+
+	testwait.Until(t, 10*time.Second, "the record to go", func() bool {
 		owed, err := g.Runtime.PendingReleases()
 		return err == nil && len(owed) == 0
 	})
+
 }

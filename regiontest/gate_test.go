@@ -19,6 +19,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/internal/telemetry"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -225,7 +226,7 @@ func TestTraceSpans(t *testing.T) {
 	}
 	// The gate's own span ends after the client has its answer.
 	byName := map[string]sdktrace.ReadOnlySpan{}
-	WaitFor(t, 5*time.Second, "the gate's span", func() bool {
+	testwait.Until(t, 5*time.Second, "the gate's span", func() bool {
 		for _, s := range traceExp.GetSpans().Snapshots() {
 			if s.SpanContext().TraceID().String() == "4bf92f3577b34da6a3ce929d0e0e4736" {
 				byName[s.Name()] = s
@@ -234,6 +235,7 @@ func TestTraceSpans(t *testing.T) {
 		_, ok := byName["trawl.gate POST"]
 		return ok
 	})
+
 	for _, name := range []string{"trawl.gate POST", "trawl.auth", "trawl.ratelimit", "trawl.meter.check", "trawl.route", "trawl.meter.charge", "cell POST /scrape"} {
 		if _, ok := byName[name]; !ok {
 			t.Errorf("no span %q in the caller's trace; have %v", name, keys(byName))

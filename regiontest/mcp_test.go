@@ -20,6 +20,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -196,7 +197,7 @@ func TestMCPTools(t *testing.T) {
 	}
 	// (the client handles notifications on their own goroutine: the last
 	// may be handled after the result)
-	WaitFor(t, 5*time.Second, "a progress notification per page", func() bool {
+	testwait.Until(t, 5*time.Second, "a progress notification per page", func() bool {
 		return len(slices.DeleteFunc(progress.all(), func(m string) bool { return !strings.Contains(m, " of 3 pages") })) == 3
 	})
 
@@ -263,7 +264,7 @@ func TestMCPTools(t *testing.T) {
 	}
 
 	var st map[string]any
-	WaitFor(t, 60*time.Second, "the job done", func() bool {
+	testwait.Until(t, 60*time.Second, "the job done", func() bool {
 		res, st = tool(t, cs, "jobs_status", map[string]any{"job_id": job})
 		if res.IsError {
 			t.Fatalf("jobs_status: %v", st)
@@ -276,6 +277,7 @@ func TestMCPTools(t *testing.T) {
 		}
 		return true
 	})
+
 	if st["poll_after_s"] != float64(0) || st["done"] != float64(60) {
 		t.Errorf("status of a done job: %v", st)
 	}
@@ -638,9 +640,10 @@ func TestMCPClientGoneEndsTheCall(t *testing.T) {
 	}
 	cancel()
 	<-errc
-	WaitFor(t, 10*time.Second, "the call's place in flight given back", func() bool {
+	testwait.Until(t, 10*time.Second, "the call's place in flight given back", func() bool {
 		return call(t, "GET", g.URL+"/v1/billing/balance", key, "").status == 200
 	})
+
 	if r := call(t, "GET", g.URL+"/v1/billing/usage", key, ""); strings.Contains(r.body, `"receipt"`) {
 		t.Fatalf("charged for a call whose client had gone: %s", r.body)
 	}

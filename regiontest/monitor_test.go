@@ -13,6 +13,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/internal/webhook"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -139,10 +140,11 @@ func TestMonitorThroughGate(t *testing.T) {
 	// The baseline, within a minute.
 	// Waits poll the cell's service, not the gate: the plan's rate limit
 	// counts every call.
-	WaitFor(t, 10*time.Second, "the baseline", func() bool {
+	testwait.Until(t, 10*time.Second, "the baseline", func() bool {
 		m, err := mon.Get(context.Background(), "acct1", v.ID)
 		return err == nil && m.Baseline.Status == "ok"
 	})
+
 	// The price drops: seen at once, confirmed after the delay.
 	mu.Lock()
 	price = "45"
@@ -174,10 +176,11 @@ func TestMonitorThroughGate(t *testing.T) {
 		}
 		return out.Events
 	}
-	WaitFor(t, 10*time.Second, "the change at first sight", func() bool {
+	testwait.Until(t, 10*time.Second, "the change at first sight", func() bool {
 		es, _ := mon.Events(context.Background(), "acct1", v.ID, time.Time{}, 10)
 		return len(es) == 1
 	})
+
 	e := events()[0]
 	if e.Event != "change" || e.ConfirmedAt != nil || len(e.Matched) != 1 || len(e.Facts) != 1 {
 		t.Fatalf("first sight: %+v", e)
@@ -187,10 +190,11 @@ func TestMonitorThroughGate(t *testing.T) {
 	}
 	clk.Add(2 * time.Minute)
 	mon.Kick()
-	WaitFor(t, 10*time.Second, "the delivery", func() bool {
+	testwait.Until(t, 10*time.Second, "the delivery", func() bool {
 		es, _ := mon.Events(context.Background(), "acct1", v.ID, time.Time{}, 10)
 		return len(es) == 1 && es[0].Delivery.Done && es[0].Delivery.Webhook != nil && es[0].Delivery.Webhook.Status == "delivered"
 	})
+
 	e = events()[0]
 	if e.ConfirmedAt == nil || e.CostCredits != 3 {
 		t.Fatalf("confirmed: %+v", e)

@@ -22,6 +22,7 @@ import (
 	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/llm"
 	"github.com/trawlhq/trawl/cell/llm/llmtest"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // mailSink is a real SMTP server on loopback (go-smtp, as the sign-up
@@ -95,19 +96,21 @@ func TestMonitorEmail(t *testing.T) {
 	}
 	id := between(r.body, `"id":"`, `"`)
 	ctx := context.Background()
-	WaitFor(t, 10*time.Second, "the baseline", func() bool {
+	testwait.Until(t, 10*time.Second, "the baseline", func() bool {
 		m, err := mon.Get(ctx, "acct1", id)
 		return err == nil && m.Baseline.Status == "ok"
 	})
+
 	mu.Lock()
 	price = "45"
 	mu.Unlock()
 	clk.Add(time.Hour)
 	mon.Kick()
-	WaitFor(t, 10*time.Second, "first sight", func() bool {
+	testwait.Until(t, 10*time.Second, "first sight", func() bool {
 		es, _ := mon.Events(ctx, "acct1", id, time.Time{}, 10)
 		return len(es) == 1 && es[0].Delivery.Email != nil && es[0].Delivery.Email.Status == "waiting for confirmation"
 	})
+
 	clk.Add(2 * time.Minute)
 	mon.Kick()
 	deadline := time.Now().Add(30 * time.Second)

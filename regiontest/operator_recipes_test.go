@@ -13,6 +13,7 @@ import (
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/internal/recipestore"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -86,12 +87,7 @@ func TestOperatorRecipes(t *testing.T) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
 		for _, c := range g.Cells {
-			for !ok(c) {
-				if time.Now().After(deadline) {
-					t.Fatalf("cell %s: %s", c.Cell.Name(), what)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			testwait.Until(t, time.Until(deadline), "cell "+c.Cell.Name()+": "+what, func() bool { return ok(c) })
 		}
 	}
 	waitCells("never loaded the recipe", func(c *Cell) bool {

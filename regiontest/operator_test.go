@@ -11,6 +11,7 @@ import (
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/routes"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -109,7 +110,7 @@ func TestOperatorCells(t *testing.T) {
 		t.Fatalf("remove a live cell: %d %s", r.status, r.body)
 	}
 	g.Cells[1].Stop()
-	WaitFor(t, 10*time.Second, "c2 gone", func() bool { return len(g.Runtime.Cells()) == 1 })
+	testwait.Until(t, 10*time.Second, "c2 gone", func() bool { return len(g.Runtime.Cells()) == 1 })
 	if r := call(t, "POST", g.URL+"/scrape", key, `{"url":"`+pages.URL+`/a"}`); r.status != 503 {
 		t.Fatalf("scrape with the only live cell drained: %d %s", r.status, r.body)
 	}
@@ -267,9 +268,10 @@ func TestOperatorPrices(t *testing.T) {
 	// The table is ledger state: a restarted gate (no file) serves it.
 	g.Restart(t)
 	g.WaitReady(t)
-	WaitFor(t, 10*time.Second, "the replicated table after a restart", func() bool {
+	testwait.Until(t, 10*time.Second, "the replicated table after a restart", func() bool {
 		return g.Runtime.Prices().Plans["free"].Keys == 4
 	})
+
 }
 
 func jsonNum(v uint64) string { b, _ := json.Marshal(v); return string(b) }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/internal/telemetry"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -124,10 +125,11 @@ func TestRecipesBilledThroughTheGate(t *testing.T) {
 	if r.status != 202 || r.header.Get("X-Svc-Cost") != "0.000" || ref.JobID == "" {
 		t.Fatalf("job: %d %s", r.status, r.body)
 	}
-	WaitFor(t, 10*time.Second, "the job done", func() bool {
+	testwait.Until(t, 10*time.Second, "the job done", func() bool {
 		r := call(t, "GET", g.URL+ref.Results, key, "")
 		return r.status == 200 && strings.Contains(r.body, `"status":"done"`) && strings.Contains(r.body, `{"title":"Page /z"}`)
 	})
+
 	other := g.Account(t, ledger.PlanFree, 10)
 	if r := call(t, "GET", g.URL+ref.Results, other, ""); r.status != 404 {
 		t.Errorf("another account's job: %d %s", r.status, r.body)
@@ -266,7 +268,7 @@ func TestRecipeSessionLeavesNoTrace(t *testing.T) {
 
 	// Let the gate's spans end, then close the cells so every store is on
 	// disk.
-	WaitFor(t, 5*time.Second, "the gate's spans", func() bool {
+	testwait.Until(t, 5*time.Second, "the gate's spans", func() bool {
 		n := 0
 		for _, s := range traceExp.GetSpans().Snapshots() {
 			if strings.HasPrefix(s.Name(), "cell POST /recipes/") {
@@ -275,6 +277,7 @@ func TestRecipeSessionLeavesNoTrace(t *testing.T) {
 		}
 		return n >= 4
 	})
+
 	for _, c := range g.Cells {
 		c.Stop()
 	}
@@ -338,7 +341,7 @@ func TestRecipeHealthMergesCells(t *testing.T) {
 		} `json:"recipes"`
 	}
 	var rep report
-	WaitFor(t, 10*time.Second, "both cells' checks", func() bool {
+	testwait.Until(t, 10*time.Second, "both cells' checks", func() bool {
 		r := call(t, "GET", g.URL+"/recipes/health", "", "")
 		rep = report{}
 		json.Unmarshal([]byte(r.body), &rep)
@@ -349,6 +352,7 @@ func TestRecipeHealthMergesCells(t *testing.T) {
 		}
 		return false
 	})
+
 	for _, e := range rep.Recipes {
 		if e.Name == "heading" && (e.Health.Status != "ok" || e.Stage != "staged" || e.Checks[0].Cell == e.Checks[1].Cell) {
 			t.Errorf("heading: %+v", e)
@@ -358,10 +362,11 @@ func TestRecipeHealthMergesCells(t *testing.T) {
 		t.Errorf("report: %+v", rep)
 	}
 	g.Cells[1].Stop()
-	WaitFor(t, 10*time.Second, "one cell's report", func() bool {
+	testwait.Until(t, 10*time.Second, "one cell's report", func() bool {
 		r := call(t, "GET", g.URL+"/recipes/health", "", "")
 		rep = report{}
 		json.Unmarshal([]byte(r.body), &rep)
 		return r.status == 200 && len(rep.Cells) == 1
 	})
+
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/recipestore"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -145,7 +146,7 @@ func Start(t testing.TB, o Options) *Gate {
 	if o.NoLeader {
 		return g
 	}
-	WaitFor(t, 15*time.Second, "ledger leader", func() bool { return rt.Node().IsLeader() })
+	testwait.Until(t, 15*time.Second, "ledger leader", func() bool { return rt.Node().IsLeader() })
 	for i := range o.Cells {
 		g.AddCell(t, fmt.Sprintf("c%d", i+1), o.Cell)
 	}
@@ -188,7 +189,7 @@ func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Ce
 	}
 	t.Cleanup(func() { tc.Stop() })
 	g.Cells = append(g.Cells, tc)
-	WaitFor(t, 10*time.Second, "cell "+name+" in the upstream set", func() bool { return len(g.Runtime.Cells()) >= want })
+	testwait.Until(t, 10*time.Second, "cell "+name+" in the upstream set", func() bool { return len(g.Runtime.Cells()) >= want })
 	return tc
 }
 
@@ -244,18 +245,6 @@ func Submit(n *ledger.Node, c *ledger.Command) error {
 	return nil
 }
 
-// WaitFor polls cond until it holds or within passes.
-func WaitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Restart stops the gate (its runtime closes: voter, stores, membership)
 // and starts it again on the same data directory, as a process restart
 // would; WaitReady waits for it to serve. Its cells are not brought back.
@@ -278,7 +267,7 @@ func (g *Gate) Restart(t testing.TB) {
 // up (before, keyed calls answer 503 starting).
 func (g *Gate) WaitReady(t testing.TB) {
 	t.Helper()
-	WaitFor(t, 15*time.Second, "gate ready", func() bool { return g.Runtime.Node().IsLeader() && g.Runtime.Ready() })
+	testwait.Until(t, 15*time.Second, "gate ready", func() bool { return g.Runtime.Node().IsLeader() && g.Runtime.Ready() })
 }
 
 // Reload loads the gate's config again, as `caddy reload` would: new module

@@ -12,6 +12,7 @@ import (
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -31,10 +32,11 @@ func TestCellGetsTheAccountNotTheKey(t *testing.T) {
 	g.Cells[0].Stop()
 	m := rogueMember(t, g, up.Listener.Addr().String(), g.Runtime.RegionKeys().All())
 	defer m.Close()
-	WaitFor(t, 10*time.Second, "the member is the region's only cell", func() bool {
+	testwait.Until(t, 10*time.Second, "the member is the region's only cell", func() bool {
 		cs := g.Runtime.Cells()
 		return len(cs) == 1 && cs[0].API == up.Listener.Addr().String()
 	})
+
 	req, _ := http.NewRequest("POST", g.URL+"/scrape", strings.NewReader(`{"url":"http://127.0.0.1:1/"}`))
 	req.Header.Set("Authorization", "Bearer "+key)
 	req.Header.Set("X-Api-Key", key)
@@ -80,10 +82,11 @@ func TestForgedCellAnswerIsRefused(t *testing.T) {
 	g.Cells[0].Stop()
 	m := rogueMember(t, g, forger.Listener.Addr().String(), g.Runtime.RegionKeys().All())
 	defer m.Close()
-	WaitFor(t, 10*time.Second, "the forger is the region's only cell", func() bool {
+	testwait.Until(t, 10*time.Second, "the forger is the region's only cell", func() bool {
 		cs := g.Runtime.Cells()
 		return len(cs) == 1 && cs[0].API == forger.Listener.Addr().String()
 	})
+
 	r := call(t, "POST", g.URL+"/scrape", key, `{"url":"http://127.0.0.1:1/"}`)
 	mu.Lock()
 	n := forged
@@ -127,7 +130,7 @@ func TestJobOfACellThatNeverWas(t *testing.T) {
 		t.Fatalf("job of a cell the region never had: %d %s", r.status, r.body)
 	}
 	g.Cells[0].Stop()
-	WaitFor(t, 10*time.Second, "c1 leaves the region", func() bool { return len(g.Runtime.Cells()) == 0 })
+	testwait.Until(t, 10*time.Second, "c1 leaves the region", func() bool { return len(g.Runtime.Cells()) == 0 })
 	r = call(t, "GET", g.URL+"/scrape/jobs/j_eu.c1.0123456789abcdef0123", key, "")
 	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"cell_unavailable"`) {
 		t.Fatalf("job of a cell that is down: %d %s", r.status, r.body)

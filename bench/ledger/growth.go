@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 	"github.com/trawlhq/trawl/ledger/ledgertest"
 )
@@ -151,7 +152,7 @@ func growth(args []string) error {
 		if err := c.StartNode(follower); err != nil {
 			return err
 		}
-		if err := waitFor(30*time.Minute, func() bool {
+		if err := testwait.Poll(30*time.Minute, func() bool {
 			n := c.Node(follower)
 			return n != nil && n.State().Meta().AppliedIndex >= head
 		}); err != nil {
@@ -181,7 +182,7 @@ func growth(args []string) error {
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("join: %s", resp.Status)
 		}
-		if err := waitFor(30*time.Minute, func() bool {
+		if err := testwait.Poll(30*time.Minute, func() bool {
 			n := c.Node(id)
 			return n != nil && n.State().Meta().AppliedIndex >= head
 		}); err != nil {

@@ -30,7 +30,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -50,6 +49,7 @@ import (
 
 	"github.com/trawlhq/trawl/bench/measure"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 	"github.com/trawlhq/trawl/ledger/ledgertest"
 )
@@ -348,7 +348,7 @@ func runTrawl(r trawlRun) (sideResult, error) {
 		res.ChargesPerCmd = round3(float64(res.Charges) / float64(res.RaftCommands))
 	}
 	t0 := time.Now()
-	waitFor(r.drain, func() bool { return c.Pending() == 0 })
+	testwait.Poll(r.drain, func() bool { return c.Pending() == 0 })
 	res.DrainSeconds = round3(time.Since(t0).Seconds())
 	cpu2 := measure.CPUTime()
 	if r.prof != nil {
@@ -711,7 +711,7 @@ func startCluster(dir string, linkDelay func(from, to string) time.Duration, log
 		}
 		return false
 	}
-	if err := waitFor(20*time.Second, anyLeader); err != nil {
+	if err := testwait.Poll(20*time.Second, anyLeader); err != nil {
 		cl.Close()
 		return nil, fmt.Errorf("no leader: %w", err)
 	}
@@ -725,7 +725,7 @@ func startCluster(dir string, linkDelay func(from, to string) time.Duration, log
 				}
 			}
 		}
-		if err := waitFor(20*time.Second, leaderIs("eu")); err != nil {
+		if err := testwait.Poll(20*time.Second, leaderIs("eu")); err != nil {
 			cl.Close()
 			return nil, fmt.Errorf("eu never led: %w", err)
 		}
@@ -735,16 +735,5 @@ func startCluster(dir string, linkDelay func(from, to string) time.Duration, log
 }
 
 // --------------------------------------------------------------- helpers
-
-func waitFor(limit time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return errors.New("timed out after " + limit.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return nil
-}
 
 func round3(v float64) float64 { return math.Round(v*1000) / 1000 }

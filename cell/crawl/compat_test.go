@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/internal/webhook"
 )
 
@@ -229,7 +230,7 @@ func TestQueueLimitOverHTTP(t *testing.T) {
 	st := startSite(t)
 	ts := startServer(t, Config{MaxConcurrentTasks: 1, MaxQueuedTasks: 3})
 	submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/slow"})
-	waitUntil(t, 30*time.Second, "the worker runs the blocker", func() bool { _, r := ts.sched.counts(); return r == 1 })
+	testwait.Until(t, 30*time.Second, "the worker runs the blocker", func() bool { _, r := ts.sched.counts(); return r == 1 })
 	var accepted, refused atomic.Int64
 	var wg sync.WaitGroup
 	for range 30 {
@@ -299,19 +300,20 @@ func TestTaskWebhook(t *testing.T) {
 		"webhook_config": map[string]any{"webhook_url": recv.URL + "/hook", "webhook_data_in_payload": true,
 			"webhook_secret": "hook-secret", "webhook_headers": map[string]string{"X-Their-Token": "t0k"}}})
 	poll(t, ts.URL, "", id, 20*time.Millisecond, time.Minute)
-	waitUntil(t, 30*time.Second, "the first delivery", func() bool { return count() == 1 })
+	testwait.Until(t, 30*time.Second, "the first delivery", func() bool { return count() == 1 })
 	// The failure recorded (its retry set from the clock) before the
 	// clock moves: the receiver answers before the sender writes it down.
-	waitUntil(t, 30*time.Second, "the failed attempt recorded", func() bool {
+	testwait.Until(t, 30*time.Second, "the failed attempt recorded", func() bool {
 		p, err := ts.hooks.Pending()
 		return err == nil && len(p) == 1 && p[0].Attempts == 1
 	})
+
 	fail.Store(false)
 	clock.Advance(time.Minute)
 	// Kicked while waiting, not once: a fake clock moves no timer, and the
 	// sender's real timer, its backstop, is longer than the wait (CI saw the
 	// retry wait out the 30 s, once; internal/webhook's waitKicking).
-	waitUntil(t, 30*time.Second, "the retry a minute later", func() bool { ts.hooks.Kick(); return count() == 2 })
+	testwait.Until(t, 30*time.Second, "the retry a minute later", func() bool { ts.hooks.Kick(); return count() == 2 })
 	mu.Lock()
 	last := got[1]
 	mu.Unlock()
@@ -338,7 +340,7 @@ func TestTaskWebhook(t *testing.T) {
 		p.Data.Result == nil || p.Timestamp == "" || p.TaskType != "crawl" {
 		t.Errorf("payload: %.400s", last.body)
 	}
-	waitUntil(t, 10*time.Second, "no delivery pending", func() bool { d, _ := ts.hooks.Pending(); return len(d) == 0 })
+	testwait.Until(t, 10*time.Second, "no delivery pending", func() bool { d, _ := ts.hooks.Pending(); return len(d) == 0 })
 
 	for _, c := range []struct{ name, body, want string }{
 		{"no url", `{"urls":"` + st.URL + `/a","webhook_config":{"webhook_data_in_payload":true}}`, "webhook_url is required"},

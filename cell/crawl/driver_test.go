@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/sysstat"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // driverProcs finds the Playwright drivers this process runs (node
@@ -81,11 +82,12 @@ func TestOneDriverForThePool(t *testing.T) {
 	// Killed with a page in flight: one restart for every tier, and the
 	// page is retried on the new driver's browser.
 	slow := submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/slow", "wait_for": "main"})
-	waitUntil(t, time.Minute, "the slow page requested", func() bool {
+	testwait.Until(t, time.Minute, "the slow page requested", func() bool {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		return st.seen["/slow"] > 0
 	})
+
 	if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +98,11 @@ func TestOneDriverForThePool(t *testing.T) {
 	for _, v := range views {
 		crawlWith(t, v)
 	}
-	waitUntil(t, 30*time.Second, "one new driver", func() bool {
+	testwait.Until(t, 30*time.Second, "one new driver", func() bool {
 		p, _ := driverProcs(t)
 		return len(p) == 1 && p[0] != pids[0]
 	})
+
 	if n := ts.driver.Restarts(); n != 1 {
 		t.Errorf("the driver was restarted %d times for %d browsers; want once", n, b.Summary.TotalCount)
 	}
@@ -116,8 +119,9 @@ func TestOneDriverForThePool(t *testing.T) {
 		t.Errorf("after cleanup: %d driver processes", len(p))
 	}
 	ts.stop()
-	waitUntil(t, 10*time.Second, "no driver after Close", func() bool {
+	testwait.Until(t, 10*time.Second, "no driver after Close", func() bool {
 		p, _ := driverProcs(t)
 		return len(p) == 0
 	})
+
 }

@@ -243,15 +243,3 @@ func (s *site) release() {
 		close(s.gate)
 	}
 }
-
-// waitUntil polls cond every 20 ms until it holds or within passes.
-func waitUntil(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting until %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

@@ -24,6 +24,7 @@ import (
 	"github.com/trawlhq/trawl/internal/browsertest"
 	"github.com/trawlhq/trawl/internal/sysstat"
 	"github.com/trawlhq/trawl/internal/testcorpus"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // loadRequests is the figure: 100 concurrent /crawl requests.
@@ -182,11 +183,12 @@ func TestLoad100Concurrent(t *testing.T) {
 	// threshold (30 minutes is the longest, for hot browsers at low memory
 	// pressure) on the injected clock, and the next sweep removes them.
 	clock.Advance(31 * time.Minute)
-	waitUntil(t, 30*time.Second, "the janitor removes the idle hot and cold browsers", func() bool {
+	testwait.Until(t, 30*time.Second, "the janitor removes the idle hot and cold browsers", func() bool {
 		var b BrowsersPayload
 		call(t, "GET", ts.URL+"/monitor/browsers", "", nil, &b)
 		return len(b.Hot) == 0 && len(b.Cold) == 0 && len(b.Permanent) == 1
 	})
+
 	var jl []JanitorEntry
 	call(t, "GET", ts.URL+"/monitor/logs/janitor?limit=100", "", nil, &jl)
 	removed := map[string]float64{}

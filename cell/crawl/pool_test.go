@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // browsers reads GET /monitor/browsers.
@@ -106,17 +108,19 @@ func TestPoolTiers(t *testing.T) {
 	t.Run("janitor", func(t *testing.T) {
 		tallR := crawlWith(t, tall)
 		clock.Advance(301 * time.Second) // past the cold threshold, not the hot one
-		waitUntil(t, 30*time.Second, "the janitor removes the idle cold browser", func() bool {
+		testwait.Until(t, 30*time.Second, "the janitor removes the idle cold browser", func() bool {
 			b := browsers(t, ts)
 			return len(b.Cold) == 0 && len(b.Hot) == 1
 		})
+
 		if !hasJanitor(janitorLog(t, ts), "remove_idle", tallR.BrowserID) {
 			t.Errorf("no removal of %s in the janitor log", tallR.BrowserID)
 		}
 		clock.Advance(1500 * time.Second) // the hot one has now been idle 1801 s
-		waitUntil(t, 30*time.Second, "the janitor removes the idle hot browser", func() bool {
+		testwait.Until(t, 30*time.Second, "the janitor removes the idle hot browser", func() bool {
 			return len(browsers(t, ts).Hot) == 0
 		})
+
 		if !hasJanitor(janitorLog(t, ts), "remove_idle", coldID) || !hasJanitor(janitorLog(t, ts), "reuse_rate", "") {
 			t.Errorf("janitor log: %+v", janitorLog(t, ts))
 		}

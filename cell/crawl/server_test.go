@@ -19,6 +19,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/trawlhq/trawl/internal/telemetry"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // TestLegacyClientFlow is a Crawl4AI-style client against a server with a
@@ -303,10 +304,11 @@ func TestQueueLimitAndPriority(t *testing.T) {
 	st := startSite(t)
 	ts := startServer(t, Config{MaxConcurrentTasks: 1, MaxQueuedTasks: 3})
 	blocker := submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/slow"})
-	waitUntil(t, 30*time.Second, "the blocking task runs", func() bool {
+	testwait.Until(t, 30*time.Second, "the blocking task runs", func() bool {
 		_, running := ts.sched.counts()
 		return running == 1
 	})
+
 	low := submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/article.html", "priority": 1})
 	high := submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/article.html", "priority": 10})
 	mid := submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/article.html"})
@@ -371,10 +373,11 @@ func TestTasksSurviveRestart(t *testing.T) {
 	done := submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/article.html", "ttl": 60})
 	poll(t, ts.URL, "", done, 50*time.Millisecond, time.Minute)
 	cut := submit(t, ts.URL, "", map[string]any{"urls": st.URL + "/slow"})
-	waitUntil(t, 30*time.Second, "the slow task runs", func() bool {
+	testwait.Until(t, 30*time.Second, "the slow task runs", func() bool {
 		tk, err := ts.tasks.get(cut)
 		return err == nil && tk.Status == StatusProcessing
 	})
+
 	ts.stop()
 
 	ts2 := startServer(t, Config{DataDir: dir, Now: clock.Now})

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // TestSessions: requests with the same session_id share a browser context
@@ -82,7 +84,7 @@ func TestSessions(t *testing.T) {
 		// alice was last used a second (of the injected clock) before dave:
 		// she is now idle past SessionIdle, dave not.
 		clock.Advance(10*time.Minute - 500*time.Millisecond)
-		waitUntil(t, 30*time.Second, "the janitor closes the idle sessions", func() bool { return sessionsOn("permanent") == 1 })
+		testwait.Until(t, 30*time.Second, "the janitor closes the idle sessions", func() bool { return sessionsOn("permanent") == 1 })
 		if !hasJanitor(janitorLog(t, ts), "expire_session", "permanent") {
 			t.Errorf("no expire_session in the janitor log: %+v", janitorLog(t, ts))
 		}

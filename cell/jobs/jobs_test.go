@@ -15,6 +15,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 func TestIDsNameTheOwner(t *testing.T) {
@@ -102,20 +103,18 @@ func (c *holdClock) add(d time.Duration) {
 // waitJob polls the job's status until cond holds.
 func waitJob(t *testing.T, m *Manager, id, account string, cond func(*Status) bool) *Status {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s, err := m.Status(id, account, false)
-		if err != nil {
+	var s *Status
+	err := testwait.Poll(10*time.Second, func() bool {
+		var err error
+		if s, err = m.Status(id, account, false); err != nil {
 			t.Fatal(err)
 		}
-		if cond(s) {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job %s: %+v", id, s)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return cond(s)
+	})
+	if err != nil {
+		t.Fatalf("job %s: %v: %+v", id, err, s)
 	}
+	return s
 }
 
 // Issue 12, items 5 and 6: a held job runs nothing until it is released,

@@ -18,6 +18,7 @@ import (
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/internal/webhook"
 )
 
@@ -198,17 +199,6 @@ func (e *env) events(id string) []*Event {
 	return evs
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not a fixed wait
-	}
-}
-
 func str(s string) *string { return &s }
 
 var ctx0 = context.Background()
@@ -254,7 +244,7 @@ func TestChangeConfirmedChargedDelivered(t *testing.T) {
 	if evs[0].ConfirmedAt == nil || evs[0].CostCredits != 3 {
 		t.Fatalf("not confirmed: %+v", evs[0])
 	}
-	waitFor(t, "the webhook", func() bool { return len(rc.all()) == 1 })
+	testwait.Until(t, 10*time.Second, "the webhook", func() bool { return len(rc.all()) == 1 })
 	r := rc.all()[0]
 	if r.header.Get("x-svc-event") != "change" || r.header.Get("x-svc-monitor") != v.ID {
 		t.Fatalf("headers %v", r.header)
@@ -266,10 +256,11 @@ func TestChangeConfirmedChargedDelivered(t *testing.T) {
 	if err := json.Unmarshal(r.body, &body); err != nil || body.Summary == "" || body.Evidence.After == body.Evidence.Before {
 		t.Fatalf("body %s: %v", r.body, err)
 	}
-	waitFor(t, "delivery recorded", func() bool {
+	testwait.Until(t, 10*time.Second, "delivery recorded", func() bool {
 		d := e.events(v.ID)[0].Delivery
 		return d.Done && d.Webhook.Status == "delivered" && d.Webhook.Attempts == 1
 	})
+
 	// The versions behind the evidence.
 	after := strings.TrimPrefix(body.Evidence.After, "/monitors/"+v.ID+"/versions/")
 	md, err := e.svc.Version(ctx0, "acct1", v.ID, after)
@@ -340,14 +331,15 @@ func TestReceiverDownTwiceThenUp(t *testing.T) {
 	s.set(shop("45"), 200)
 	e.advance(4 * time.Minute)
 	e.advance(DefaultConfirmAfter)
-	waitFor(t, "first attempt", func() bool { return e.events(v.ID)[0].Delivery.Webhook.Attempts == 1 })
+	testwait.Until(t, 10*time.Second, "first attempt", func() bool { return e.events(v.ID)[0].Delivery.Webhook.Attempts == 1 })
 	e.advance(time.Minute)
-	waitFor(t, "second attempt", func() bool { return e.events(v.ID)[0].Delivery.Webhook.Attempts == 2 })
+	testwait.Until(t, 10*time.Second, "second attempt", func() bool { return e.events(v.ID)[0].Delivery.Webhook.Attempts == 2 })
 	e.advance(5 * time.Minute)
-	waitFor(t, "delivered", func() bool {
+	testwait.Until(t, 10*time.Second, "delivered", func() bool {
 		d := e.events(v.ID)[0].Delivery
 		return d.Done && d.Webhook.Status == "delivered"
 	})
+
 	if d := e.events(v.ID)[0].Delivery.Webhook; d.Attempts != 3 {
 		t.Fatalf("attempts %d", d.Attempts)
 	}
@@ -484,17 +476,18 @@ func TestDeliverySurvivesRestart(t *testing.T) {
 	s.set(shop("45"), 200)
 	e.advance(time.Hour)
 	e.advance(DefaultConfirmAfter)
-	waitFor(t, "first attempt", func() bool { return e.events(v.ID)[0].Delivery.Webhook.Attempts == 1 })
+	testwait.Until(t, 10*time.Second, "first attempt", func() bool { return e.events(v.ID)[0].Delivery.Webhook.Attempts == 1 })
 	now := e.clock.Now()
 	e.close()
 
 	e2 := newEnv(t, dir, nil)
 	e2.clock.Add(now.Sub(e2.clock.Now()))
 	e2.advance(time.Minute)
-	waitFor(t, "delivered after the restart", func() bool {
+	testwait.Until(t, 10*time.Second, "delivered after the restart", func() bool {
 		d := e2.events(v.ID)[0].Delivery
 		return d.Done && d.Webhook.Status == "delivered"
 	})
+
 	if n := len(rc.all()); n != 1 {
 		t.Fatalf("%d deliveries", n)
 	}
@@ -542,10 +535,11 @@ func TestEmailWithoutMailer(t *testing.T) {
 		t.Fatalf("first sight %+v", d)
 	}
 	e.advance(DefaultConfirmAfter)
-	waitFor(t, "both channels finished", func() bool {
+	testwait.Until(t, 10*time.Second, "both channels finished", func() bool {
 		d := e.events(v.ID)[0].Delivery
 		return d.Done && d.Email != nil && d.Email.Status == "failed" && d.Webhook.Status == "delivered"
 	})
+
 }
 
 func monstoreMailConfig(e *env) monstore.MailConfig {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/browsertest"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // crawlCall sends a request to the crawl server with the token.
@@ -114,22 +115,24 @@ func TestCrawlServerProcess(t *testing.T) {
 	}
 	done := submit(p.base, "/first")
 	var res map[string]any
-	waitFor(t, 300*time.Second, "the first task", func() bool {
+	testwait.Until(t, 300*time.Second, "the first task", func() bool {
 		var st string
 		st, res = status(p.base, done)
 		return st == "completed"
 	})
+
 	if md, _ := res["markdown"].(string); !strings.Contains(md, "ebb runs south") {
 		t.Fatalf("markdown: %q", md)
 	}
 	cut := submit(p.base, "/slow")
-	waitFor(t, 60*time.Second, "the slow task to run", func() bool {
+	testwait.Until(t, 60*time.Second, "the slow task to run", func() bool {
 		st, _ := status(p.base, cut)
 		return st == "processing"
 	})
+
 	before := marked(mark)
 	p.kill(t)
-	waitFor(t, 30*time.Second, "the killed server's driver and browsers to go", func() bool { return marked(mark) == 0 })
+	testwait.Until(t, 30*time.Second, "the killed server's driver and browsers to go", func() bool { return marked(mark) == 0 })
 	t.Logf("SIGKILL with %d processes of the server running; 0 left", before)
 
 	p2 := launch(t, env, "crawl server serving", args...)
@@ -137,10 +140,11 @@ func TestCrawlServerProcess(t *testing.T) {
 		t.Fatalf("finished task after the restart: %s", st)
 	}
 	close(gate)
-	waitFor(t, 120*time.Second, "the cut-off task to finish after the restart", func() bool {
+	testwait.Until(t, 120*time.Second, "the cut-off task to finish after the restart", func() bool {
 		st, res := status(p2.base, cut)
 		return st == "completed" && res != nil && res["success"] == true
 	})
+
 	if err := p2.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

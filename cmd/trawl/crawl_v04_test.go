@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/browsertest"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // v04Business stands in for the news section Crawl4AI's v0.4 example
@@ -102,13 +103,14 @@ func TestCrawlV04Example(t *testing.T) {
 			t.Fatalf("POST /crawl: %d %v", code, m)
 		}
 		var st map[string]any
-		waitFor(t, 300*time.Second, "task "+id, func() bool {
+		testwait.Until(t, 300*time.Second, "task "+id, func() bool {
 			_, st = crawlCall(t, p.base, token, "GET", "/task/"+id, "")
 			if st["status"] == "failed" {
 				t.Fatalf("task failed: %v", st["error"])
 			}
 			return st["status"] == "completed"
 		})
+
 		return st
 	}
 	result := func(step string, m map[string]any) map[string]any {

@@ -22,6 +22,7 @@ import (
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/testcorpus"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 var trawlBin string
@@ -67,7 +68,7 @@ const e2eRegionKeys = "6532652072656769f06e206b657973206f66207468652074657374732
 func startTrawl(t *testing.T, args ...string) *proc {
 	t.Helper()
 	p := launch(t, nil, "cell serving", append(args, "--listen", "127.0.0.1:0")...)
-	waitFor(t, 10*time.Second, "health", func() bool {
+	testwait.Until(t, 10*time.Second, "health", func() bool {
 		resp, err := http.Get(p.base + "/health")
 		if err != nil {
 			return false
@@ -75,6 +76,7 @@ func startTrawl(t *testing.T, args ...string) *proc {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+
 	return p
 }
 
@@ -145,17 +147,6 @@ func (p *proc) kill(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-p.done
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func (p *proc) call(t *testing.T, method, path string, body any) (int, []byte) {
@@ -281,10 +272,11 @@ func TestJobSurvivesKill9(t *testing.T) {
 	json.Unmarshal(b, &sub)
 
 	var before jobStatus
-	waitFor(t, 60*time.Second, "the job to be under way", func() bool {
+	testwait.Until(t, 60*time.Second, "the job to be under way", func() bool {
 		before = p.jobStatus(t, sub.JobID)
 		return before.Done >= 200
 	})
+
 	p.kill(t)
 	if before.Done >= 2000 {
 		t.Fatalf("the job finished before the kill (%+v): nothing was tested", before)
@@ -293,10 +285,11 @@ func TestJobSurvivesKill9(t *testing.T) {
 
 	p2 := startTrawl(t, "cell", "--data", data, "--allow-private-networks")
 	var after jobStatus
-	waitFor(t, 120*time.Second, "the job to finish after restart", func() bool {
+	testwait.Until(t, 120*time.Second, "the job to finish after restart", func() bool {
 		after = p2.jobStatus(t, sub.JobID)
 		return after.Status == "done"
 	})
+
 	if after.Total != 2000 || after.Done != 2000 || after.Error != 0 {
 		t.Fatalf("after restart: %+v", after)
 	}
@@ -373,7 +366,7 @@ func TestCorpus(t *testing.T) {
 		JobID string `json:"job_id"`
 	}
 	json.Unmarshal(b, &sub)
-	waitFor(t, 120*time.Second, "the 1,000-URL job", func() bool { return p.jobStatus(t, sub.JobID).Status == "done" })
+	testwait.Until(t, 120*time.Second, "the 1,000-URL job", func() bool { return p.jobStatus(t, sub.JobID).Status == "done" })
 	lines := p.results(t, sub.JobID)
 	if len(lines) != 1000 {
 		t.Fatalf("%d lines", len(lines))

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 const e2eKey = "trawl_dev_e2e_0123456789abcdef"
@@ -175,7 +176,7 @@ func TestDevThreeRegions(t *testing.T) {
 			t.Fatalf("sin scrape: %d %s", a.status, a.body)
 		}
 	}
-	waitFor(t, 15*time.Second, "sin's spending in eu's replica", func() bool {
+	testwait.Until(t, 15*time.Second, "sin's spending in eu's replica", func() bool {
 		total, err := ledgerTotal(gates["eu"])
 		return err == nil && total <= euBefore-3000
 	})
@@ -189,10 +190,11 @@ func TestDevThreeRegions(t *testing.T) {
 		t.Fatalf("job submit: %d %v %s", a.status, a.header, a.body)
 	}
 	for _, r := range []string{"eu", "us"} {
-		waitFor(t, 20*time.Second, "job done via "+r, func() bool {
+		testwait.Until(t, 20*time.Second, "job done via "+r, func() bool {
 			a := gateCall(t, "GET", gates[r]+"/scrape/jobs/"+job.JobID, "")
 			return a.status == 200 && a.header.Get("X-Svc-Region") == "sin" && strings.Contains(string(a.body), `"status":"done"`)
 		})
+
 	}
 	a = gateCall(t, "GET", gates["us"]+"/scrape/jobs/"+job.JobID+"/results", "")
 	if a.status != 200 || strings.Count(string(a.body), "\n") != 2 {
@@ -251,7 +253,7 @@ func TestCellKilledUnderLoad(t *testing.T) {
 		json.NewDecoder(resp.Body).Decode(&h)
 		return h.Cells
 	}
-	waitFor(t, 10*time.Second, "two cells", func() bool { return cells() == 2 })
+	testwait.Until(t, 10*time.Second, "two cells", func() bool { return cells() == 2 })
 
 	type outcome struct {
 		start, end time.Time
@@ -285,7 +287,7 @@ func TestCellKilledUnderLoad(t *testing.T) {
 	time.Sleep(time.Second) // load runs before the kill
 	killed := time.Now()
 	c2.kill(t)
-	waitFor(t, 10*time.Second, "the gate to drop the killed cell", func() bool { return cells() == 1 })
+	testwait.Until(t, 10*time.Second, "the gate to drop the killed cell", func() bool { return cells() == 1 })
 	gone := time.Now()
 	t.Logf("killed cell left the upstream set after %v", gone.Sub(killed).Round(10*time.Millisecond))
 	if gone.Sub(killed) > 5*time.Second {
@@ -367,10 +369,11 @@ func TestPartitionedRegionServesFromHold(t *testing.T) {
 	}
 	wg.Wait()
 	sin := procs["sin"].base
-	waitFor(t, 20*time.Second, "the dev account in sin", func() bool {
+	testwait.Until(t, 20*time.Second, "the dev account in sin", func() bool {
 		a, err := tryGateCall("GET", sin+"/v1/billing/balance", "")
 		return err == nil && a.status == 200
 	})
+
 	// A first call takes sin's hold.
 	if a := gateCall(t, "POST", sin+"/scrape", `{"url":"`+site.URL+`/first"}`); a.status != 200 {
 		t.Fatalf("first: %d %s", a.status, a.body)
@@ -412,7 +415,7 @@ func TestPartitionedRegionServesFromHold(t *testing.T) {
 	}
 	stopped = false
 	// Healed: sin's charges settle; the ledger has spent exactly what sin served.
-	waitFor(t, 30*time.Second, "settlement after the partition", func() bool {
+	testwait.Until(t, 30*time.Second, "settlement after the partition", func() bool {
 		a, err := tryGateCall("GET", procs["eu"].base+"/v1/billing/balance", "")
 		if err != nil || a.status != 200 {
 			return false
@@ -423,4 +426,5 @@ func TestPartitionedRegionServesFromHold(t *testing.T) {
 		json.Unmarshal(a.body, &b)
 		return b.MonthSpent == fmt.Sprintf("%d.000", served)
 	})
+
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -160,7 +161,7 @@ func TestLedgerProcesses(t *testing.T) {
 
 	// Wait until every voter has applied the same journal, then stop them
 	// gracefully: the audit reads stopped nodes' directories.
-	waitFor(t, 20*time.Second, "replicas to converge", func() bool {
+	testwait.Until(t, 20*time.Second, "replicas to converge", func() bool {
 		var want ledger.NodeStatus
 		for _, p := range r.procs {
 			st, ok := r.status(p)
@@ -175,6 +176,7 @@ func TestLedgerProcesses(t *testing.T) {
 		}
 		return true
 	})
+
 	// The live audit reads the journal over HTTP with the auditor key.
 	var live string
 	for _, p := range r.procs {

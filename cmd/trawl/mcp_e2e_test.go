@@ -17,6 +17,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/mcpclients"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // The tool server under the official MCP clients of npm, run with the
@@ -331,10 +332,11 @@ func TestMCPClientsAgainstDev(t *testing.T) {
 	}
 
 	// The job: status says when to poll again; results 50 per call.
-	waitFor(t, 60*time.Second, "the job done", func() bool {
+	testwait.Until(t, 60*time.Second, "the job done", func() bool {
 		_, st := mcpGateCall(t, dev, key, "GET", "/scrape/jobs/"+job, "")
 		return st["status"] == "done"
 	})
+
 	out = tsClient(t, dev, key, false, false,
 		tsCall{Name: "jobs_status", Args: map[string]any{"job_id": job}},
 		tsCall{Name: "jobs_results", Args: map[string]any{"job_id": job}},
@@ -513,10 +515,11 @@ func TestMCPJobOfAnotherRegion(t *testing.T) {
 	if status != 202 || !strings.HasPrefix(id, "j_sin.") {
 		t.Fatalf("submit in sin: %d %v", status, job)
 	}
-	waitFor(t, 30*time.Second, "the job done", func() bool {
+	testwait.Until(t, 30*time.Second, "the job done", func() bool {
 		_, st := mcpGateCall(t, sin, e2eKey, "GET", "/scrape/jobs/"+id, "")
 		return st["status"] == "done"
 	})
+
 	out := tsClient(t, eu, e2eKey, false, false,
 		tsCall{Name: "jobs_status", Args: map[string]any{"job_id": id}},
 		tsCall{Name: "jobs_results", Args: map[string]any{"job_id": id}},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/monstore"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // TestMonitorCellKill9 is the crash test of the monitors issue: a region
@@ -69,7 +70,7 @@ func TestMonitorCellKill9(t *testing.T) {
 	seed := dev.logField(t, "gate serving", "members")
 	c2 := launch(t, nil, "cell serving", append([]string{"cell", "--name", "c2", "--region", "eu", "--listen", "127.0.0.1:0",
 		"--members-join", seed, "--data", t.TempDir(), "--allow-private-networks", "--browsers", "0"}, monFlags...)...)
-	waitFor(t, 10*time.Second, "two cells", func() bool {
+	testwait.Until(t, 10*time.Second, "two cells", func() bool {
 		a, err := tryGateCall("GET", dev.base+"/health", "")
 		var h struct{ Cells int }
 		return err == nil && json.Unmarshal(a.body, &h) == nil && h.Cells == 2
@@ -105,7 +106,7 @@ func TestMonitorCellKill9(t *testing.T) {
 		}
 		return l.Monitors
 	}
-	waitFor(t, 20*time.Second, "every baseline", func() bool {
+	testwait.Until(t, 20*time.Second, "every baseline", func() bool {
 		for _, v := range list() {
 			if v.Baseline.Status != "ok" {
 				return false
@@ -113,6 +114,7 @@ func TestMonitorCellKill9(t *testing.T) {
 		}
 		return true
 	})
+
 	type event struct {
 		Event       string
 		ConfirmedAt *string `json:"confirmed_at"`
@@ -135,7 +137,7 @@ func TestMonitorCellKill9(t *testing.T) {
 	mu.Lock()
 	price = "45"
 	mu.Unlock()
-	waitFor(t, 20*time.Second, "a change at first sight", func() bool {
+	testwait.Until(t, 20*time.Second, "a change at first sight", func() bool {
 		for _, id := range ids {
 			if len(events(id)) > 0 {
 				return true
@@ -143,12 +145,13 @@ func TestMonitorCellKill9(t *testing.T) {
 		}
 		return false
 	})
+
 	killed := time.Now()
 	c2.kill(t)
 	// Taken over: every monitor checked again after the kill (its next
 	// check set from a check that ran at least 2 s after it).
 	after := killed.Add(4 * time.Second)
-	waitFor(t, 30*time.Second, "c1 to check every monitor", func() bool {
+	testwait.Until(t, 30*time.Second, "c1 to check every monitor", func() bool {
 		for _, v := range list() {
 			next, err := time.Parse(time.RFC3339, v.NextCheck)
 			if err != nil || next.Before(after) {
@@ -157,10 +160,11 @@ func TestMonitorCellKill9(t *testing.T) {
 		}
 		return true
 	})
+
 	t.Logf("every monitor checked again %v after the kill (membership, claim, check)", time.Since(killed).Round(100*time.Millisecond))
 
 	// Nothing lost: every change confirmed and delivered, on the timeline.
-	waitFor(t, 30*time.Second, "every change delivered", func() bool {
+	testwait.Until(t, 30*time.Second, "every change delivered", func() bool {
 		for _, id := range ids {
 			es := events(id)
 			if len(es) != 1 || es[0].ConfirmedAt == nil || !es[0].Delivery.Done {
@@ -169,6 +173,7 @@ func TestMonitorCellKill9(t *testing.T) {
 		}
 		return true
 	})
+
 	for _, id := range ids {
 		if e := events(id)[0]; e.Delivery.Webhook == nil || e.Delivery.Webhook.Status != "delivered" {
 			t.Errorf("%s: delivery %+v", id, e.Delivery)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // The price table is ledger state: an operator's change through one
@@ -51,10 +53,11 @@ func TestOperatorPriceChangeReachesEveryRegion(t *testing.T) {
 		t.Fatalf("put prices through eu: %d %s", st, b)
 	}
 	for _, g := range []string{sin, us} {
-		waitFor(t, 15*time.Second, "the new price at "+g, func() bool {
+		testwait.Until(t, 15*time.Second, "the new price at "+g, func() bool {
 			a, err := tryGateCall("GET", g+"/v1/prices", "")
 			return err == nil && strings.Contains(string(a.body), `"scrape":{"base":"3.000"`)
 		})
+
 	}
 	if a := gateCall(t, "POST", us+"/scrape", `{"url":"`+site.URL+`/priced"}`); a.status != 200 || a.header.Get("X-Svc-Cost") != "3.000" {
 		t.Fatalf("a scrape in us after the change: %d cost %q %s", a.status, a.header.Get("X-Svc-Cost"), a.body)

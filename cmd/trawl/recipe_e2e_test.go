@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // recipeTestSite serves cell/recipe/testdata/site and a members' page
@@ -153,7 +155,7 @@ func TestRecipesThroughDev(t *testing.T) {
 
 	// The staged recipe is published after two passing checks; the one
 	// whose health session is refused is not.
-	waitFor(t, 30*time.Second, "headings published", func() bool {
+	testwait.Until(t, 30*time.Second, "headings published", func() bool {
 		a := gateCall(t, "GET", dev.base+"/recipes/health", "")
 		var rep struct {
 			Recipes []struct {
@@ -169,6 +171,7 @@ func TestRecipesThroughDev(t *testing.T) {
 		}
 		return false
 	})
+
 	h := gateCall(t, "GET", dev.base+"/recipes/health", "")
 	if !strings.Contains(string(h.body), `"name":"members","version":1,"stage":"staged","health":{"status":"fail"`) {
 		t.Errorf("members' health: %s", h.body)
@@ -230,7 +233,7 @@ func TestRecipeHealthOfEachRegion(t *testing.T) {
 		"--recipes", recipes, "--recipe-health", `page-links={"url":"`+site.URL+`/article.html"}`)
 	eu := fmt.Sprintf("http://127.0.0.1:%d", gp)
 	for _, region := range []string{"eu", "sin", "us"} {
-		waitFor(t, 20*time.Second, region+"'s checks through eu", func() bool {
+		testwait.Until(t, 20*time.Second, region+"'s checks through eu", func() bool {
 			resp, err := http.Get(eu + "/recipes/health?region=" + region)
 			if err != nil {
 				return false
@@ -253,5 +256,6 @@ func TestRecipeHealthOfEachRegion(t *testing.T) {
 			}
 			return resp.StatusCode == 200 && rep.Region == region && ok == 2
 		})
+
 	}
 }

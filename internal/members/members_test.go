@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // testLogger logs to t until the test ends; memberlist's goroutines may
@@ -89,20 +91,6 @@ func kill(t *testing.T, c *Cluster) {
 	})
 }
 
-// waitFor polls cond until it holds or timeout passes, and returns how long
-// it took.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	begin := time.Now()
-	for !cond() {
-		if time.Since(begin) > timeout {
-			t.Fatalf("%s: not within %v", what, timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return time.Since(begin)
-}
-
 func names(ms []Meta) []string {
 	var out []string
 	for _, m := range ms {
@@ -123,9 +111,10 @@ func region(t *testing.T, log *slog.Logger) (gate, c1, c2 *Cluster) {
 	c1 = start(t, log, Config{Meta: cellMeta("c1"), Join: []string{gate.LocalAddr()}})
 	c2 = start(t, log, Config{Meta: cellMeta("c2"), Join: []string{gate.LocalAddr()}})
 	for _, c := range []*Cluster{gate, c1, c2} {
-		waitFor(t, 10*time.Second, "all members join", func() bool {
+		testwait.Until(t, 10*time.Second, "all members join", func() bool {
 			return hasCells(c, "c1", "c2") && len(c.Live(RoleGate, "eu")) == 1
 		})
+
 	}
 	return gate, c1, c2
 }
@@ -152,7 +141,7 @@ func TestKilledMemberIsGoneWithin5s(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, c := range []*Cluster{gate, c1} {
 		wg.Go(func() {
-			took := waitFor(t, 10*time.Second, "killed cell leaves the live set", func() bool { return hasCells(c, "c1") })
+			took := testwait.Until(t, 10*time.Second, "killed cell leaves the live set", func() bool { return hasCells(c, "c1") })
 			t.Logf("killed cell gone from %s's view after %v", c.ml.LocalNode().Name, took.Round(time.Millisecond))
 			if took >= 5*time.Second {
 				t.Errorf("killed cell gone after %v, want under 5s", took)
@@ -177,7 +166,7 @@ func TestClosedMemberIsGoneAtOnce(t *testing.T) {
 	if err := c2.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	took := waitFor(t, 5*time.Second, "closed cell leaves", func() bool { return hasCells(gate, "c1") })
+	took := testwait.Until(t, 5*time.Second, "closed cell leaves", func() bool { return hasCells(gate, "c1") })
 	t.Logf("closed cell gone after %v (Close included)", time.Since(begin).Round(time.Millisecond))
 	if took > time.Second {
 		t.Errorf("closed cell gone after %v, want at once", took)
@@ -194,10 +183,11 @@ func TestRestartedMemberTakesOverItsName(t *testing.T) {
 	meta.API = "127.0.0.1:9999"
 	start(t, log, Config{Meta: meta, Join: []string{gate.LocalAddr()}})
 	for _, c := range []*Cluster{gate, c1} {
-		took := waitFor(t, 15*time.Second, "restarted cell is live", func() bool {
+		took := testwait.Until(t, 15*time.Second, "restarted cell is live", func() bool {
 			live := c.Live(RoleCell, "eu")
 			return len(live) == 2 && live[1].API == meta.API
 		})
+
 		t.Logf("restarted cell live after %v", took.Round(time.Millisecond))
 	}
 }
@@ -206,7 +196,7 @@ func TestJoinsSeedThatStartsLater(t *testing.T) {
 	log, w := testLogger(t)
 	seed := freeAddr(t)
 	cell := start(t, log, Config{Meta: cellMeta("c1"), Join: []string{seed}})
-	waitFor(t, 5*time.Second, "a join attempt fails", func() bool { return w.logged("cannot reach membership seeds") })
+	testwait.Until(t, 5*time.Second, "a join attempt fails", func() bool { return w.logged("cannot reach membership seeds") })
 	if got := cell.Live(RoleGate, "eu"); len(got) != 0 {
 		t.Fatalf("gate live before it started: %+v", got)
 	}
@@ -214,9 +204,10 @@ func TestJoinsSeedThatStartsLater(t *testing.T) {
 	if gate.LocalAddr() != seed {
 		t.Fatalf("gate on %s, want %s", gate.LocalAddr(), seed)
 	}
-	took := waitFor(t, 10*time.Second, "the cell joins the late seed", func() bool {
+	took := testwait.Until(t, 10*time.Second, "the cell joins the late seed", func() bool {
 		return hasCells(gate, "c1") && len(cell.Live(RoleGate, "eu")) == 1
 	})
+
 	t.Logf("joined %v after the seed started", took.Round(time.Millisecond))
 }
 

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 const helperEnv = "SYSSTAT_TEST_HELPER"
@@ -161,19 +163,17 @@ func TestRealProcessTree(t *testing.T) {
 // waitStopped polls /proc/<pid>/stat until the process is in state T.
 func waitStopped(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+	var b []byte
+	err := testwait.Poll(10*time.Second, func() bool {
+		var err error
+		if b, err = os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil {
 			t.Fatal(err)
 		}
-		if i := bytes.LastIndexByte(b, ')'); i > 0 && i+2 < len(b) && b[i+2] == 'T' {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d did not stop: %s", pid, b)
-		}
-		runtime.Gosched()
+		i := bytes.LastIndexByte(b, ')')
+		return i > 0 && i+2 < len(b) && b[i+2] == 'T'
+	})
+	if err != nil {
+		t.Fatalf("process %d did not stop: %v: %s", pid, err, b)
 	}
 }
 

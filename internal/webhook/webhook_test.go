@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
@@ -66,31 +67,19 @@ func (r *receiver) last() received {
 	return r.got[len(r.got)-1]
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	// Generous: under a loaded CI machine (race detector, every package
-	// at once) one loopback delivery once took longer than 10 s.
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// deliveryWait bounds a wait for a delivery. Generous: under a loaded CI
+// machine (race detector, every package at once) one loopback delivery
+// took longer than 10 s.
+const deliveryWait = 30 * time.Second
 
-// waitKicking is waitFor for a delivery due on the fake clock: Run's real
+// waitKicking waits for a delivery due on the fake clock: Run's real
 // timer is only a backstop (up to a minute, longer than the wait), so the
-// test kicks the sender while it waits, as the timer would.
+// test kicks the sender before each look, as the timer would.
 func waitKicking(t *testing.T, s *Sender, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for s.Kick(); !cond(); s.Kick() {
-		if time.Now().After(deadline) {
-			p, err := s.Pending()
-			t.Fatalf("timed out waiting until %s; pending: %+v %v", what, p, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := testwait.Poll(deliveryWait, func() bool { s.Kick(); return cond() }); err != nil {
+		p, perr := s.Pending()
+		t.Fatalf("%v: %s; pending: %+v %v", err, what, p, perr)
 	}
 }
 
@@ -140,7 +129,7 @@ func TestSignedDelivery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the receiver gets the delivery", func() bool { return rc.count() == 1 })
+	testwait.Until(t, deliveryWait, "the receiver gets the delivery", func() bool { return rc.count() == 1 })
 	got := rc.last()
 	if string(got.body) != string(body) {
 		t.Errorf("body %s", got.body)
@@ -165,7 +154,7 @@ func TestSignedDelivery(t *testing.T) {
 		got.header.Get("Content-Type") != "application/json" {
 		t.Errorf("headers %v", got.header)
 	}
-	waitFor(t, "the delivery is finished", func() bool { mu.Lock(); defer mu.Unlock(); return len(finished) == 1 })
+	testwait.Until(t, deliveryWait, "the delivery is finished", func() bool { mu.Lock(); defer mu.Unlock(); return len(finished) == 1 })
 	if !finished[0].Delivered || finished[0].Attempts != 1 {
 		t.Errorf("final state %+v", finished[0])
 	}
@@ -174,7 +163,7 @@ func TestSignedDelivery(t *testing.T) {
 	}
 	// Without a secret, no signature.
 	s.Send(Delivery{URL: rc.URL, Body: body})
-	waitFor(t, "the unsigned delivery", func() bool { return rc.count() == 2 })
+	testwait.Until(t, deliveryWait, "the unsigned delivery", func() bool { return rc.count() == 2 })
 	if h := rc.last().header; h.Get("x-svc-signature") != "" || h.Get("x-svc-timestamp") == "" {
 		t.Errorf("unsigned delivery headers %v", h)
 	}
@@ -193,12 +182,13 @@ func TestRetryLadder(t *testing.T) {
 	if _, err := s.Send(Delivery{URL: rc.URL, Body: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the first attempt", func() bool { return rc.count() == 1 })
+	testwait.Until(t, deliveryWait, "the first attempt", func() bool { return rc.count() == 1 })
 	for i, wait := range DefaultSchedule {
-		waitFor(t, "the failure is recorded", func() bool {
+		testwait.Until(t, deliveryWait, "the failure is recorded", func() bool {
 			p, _ := s.Pending()
 			return len(p) == 1 && p[0].Attempts == i+1
 		})
+
 		clk.Advance(wait - time.Second)
 		// One second early a pass sends nothing and names the due time.
 		due := clk.Now().Add(time.Second)
@@ -247,7 +237,7 @@ func TestRestartKeepsPending(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the failed attempt is recorded", func() bool { p, _ := s.Pending(); return len(p) == 1 && p[0].Attempts == 1 })
+	testwait.Until(t, deliveryWait, "the failed attempt is recorded", func() bool { p, _ := s.Pending(); return len(p) == 1 && p[0].Attempts == 1 })
 	stop()
 	st.Close()
 
@@ -266,7 +256,7 @@ func TestRestartKeepsPending(t *testing.T) {
 	if h.Get("x-svc-delivery") != id || h.Get("x-svc-signature") != Sign("k", h.Get("x-svc-timestamp"), []byte(`{"n":1}`)) {
 		t.Errorf("retried delivery headers %v", h)
 	}
-	waitFor(t, "nothing pending", func() bool { p, _ := s2.Pending(); return len(p) == 0 })
+	testwait.Until(t, deliveryWait, "nothing pending", func() bool { p, _ := s2.Pending(); return len(p) == 0 })
 }
 
 func TestGuard(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger"
 	"github.com/trawlhq/trawl/ledger/ledgertest/rafttest"
 )
@@ -350,7 +351,7 @@ func (c *Cluster) Converge(timeout time.Duration) (*ledger.AuditReport, error) {
 			if time.Now().After(deadline) {
 				return nil, fmt.Errorf("ledgertest: %s stuck at %d < %d", id, n.State().Meta().AppliedIndex, want)
 			}
-			time.Sleep(rafttest.PollEvery)
+			time.Sleep(testwait.Every)
 		}
 		// A replica that restored a snapshot fetches the journal before it
 		// from another voter: wait for it, so every replica's journal is
@@ -366,7 +367,7 @@ func (c *Cluster) Converge(timeout time.Duration) (*ledger.AuditReport, error) {
 			if time.Now().After(deadline) {
 				return nil, fmt.Errorf("ledgertest: %s never fetched the journal up to its anchor at %d", id, a.Entries)
 			}
-			time.Sleep(rafttest.PollEvery)
+			time.Sleep(testwait.Every)
 		}
 	}
 	var first *ledger.AuditReport

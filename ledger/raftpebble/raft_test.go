@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger/ledgertest/rafttest"
 )
 
@@ -211,13 +212,6 @@ func (nd *node) Stop() error {
 // Raft is nd's running raft, nil while stopped.
 func (nd *node) Raft() *raft.Raft { return nd.raft }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if err := rafttest.WaitFor(20*time.Second, cond); err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
-}
-
 func (c *cluster) leader() *node {
 	c.t.Helper()
 	id, err := c.rc.Leader(20*time.Second, nil)
@@ -267,15 +261,17 @@ func (c *cluster) converge(n uint64) {
 		if nd.raft == nil {
 			continue
 		}
-		waitFor(t, fmt.Sprintf("%s to apply index %d", nd.id, want), func() bool {
+		testwait.Until(t, 20*time.Second, fmt.Sprintf("%s to apply index %d", nd.id, want), func() bool {
 			return nd.raft.AppliedIndex() >= want
 		})
+
 		// Raft's AppliedIndex moves when entries are handed to the FSM, not
 		// when the FSM has applied them: wait for the FSM itself too.
-		waitFor(t, fmt.Sprintf("%s's FSM to reach %d commands", nd.id, n), func() bool {
+		testwait.Until(t, 20*time.Second, fmt.Sprintf("%s's FSM to reach %d commands", nd.id, n), func() bool {
 			_, cnt, _ := nd.fsm.state()
 			return cnt >= n
 		})
+
 		if sum, cnt, _ := nd.fsm.state(); sum != n*(n+1)/2 || cnt != n {
 			t.Fatalf("%s: FSM sum %d count %d; want sum %d count %d", nd.id, sum, cnt, n*(n+1)/2, n)
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/nettest"
+	"github.com/trawlhq/trawl/internal/testwait"
 
 	"github.com/trawlhq/trawl/cell/fetch"
 )
@@ -105,7 +106,7 @@ func TestKilledDriverIsRestarted(t *testing.T) {
 	if newPID == oldPID || newDir == oldDir {
 		t.Errorf("the driver was not replaced: pid %d dir %s", newPID, newDir)
 	}
-	waitUntil(t, 10*time.Second, "the dead driver's browsers and directory gone", func() bool {
+	testwait.Until(t, 10*time.Second, "the dead driver's browsers and directory gone", func() bool {
 		_, err := os.Stat(oldDir)
 		return running(oldInsts) == 0 && !anyProcessMentions(oldDir) && os.IsNotExist(err)
 	})
@@ -115,20 +116,22 @@ func TestKilledDriverIsRestarted(t *testing.T) {
 	failRestart.Store(true)
 	pid, _ := driverOf(t, pool)
 	syscall.Kill(pid, syscall.SIGKILL)
-	waitUntil(t, 30*time.Second, "the pool unhealthy", func() bool {
+	testwait.Until(t, 30*time.Second, "the pool unhealthy", func() bool {
 		st := pool.Stats()
 		return !st.Healthy && st.LaunchFailures > 0
 	})
+
 	if _, err := eng.Fetch(t.Context(), &fetch.Request{URL: srv.URL + "/down"}); err == nil {
 		t.Error("a page was served with no driver")
 	} else {
 		t.Logf("with no driver: %v", err)
 	}
 	failRestart.Store(false)
-	waitUntil(t, 60*time.Second, "the pool healthy again", func() bool {
+	testwait.Until(t, 60*time.Second, "the pool healthy again", func() bool {
 		st := pool.Stats()
 		return st.Healthy && st.Browsers == 1
 	})
+
 	if _, err := eng.Fetch(t.Context(), &fetch.Request{URL: srv.URL + "/recovered"}); err != nil {
 		t.Fatalf("after recovery: %v", err)
 	}

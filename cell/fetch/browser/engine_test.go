@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/nettest"
+	"github.com/trawlhq/trawl/internal/testwait"
 
 	"github.com/trawlhq/trawl/cell/fetch"
 )
@@ -147,7 +148,7 @@ func TestHungEvaluateEndsAtItsDeadline(t *testing.T) {
 			if took < deadline || took > deadline+DefaultCloseGrace {
 				t.Errorf("failed after %s; want just after %s", took, deadline)
 			}
-			waitUntil(t, 10*time.Second, "context closed", func() bool { return pool.openContexts() == 0 })
+			testwait.Until(t, 10*time.Second, "context closed", func() bool { return pool.openContexts() == 0 })
 			if s := pool.Stats(); s.PagesInUse != 0 || s.Crashes != 0 {
 				t.Errorf("stats after the hung page: %+v", s)
 			}

@@ -216,18 +216,6 @@ func running(insts []*instance) int {
 // launched holds every browser any pool of this test binary started.
 var launched browserLog
 
-// waitUntil polls cond every 20 ms until it holds or d passes.
-func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // currentPIDs are the browser processes serving new pages.
 func (p *Pool) currentPIDs() []int {
 	p.mu.Lock()

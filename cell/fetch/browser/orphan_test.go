@@ -13,6 +13,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/sysstat"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // helperEnv makes the test binary run TestHelperPool as a stand-in for a
@@ -110,9 +111,10 @@ func TestKilledOwnerLeavesNoBrowsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd.Wait()
-	waitUntil(t, 30*time.Second, "the killed pool's browsers and driver gone", func() bool {
+	testwait.Until(t, 30*time.Second, "the killed pool's browsers and driver gone", func() bool {
 		return running(insts) == 0 && !anyProcessMentions(driverDir)
 	})
+
 	t.Logf("owner killed with %d browser processes running: all gone %s later", before, time.Since(killed).Round(time.Millisecond))
 
 	// The killed pool could not remove its directory; the next pool does.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/nettest"
+	"github.com/trawlhq/trawl/internal/testwait"
 
 	"github.com/trawlhq/trawl/cell/fetch"
 )
@@ -237,7 +238,7 @@ func TestKilledBrowserIsReplacedAndItsPagesRetried(t *testing.T) {
 		}
 	}
 	recovered := time.Since(killed)
-	waitUntil(t, 10*time.Second, "the dead browser's processes reaped", func() bool { return running([]*instance{victim}) == 0 })
+	testwait.Until(t, 10*time.Second, "the dead browser's processes reaped", func() bool { return running([]*instance{victim}) == 0 })
 	st := pool.Stats()
 	t.Logf("killed browser %d (%d processes): %d pages retried and served in %s; stats %+v", victim.pid, before, inflight, recovered.Round(time.Millisecond), st)
 	if st.Crashes != 1 || st.Retries != inflight || st.Browsers != 1 {
@@ -315,10 +316,11 @@ func TestRecycleDrainsTheOldBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitUntil(t, 30*time.Second, "a replacement serving", func() bool {
+	testwait.Until(t, 30*time.Second, "a replacement serving", func() bool {
 		pids := pool.currentPIDs()
 		return len(pids) == 1 && pids[0] != old.pid
 	})
+
 	if st := pool.Stats(); st.Draining != 1 || st.Browsers != 2 || st.Recycles != 1 {
 		t.Errorf("while draining: %+v", st)
 	}
@@ -340,7 +342,7 @@ func TestRecycleDrainsTheOldBrowser(t *testing.T) {
 	if err := <-slowDone; err != nil {
 		t.Errorf("the slow page on the draining browser: %v", err)
 	}
-	waitUntil(t, 15*time.Second, "the drained browser closed", func() bool { return !alive(old) })
+	testwait.Until(t, 15*time.Second, "the drained browser closed", func() bool { return !alive(old) })
 	if st := pool.Stats(); st.Draining != 0 || st.Browsers != 1 || st.Crashes != 0 {
 		t.Errorf("after draining: %+v", st)
 	}
@@ -355,7 +357,7 @@ func TestRecycleAboveMemory(t *testing.T) {
 	if err != nil || pss < 10<<20 {
 		t.Fatalf("PSS() = %d, %v; want a browser's worth", pss, err)
 	}
-	waitUntil(t, 30*time.Second, "a recycle for memory", func() bool { return pool.Stats().Recycles >= 1 })
+	testwait.Until(t, 30*time.Second, "a recycle for memory", func() bool { return pool.Stats().Recycles >= 1 })
 	if _, err := eng.Fetch(t.Context(), &fetch.Request{URL: srv.URL}); err != nil {
 		t.Errorf("fetch while recycling: %v", err)
 	}

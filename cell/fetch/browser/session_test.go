@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // TestSessionKeepsItsContext: a session's second request sees the cookie
@@ -65,10 +66,11 @@ func TestSessionKeepsItsContext(t *testing.T) {
 	// The browser dies: the session starts afresh on its replacement.
 	old := pool.currentPIDs()
 	pool.kill(pool.instances()[0], "test")
-	waitUntil(t, 30*time.Second, "a replacement browser", func() bool {
+	testwait.Until(t, 30*time.Second, "a replacement browser", func() bool {
 		pids := pool.currentPIDs()
 		return len(pids) == 1 && pids[0] != old[0]
 	})
+
 	if got := fetchIn(t, a, show); !strings.Contains(got, "cookie[] storage[null]") {
 		t.Errorf("after its browser died the session kept: %s", got)
 	}
@@ -80,5 +82,5 @@ func TestSessionKeepsItsContext(t *testing.T) {
 		t.Errorf("fetch in a closed session: %v", err)
 	}
 	b.Close()
-	waitUntil(t, 10*time.Second, "no context left open", func() bool { return pool.openContexts() == 0 })
+	testwait.Until(t, 10*time.Second, "no context left open", func() bool { return pool.openContexts() == 0 })
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // Server is one Raft server of a Cluster. Start opens it on its durable
@@ -148,7 +150,7 @@ func (c *Cluster) Close() error {
 // any) leads, and returns its id.
 func (c *Cluster) Leader(timeout time.Duration, counts func(id string) bool) (string, error) {
 	var leader string
-	err := WaitFor(timeout, func() bool {
+	err := testwait.Poll(timeout, func() bool {
 		for _, id := range c.IDs() {
 			if !c.Running(id) || (counts != nil && !counts(id)) {
 				continue
@@ -164,19 +166,4 @@ func (c *Cluster) Leader(timeout time.Duration, counts func(id string) bool) (st
 		return "", fmt.Errorf("rafttest: no leader: %w", err)
 	}
 	return leader, nil
-}
-
-// PollEvery is how often WaitFor checks its condition.
-const PollEvery = 5 * time.Millisecond
-
-// WaitFor polls cond until it holds or timeout passes.
-func WaitFor(timeout time.Duration, cond func() bool) error {
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("timed out after %s", timeout)
-		}
-		time.Sleep(PollEvery)
-	}
-	return nil
 }
