@@ -129,12 +129,8 @@ func TestClusterPartitionKeepsGuarantees(t *testing.T) {
 	c.cut(cutRegion, true)
 	cutAt := rigs[cutRegion].n.Load()
 	// The cut-off region drains its holds and starts refusing.
-	deadline := time.Now().Add(10 * time.Second)
-	for refusedCut.Load() < 10 {
-		if time.Now().After(deadline) {
-			t.Fatalf("cut-off region never refused (charged %d since the cut)", rigs[cutRegion].n.Load()-cutAt)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := testwait.Poll(10*time.Second, func() bool { return refusedCut.Load() >= 10 }); err != nil {
+		t.Fatalf("%v: cut-off region never refused (charged %d since the cut)", err, rigs[cutRegion].n.Load()-cutAt)
 	}
 	if rigs[cutRegion].n.Load() == cutAt {
 		t.Fatal("the cut-off region served nothing from its holds")
@@ -148,12 +144,8 @@ func TestClusterPartitionKeepsGuarantees(t *testing.T) {
 	var charged MC
 	for _, r := range regions {
 		rig := rigs[r]
-		deadline := time.Now().Add(15 * time.Second)
-		for rig.client.Pending() > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d charges never settled", r, rig.client.Pending())
-			}
-			time.Sleep(10 * time.Millisecond)
+		if err := testwait.Poll(15*time.Second, func() bool { return rig.client.Pending() == 0 }); err != nil {
+			t.Fatalf("%v: %s: %d charges never settled", err, r, rig.client.Pending())
 		}
 		charged += MC(rig.ok.Load())
 	}

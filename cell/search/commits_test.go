@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // A batch waits for the batches before it that hold one of its pages,
@@ -86,10 +88,8 @@ func TestIndexerKeepsTheLastVersion(t *testing.T) {
 			n++
 		}
 	}
-	for deadline := time.Now().Add(20 * time.Second); x.Indexed() < uint64(n); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("indexed %d of %d", x.Indexed(), n)
-		}
+	if err := testwait.Poll(20*time.Second, func() bool { return x.Indexed() >= uint64(n) }); err != nil {
+		t.Fatalf("%v: indexed %d of %d", err, x.Indexed(), n)
 	}
 	x.Close()
 	docs, err := ix.loadAll([]string{"http://d/same"})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/content"
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
@@ -433,10 +434,8 @@ func TestIndexerPutWaitsAndCloseRacesSenders(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for deadline := time.Now().Add(10 * time.Second); x.Indexed() < n; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("indexed %d of %d", x.Indexed(), n)
-		}
+	if err := testwait.Poll(10*time.Second, func() bool { return x.Indexed() >= n }); err != nil {
+		t.Fatalf("%v: indexed %d of %d", err, x.Indexed(), n)
 	}
 	if x.Dropped() != 0 {
 		t.Fatalf("Put dropped %d", x.Dropped())
