@@ -121,6 +121,10 @@ func (a *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 			return caddyhttp.Error(http.StatusUnauthorized, gate.Refuse(http.StatusUnauthorized, billing.CodeUnauthorized,
 				"this request claims to come from another region's gate and does not verify"))
 		}
+		if role := a.routes.Match(r).Role; role != "" {
+			// A role is a key's; a forwarded call carries an account.
+			return forbidden(role)
+		}
 		id := &gate.Identity{Account: acct, Forwarded: from}
 		caddyhttp.SetVar(r.Context(), gate.IdentityVar, id)
 		return next.ServeHTTP(w, r.WithContext(gate.WithIdentity(r.Context(), id)))
@@ -149,10 +153,20 @@ func (a *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	}
 	span.SetAttributes(attribute.String("trawl.account", acct.ID), attribute.String("trawl.plan", acct.Plan))
 	span.End()
+	if role := a.routes.Match(r).Role; role != "" && k.Role != role {
+		return forbidden(role)
+	}
 	id := &gate.Identity{Key: k, Account: acct}
 	caddyhttp.SetVar(r.Context(), gate.IdentityVar, id)
 	r = r.WithContext(gate.WithIdentity(r.Context(), id))
 	return next.ServeHTTP(w, r)
+}
+
+// forbidden refuses a key without the role its route needs (the route
+// table's Role), before the body is read.
+func forbidden(role string) error {
+	return caddyhttp.Error(http.StatusForbidden, gate.Refuse(http.StatusForbidden, billing.CodeForbidden,
+		"this route needs a key with the "+role+" role; this key is not one"))
 }
 
 // Interface guards.

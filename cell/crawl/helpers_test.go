@@ -205,10 +205,14 @@ func startSite(t testing.TB) *site {
 	files := http.FileServer(http.Dir("testdata/site"))
 	mux := http.NewServeMux()
 	mux.Handle("/", files)
-	// The extraction fixtures are pages of the site too.
-	for _, name := range []string{"products.html", "article.html"} {
+	// The extraction fixtures are pages of the site too (the products page
+	// is json_css's own fixture, in internal/cssschema).
+	for name, file := range map[string]string{
+		"products.html": "../../internal/cssschema/testdata/products.html",
+		"article.html":  "extract/testdata/article.html",
+	} {
 		mux.HandleFunc("/"+name, func(w http.ResponseWriter, r *http.Request) {
-			http.ServeFile(w, r, "extract/testdata/"+name)
+			http.ServeFile(w, r, file)
 		})
 	}
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {

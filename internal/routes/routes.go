@@ -71,6 +71,9 @@ var Jobs = &Grammar{Name: "job", Parse: jobid.Parse}
 // Monitors is the grammar of monitor ids (internal/monid).
 var Monitors = &Grammar{Name: "monitor", Parse: monid.Parse}
 
+// RoleOperator is the key role of the operator routes (ledger.RoleOperator).
+const RoleOperator = "operator"
+
 // Body limits.
 const (
 	// KiB and MiB are units of BodyLimit.
@@ -105,6 +108,10 @@ type Route struct {
 	// Public routes need no API key (the handler may still check one, as
 	// the checkout completion does).
 	Public bool
+	// Role is the key role the route needs ("operator"); "" takes any
+	// key. trawl_auth refuses a key of another role with 403 before the
+	// body is read, as it refuses a missing key with 401.
+	Role string
 	// Kind is the call kind the gate bills (internal/metering); "" is free.
 	Kind string
 	// PerURL: the call's count is the number of urls in its body (a batch,
@@ -185,27 +192,27 @@ var Rows = []Route{
 	{Pattern: "GET /answer", Kind: metering.KindAnswer, Server: Gate, Service: "search", Doc: "answer from the region's index, experimental (§2.4, docs/search.md)"},
 	{Pattern: "POST /mcp", Server: Gate, Service: "mcp", Relay: true, BodyLimit: MCPBody, Doc: "the tool server for MCP clients, streamable HTTP; each tool call goes through this gate as the route it stands for, limited and billed as that route (§4.1, docs/mcp.md)"},
 	{Pattern: "POST /v1/issues", Server: Gate, Service: "issues", BodyLimit: FormBody, Doc: "report a problem to the operators; answers its reference (the report_issue tool, docs/mcp.md)"},
-	{Pattern: "GET /operator/v1/issues", Server: Gate, Service: "issues", Doc: "operator: the reported problems, newest first (an operator key only; docs/mcp.md)"},
+	{Pattern: "GET /operator/v1/issues", Server: Gate, Service: "issues", Role: RoleOperator, Doc: "operator: the reported problems, newest first (an operator key only; docs/mcp.md)"},
 	// The operator API (an operator key only; docs/operations.md).
-	{Pattern: "GET /operator/v1/cells", Server: Gate, Service: "operator", Doc: "operator: the region's cells, live or known, and which are drained"},
-	{Pattern: "POST /operator/v1/cells/{name}/drain", Server: Gate, Service: "operator", Doc: "operator: send a cell no new work (its own jobs and monitors stay with it)"},
-	{Pattern: "DELETE /operator/v1/cells/{name}/drain", Server: Gate, Service: "operator", Doc: "operator: undo a drain"},
-	{Pattern: "DELETE /operator/v1/cells/{name}", Server: Gate, Service: "operator", Doc: "operator: forget a cell that is down for good (its ids answer 404)"},
-	{Pattern: "POST /operator/v1/accounts", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: create an account"},
-	{Pattern: "GET /operator/v1/accounts/{account}", Server: Gate, Service: "operator", Doc: "operator: an account"},
-	{Pattern: "POST /operator/v1/accounts/{account}/grants", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: grant an account free credit (a refund; idempotent by id)"},
-	{Pattern: "GET /operator/v1/accounts/{account}/keys", Server: Gate, Service: "operator", Doc: "operator: an account's keys"},
-	{Pattern: "POST /operator/v1/accounts/{account}/keys", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: create a key of any role for an account"},
-	{Pattern: "DELETE /operator/v1/accounts/{account}/keys/{id}", Server: Gate, Service: "operator", Doc: "operator: revoke an account's key"},
-	{Pattern: "GET /operator/v1/prices", Server: Gate, Service: "operator", Doc: "operator: the price table in force and its version"},
-	{Pattern: "PUT /operator/v1/prices", Server: Gate, Service: "operator", BodyLimit: MiB, Doc: "operator: replace the price table, replicated to every region through the ledger"},
-	{Pattern: "GET /operator/v1/plans", Server: Gate, Service: "operator", Doc: "operator: the plans' limits and monthly credits"},
-	{Pattern: "PUT /operator/v1/plans/{plan}", Server: Gate, Service: "operator", BodyLimit: FormBody, Doc: "operator: change a plan (a change of the price table)"},
-	{Pattern: "GET /operator/v1/recipes", Server: Gate, Service: "operator", Doc: "operator: the operator recipes kept in the ledger (every region's)"},
-	{Pattern: "GET /operator/v1/recipes/{name}", Server: Gate, Service: "operator", Doc: "operator: one operator recipe, manifest and body"},
-	{Pattern: "PUT /operator/v1/recipes/{name}", Server: Gate, Service: "operator", BodyLimit: 24 * MiB, Doc: "operator: add or replace a recipe, replicated to every region's cells through the ledger (staged until two checks pass)"},
-	{Pattern: "DELETE /operator/v1/recipes/{name}", Server: Gate, Service: "operator", Doc: "operator: remove an operator recipe from every region"},
-	{Pattern: "/operator/", Server: Gate, Service: "operator", Doc: "operator: other paths: 404 (403 without an operator key)"},
+	{Pattern: "GET /operator/v1/cells", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: the region's cells, live or known, and which are drained"},
+	{Pattern: "POST /operator/v1/cells/{name}/drain", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: send a cell no new work (its own jobs and monitors stay with it)"},
+	{Pattern: "DELETE /operator/v1/cells/{name}/drain", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: undo a drain"},
+	{Pattern: "DELETE /operator/v1/cells/{name}", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: forget a cell that is down for good (its ids answer 404)"},
+	{Pattern: "POST /operator/v1/accounts", Server: Gate, Service: "operator", Role: RoleOperator, BodyLimit: FormBody, Doc: "operator: create an account"},
+	{Pattern: "GET /operator/v1/accounts/{account}", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: an account"},
+	{Pattern: "POST /operator/v1/accounts/{account}/grants", Server: Gate, Service: "operator", Role: RoleOperator, BodyLimit: FormBody, Doc: "operator: grant an account free credit (a refund; idempotent by id)"},
+	{Pattern: "GET /operator/v1/accounts/{account}/keys", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: an account's keys"},
+	{Pattern: "POST /operator/v1/accounts/{account}/keys", Server: Gate, Service: "operator", Role: RoleOperator, BodyLimit: FormBody, Doc: "operator: create a key of any role for an account"},
+	{Pattern: "DELETE /operator/v1/accounts/{account}/keys/{id}", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: revoke an account's key"},
+	{Pattern: "GET /operator/v1/prices", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: the price table in force and its version"},
+	{Pattern: "PUT /operator/v1/prices", Server: Gate, Service: "operator", Role: RoleOperator, BodyLimit: MiB, Doc: "operator: replace the price table, replicated to every region through the ledger"},
+	{Pattern: "GET /operator/v1/plans", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: the plans' limits and monthly credits"},
+	{Pattern: "PUT /operator/v1/plans/{plan}", Server: Gate, Service: "operator", Role: RoleOperator, BodyLimit: FormBody, Doc: "operator: change a plan (a change of the price table)"},
+	{Pattern: "GET /operator/v1/recipes", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: the operator recipes kept in the ledger (every region's)"},
+	{Pattern: "GET /operator/v1/recipes/{name}", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: one operator recipe, manifest and body"},
+	{Pattern: "PUT /operator/v1/recipes/{name}", Server: Gate, Service: "operator", Role: RoleOperator, BodyLimit: 24 * MiB, Doc: "operator: add or replace a recipe, replicated to every region's cells through the ledger (staged until two checks pass)"},
+	{Pattern: "DELETE /operator/v1/recipes/{name}", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: remove an operator recipe from every region"},
+	{Pattern: "/operator/", Server: Gate, Service: "operator", Role: RoleOperator, Doc: "operator: other paths: 404 (403 without an operator key)"},
 
 	// The cells'.
 	{Pattern: "POST /scrape", Kind: metering.KindScrape, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape one page (§4)"},
@@ -266,7 +273,7 @@ func New(rows []Route) (t *Table, err error) {
 		p := r.Path()
 		if prev := t.byPath[p]; len(prev) > 0 {
 			first := prev[0]
-			if first.Public != r.Public || first.Server != r.Server || first.Service != r.Service || first.Owner != r.Owner || first.RegionQuery != r.RegionQuery {
+			if first.Public != r.Public || first.Server != r.Server || first.Service != r.Service || first.Owner != r.Owner || first.RegionQuery != r.RegionQuery || first.Role != r.Role {
 				return nil, fmt.Errorf("routes: %q and %q share a path but not its access, server or owner", first.Pattern, r.Pattern)
 			}
 			if first.Method() == "" || r.Method() == "" {
@@ -314,6 +321,8 @@ func (r *Route) check() error {
 		return fmt.Errorf("routes: %q: PerURL on a free route", r.Pattern)
 	case r.BodyLimit < 0:
 		return fmt.Errorf("routes: %q: negative body limit", r.Pattern)
+	case r.Role != "" && (r.Public || r.Kind != ""):
+		return fmt.Errorf("routes: %q: a route that needs a role is keyed and free", r.Pattern)
 	}
 	return nil
 }

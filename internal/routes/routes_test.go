@@ -119,6 +119,16 @@ func TestRecipeHealthIsPublic(t *testing.T) {
 	}
 }
 
+// Every operator route needs an operator key, checked by trawl_auth from
+// the row before the body is read.
+func TestOperatorRoutesNeedTheRole(t *testing.T) {
+	for _, r := range Rows {
+		if strings.HasPrefix(r.Path(), "/operator/") && r.Role != RoleOperator {
+			t.Errorf("%s: role %q", r.Pattern, r.Role)
+		}
+	}
+}
+
 func TestPlace(t *testing.T) {
 	tab := Default()
 	tests := []struct {
@@ -198,6 +208,8 @@ func TestNewRefusesABadTable(t *testing.T) {
 		{[]Route{{Pattern: "POST /a", Server: Cell, Relay: true}}, "relays"},
 		{[]Route{{Pattern: "POST /a", Server: Gate, Service: "x", Public: true, Relay: true}}, "relays"},
 		{[]Route{{Pattern: "POST /a", Server: Gate, Service: "x", Kind: metering.KindScrape, Relay: true}}, "relays"},
+		{[]Route{{Pattern: "GET /a", Server: Gate, Service: "x", Public: true, Role: RoleOperator}}, "role"},
+		{[]Route{{Pattern: "GET /a", Server: Gate, Service: "x"}, {Pattern: "POST /a", Server: Gate, Service: "x", Role: RoleOperator}}, "share a path"},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.rows); err == nil || !strings.Contains(err.Error(), tt.err) {
