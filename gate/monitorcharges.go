@@ -191,21 +191,15 @@ func (rt *Runtime) cellCall(ctx context.Context, method, url string, body []byte
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	keys := rt.cfg.RegionKeys
-	nonce := keys.Sign(req, regionauth.Claims{Private: rt.cfg.AllowPrivateNetworks}, rt.cfg.Now())
-	resp, err := http.DefaultClient.Do(req)
+	a, err := rt.cfg.RegionKeys.Do(http.DefaultClient, req, regionauth.Claims{Private: rt.cfg.AllowPrivateNetworks}, rt.cfg.Now(), 64<<20)
+	if err == nil {
+		err = a.OK()
+	}
 	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if !keys.VerifyAnswer(nonce, resp.StatusCode, resp.Header.Get(metering.Header), resp.Header.Get(regionauth.HeaderUsageSig)) {
-		return errors.New("the cell's answer is not signed with the region's keys")
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the cell answered HTTP %d", resp.StatusCode)
+		return fmt.Errorf("the cell: %w", err)
 	}
 	if out == nil {
 		return nil
 	}
-	return json.NewDecoder(resp.Body).Decode(out)
+	return json.Unmarshal(a.Body, out)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -151,19 +150,12 @@ func (m *Meter) releaseOnce(ctx context.Context, account, job, token string, dro
 		return err
 	}
 	req.Header.Set(metering.HoldHeader, token)
-	keys := m.rt.RegionKeys()
-	nonce := keys.Sign(req, regionauth.Claims{Account: account, Private: m.rt.AllowPrivateNetworks()}, m.rt.Now())
-	resp, err := m.client.Do(req)
+	a, err := m.rt.RegionKeys().Do(m.client, req, regionauth.Claims{Account: account, Private: m.rt.AllowPrivateNetworks()}, m.rt.Now(), 4096)
+	if err == nil {
+		err = a.OK()
+	}
 	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if !keys.VerifyAnswer(nonce, resp.StatusCode, resp.Header.Get(metering.Header), resp.Header.Get(regionauth.HeaderUsageSig)) {
-		return fmt.Errorf("release: the answer of %s is not signed with the region's key", addr)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("release: %d %s", resp.StatusCode, body)
+		return fmt.Errorf("release: %w", err)
 	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"sort"
@@ -20,7 +19,6 @@ import (
 
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/members"
-	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
 )
 
@@ -146,26 +144,23 @@ func gather(ctx context.Context, cfg Config) []cellReport {
 	return reps
 }
 
+// maxReport bounds a cell's health report.
+const maxReport = 16 << 20
+
 func ask(ctx context.Context, cfg Config, c members.Meta) (*cellReport, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.API+LocalPath, nil)
 	if err != nil {
 		return nil, err
 	}
-	nonce := cfg.Keys.Sign(req, regionauth.Claims{Private: cfg.Private}, cfg.Now())
-	resp, err := cfg.Client.Do(req)
+	a, err := cfg.Keys.Do(cfg.Client, req, regionauth.Claims{Private: cfg.Private}, cfg.Now(), maxReport)
+	if err == nil {
+		err = a.OK()
+	}
 	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if !cfg.Keys.VerifyAnswer(nonce, resp.StatusCode, resp.Header.Get(metering.Header), resp.Header.Get(regionauth.HeaderUsageSig)) {
-		return nil, fmt.Errorf("cell %s: answer not signed with the region's key", c.Name)
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("cell %s: %d %s", c.Name, resp.StatusCode, b)
+		return nil, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
 	var rep cellReport
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&rep); err != nil {
+	if err := json.Unmarshal(a.Body, &rep); err != nil {
 		return nil, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
 	if rep.Cell == "" {

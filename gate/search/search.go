@@ -19,7 +19,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -383,21 +382,15 @@ func (s *server) ask(ctx context.Context, c members.Meta, v url.Values, account 
 	if err != nil {
 		return nil, err
 	}
-	nonce := s.cfg.Keys.Sign(req, regionauth.Claims{Account: account, Private: s.cfg.Private}, s.cfg.Now())
-	resp, err := s.cfg.Client.Do(req)
+	a, err := s.cfg.Keys.Do(s.cfg.Client, req, regionauth.Claims{Account: account, Private: s.cfg.Private}, s.cfg.Now(), searchapi.MaxLocal)
+	if err == nil {
+		err = a.OK()
+	}
 	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if !s.cfg.Keys.VerifyAnswer(nonce, resp.StatusCode, resp.Header.Get(metering.Header), resp.Header.Get(regionauth.HeaderUsageSig)) {
-		return nil, fmt.Errorf("cell %s: answer not signed with the region's key", c.Name)
-	}
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("cell %s: %d %s", c.Name, resp.StatusCode, b)
+		return nil, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
 	var l searchapi.Local
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 32<<20)).Decode(&l); err != nil {
+	if err := json.Unmarshal(a.Body, &l); err != nil {
 		return nil, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
 	return &l, nil
@@ -426,39 +419,31 @@ func (s *server) cellModel(ctx context.Context, q string, ps []searchapi.Passage
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	nonce := s.cfg.Keys.Sign(req, regionauth.Claims{Private: s.cfg.Private}, now)
 	// The model may take longer than a search: its own deadline.
 	client := *s.cfg.Client
 	client.Timeout = 60 * time.Second
-	resp, err := client.Do(req)
+	a, err := s.cfg.Keys.Do(&client, req, regionauth.Claims{Private: s.cfg.Private}, now, searchapi.MaxGenerated)
 	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	usage := resp.Header.Get(metering.Header)
-	if !s.cfg.Keys.VerifyAnswer(nonce, resp.StatusCode, usage, resp.Header.Get(regionauth.HeaderUsageSig)) {
-		return nil, fmt.Errorf("cell %s: answer not signed with the region's key", c.Name)
+		return nil, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
 	var u metering.Usage
-	if usage != "" {
-		if err := json.Unmarshal([]byte(usage), &u); err != nil {
+	if a.Usage != "" {
+		if err := json.Unmarshal([]byte(a.Usage), &u); err != nil {
 			return nil, fmt.Errorf("cell %s: usage report: %w", c.Name, err)
 		}
 	}
 	g := &searchapi.Generated{InTokens: u.InTokens, OutTokens: u.OutTokens}
-	switch resp.StatusCode {
-	case http.StatusOK:
-	case http.StatusNotImplemented:
+	if a.Status == http.StatusNotImplemented {
 		s.mu.Lock()
 		s.noModelTill = now.Add(time.Minute)
 		s.mu.Unlock()
 		return nil, errNoModel
-	default:
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return g, fmt.Errorf("cell %s: %d %s", c.Name, resp.StatusCode, b)
+	}
+	if err := a.OK(); err != nil {
+		return g, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
 	var ans searchapi.Generated
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&ans); err != nil {
+	if err := json.Unmarshal(a.Body, &ans); err != nil {
 		return g, fmt.Errorf("cell %s: %w", c.Name, err)
 	}
 	g.Text, g.Cited = ans.Text, ans.Cited

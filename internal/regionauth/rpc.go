@@ -142,3 +142,61 @@ func (g *Gate) Call(ctx context.Context, path string, in any, maxAnswer int64) (
 	}
 	return status, raw, nil
 }
+
+// Answer is a cell's answer to a gate's signed request (Keys.Do).
+type Answer struct {
+	// Status is the cell's HTTP status.
+	Status int
+	// Usage is the cell's usage report (the Trawl-Usage header,
+	// internal/metering), which the answer's signature covers.
+	Usage string
+	// Body is the answer's body, at most the caller's bound.
+	Body []byte
+}
+
+// ErrTooLong is an answer over the caller's bound.
+var ErrTooLong = errors.New("regionauth: the answer is over its bound")
+
+// Do sends req, signed with k for c at now, through hc, and returns the
+// answer once its signature (over the request's nonce, the status and the
+// usage report) checks out: the one way a gate calls a cell of its region
+// (search, the model, recipe health, monitor charges, hold releases). The
+// body is read up to maxAnswer bytes; a longer one is ErrTooLong. A
+// transport error or an unsigned answer is an error, any signed status is
+// not (the caller decides what a status means).
+func (k *Keys) Do(hc *http.Client, req *http.Request, c Claims, now time.Time, maxAnswer int64) (*Answer, error) {
+	nonce := k.Sign(req, c, now)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	a := &Answer{Status: resp.StatusCode, Usage: resp.Header.Get(headerUsage)}
+	if !k.VerifyAnswer(nonce, resp.StatusCode, a.Usage, resp.Header.Get(HeaderUsageSig)) {
+		return nil, fmt.Errorf("%w (HTTP %d from %s)", ErrUnsigned, resp.StatusCode, req.URL.Host)
+	}
+	if a.Body, err = io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1)); err != nil {
+		return nil, err
+	}
+	if int64(len(a.Body)) > maxAnswer {
+		return nil, fmt.Errorf("%w: %d bytes from %s", ErrTooLong, maxAnswer, req.URL.Host)
+	}
+	return a, nil
+}
+
+// OK is nil for a 200 answer, else an error naming the status and the
+// start of the body.
+func (a *Answer) OK() error {
+	if a.Status == http.StatusOK {
+		return nil
+	}
+	b := a.Body
+	if len(b) > 512 {
+		b = b[:512]
+	}
+	return fmt.Errorf("HTTP %d %s", a.Status, bytes.TrimSpace(b))
+}
+
+// headerUsage is internal/metering's Header (regionauth imports nothing of
+// the project).
+const headerUsage = "Trawl-Usage"

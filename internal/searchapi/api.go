@@ -115,6 +115,14 @@ const MaxQuery = 512
 // (gate/search merges the answers).
 const LocalPath = "/search/local"
 
+// Bounds of a cell's answers to its gate.
+const (
+	// MaxLocal bounds a cell's answer at LocalPath.
+	MaxLocal = 32 << 20
+	// MaxGenerated bounds a cell's answer at GeneratePath.
+	MaxGenerated = 1 << 20
+)
+
 // Local is a cell's answer to the gate.
 type Local struct {
 	Results []Hit  `json:"results"`
