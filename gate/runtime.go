@@ -125,7 +125,7 @@ var nameRe = regexp.MustCompile(`^[a-z0-9]{1,16}$`)
 type Runtime struct {
 	cfg     Config
 	node    *ledger.Node
-	holds   *ledger.Client
+	holds   *ledger.HoldsClient
 	st      *store.Store
 	members *members.Cluster
 	billing billing.Config
@@ -265,8 +265,8 @@ func (rt *Runtime) openLedger(peers []ledger.Peer, log *slog.Logger) (err error)
 		return err
 	}
 	voter := &lateSubmitter{}
-	hcfg := ledger.ClientConfig{Region: cfg.Region, Store: rt.st, Ledger: voter, Now: cfg.Now, Logger: log}
-	if rt.holds, err = ledger.NewClient(hcfg); err != nil {
+	hcfg := ledger.HoldsConfig{Region: cfg.Region, Store: rt.st, Ledger: voter, Now: cfg.Now, Logger: log}
+	if rt.holds, err = ledger.NewHoldsClient(hcfg); err != nil {
 		return fmt.Errorf("gate: holds client: %w", err)
 	}
 	ncfg := ledger.NodeConfig{
@@ -447,7 +447,7 @@ func (rt *Runtime) Node() *ledger.Node { return rt.node }
 func (rt *Runtime) State() *ledger.State { return rt.node.State() }
 
 // Holds is the region's holds client.
-func (rt *Runtime) Holds() *ledger.Client { return rt.holds }
+func (rt *Runtime) Holds() *ledger.HoldsClient { return rt.holds }
 
 // Store is the region's own store (holds journal, usage, observations).
 func (rt *Runtime) Store() *store.Store { return rt.st }

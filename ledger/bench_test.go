@@ -27,7 +27,7 @@ func BenchmarkClientCharge(b *testing.B) {
 				d.Submit(ctx, &Command{ID: "g" + accts[i], Type: CmdGrant, Time: t0, Grant: &Grant{Account: accts[i], Bucket: BucketSignup, Amount: Credits(1 << 30)}})
 			}
 			st := openBenchStore(b)
-			c, err := NewClient(ClientConfig{Region: "eu", Store: st, Ledger: d, MinHold: Credits(1 << 20), MaxHold: Credits(1 << 24), Logger: quiet()})
+			c, err := NewHoldsClient(HoldsConfig{Region: "eu", Store: st, Ledger: d, MinHold: Credits(1 << 20), MaxHold: Credits(1 << 24), Logger: quiet()})
 			if err != nil {
 				b.Fatal(err)
 			}

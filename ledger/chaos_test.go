@@ -19,15 +19,15 @@ import (
 )
 
 // TestClusterChaos runs seeded random fault schedules against a real 3-voter
-// cluster (newCluster) with a holds Client per region, while charges flow
+// cluster (newCluster) with a HoldsClient per region, while charges flow
 // from every region on accounts with limited funds. Faults: a region cut off
 // and healed, a voter stopped and restarted on its data, the leader
-// stopped, a region's Client killed (Close, store closed, in-flight ledger
+// stopped, a region's HoldsClient killed (Close, store closed, in-flight ledger
 // requests dropped) and restarted from its journal (with charges pending, or
 // drained first), settles sent again (the same command; its charges under a
 // new id, all or a later part of them, with their journal epoch and
 // sequences; the
-// oldest unsettled charges of a journal, settled before its Client does
+// oldest unsettled charges of a journal, settled before its HoldsClient does
 // it). After each
 // schedule everything is healed, the clients settle, and the ledger must
 // hold: audits pass and agree on every replica, revenue is exactly what the
@@ -64,7 +64,7 @@ func TestClusterChaos(t *testing.T) {
 	}
 }
 
-// chaosLedger is a region's Client's view of the ledger: its region's voter,
+// chaosLedger is a region's HoldsClient's view of the ledger: its region's voter,
 // whichever instance is running now (a stopped voter looks like silence).
 // Closing dead drops every request in flight, as a killed process does.
 type chaosLedger struct {
@@ -118,7 +118,7 @@ type chaosRecorder struct {
 	settles  []*Command
 	sent     map[string]string // command id: its content
 	findings []string
-	// unanswered are releases whose Client gave up (or was killed) before
+	// unanswered are releases whose HoldsClient gave up (or was killed) before
 	// the ledger answered.
 	unanswered []string
 }
@@ -162,16 +162,16 @@ func (r *chaosRecorder) pick(rng *rand.Rand) *Command {
 	return r.settles[rng.IntN(len(r.settles))]
 }
 
-// chaosRig is a regionRig whose Client can be killed and restarted.
+// chaosRig is a regionRig whose HoldsClient can be killed and restarted.
 type chaosRig struct {
 	*regionRig
-	mu   sync.RWMutex // read-held around each Charge; held to swap the Client
+	mu   sync.RWMutex // read-held around each Charge; held to swap the HoldsClient
 	dir  string
 	jst  *closeOnceStore
 	dead chan struct{}
 
 	doneMu sync.Mutex
-	done   []Charge // charges the Client reported done
+	done   []Charge // charges the HoldsClient reported done
 }
 
 type chaosSchedule struct {
@@ -330,10 +330,10 @@ func (s *chaosSchedule) fundedList() string {
 	return strings.Join(parts, " ")
 }
 
-// openClient starts the region's Client on its journal directory.
+// openClient starts the region's HoldsClient on its journal directory.
 func (s *chaosSchedule) openClient(rig *chaosRig) {
 	dead := make(chan struct{})
-	cl, st := newClient(s.t, rig.dir, &chaosLedger{c: s.c, region: rig.region, dead: dead, rec: s.rec}, func(cfg *ClientConfig) {
+	cl, st := newClient(s.t, rig.dir, &chaosLedger{c: s.c, region: rig.region, dead: dead, rec: s.rec}, func(cfg *HoldsConfig) {
 		cfg.Region = rig.region
 		cfg.MinHold, cfg.MaxHold = s.minH, s.maxH
 		cfg.SettleEvery = 50 * time.Millisecond
@@ -356,7 +356,7 @@ func (s *chaosSchedule) openClient(rig *chaosRig) {
 	rig.client, rig.jst, rig.st, rig.dead = cl, st, st.Store, dead
 }
 
-// killClient kills the region's Client and restarts it from its journal.
+// killClient kills the region's HoldsClient and restarts it from its journal.
 // With drain, the region settles everything first (a restart of an idle
 // region: its journal is empty).
 func (s *chaosSchedule) killClient(rig *chaosRig, drain bool) string {
@@ -380,9 +380,9 @@ func (s *chaosSchedule) killClient(rig *chaosRig, drain bool) string {
 	return note
 }
 
-// checkHeldRecords compares, once rig's Client has stopped, the hold
+// checkHeldRecords compares, once rig's HoldsClient has stopped, the hold
 // balances its journal keeps for a restart with the ones it went by: a
-// record that says more than the Client knew lends a restarted Client
+// record that says more than the HoldsClient knew lends a restarted HoldsClient
 // credit the ledger no longer holds.
 func (s *chaosSchedule) checkHeldRecords(rig *chaosRig, when string) {
 	for _, v := range rig.client.HeldViews() {
@@ -573,7 +573,7 @@ func (s *chaosSchedule) dupSettle(region, epoch string, charges []Charge) *Comma
 }
 
 // journalHead reads up to n of the oldest durable charges in rig's journal,
-// as its Client would send them.
+// as its HoldsClient would send them.
 func (s *chaosSchedule) journalHead(rig *chaosRig, n int) (string, []Charge) {
 	rig.mu.RLock()
 	defer rig.mu.RUnlock()

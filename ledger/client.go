@@ -39,8 +39,8 @@ var (
 // errHoldRefused is a hold the ledger answered with a refusal.
 var errHoldRefused = errors.New("hold refused")
 
-// ClientConfig configures a region's holds client.
-type ClientConfig struct {
+// HoldsConfig configures a region's holds client.
+type HoldsConfig struct {
 	Region string
 	// Store is the region's own journal of charges (its own Pebble).
 	Store  *store.Store
@@ -64,11 +64,11 @@ type ClientConfig struct {
 	Logger        *slog.Logger
 }
 
-// Client spends credit from regional holds: a charge is a local, durable
+// HoldsClient spends credit from regional holds: a charge is a local, durable
 // write; holds are refilled and charges settled through Raft in the
 // background. No request waits on another region while its hold lasts.
-type Client struct {
-	cfg   ClientConfig
+type HoldsClient struct {
+	cfg   HoldsConfig
 	epoch string // names this journal: (epoch, seq) identifies a charge
 	seq   atomic.Uint64
 	mu    sync.Mutex
@@ -156,9 +156,9 @@ type heldRecord struct {
 	Index uint64 `json:"index"`
 }
 
-// NewClient loads the region's journal: charges not yet settled are settled
+// NewHoldsClient loads the region's journal: charges not yet settled are settled
 // by the background loop (Start).
-func NewClient(cfg ClientConfig) (*Client, error) {
+func NewHoldsClient(cfg HoldsConfig) (*HoldsClient, error) {
 	if cfg.SettleEvery <= 0 {
 		cfg.SettleEvery = time.Second
 	}
@@ -186,7 +186,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	c := &Client{cfg: cfg, accts: map[string]*holdState{}, kick: make(chan struct{}, 1), early: map[uint64]bool{}}
+	c := &HoldsClient{cfg: cfg, accts: map[string]*holdState{}, kick: make(chan struct{}, 1), early: map[uint64]bool{}}
 	// The epoch is created with the journal and kept with it; a journal
 	// started afresh gets a new one, so its sequence numbers never collide
 	// with an old journal's at the ledger.
@@ -250,7 +250,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	return c, nil
 }
 
-func (c *Client) state(acct string) *holdState {
+func (c *HoldsClient) state(acct string) *holdState {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.accts[acct]
@@ -264,7 +264,7 @@ func (c *Client) state(acct string) *holdState {
 // Charge spends amount for one call, identified by receipt. It returns once
 // the charge is durable in the region's journal; the ledger sees it at the
 // next settle. ErrNoCredit or ErrSpendCap when the account cannot pay.
-func (c *Client) Charge(ctx context.Context, acct, receipt string, amount MC) error {
+func (c *HoldsClient) Charge(ctx context.Context, acct, receipt string, amount MC) error {
 	if amount < 0 {
 		return fmt.Errorf("ledger: negative charge %s", amount)
 	}
@@ -303,7 +303,7 @@ func (c *Client) Charge(ctx context.Context, acct, receipt string, amount MC) er
 // account, asking the ledger for more when it cannot; ErrNoCredit or
 // ErrSpendCap otherwise. Nothing is spent: the gate calls it before
 // forwarding a request, so a refusal comes before the work.
-func (c *Client) Ensure(ctx context.Context, acct string, amount MC) error {
+func (c *HoldsClient) Ensure(ctx context.Context, acct string, amount MC) error {
 	h := c.state(acct)
 	for {
 		h.mu.Lock()
@@ -321,7 +321,7 @@ func (c *Client) Ensure(ctx context.Context, acct string, amount MC) error {
 // grow asks the ledger for enough hold to cover amount. It returns nil when
 // the caller should look again (the ledger granted more, or another call
 // made room meanwhile), and the refusal when the hold stays short.
-func (c *Client) grow(ctx context.Context, acct string, h *holdState, amount MC) error {
+func (c *HoldsClient) grow(ctx context.Context, acct string, h *holdState, amount MC) error {
 	h.mu.Lock()
 	gen := h.relGen
 	h.mu.Unlock()
@@ -366,7 +366,7 @@ func (c *Client) grow(ctx context.Context, acct string, h *holdState, amount MC)
 
 // waitRelease waits, up to SubmitTimeout, for the account's release in
 // flight to be answered, and reports whether it was.
-func (c *Client) waitRelease(ctx context.Context, h *holdState) bool {
+func (c *HoldsClient) waitRelease(ctx context.Context, h *holdState) bool {
 	deadline := time.Now().Add(c.cfg.SubmitTimeout)
 	for {
 		h.mu.Lock()
@@ -387,7 +387,7 @@ func (c *Client) waitRelease(ctx context.Context, h *holdState) bool {
 // its own region, so the next charge sees the smaller hold and asks the
 // ledger, which answers with the new cap. Wire it to the region's replica
 // with State.OnHoldsReduced.
-func (c *Client) HoldsReduced(index uint64, holds []HoldBalance) {
+func (c *HoldsClient) HoldsReduced(index uint64, holds []HoldBalance) {
 	for _, hb := range holds {
 		if hb.Region != c.cfg.Region {
 			continue
@@ -423,7 +423,7 @@ func (h *holdState) observe(amount MC, now time.Time) {
 }
 
 // target is the hold size the account's spend rate calls for.
-func (c *Client) target(h *holdState) MC {
+func (c *HoldsClient) target(h *holdState) MC {
 	t := MC(h.rate * c.cfg.HoldHorizon.Seconds())
 	return min(max(t, c.cfg.MinHold), c.cfg.MaxHold)
 }
@@ -434,7 +434,7 @@ func (c *Client) target(h *holdState) MC {
 // Sequence numbers are taken before the write, so
 // writes may finish out of order; settlement reads only up to the durable
 // watermark, below which every write has finished.
-func (c *Client) journal(acct, receipt string, amount MC, now time.Time) error {
+func (c *HoldsClient) journal(acct, receipt string, amount MC, now time.Time) error {
 	val := encodeCharge(acct, receipt, amount, now)
 	seq := c.seq.Add(1)
 	err := c.cfg.Store.Set(keyCharge(seq), val, store.Sync)
@@ -453,7 +453,7 @@ func (c *Client) journal(acct, receipt string, amount MC, now time.Time) error {
 
 // finished records that the write of seq is over and advances the durable
 // watermark across every contiguous finished sequence.
-func (c *Client) finished(seq uint64) {
+func (c *HoldsClient) finished(seq uint64) {
 	c.wmMu.Lock()
 	defer c.wmMu.Unlock()
 	if seq != c.durable.Load()+1 {
@@ -468,7 +468,7 @@ func (c *Client) finished(seq uint64) {
 	c.durable.Store(wm)
 }
 
-func (c *Client) refill(acct string, h *holdState) {
+func (c *HoldsClient) refill(acct string, h *holdState) {
 	defer c.bg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.SubmitTimeout)
 	defer cancel()
@@ -480,7 +480,7 @@ func (c *Client) refill(acct string, h *holdState) {
 // refillSync asks the ledger for enough hold to reach the target (and to
 // cover need) and returns what it granted. Concurrent callers for one
 // account share one request.
-func (c *Client) refillSync(ctx context.Context, acct string, h *holdState, need MC) (MC, error) {
+func (c *HoldsClient) refillSync(ctx context.Context, acct string, h *holdState, need MC) (MC, error) {
 	v, err, _ := c.hold.Do(acct, func() (any, error) {
 		h.mu.Lock()
 		want := max(c.target(h), need) - h.available()
@@ -517,7 +517,7 @@ func (c *Client) refillSync(ctx context.Context, acct string, h *holdState, need
 }
 
 // Start runs the settle loop until Close.
-func (c *Client) Start() {
+func (c *HoldsClient) Start() {
 	c.stop, c.done = make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(c.done)
@@ -542,7 +542,7 @@ func (c *Client) Start() {
 
 // Close stops the loops; call it after the last Charge has returned.
 // Unsettled charges stay in the journal.
-func (c *Client) Close() {
+func (c *HoldsClient) Close() {
 	if c.stop != nil {
 		close(c.stop)
 		<-c.done
@@ -558,8 +558,8 @@ type parkedRecord struct {
 	At    time.Time `json:"parked_at"`
 }
 
-// ClientMetrics are a client's counters, for export and alerts.
-type ClientMetrics struct {
+// HoldsMetrics are a client's counters, for export and alerts.
+type HoldsMetrics struct {
 	// Pending is the number of journaled charges not yet settled.
 	Pending int64
 	// ParkedCharges and ParkedMC count the charges the ledger could not
@@ -571,13 +571,13 @@ type ClientMetrics struct {
 }
 
 // Metrics returns the client's counters.
-func (c *Client) Metrics() ClientMetrics {
-	return ClientMetrics{Pending: c.waiting.Load(), ParkedCharges: c.parked.Load(), ParkedMC: MC(c.parkedMC.Load())}
+func (c *HoldsClient) Metrics() HoldsMetrics {
+	return HoldsMetrics{Pending: c.waiting.Load(), ParkedCharges: c.parked.Load(), ParkedMC: MC(c.parkedMC.Load())}
 }
 
 // Parked lists the charges the ledger could not take, oldest first, as
 // kept in the region's journal.
-func (c *Client) Parked() ([]ParkedCharge, error) {
+func (c *HoldsClient) Parked() ([]ParkedCharge, error) {
 	var out []ParkedCharge
 	err := c.cfg.Store.Scan([]byte(store.PrefixHolds+"p/"), nil, func(_, v []byte) (bool, error) {
 		var r parkedRecord
@@ -591,11 +591,11 @@ func (c *Client) Parked() ([]ParkedCharge, error) {
 }
 
 // Pending is the number of journaled charges not yet settled.
-func (c *Client) Pending() int64 { return c.waiting.Load() }
+func (c *HoldsClient) Pending() int64 { return c.waiting.Load() }
 
 // Settle sends journaled charges to the ledger, up to 5,000 at a time, until
 // none is left, and returns how many it settled.
-func (c *Client) Settle(ctx context.Context) (int, error) {
+func (c *HoldsClient) Settle(ctx context.Context) (int, error) {
 	c.settleM.Lock()
 	defer c.settleM.Unlock()
 	total := 0
@@ -608,7 +608,7 @@ func (c *Client) Settle(ctx context.Context) (int, error) {
 	}
 }
 
-func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
+func (c *HoldsClient) settleBatch(ctx context.Context, max int) (int, error) {
 	var charges []Charge
 	var keys [][]byte
 	// Start past what was settled: the deleted keys before it are tombstones
@@ -710,7 +710,7 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 		c.parked.Add(1)
 		c.parkedMC.Add(int64(p.Amount))
 		// One line per parked charge, with what an operator needs: the
-		// charge was not billed; Client.Parked lists what is kept.
+		// charge was not billed; HoldsClient.Parked lists what is kept.
 		c.cfg.Logger.Error("ledger refused a charge; parked it and settled the rest of the batch",
 			"alert", "ledger_charge_parked", "region", c.cfg.Region, "epoch", c.epoch, "seq", p.Seq,
 			"account", p.Account, "receipt", p.Receipt, "amount", p.Amount.String(),
@@ -721,7 +721,7 @@ func (c *Client) settleBatch(ctx context.Context, max int) (int, error) {
 }
 
 // releaseIdle gives back holds unused for IdleRelease.
-func (c *Client) releaseIdle(ctx context.Context) {
+func (c *HoldsClient) releaseIdle(ctx context.Context) {
 	now := c.cfg.Now()
 	c.mu.Lock()
 	var idle []string
@@ -742,7 +742,7 @@ func (c *Client) releaseIdle(ctx context.Context) {
 }
 
 // Release returns the account's whole hold in this region to its buckets.
-func (c *Client) Release(ctx context.Context, acct string) error {
+func (c *HoldsClient) Release(ctx context.Context, acct string) error {
 	h := c.state(acct)
 	h.mu.Lock()
 	id, amount := h.relID, h.relAmt
@@ -802,7 +802,7 @@ func (c *Client) Release(ctx context.Context, acct string) error {
 
 // saveHeld writes the account's hold balance as the client knows it now;
 // writes are ordered, so the record never goes back to an older result.
-func (c *Client) saveHeld(acct string, h *holdState) error {
+func (c *HoldsClient) saveHeld(acct string, h *holdState) error {
 	h.recMu.Lock()
 	defer h.recMu.Unlock()
 	h.mu.Lock()
@@ -813,7 +813,7 @@ func (c *Client) saveHeld(acct string, h *holdState) error {
 }
 
 // Available is what the account can still spend from this region's hold.
-func (c *Client) Available(acct string) MC {
+func (c *HoldsClient) Available(acct string) MC {
 	h := c.state(acct)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -821,7 +821,7 @@ func (c *Client) Available(acct string) MC {
 }
 
 // Unsettled is what the account has spent here that the ledger has not seen.
-func (c *Client) Unsettled(acct string) MC {
+func (c *HoldsClient) Unsettled(acct string) MC {
 	h := c.state(acct)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -830,14 +830,14 @@ func (c *Client) Unsettled(acct string) MC {
 
 // Journal names this region's journal as the ledger's settle marks know
 // it: State.BalanceView(acct, now, region, epoch) reads its mark.
-func (c *Client) Journal() (region, epoch string) { return c.cfg.Region, c.epoch }
+func (c *HoldsClient) Journal() (region, epoch string) { return c.cfg.Region, c.epoch }
 
 // UnsettledAt is what acct was charged here and a replica whose settle
 // mark for this journal is mark does not yet have: Unsettled less a batch
 // the replica has already applied and this client has not yet heard back
 // on. Balance = view.Balance.Total - UnsettledAt(acct, view.Mark), with
 // the view read from one snapshot, counts every charge exactly once.
-func (c *Client) UnsettledAt(acct string, mark uint64) MC {
+func (c *HoldsClient) UnsettledAt(acct string, mark uint64) MC {
 	h := c.state(acct)
 	h.mu.Lock()
 	defer h.mu.Unlock()

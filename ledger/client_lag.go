@@ -10,7 +10,7 @@ import (
 // region and not yet settled into the ledger; ok is false when every
 // charge is settled. Now minus it is the settlement lag
 // (docs/operations.md, "Metrics").
-func (c *Client) OldestUnsettled() (t time.Time, ok bool, err error) {
+func (c *HoldsClient) OldestUnsettled() (t time.Time, ok bool, err error) {
 	err = c.cfg.Store.Scan([]byte(store.PrefixHolds+"c/"), nil, func(_, v []byte) (bool, error) {
 		var ch Charge
 		if err := decodeCharge(v, &ch); err != nil {

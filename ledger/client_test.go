@@ -149,7 +149,7 @@ func TestClientReleasesIdleHolds(t *testing.T) {
 	now := t0
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	c, _ := newClient(t, t.TempDir(), d, func(cfg *ClientConfig) { cfg.Now = clock; cfg.IdleRelease = time.Minute })
+	c, _ := newClient(t, t.TempDir(), d, func(cfg *HoldsConfig) { cfg.Now = clock; cfg.IdleRelease = time.Minute })
 	ctx := context.Background()
 	if err := c.Charge(ctx, "a", "r", Credits(1)); err != nil {
 		t.Fatal(err)
@@ -241,16 +241,16 @@ func TestClientParksRefusedChargeAndSettlesTheRest(t *testing.T) {
 // before the ledger took holds back).
 func TestClientLoweredCapHoldsInEveryRegion(t *testing.T) {
 	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
-	big := func(c *ClientConfig) { c.MinHold = Credits(20) }
+	big := func(c *HoldsConfig) { c.MinHold = Credits(20) }
 	eu, _ := newClient(t, t.TempDir(), d, big)
-	us, _ := newClient(t, t.TempDir(), d, func(c *ClientConfig) { big(c); c.Region = "us" })
+	us, _ := newClient(t, t.TempDir(), d, func(c *HoldsConfig) { big(c); c.Region = "us" })
 	d.State().OnHoldsReduced(func(i uint64, hs []HoldBalance) {
 		eu.HoldsReduced(i, hs)
 		us.HoldsReduced(i, hs)
 	})
 	ctx := context.Background()
 	for i := range 3 {
-		for j, c := range []*Client{eu, us} {
+		for j, c := range []*HoldsClient{eu, us} {
 			if err := c.Charge(ctx, "a", fmt.Sprintf("before-%d-%d", j, i), Credits(1)); err != nil {
 				t.Fatal(err)
 			}
@@ -266,14 +266,14 @@ func TestClientLoweredCapHoldsInEveryRegion(t *testing.T) {
 	}
 	// Hearing of the reduced holds, each region settles at once (the
 	// settle loop's kick); here, by hand.
-	for _, c := range []*Client{eu, us} {
+	for _, c := range []*HoldsClient{eu, us} {
 		if _, err := c.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	served := 0
 	for i := range 20 {
-		for j, c := range []*Client{eu, us} {
+		for j, c := range []*HoldsClient{eu, us} {
 			err := c.Charge(ctx, "a", fmt.Sprintf("after-%d-%d", j, i), Credits(1))
 			switch {
 			case err == nil:
@@ -283,7 +283,7 @@ func TestClientLoweredCapHoldsInEveryRegion(t *testing.T) {
 			}
 		}
 	}
-	for _, c := range []*Client{eu, us} {
+	for _, c := range []*HoldsClient{eu, us} {
 		if _, err := c.Settle(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func TestClientEnsureDuringIdleRelease(t *testing.T) {
 	now := t0
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	c, _ := newClient(t, t.TempDir(), g, func(cfg *ClientConfig) {
+	c, _ := newClient(t, t.TempDir(), g, func(cfg *HoldsConfig) {
 		cfg.Now, cfg.IdleRelease, cfg.MinHold, cfg.SubmitTimeout = clock, time.Minute, Credits(10), 5*time.Second
 	})
 	ctx := context.Background()
@@ -373,7 +373,7 @@ func (l afterApply) Submit(ctx context.Context, cmd *Command) (*Result, error) {
 // cmd/trawl MCP test once saw 75 for 76.)
 func TestClientUnsettledAtCountsASettlingBatchOnce(t *testing.T) {
 	d := fundedLedger(t, map[string]MC{"a": Credits(100)})
-	var c *Client
+	var c *HoldsClient
 	var seen []MC
 	hook := func(cmd *Command) {
 		if cmd.Type != CmdSettle {
@@ -455,7 +455,7 @@ func TestClientGrantNotIdleAndRefillDuringRelease(t *testing.T) {
 	now := t0
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	c, _ := newClient(t, t.TempDir(), g, func(cfg *ClientConfig) {
+	c, _ := newClient(t, t.TempDir(), g, func(cfg *HoldsConfig) {
 		cfg.Now, cfg.IdleRelease, cfg.MinHold, cfg.SubmitTimeout = clock, time.Minute, Credits(10), 5*time.Second
 	})
 	ctx := context.Background()

@@ -50,7 +50,7 @@ func TestClusterLeaderKilledLosesNothing(t *testing.T) {
 // regionRig is one region's holds client over its local voter.
 type regionRig struct {
 	region string
-	client *Client
+	client *HoldsClient
 	st     *store.Store
 	ok     atomic.Int64 // millicredits charged successfully
 	n      atomic.Int64
@@ -71,7 +71,7 @@ func TestClusterPartitionKeepsGuarantees(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		cl, err := NewClient(ClientConfig{Region: r, Store: st, Ledger: c.node(r), MinHold: Credits(5), MaxHold: Credits(10),
+		cl, err := NewHoldsClient(HoldsConfig{Region: r, Store: st, Ledger: c.node(r), MinHold: Credits(5), MaxHold: Credits(10),
 			SettleEvery: 50 * time.Millisecond, SubmitTimeout: 300 * time.Millisecond, Logger: quiet()})
 		if err != nil {
 			t.Fatal(err)

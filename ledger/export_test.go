@@ -14,9 +14,9 @@ import (
 )
 
 // ReleaseIdle runs one pass of the idle-hold release loop.
-func (c *Client) ReleaseIdle(ctx context.Context) { c.releaseIdle(ctx) }
+func (c *HoldsClient) ReleaseIdle(ctx context.Context) { c.releaseIdle(ctx) }
 
-// HeldView is what a Client went by for an account (Held as of Index) and
+// HeldView is what a HoldsClient went by for an account (Held as of Index) and
 // what its journal records for a restart (Recorded as of RecordedIndex).
 type HeldView struct {
 	Account              string
@@ -27,7 +27,7 @@ type HeldView struct {
 
 // HeldViews compares, once c has stopped, each account's hold balance c
 // went by with the one its journal keeps for a restart, by account.
-func (c *Client) HeldViews() []HeldView {
+func (c *HoldsClient) HeldViews() []HeldView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []HeldView
@@ -48,7 +48,7 @@ func (c *Client) HeldViews() []HeldView {
 
 // JournalHead reads up to n of the oldest durable charges in c's journal,
 // as c would send them, and the journal's epoch.
-func (c *Client) JournalHead(n int) (string, []Charge, error) {
+func (c *HoldsClient) JournalHead(n int) (string, []Charge, error) {
 	durable := c.durable.Load()
 	var charges []Charge
 	err := c.cfg.Store.Scan(prefixCharges, nil, func(k, v []byte) (bool, error) {

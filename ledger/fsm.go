@@ -141,7 +141,7 @@ func (s *State) Apply(cmd *Command, index uint64) (*Result, error) {
 // OnHoldsReduced sets fn to hear, as each command is applied on this
 // replica, of holds the command took credit back from (a lowered spend
 // cap): the index it was applied at and each hold's balance after. The
-// region's holds client listens (Client.HoldsReduced) so its next call
+// region's holds client listens (HoldsClient.HoldsReduced) so its next call
 // respects the new cap without waiting for a result of its own. fn runs in
 // the apply path: it must be quick and must not call back into the State.
 func (s *State) OnHoldsReduced(fn func(index uint64, holds []HoldBalance)) {

@@ -53,7 +53,7 @@ type closeOnceStore struct {
 
 func (s *closeOnceStore) Close() { s.once.Do(func() { s.Store.Close() }) }
 
-func newClient(t *testing.T, dir string, l Submitter, mod func(*ClientConfig)) (*Client, *closeOnceStore) {
+func newClient(t *testing.T, dir string, l Submitter, mod func(*HoldsConfig)) (*HoldsClient, *closeOnceStore) {
 	t.Helper()
 	st, err := store.Open(dir, &store.Options{Logger: quiet()})
 	if err != nil {
@@ -61,11 +61,11 @@ func newClient(t *testing.T, dir string, l Submitter, mod func(*ClientConfig)) (
 	}
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { st.Close() }) })
-	cfg := ClientConfig{Region: "eu", Store: st, Ledger: l, MinHold: Credits(5), SubmitTimeout: 50 * time.Millisecond, Logger: quiet()}
+	cfg := HoldsConfig{Region: "eu", Store: st, Ledger: l, MinHold: Credits(5), SubmitTimeout: 50 * time.Millisecond, Logger: quiet()}
 	if mod != nil {
 		mod(&cfg)
 	}
-	c, err := NewClient(cfg)
+	c, err := NewHoldsClient(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

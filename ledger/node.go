@@ -123,7 +123,7 @@ type NodeConfig struct {
 	StateFS vfs.FS
 	// OnHoldsReduced hears of holds a command took back (State.OnHoldsReduced),
 	// from the first command this node applies: the region's holds client
-	// (Client.HoldsReduced).
+	// (HoldsClient.HoldsReduced).
 	OnHoldsReduced func(index uint64, holds []HoldBalance)
 	// Raft tunes Raft's timeouts and snapshots; zero fields take defaults.
 	Raft   RaftConfig

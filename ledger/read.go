@@ -176,7 +176,7 @@ func (s *State) AccountBalance(a *Account, now time.Time) (*AccountBalance, erro
 
 // A BalanceView is an account, its balance and how far one region's
 // journal is settled, all read at one point of the replica: a region's
-// unsettled charges (Client.UnsettledAt) can then be taken from it
+// unsettled charges (HoldsClient.UnsettledAt) can then be taken from it
 // without counting a charge twice (once settled into the balance, once
 // still pending in the region) or not at all.
 type BalanceView struct {

@@ -33,7 +33,7 @@ type growthPoint struct {
 }
 
 // growth settles charges from two regions' holds clients (as settle
-// commands of -batch charges, epoch and sequence like ledger.Client sends,
+// commands of -batch charges, epoch and sequence like ledger.HoldsClient sends,
 // submitted straight to the leader) while the third voter is stopped, and
 // at each of -at: the state on disk, a snapshot's size and time, the
 // stopped voter's catch-up (from a snapshot: the log behind it is

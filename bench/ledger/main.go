@@ -3,7 +3,7 @@
 //
 //	ledger throughput [-callers 256,1024] [-warmup 1s] [-duration 5s] [-diagnose]
 //	                  [-only trawl|baseline|both] [-ledger raft|null] [-cpuprofile F]
-//	    durable charges/s through ledger.Client (each Charge returns once its
+//	    durable charges/s through ledger.HoldsClient (each Charge returns once its
 //	    journal write is synced; group commit; settle loop running) over a
 //	    real one-voter Raft ledger.Node, data on disk, and how fast the
 //	    ledger absorbs them; baseline: one store.Set(…, store.Sync) per charge
@@ -297,7 +297,7 @@ type trawlRun struct {
 	log                   *slog.Logger
 }
 
-// runTrawl charges through a fresh ledger.Client (its own region journal, so
+// runTrawl charges through a fresh ledger.HoldsClient (its own region journal, so
 // each window starts with an empty journal and new holds), then waits for
 // the settle loop to empty the journal.
 func runTrawl(r trawlRun) (sideResult, error) {
@@ -306,7 +306,7 @@ func runTrawl(r trawlRun) (sideResult, error) {
 		return sideResult{}, err
 	}
 	defer st.Close()
-	c, err := ledger.NewClient(ledger.ClientConfig{Region: r.region, Store: st, Ledger: r.ledger, Logger: r.log})
+	c, err := ledger.NewHoldsClient(ledger.HoldsConfig{Region: r.region, Store: st, Ledger: r.ledger, Logger: r.log})
 	if err != nil {
 		return sideResult{}, err
 	}
@@ -316,7 +316,7 @@ func runTrawl(r trawlRun) (sideResult, error) {
 	if r.node == nil {
 		what = "null ledger (diagnosis)"
 	}
-	progress("trawl: ledger.Client.Charge over the %s, %d callers, %s warm-up + %s", what, r.callers, r.warmup, r.window)
+	progress("trawl: ledger.HoldsClient.Charge over the %s, %d callers, %s warm-up + %s", what, r.callers, r.warmup, r.window)
 	ctx := context.Background()
 	prefix := "r/" + r.region + "/"
 	applied := func() uint64 {
@@ -552,7 +552,7 @@ func latency(args []string) error {
 		return err
 	}
 	defer st.Close()
-	c, err := ledger.NewClient(ledger.ClientConfig{Region: *far, Store: st, Ledger: farNode, Logger: log})
+	c, err := ledger.NewHoldsClient(ledger.HoldsConfig{Region: *far, Store: st, Ledger: farNode, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -560,9 +560,9 @@ func latency(args []string) error {
 	defer c.Close()
 	amt := ledger.MC(*amount)
 
-	// trawl: ledger.Client.Charge in the far region. Warm-up first: each
+	// trawl: ledger.HoldsClient.Charge in the far region. Warm-up first: each
 	// account's first charge takes its hold through the delayed path.
-	progress("trawl: metered charges through ledger.Client in %s at %.0f/s, %s warm-up + %s", *far, *rate, *warmup, *duration)
+	progress("trawl: metered charges through ledger.HoldsClient in %s at %.0f/s, %s warm-up + %s", *far, *rate, *warmup, *duration)
 	var seq atomic.Uint64
 	charge := func() error {
 		i := seq.Add(1)

@@ -6,7 +6,7 @@
 // can cover the call's minimum price (402 no_credit or spend_cap
 // otherwise, docs/spec/hosted-api.md §7). When the response arrives it
 // prices the usage header, charges the hold (a durable local write, see
-// ledger.Client), records the receipt line, puts the usage object in a
+// ledger.HoldsClient), records the receipt line, puts the usage object in a
 // JSON answer, and writes the receipt headers x-svc-cost and
 // x-svc-balance; an NDJSON answer is billed line by line (lines.go), and
 // a held job or retry is released once charged (release.go). Refusals

@@ -49,7 +49,7 @@ type env struct {
 	t     *testing.T
 	state *ledger.State
 	led   *ledgertest.Direct
-	holds *ledger.Client
+	holds *ledger.HoldsClient
 	srv   *httptest.Server
 	cfg   Config
 	n     int
@@ -82,7 +82,7 @@ func newEnvWith(t *testing.T, mk func(base string) (payments.Provider, error)) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.holds, err = ledger.NewClient(ledger.ClientConfig{Region: "eu", Store: memStore(t, "holds"), Ledger: e.led, Now: func() time.Time { return t0 }, Logger: quiet()})
+	e.holds, err = ledger.NewHoldsClient(ledger.HoldsConfig{Region: "eu", Store: memStore(t, "holds"), Ledger: e.led, Now: func() time.Time { return t0 }, Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ type Config struct {
 	// Ledger applies commands (the raft Node; any Submitter in tests).
 	Ledger ledger.Submitter
 	// Holds is the region's holds client; nil shows no unsettled spend.
-	Holds *ledger.Client
+	Holds *ledger.HoldsClient
 	// Prices is the price table.
 	Prices *Prices
 	// Table, when set, holds the table in force instead of Prices (the

@@ -19,7 +19,7 @@ const (
 // The gate's own store (<gate data>/holds).
 const (
 	// PrefixHolds is the region's charge journal and hold balances
-	// (ledger.Client).
+	// (ledger.HoldsClient).
 	PrefixHolds = "H/"
 	// PrefixUsage is the region's receipt lines (gate/usage).
 	PrefixUsage = "U/"
