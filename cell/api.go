@@ -116,15 +116,14 @@ func (c *Cell) Handler() http.Handler {
 				allow = append(allow, m)
 			}
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, &scrape.Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
-				Message: fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path)})
+			httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
 		})
 	}
 	for pattern, h := range c.cfg.Pages {
 		mux.Handle(pattern, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &scrape.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such route: " + r.URL.Path})
+		httpjson.Error(w, http.StatusNotFound, "not_found", "no such route: "+r.URL.Path)
 	})
 	return traced(c.fromGate(c.recoverer(mux)))
 }
@@ -139,7 +138,7 @@ func (c *Cell) recoverer(next http.Handler) http.Handler {
 					panic(v)
 				}
 				c.cfg.Logger.Error("handler panic", "path", r.URL.Path, "panic", v)
-				writeError(w, &scrape.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"})
+				httpjson.WriteError(w, fmt.Errorf("handler panic: %v", v))
 			}
 		}()
 		next.ServeHTTP(w, r)
@@ -180,21 +179,21 @@ func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
 func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req scrape.Request
-	if err := decodeJSON(w, r, maxScrapeBody, &req); err != nil {
-		writeError(w, err)
+	if err := httpjson.Decode(w, r, maxScrapeBody, &req); err != nil {
+		httpjson.WriteError(w, err)
 		return
 	}
 	if err := req.Normalize(); err != nil {
-		writeError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	if req.URL == "" {
-		writeError(w, scrape.BadInput("url is required"))
+		httpjson.WriteError(w, scrape.BadInput("url is required"))
 		return
 	}
 	if req.Proxy != fetch.ProxyNone || req.NeedsBrowser() {
 		if err := c.scrape.Check(req.Options); err != nil {
-			writeError(w, err)
+			httpjson.WriteError(w, err)
 			return
 		}
 	}
@@ -210,7 +209,7 @@ func (c *Cell) handleScrape(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		c.logFailure(r, req.URL, err)
-		writeError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	w.Header().Set(UsageHeader, out.Usage.String())
@@ -282,7 +281,7 @@ type manyRequest struct {
 
 func (c *Cell) decodeMany(w http.ResponseWriter, r *http.Request, limit int64, max int) (*manyRequest, error) {
 	var req manyRequest
-	if err := decodeJSON(w, r, limit, &req); err != nil {
+	if err := httpjson.Decode(w, r, limit, &req); err != nil {
 		return nil, err
 	}
 	if len(req.URLs) == 0 || len(req.URLs) > max {
@@ -300,7 +299,7 @@ func (c *Cell) decodeMany(w http.ResponseWriter, r *http.Request, limit int64, m
 func (c *Cell) handleBatch(w http.ResponseWriter, r *http.Request) {
 	req, err := c.decodeMany(w, r, maxScrapeBody, jobs.MaxBatchURLs)
 	if err != nil {
-		writeError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -365,7 +364,7 @@ func signerOf(w http.ResponseWriter) *signingWriter {
 func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 	req, err := c.decodeMany(w, r, maxJobBody, jobs.MaxJobURLs)
 	if err != nil {
-		writeError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	ok := c.fetchableFunc(r.Context(), req.URLs)
@@ -401,7 +400,7 @@ func (c *Cell) handleJobSubmit(w http.ResponseWriter, r *http.Request) {
 		id, token, err = c.jobs.Hold(accountOf(r), req.URLs, req.Options)
 	}
 	if err != nil {
-		writeError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	usage := metering.PerURL(metering.KindJob, n)
@@ -418,12 +417,12 @@ func (c *Cell) handleJobStatus(w http.ResponseWriter, r *http.Request) {
 	case "1", "true":
 		full = true
 	default:
-		writeError(w, scrape.BadInput("full must be 0 or 1"))
+		httpjson.WriteError(w, scrape.BadInput("full must be 0 or 1"))
 		return
 	}
 	st, err := c.jobs.Status(r.PathValue("id"), accountOf(r), full)
 	if err != nil {
-		writeError(w, jobError(err))
+		httpjson.WriteError(w, jobError(err))
 		return
 	}
 	httpjson.Write(w, http.StatusOK, st)
@@ -434,14 +433,14 @@ func (c *Cell) handleJobResults(w http.ResponseWriter, r *http.Request) {
 	if s := r.URL.Query().Get("after"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
-			writeError(w, scrape.BadInput("after must be a non-negative integer offset"))
+			httpjson.WriteError(w, scrape.BadInput("after must be a non-negative integer offset"))
 			return
 		}
 		after = n
 	}
 	id := r.PathValue("id")
 	if _, err := c.jobs.Status(id, accountOf(r), false); err != nil {
-		writeError(w, jobError(err))
+		httpjson.WriteError(w, jobError(err))
 		return
 	}
 	w.Header().Set("Content-Type", "application/x-ndjson")
@@ -458,7 +457,7 @@ func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	st, err := c.jobs.Status(id, accountOf(r), true)
 	if err != nil {
-		writeError(w, jobError(err))
+		httpjson.WriteError(w, jobError(err))
 		return
 	}
 	var failed []string
@@ -469,7 +468,7 @@ func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 	}
 	n, token, err := c.jobs.HoldRetry(id, accountOf(r), c.fetchableFunc(r.Context(), failed))
 	if err != nil {
-		writeError(w, jobError(err))
+		httpjson.WriteError(w, jobError(err))
 		return
 	}
 	status := st.Status
@@ -493,14 +492,14 @@ func (c *Cell) handleJobRelease(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if r.URL.Query().Get("drop") == "1" {
 		if err := c.jobs.Drop(id, accountOf(r), r.Header.Get(metering.HoldHeader)); err != nil {
-			writeError(w, jobError(err))
+			httpjson.WriteError(w, jobError(err))
 			return
 		}
 		httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "dropped": true})
 		return
 	}
 	if err := c.jobs.Release(id, accountOf(r), r.Header.Get(metering.HoldHeader)); err != nil {
-		writeError(w, jobError(err))
+		httpjson.WriteError(w, jobError(err))
 		return
 	}
 	httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "released": true})
@@ -511,53 +510,30 @@ func (c *Cell) handleJobRelease(w http.ResponseWriter, r *http.Request) {
 func withJobID(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if _, _, ok := jobs.ParseJobID(r.PathValue("id")); !ok {
-			writeError(w, jobError(jobs.ErrNoJob))
+			httpjson.WriteError(w, jobError(jobs.ErrNoJob))
 			return
 		}
 		h(w, r)
 	}
 }
 
+// jobError is the answer to the jobs manager's sentinel errors.
 func jobError(err error) error {
 	switch {
 	case errors.Is(err, jobs.ErrNoJob):
-		return &scrape.Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such job"}
+		return &httpjson.HTTPError{Status: http.StatusNotFound, Code: "not_found", Message: "no such job"}
 	case errors.Is(err, jobs.ErrRetryHeld):
-		return &scrape.Error{Status: http.StatusConflict, Code: "retry_pending",
+		return &httpjson.HTTPError{Status: http.StatusConflict, Code: "retry_pending",
 			Message: "a retry of this job is already starting; repeat the call in a few seconds"}
 	case errors.Is(err, jobs.ErrNoHold):
-		return &scrape.Error{Status: http.StatusConflict, Code: "no_hold", Message: "no such hold, or it expired"}
+		return &httpjson.HTTPError{Status: http.StatusConflict, Code: "no_hold", Message: "no such hold, or it expired"}
 	}
 	return err
 }
 
 func (c *Cell) logFailure(r *http.Request, url string, err error) {
-	e := scrape.AsError(err)
+	e := httpjson.AsHTTPError(err)
 	if e.Status >= 500 && e.Code != "fleet-busy" { // a busy fleet is counted in /health, not logged per request
 		c.cfg.Logger.Warn("scrape failed", "url", urlpolicy.Redact(url), "status", e.Status, "err", err)
 	}
-}
-
-// decodeJSON reads exactly one JSON object into dst, refusing unknown fields
-// and bodies over limit.
-func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, dst any) error {
-	err := httpjson.Decode(w, r, limit, dst)
-	if de, ok := errors.AsType[*httpjson.DecodeError](err); ok {
-		return &scrape.Error{Status: de.Status(), Code: de.Code(), Message: de.Error()}
-	}
-	return err
-}
-
-// writeError writes the API's error body {"error": code, "message": text}.
-// Internal errors do not leak their cause.
-func writeError(w http.ResponseWriter, err error) {
-	e := scrape.AsError(err)
-	msg := e.Message
-	if e.Err != nil && e.Status == http.StatusBadGateway && !e.Private {
-		msg += ": " + e.Err.Error()
-	}
-	if e.Code == "fleet-busy" {
-		w.Header().Set("Retry-After", "5")
-	}
-	httpjson.Error(w, e.Status, e.Code, msg)
 }

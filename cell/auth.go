@@ -4,7 +4,7 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
 )
@@ -39,15 +39,13 @@ func (c *Cell) fromGate(next http.Handler) http.Handler {
 		if err != nil {
 			c.cfg.Logger.Warn("refused a request its region's gate did not sign", "method", r.Method, "path", r.URL.Path,
 				"from", r.RemoteAddr, "err", err)
-			writeError(w, &scrape.Error{Status: http.StatusUnauthorized, Code: "unauthorized",
-				Message: "this cell answers only its region's gate"})
+			httpjson.Error(w, http.StatusUnauthorized, "unauthorized", "this cell answers only its region's gate")
 			return
 		}
 		sw := &signingWriter{ResponseWriter: w, keys: c.gate.Keys(), nonce: claims.Nonce}
 		if c.cfg.AllowPrivateNetworks && !claims.Private {
 			c.cfg.Logger.Error("this cell allows private networks and its region's gate does not: refusing its requests; restart the cell without --allow-private-networks")
-			writeError(sw, &scrape.Error{Status: http.StatusServiceUnavailable, Code: "cell_misconfigured",
-				Message: "a cell of this region is misconfigured; the request was not served"})
+			httpjson.Error(sw, http.StatusServiceUnavailable, "cell_misconfigured", "a cell of this region is misconfigured; the request was not served")
 			return
 		}
 		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), accountKey{}, claims.Account)))

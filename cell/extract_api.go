@@ -1,7 +1,6 @@
 package cell
 
 import (
-	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -44,20 +43,13 @@ type extractAnswer struct {
 func (c *Cell) handleExtract(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var req extract.Request
-	if err := decodeJSON(w, r, routes.ExtractBody, &req); err != nil {
-		writeError(w, err)
+	if err := httpjson.Decode(w, r, routes.ExtractBody, &req); err != nil {
+		httpjson.WriteError(w, err)
 		return
 	}
 	plan, err := req.CheckFor(&c.extractor)
-	if ie, ok := errors.AsType[*extract.InputError](err); ok {
-		code := "bad_input"
-		if ie.Status == http.StatusRequestEntityTooLarge {
-			code = "too_large"
-		}
-		httpjson.Error(w, ie.Status, code, ie.Message)
-		return
-	} else if err != nil {
-		writeError(w, err)
+	if err != nil {
+		httpjson.WriteError(w, err)
 		return
 	}
 	var pg extract.Page
@@ -66,7 +58,7 @@ func (c *Cell) handleExtract(w http.ResponseWriter, r *http.Request) {
 	if req.URL != "" {
 		opts := scrape.Options{}
 		if err := opts.Normalize(); err != nil {
-			writeError(w, err)
+			httpjson.WriteError(w, err)
 			return
 		}
 		out, err := c.scrape.Scrape(r.Context(), req.URL, opts)
@@ -75,12 +67,12 @@ func (c *Cell) handleExtract(w http.ResponseWriter, r *http.Request) {
 		}
 		if err != nil {
 			c.logFailure(r, req.URL, err)
-			writeError(w, err)
+			httpjson.WriteError(w, err)
 			return
 		}
 		pg, err = c.extractPage(req.URL, out, withModel)
 		if err != nil {
-			writeError(w, err)
+			httpjson.WriteError(w, err)
 			return
 		}
 		usage = out.Usage

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/monitor"
-	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/monid"
 	"github.com/trawlhq/trawl/internal/monstore"
@@ -82,13 +82,13 @@ func (c *Cell) Monitors() *monitor.Service { return c.monitors }
 
 func (c *Cell) handleMonitorCreate(w http.ResponseWriter, r *http.Request) {
 	var req monitor.Request
-	if err := decodeJSON(w, r, routes.MonitorBody, &req); err != nil {
-		writeError(w, err)
+	if err := httpjson.Decode(w, r, routes.MonitorBody, &req); err != nil {
+		httpjson.WriteError(w, err)
 		return
 	}
 	v, err := c.monitors.Create(r.Context(), accountOf(r), &req)
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	status := http.StatusOK
@@ -102,7 +102,7 @@ func (c *Cell) handleMonitorCreate(w http.ResponseWriter, r *http.Request) {
 func (c *Cell) handleMonitorList(w http.ResponseWriter, r *http.Request) {
 	l, err := c.monitors.List(r.Context(), accountOf(r))
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	httpjson.Write(w, http.StatusOK, map[string]any{"monitors": l})
@@ -111,7 +111,7 @@ func (c *Cell) handleMonitorList(w http.ResponseWriter, r *http.Request) {
 func (c *Cell) handleMonitorGet(w http.ResponseWriter, r *http.Request) {
 	v, err := c.monitors.Get(r.Context(), accountOf(r), r.PathValue("id"))
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	httpjson.Write(w, http.StatusOK, v)
@@ -120,17 +120,17 @@ func (c *Cell) handleMonitorGet(w http.ResponseWriter, r *http.Request) {
 func (c *Cell) handleMonitorPatch(w http.ResponseWriter, r *http.Request) {
 	// An id that is not ours is 404 before the body is looked at.
 	if _, err := c.monitors.Get(r.Context(), accountOf(r), r.PathValue("id")); err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	var req monitor.Request
-	if err := decodeJSON(w, r, routes.MonitorBody, &req); err != nil {
-		writeError(w, err)
+	if err := httpjson.Decode(w, r, routes.MonitorBody, &req); err != nil {
+		httpjson.WriteError(w, err)
 		return
 	}
 	v, err := c.monitors.Patch(r.Context(), accountOf(r), r.PathValue("id"), &req)
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	httpjson.Write(w, http.StatusOK, v)
@@ -139,7 +139,7 @@ func (c *Cell) handleMonitorPatch(w http.ResponseWriter, r *http.Request) {
 func (c *Cell) handleMonitorDelete(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if err := c.monitors.Delete(r.Context(), accountOf(r), id); err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	httpjson.Write(w, http.StatusOK, map[string]any{"id": id, "deleted": true})
@@ -149,17 +149,17 @@ func (c *Cell) handleMonitorEvents(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	since, err := monitor.ParseSince(q.Get("since"))
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	limit, err := monitor.ParseLimit(q.Get("limit"))
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	evs, err := c.monitors.Events(r.Context(), accountOf(r), r.PathValue("id"), since, limit)
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	httpjson.Write(w, http.StatusOK, map[string]any{"events": evs})
@@ -168,7 +168,7 @@ func (c *Cell) handleMonitorEvents(w http.ResponseWriter, r *http.Request) {
 func (c *Cell) handleMonitorVersion(w http.ResponseWriter, r *http.Request) {
 	md, err := c.monitors.Version(r.Context(), accountOf(r), r.PathValue("id"), r.PathValue("version"))
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	w.Header().Set("Content-Type", "text/markdown; charset=utf-8")
@@ -177,19 +177,19 @@ func (c *Cell) handleMonitorVersion(w http.ResponseWriter, r *http.Request) {
 }
 
 // notTheGate answers a customer's request that reaches the charge routes.
-var notTheGate = &scrape.Error{Status: http.StatusForbidden, Code: "forbidden", Message: "only the region's gate collects monitor charges"}
+var notTheGate = &httpjson.HTTPError{Status: http.StatusForbidden, Code: "forbidden", Message: "only the region's gate collects monitor charges"}
 
 // handleMonitorCharges lists the background charges for the gate. Only
 // the gate's own request, signed without an account, gets them; a
 // customer's request that reaches this path is refused.
 func (c *Cell) handleMonitorCharges(w http.ResponseWriter, r *http.Request) {
 	if accountOf(r) != "" {
-		writeError(w, notTheGate)
+		httpjson.WriteError(w, notTheGate)
 		return
 	}
 	cs, err := c.monitors.Charges(r.Context(), 500)
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	all := make([]any, 0, len(cs))
@@ -199,7 +199,7 @@ func (c *Cell) handleMonitorCharges(w http.ResponseWriter, r *http.Request) {
 	// Finished recipe jobs' charges ride along (cell/recipe, jobs.go).
 	rcs, err := c.recipes.Charges(500)
 	if err != nil {
-		writeError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	for _, c := range rcs {
@@ -210,24 +210,24 @@ func (c *Cell) handleMonitorCharges(w http.ResponseWriter, r *http.Request) {
 
 func (c *Cell) handleMonitorChargesAck(w http.ResponseWriter, r *http.Request) {
 	if accountOf(r) != "" {
-		writeError(w, notTheGate)
+		httpjson.WriteError(w, notTheGate)
 		return
 	}
 	var req struct {
 		IDs []string `json:"ids"`
 	}
-	if err := decodeJSON(w, r, 1<<20, &req); err != nil {
-		writeError(w, err)
+	if err := httpjson.Decode(w, r, 1<<20, &req); err != nil {
+		httpjson.WriteError(w, err)
 		return
 	}
 	n, err := c.monitors.AckCharges(r.Context(), req.IDs)
 	if err != nil {
-		writeMonitorError(w, err)
+		httpjson.WriteError(w, monitorError(err))
 		return
 	}
 	k, err := c.recipes.AckCharges(req.IDs)
 	if err != nil {
-		writeError(w, err)
+		httpjson.WriteError(w, err)
 		return
 	}
 	n += k
@@ -238,29 +238,22 @@ func (c *Cell) handleMonitorChargesAck(w http.ResponseWriter, r *http.Request) {
 func withMonitorID(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if _, _, ok := monid.Parse(r.PathValue("id")); !ok {
-			writeMonitorError(w, monitor.ErrNoMonitor)
+			httpjson.WriteError(w, monitor.ErrNoMonitor)
 			return
 		}
 		h(w, r)
 	}
 }
 
-func writeMonitorError(w http.ResponseWriter, err error) {
+// monitorError is err as answered: the monitor service's own refusals
+// are *httpjson.HTTPError already; an unreachable monitor store is a 503.
+func monitorError(err error) error {
 	if errors.Is(err, monstore.ErrNoGate) {
-		w.Header().Set("Retry-After", "5")
-		httpjson.Error(w, http.StatusServiceUnavailable, "store_unavailable",
-			"the region's monitor store is not reachable right now; nothing was changed, repeat the request in a few seconds")
-		return
+		return &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "store_unavailable",
+			Message: "the region's monitor store is not reachable right now; nothing was changed, repeat the request in a few seconds",
+			Err:     err, Private: true, RetryAfter: 5 * time.Second}
 	}
-	var me *monitor.Error
-	if errors.As(err, &me) {
-		if me.Status == http.StatusServiceUnavailable {
-			w.Header().Set("Retry-After", "5")
-		}
-		httpjson.Error(w, me.Status, me.Code, me.Message)
-		return
-	}
-	writeError(w, err)
+	return err
 }
 
 // monitorExtractor fills a monitor's `custom` from a version's Markdown

@@ -115,8 +115,7 @@ func (c *Cell) handleRecipeHealth(w http.ResponseWriter, r *http.Request) {
 // and for a run that started, what it did (the gate puts the usage
 // object first).
 type recipeError struct {
-	Error   string       `json:"error"`
-	Message string       `json:"message"`
+	httpjson.ErrorBody
 	Recipe  string       `json:"recipe,omitempty"`
 	Version int          `json:"version,omitempty"`
 	Meta    *recipe.Meta `json:"meta,omitempty"`
@@ -140,11 +139,8 @@ func (c *Cell) handleRecipeJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	job, err := c.recipes.Job(accountOf(r), id)
-	if e := recipe.AsError(err); e != nil {
-		httpjson.Error(w, e.Status, e.Code, e.Message)
-		return
-	} else if err != nil {
-		writeError(w, err)
+	if err != nil {
+		httpjson.WriteError(w, err)
 		return
 	}
 	httpjson.Write(w, http.StatusOK, job)
@@ -157,14 +153,13 @@ func (c *Cell) handleRecipeJob(w http.ResponseWriter, r *http.Request) {
 // nothing.
 func (c *Cell) handleRecipeRun(w http.ResponseWriter, r *http.Request) {
 	var body map[string]json.RawMessage
-	if err := decodeJSON(w, r, routes.RecipeBody, &body); err != nil {
-		writeError(w, err)
+	if err := httpjson.Decode(w, r, routes.RecipeBody, &body); err != nil {
+		httpjson.WriteError(w, err)
 		return
 	}
 	rc, vals, bypass, err := c.recipes.Prepare(r.PathValue("name"), body)
 	if err != nil {
-		e := recipe.AsError(err)
-		httpjson.Error(w, e.Status, e.Code, e.Message)
+		httpjson.WriteError(w, err)
 		return
 	}
 	if rc.Run == "job" {
@@ -183,18 +178,15 @@ func (c *Cell) handleRecipeRun(w http.ResponseWriter, r *http.Request) {
 	if r.Context().Err() != nil {
 		return // the caller left: nothing is answered, nothing billed
 	}
-	if e := recipe.AsError(err); res != nil && (e == nil || e.Code != recipe.CodeBadInput) {
+	if res != nil && (err == nil || recipe.RunError(err).Code != recipe.CodeBadInput) {
 		w.Header().Set(UsageHeader, res.Usage(recipe.Box(rc.Kind)).String())
 	}
 	if err != nil {
-		e := recipe.AsError(err)
-		if e == nil {
-			e = &recipe.Error{Status: http.StatusInternalServerError, Code: "internal", Message: "the run failed"}
-		}
+		e := recipe.RunError(err)
 		if e.Status >= 500 {
 			c.cfg.Logger.Warn("recipe run failed", "recipe", rc.Name, "code", e.Code, "pages", res.Meta.PagesFetched)
 		}
-		httpjson.Write(w, e.Status, recipeError{Error: e.Code, Message: e.Message, Recipe: rc.Name, Version: rc.Version, Meta: &res.Meta})
+		httpjson.Write(w, e.Status, recipeError{ErrorBody: e.Body(), Recipe: rc.Name, Version: rc.Version, Meta: &res.Meta})
 		return
 	}
 	httpjson.Write(w, http.StatusOK, res.Answer())

@@ -5,14 +5,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"html"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
+
+	"github.com/trawlhq/trawl/internal/httpjson"
 )
 
 // MaxContent is the largest `content` a request may carry (bytes); the
@@ -33,17 +35,9 @@ type Request struct {
 	APIKey   json.RawMessage `json:"api_key,omitempty"`
 }
 
-// InputError is a request the service refuses: 400, or 413 for content
-// over MaxContent. Nothing is charged.
-type InputError struct {
-	Status  int
-	Message string
-}
-
-func (e *InputError) Error() string { return e.Message }
-
+// bad is a request the service refuses (400); nothing is charged.
 func bad(format string, a ...any) error {
-	return &InputError{Status: 400, Message: fmt.Sprintf(format, a...)}
+	return httpjson.Errorf(http.StatusBadRequest, "bad_input", format, a...)
 }
 
 // Plan is a checked request: the schema to fill (given, or inferred from
@@ -61,7 +55,9 @@ type Plan struct {
 // Check refuses a request that cannot run and compiles its schema. With
 // an instruction alone, the default extractor reads its fields from it
 // (SchemaFromInstruction; none: refused), and a model (CheckFor) shapes
-// the data itself from the instruction.
+// the data itself from the instruction. A refusal is an
+// *httpjson.HTTPError: 400 bad_input, or 413 too_large for content over
+// MaxContent. Nothing is charged.
 func (r *Request) Check() (*Plan, error) { return r.check(false) }
 
 // CheckFor is Check for an extractor: with a model, an instruction alone
@@ -80,7 +76,7 @@ func (r *Request) check(withModel bool) (*Plan, error) {
 		return nil, bad("give url or content, not both")
 	}
 	if hasContent && len(*r.Content) > MaxContent {
-		return nil, &InputError{Status: 413, Message: fmt.Sprintf("content is %d bytes; at most %d are accepted", len(*r.Content), MaxContent)}
+		return nil, httpjson.Errorf(http.StatusRequestEntityTooLarge, "too_large", "content is %d bytes; at most %d are accepted", len(*r.Content), MaxContent)
 	}
 	schema := isSet(r.Schema)
 	if !schema && strings.TrimSpace(r.Instruction) == "" && !isSet(r.Example) {

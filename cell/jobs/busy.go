@@ -8,6 +8,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/httpjson"
 )
 
 // Defaults for BusyRetry.
@@ -53,7 +54,7 @@ func (b BusyRetry) withDefaults() BusyRetry {
 
 // isBusy reports whether err is the fleet-busy refusal.
 func isBusy(err error) bool {
-	return errors.Is(err, fetch.ErrFleetBusy) || scrape.AsError(err).Code == "fleet-busy"
+	return errors.Is(err, fetch.ErrFleetBusy) || httpjson.AsHTTPError(err).Code == "fleet-busy"
 }
 
 // scrapeWaiting is fn, retried with jittered backoff while it answers

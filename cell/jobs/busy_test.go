@@ -11,6 +11,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/httpjson"
 )
 
 // busyScrape answers fleet-busy, as the scrape service does, busy times,
@@ -19,7 +20,7 @@ func busyScrape(busy int, calls *int) ScrapeFunc {
 	return func(ctx context.Context, u string, _ scrape.Options) (*scrape.Outcome, error) {
 		*calls++
 		if *calls <= busy {
-			return nil, &scrape.Error{Status: http.StatusServiceUnavailable, Code: "fleet-busy", Message: "busy",
+			return nil, &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "fleet-busy", Message: "busy",
 				Err: fmt.Errorf("fetch %s: %w", u, fetch.ErrFleetBusy)}
 		}
 		return &scrape.Outcome{}, nil

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/urlpolicy"
@@ -561,7 +562,7 @@ func (m *Manager) worker() {
 func (m *Manager) run(t task) {
 	opts := t.job.meta.Options
 	var line []byte
-	var serr *scrape.Error
+	var serr *httpjson.HTTPError
 	attempts := 0
 	for attempts < m.cfg.Attempts {
 		attempts++
@@ -584,7 +585,7 @@ func (m *Manager) run(t task) {
 
 // complete records a URL's outcome. Slots are assigned and committed under the
 // job's lock, so the results log never has a gap a reader could skip over.
-func (m *Manager) complete(t task, line []byte, serr *scrape.Error, attempts int) error {
+func (m *Manager) complete(t task, line []byte, serr *httpjson.HTTPError, attempts int) error {
 	j := t.job
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/testwait"
 )
@@ -132,7 +133,7 @@ func TestHeldJobsAndRetries(t *testing.T) {
 	fn := func(_ context.Context, u string, _ scrape.Options) (*scrape.Outcome, error) {
 		scraped.Add(1)
 		if failing.Load() || strings.Contains(u, "bad") {
-			return nil, &scrape.Error{Status: 403, Code: "blocked", Message: "blocked"}
+			return nil, &httpjson.HTTPError{Status: 403, Code: "blocked", Message: "blocked"}
 		}
 		return nil, scrape.BadInput("ok enough: a permanent error")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 )
 
@@ -31,7 +32,7 @@ type Line struct {
 // renders its line (without the trailing newline). The returned error is
 // the scrape error (nil when ok) so callers can decide on retries; the
 // usage is how an ok line was produced (nil for a failed one).
-func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, busy BusyRetry) ([]byte, *scrape.Error, *metering.Usage) {
+func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, busy BusyRetry) ([]byte, *httpjson.HTTPError, *metering.Usage) {
 	start := time.Now()
 	out, err := scrapeWaiting(ctx, fn, u, opts, busy)
 	var line []byte
@@ -43,9 +44,9 @@ func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, b
 		usage := out.Usage
 		return append(line, '}'), nil, &usage
 	}
-	e := scrape.AsError(err)
+	e := httpjson.AsHTTPError(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		e = &scrape.Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site did not answer in time", Err: err}
+		e = &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site did not answer in time", Err: err}
 	}
 	line, _ = json.Marshal(Line{URL: u, OK: false, Error: e.Code, Message: e.Message})
 	return line, e, nil

@@ -12,6 +12,7 @@ import (
 	"github.com/trawlhq/trawl/cell/llm"
 	"github.com/trawlhq/trawl/cell/llm/llmtest"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
+	"github.com/trawlhq/trawl/internal/httpjson"
 )
 
 func modelClient(t *testing.T, srv *llmtest.Server) *llm.Client {
@@ -65,7 +66,7 @@ func TestModelSplitsAndJudges(t *testing.T) {
 		t.Fatalf("conditions %+v", v.Conditions.Any)
 	}
 	_, err = e.svc.Create(ctx0, "acct1", &Request{URL: str(s.URL + "/b"), Watch: str("unreadable")})
-	var me *Error
+	var me *httpjson.HTTPError
 	if !errors.As(err, &me) || me.Status != 503 || me.Message != "could not read the sentence, try again" {
 		t.Fatalf("a failing model: %v", err)
 	}

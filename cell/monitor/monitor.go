@@ -29,6 +29,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/monitor/diff"
 	"github.com/trawlhq/trawl/cell/monitor/watch"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/webhook"
@@ -317,28 +318,21 @@ func newInstance() string {
 	return hex.EncodeToString(b[:])
 }
 
-// Error is a refusal with its status and the spec's text.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *Error) Error() string { return e.Message }
-
-func badInput(msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: "bad_input", Message: msg}
+// badInput is a refusal the caller must change. Refusals are
+// *httpjson.HTTPError with the status and text of hosted-api §7.
+func badInput(msg string) *httpjson.HTTPError {
+	return &httpjson.HTTPError{Status: http.StatusBadRequest, Code: "bad_input", Message: msg}
 }
 
 // Errors of hosted-api §7 (monitor errors).
 var (
-	ErrNoMonitor = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such monitor"}
-	ErrNoVersion = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such version"}
-	ErrSentence  = &Error{Status: http.StatusServiceUnavailable, Code: "try_again", Message: "could not read the sentence, try again"}
+	ErrNoMonitor = &httpjson.HTTPError{Status: http.StatusNotFound, Code: "not_found", Message: "no such monitor"}
+	ErrNoVersion = &httpjson.HTTPError{Status: http.StatusNotFound, Code: "not_found", Message: "no such version"}
+	ErrSentence  = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "try_again", Message: "could not read the sentence, try again", RetryAfter: 5 * time.Second}
 	// ErrBusy: a patch met other writes of the monitor too many times.
-	ErrBusy = &Error{Status: http.StatusServiceUnavailable, Code: "try_again", Message: "the monitor is being changed, try again"}
+	ErrBusy = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "try_again", Message: "the monitor is being changed, try again", RetryAfter: 5 * time.Second}
 )
 
-func limitError(msg string) *Error {
-	return &Error{Status: http.StatusTooManyRequests, Code: "monitor_limit", Message: msg}
+func limitError(msg string) *httpjson.HTTPError {
+	return &httpjson.HTTPError{Status: http.StatusTooManyRequests, Code: "monitor_limit", Message: msg}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/store"
@@ -403,7 +404,7 @@ func TestRefusals(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := e.svc.Create(ctx, "acct1", &c.req)
-		var me *Error
+		var me *httpjson.HTTPError
 		if !errors.As(err, &me) || me.Message != c.want || me.Status != 400 {
 			t.Errorf("%+v: %v, want 400 %q", c.req, err, c.want)
 		}

@@ -2,11 +2,15 @@ package recipe
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
+
+	"github.com/trawlhq/trawl/internal/httpjson"
 )
 
-// Error codes of a run (docs/spec/hosted-api.md §7, recipe errors).
+// Error codes of a run (docs/spec/hosted-api.md §7, recipe errors). A
+// refused or failed run is an *httpjson.HTTPError with one of them, the
+// status of §7 and a message safe to show (it never carries a secret
+// input).
 const (
 	CodeBadInput      = "bad_input"
 	CodeUnknownRecipe = "unknown_recipe"
@@ -18,60 +22,46 @@ const (
 	CodeTimeout       = "timeout"
 )
 
-// Error is a refused or failed run: the status and code of §7 and a
-// message safe to show (it never carries a secret input).
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
-
-func newError(status int, code, format string, a ...any) *Error {
-	return &Error{Status: status, Code: code, Message: fmt.Sprintf(format, a...)}
-}
-
-func badInput(msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: CodeBadInput, Message: msg}
+func badInput(msg string) *httpjson.HTTPError {
+	return &httpjson.HTTPError{Status: http.StatusBadRequest, Code: CodeBadInput, Message: msg}
 }
 
 // Unknown is the error for a recipe name not in the catalog.
-func Unknown(name string) *Error {
-	return newError(http.StatusNotFound, CodeUnknownRecipe, "no recipe named %q (GET /recipes lists them)", name)
+func Unknown(name string) *httpjson.HTTPError {
+	return httpjson.Errorf(http.StatusNotFound, CodeUnknownRecipe, "no recipe named %q (GET /recipes lists them)", name)
 }
 
-func hostRefused(host string) *Error {
-	return newError(http.StatusForbidden, CodeHostRefused, "the recipe tried %s, which is not one of its allowed hosts", host)
+func hostRefused(host string) *httpjson.HTTPError {
+	return httpjson.Errorf(http.StatusForbidden, CodeHostRefused, "the recipe tried %s, which is not one of its allowed hosts", host)
 }
 
-func pageBudget(n int) *Error {
-	return newError(http.StatusUnprocessableEntity, CodePageBudget, "the run needed more than its budget of %d pages", n)
+func pageBudget(n int) *httpjson.HTTPError {
+	return httpjson.Errorf(http.StatusUnprocessableEntity, CodePageBudget, "the run needed more than its budget of %d pages", n)
 }
 
-func moduleLimit(format string, a ...any) *Error {
-	return newError(http.StatusUnprocessableEntity, CodeModuleLimit, format, a...)
+func moduleLimit(format string, a ...any) *httpjson.HTTPError {
+	return httpjson.Errorf(http.StatusUnprocessableEntity, CodeModuleLimit, format, a...)
 }
 
-func badModule(format string, a ...any) *Error {
-	return newError(http.StatusUnprocessableEntity, CodeBadModule, format, a...)
+func badModule(format string, a ...any) *httpjson.HTTPError {
+	return httpjson.Errorf(http.StatusUnprocessableEntity, CodeBadModule, format, a...)
 }
 
-func fetchFailed(format string, a ...any) *Error {
-	return newError(http.StatusBadGateway, CodeFetchFailed, format, a...)
+func fetchFailed(format string, a ...any) *httpjson.HTTPError {
+	return httpjson.Errorf(http.StatusBadGateway, CodeFetchFailed, format, a...)
 }
 
-func timeout() *Error {
-	return newError(http.StatusGatewayTimeout, CodeTimeout, "the run passed its time limit")
+func timeout() *httpjson.HTTPError {
+	return httpjson.Errorf(http.StatusGatewayTimeout, CodeTimeout, "the run passed its time limit")
 }
 
-// AsError is err as an *Error, or nil.
-func AsError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
+// RunError is the §7 error of a failed run: err's *httpjson.HTTPError, or
+// a 500 internal one that wraps err without showing it.
+func RunError(err error) *httpjson.HTTPError {
+	if e, ok := errors.AsType[*httpjson.HTTPError](err); ok {
 		return e
 	}
-	return nil
+	return &httpjson.HTTPError{Status: http.StatusInternalServerError, Code: "internal", Message: "the run failed", Err: err, Private: true}
 }
 
 // errBadSession stops a run whose session the site refused.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/recipespec"
 	"github.com/trawlhq/trawl/internal/store"
 )
@@ -151,6 +152,9 @@ func (s *Service) check(ctx context.Context, rc *Recipe, h *healthRec, inputs ma
 	switch {
 	case err != nil:
 		msg := err.Error()
+		if e, ok := errors.AsType[*httpjson.HTTPError](err); ok {
+			msg = e.Code + ": " + e.Message // the catalog shows the §7 code
+		}
 		c.Error = &msg
 	case res.Meta.Blocked != nil:
 		msg := "blocked: " + *res.Meta.Blocked

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/store"
 )
@@ -48,11 +49,17 @@ type Job struct {
 	Error    *JobError       `json:"error"`
 }
 
-// JobError is a failed job's §7 error.
+// JobError is a failed job's §7 error as its record keeps it.
 type JobError struct {
 	Code    string `json:"error"`
 	Message string `json:"message"`
 	Status  int    `json:"status"`
+}
+
+// jobError is e as a job's record keeps it.
+func jobError(e *httpjson.HTTPError) *JobError {
+	b := e.Body()
+	return &JobError{Code: b.Error, Message: b.Message, Status: e.Status}
 }
 
 // jobRecord is a Job as stored (with its owner).
@@ -73,7 +80,7 @@ type Charge struct {
 }
 
 // ErrNoJob is a job id this account does not own.
-var ErrNoJob = &Error{Status: http.StatusNotFound, Code: "not_found", Message: "no such recipe job"}
+var ErrNoJob = &httpjson.HTTPError{Status: http.StatusNotFound, Code: "not_found", Message: "no such recipe job"}
 
 func jobKey(id string) []byte { return append(append([]byte(nil), prefixJob...), id...) }
 
@@ -118,12 +125,9 @@ func (s *Service) finishJob(rec *jobRecord, rc *Recipe, res *Result, err error) 
 	if meta.FromCache {
 		rec.Units = 0
 	}
-	if e := AsError(err); err != nil {
-		if e == nil {
-			e = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "the run failed"}
-		}
+	if err != nil {
 		rec.Status = JobFailed
-		rec.Error = &JobError{Code: e.Code, Message: e.Message, Status: e.Status}
+		rec.Error = jobError(RunError(err))
 	} else {
 		rec.Status = JobDone
 		rec.Rows = res.rowsJSON()
@@ -188,7 +192,7 @@ func (s *Service) failInterrupted() {
 	for _, rec := range recs {
 		at := s.cfg.Now().UTC()
 		rec.Status, rec.Finished = JobFailed, &at
-		rec.Error = &JobError{Code: CodeTimeout, Message: "the cell restarted during the run; nothing was charged, submit it again", Status: http.StatusGatewayTimeout}
+		rec.Error = jobError(httpjson.Errorf(http.StatusGatewayTimeout, CodeTimeout, "the cell restarted during the run; nothing was charged, submit it again"))
 		if err := s.saveJob(&rec, store.Sync); err != nil {
 			s.cfg.Logger.Warn("recipe job not failed", "job", rec.ID, "err", err)
 		}

@@ -32,7 +32,7 @@ func TestCheckInputs(t *testing.T) {
 		t.Errorf("expand: %s", got)
 	}
 	for _, b := range []string{`{}`, `{"q":1}`, `{"q":"x","n":1.5}`, `{"q":"x","n":"2"}`, `{"q":"x","on":"yes"}`, `{"q":"x","d":"02/11/2026"}`, `{"q":"x","z":1}`, `{"q":"x","bypass_cache":"no"}`} {
-		if _, _, err := r.Check(body(b)); AsError(err) == nil || AsError(err).Code != CodeBadInput || AsError(err).Status != 400 {
+		if _, _, err := r.Check(body(b)); RunError(err).Code != CodeBadInput || RunError(err).Status != 400 {
 			t.Errorf("%s: %v", b, err)
 		}
 	}

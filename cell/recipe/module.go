@@ -15,6 +15,8 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/trawlhq/trawl/internal/httpjson"
 )
 
 // HostModule is the import module of the host API a recipe module calls
@@ -184,8 +186,8 @@ func (r *run) moduleStopped(run, mod context.Context) error {
 	return moduleLimit("the module ran past its limit of %d ms", r.rc.Limits.TimeMS)
 }
 
-func hostError(e *Error) []byte {
-	b, _ := json.Marshal(map[string]string{"error": e.Code, "message": e.Message})
+func hostError(e *httpjson.HTTPError) []byte {
+	b, _ := json.Marshal(e.Body())
 	return b
 }
 
@@ -204,13 +206,13 @@ func (r *run) hostCall(ctx context.Context, raw []byte) []byte {
 		return hostError(badModule("a host request is not JSON: %v", err))
 	}
 	asErr := func(err error) []byte {
-		if e := AsError(err); e != nil {
+		if e, ok := errors.AsType[*httpjson.HTTPError](err); ok {
 			return hostError(e)
 		}
 		if errors.Is(err, errBadSession) {
-			return hostError(&Error{Code: "bad_session", Message: "the site refused the session"})
+			return hostError(&httpjson.HTTPError{Code: "bad_session", Message: "the site refused the session"})
 		}
-		return hostError(&Error{Code: "error", Message: err.Error()})
+		return hostError(&httpjson.HTTPError{Code: "error", Message: err.Error()})
 	}
 	switch req.Op {
 	case "input":

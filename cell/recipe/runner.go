@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/recipespec"
 	"github.com/trawlhq/trawl/internal/store"
 )
@@ -98,7 +99,7 @@ func (s *Service) run(ctx context.Context, rc *Recipe, vals Values) (*Result, er
 	if err != nil && errors.Is(rctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		err = timeout()
 	}
-	if err != nil && AsError(err) == nil && !errors.Is(err, errBadSession) && ctx.Err() == nil {
+	if _, ok := errors.AsType[*httpjson.HTTPError](err); err != nil && !ok && !errors.Is(err, errBadSession) && ctx.Err() == nil {
 		err = badModule("the run failed: %v", err)
 	}
 	return r.finish(err)

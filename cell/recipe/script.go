@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/dop251/goja"
+
+	"github.com/trawlhq/trawl/internal/httpjson"
 )
 
 // Interrupt reasons of a script.
@@ -74,7 +76,7 @@ func (r *run) runScript(ctx context.Context) error {
 			return moduleLimit("the script was stopped")
 		}
 	}
-	if e := AsError(err); e != nil {
+	if e, ok := errors.AsType[*httpjson.HTTPError](err); ok {
 		return e
 	}
 	if err != nil {

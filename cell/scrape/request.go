@@ -13,6 +13,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/internal/httpjson"
 )
 
 // Options are the per-URL fields of docs/spec/hosted-api.md §2.1 that every scrape route accepts,
@@ -183,38 +184,7 @@ func (p ParseField) MarshalJSON() ([]byte, error) {
 	}(p))
 }
 
-// Error is a refusal or failure with its HTTP status and the JSON error code
-// of the API ({"error": Code, "message": Message}).
-type Error struct {
-	Status  int
-	Code    string
-	Message string
-	Err     error
-	// Private keeps Err out of the answer (it is logged): a cause that
-	// names the cell's own infrastructure, such as a proxy's address.
-	Private bool
-}
-
-func (e *Error) Error() string {
-	if e.Err != nil {
-		return e.Message + ": " + e.Err.Error()
-	}
-	return e.Message
-}
-
-func (e *Error) Unwrap() error { return e.Err }
-
 // BadInput is a 400 for a request the caller must change.
-func BadInput(msg string) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: "bad_input", Message: msg}
-}
-
-// AsError maps any error to an *Error: errors that are not already one are
-// internal (500).
-func AsError(err error) *Error {
-	var e *Error
-	if errors.As(err, &e) {
-		return e
-	}
-	return &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error", Err: err}
+func BadInput(msg string) *httpjson.HTTPError {
+	return &httpjson.HTTPError{Status: http.StatusBadRequest, Code: "bad_input", Message: msg}
 }

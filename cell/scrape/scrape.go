@@ -22,6 +22,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/urlpolicy"
@@ -69,7 +70,7 @@ type Service struct {
 }
 
 // ErrClosed is returned by Scrape after Close.
-var ErrClosed = &Error{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "the cell is shutting down"}
+var ErrClosed = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "shutting_down", Message: "the cell is shutting down"}
 
 // New builds a Service over a store and the engine ladder.
 func New(st *store.Store, l *ladder.Ladder, cfg Config) *Service {
@@ -165,8 +166,8 @@ func (o *Outcome) AppendTail(dst []byte, elapsed time.Duration) []byte {
 	return append(dst, '}')
 }
 
-// Scrape returns the result for one URL. Errors are *Error values with the
-// status the API answers.
+// Scrape returns the result for one URL. Errors are *httpjson.HTTPError
+// values with the status the API answers.
 func (s *Service) Scrape(ctx context.Context, rawURL string, opts Options) (*Outcome, error) {
 	return s.ScrapeAppend(ctx, nil, rawURL, opts)
 }
@@ -276,7 +277,7 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 func buildResult(requested string, resp *fetch.Response, opts Options, now time.Time, index bool) (*Result, *content.Document, error) {
 	final, err := url.Parse(resp.URL)
 	if err != nil {
-		return nil, nil, &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site redirected to an invalid url", Err: err}
+		return nil, nil, &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site redirected to an invalid url", Err: err}
 	}
 	res := &Result{
 		URL:         requested,
@@ -294,7 +295,7 @@ func buildResult(requested string, resp *fetch.Response, opts Options, now time.
 		}
 		doc, err = content.Process(resp.Body, final, content.Options{Parse: po})
 		if err != nil {
-			return nil, nil, &Error{Status: http.StatusUnprocessableEntity, Code: "unsupported_content", Message: "the page could not be read as HTML", Err: err}
+			return nil, nil, &httpjson.HTTPError{Status: http.StatusUnprocessableEntity, Code: "unsupported_content", Message: "the page could not be read as HTML", Err: err, Private: true}
 		}
 	case kindText:
 		text := string(resp.Body)
@@ -303,7 +304,7 @@ func buildResult(requested string, resp *fetch.Response, opts Options, now time.
 			doc.Parsed = &content.Parsed{}
 		}
 	default:
-		return nil, nil, &Error{Status: http.StatusUnprocessableEntity, Code: "unsupported_content",
+		return nil, nil, &httpjson.HTTPError{Status: http.StatusUnprocessableEntity, Code: "unsupported_content",
 			Message: fmt.Sprintf("content type %q is not supported (HTML and plain text are)", resp.ContentType)}
 	}
 	res.Title = doc.Title
@@ -434,7 +435,7 @@ func (s *Service) SweepCache() (int, error) {
 	return s.store.SweepExpired(prefixCache, s.cfg.Now())
 }
 
-func urlError(err error) *Error {
+func urlError(err error) *httpjson.HTTPError {
 	switch {
 	case errors.Is(err, fetch.ErrScheme):
 		return BadInput(fetch.ErrScheme.Error())
@@ -452,37 +453,38 @@ func fetchError(err error) error {
 	case errors.As(err, new(*fetch.NoProxyError)), errors.Is(err, ladder.ErrNeedsBrowser):
 		return BadInput(err.Error())
 	case errors.Is(err, ladder.ErrBlocked):
-		return &Error{Status: http.StatusForbidden, Code: "blocked",
+		return &httpjson.HTTPError{Status: http.StatusForbidden, Code: "blocked",
 			Message: err.Error() + "; nothing was charged"}
 	case errors.Is(err, fetch.ErrFleetBusy):
-		return &Error{Status: http.StatusServiceUnavailable, Code: "fleet-busy",
-			Message: "no browser is free right now; nothing was charged, repeat the same request in a few seconds", Err: err}
+		return &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "fleet-busy",
+			Message: "no browser is free right now; nothing was charged, repeat the same request in a few seconds", Err: err, Private: true,
+			RetryAfter: 5 * time.Second}
 	case errors.Is(err, browser.ErrOptions):
-		return &Error{Status: http.StatusBadRequest, Code: "bad_input", Message: "the browser could not use these options: " + err.Error()}
+		return &httpjson.HTTPError{Status: http.StatusBadRequest, Code: "bad_input", Message: "the browser could not use these options: " + err.Error()}
 	case errors.Is(err, browser.ErrWaitFor):
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "wait_for_failed",
-			Message: "the wait_for condition did not hold before the page's deadline; nothing was charged", Err: err}
+		return &httpjson.HTTPError{Status: http.StatusUnprocessableEntity, Code: "wait_for_failed",
+			Message: "the wait_for condition did not hold before the page's deadline; nothing was charged", Err: err, Private: true}
 	case errors.Is(err, browser.ErrScript):
-		return &Error{Status: http.StatusUnprocessableEntity, Code: "script_failed",
+		return &httpjson.HTTPError{Status: http.StatusUnprocessableEntity, Code: "script_failed",
 			Message: "the js option threw or did not finish; nothing was charged: " + err.Error()}
 	case errors.Is(err, browser.ErrCrashed):
-		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the browser crashed on this page twice", Err: err}
+		return &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the browser crashed on this page twice", Err: err}
 	case errors.Is(err, browser.ErrClosed):
 		return ErrClosed
 	case errors.Is(err, fetch.ErrProxy):
 		// The cause names the proxy's address: logged, not shown.
-		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed",
+		return &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed",
 			Message: "the cell's proxy did not answer or refused the cell; nothing was charged, repeat the request", Err: err, Private: true}
 	case errors.Is(err, fetch.ErrNotPublic):
 		// Reached only through a redirect or DNS answer: the URL itself passed.
-		return &Error{Status: http.StatusBadRequest, Code: "bad_input", Message: fetch.ErrNotPublic.Error(), Err: err}
+		return &httpjson.HTTPError{Status: http.StatusBadRequest, Code: "bad_input", Message: fetch.ErrNotPublic.Error(), Err: err, Private: true}
 	case errors.Is(err, fetch.ErrTooLarge):
-		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the page is larger than this cell accepts", Err: err}
+		return &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the page is larger than this cell accepts", Err: err}
 	case errors.Is(err, fetch.ErrTooManyRedirects):
-		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site redirected too many times", Err: err}
+		return &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site redirected too many times", Err: err}
 	case errors.Is(err, fetch.ErrUnreachable), errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site did not answer", Err: err}
+		return &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site did not answer", Err: err}
 	default:
-		return &Error{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the page could not be fetched", Err: err}
+		return &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the page could not be fetched", Err: err}
 	}
 }

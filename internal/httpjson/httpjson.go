@@ -3,7 +3,9 @@
 // (the crawl-task server keeps its own shapes, see docs/spec/crawl-server.md).
 //
 // An error body is {"error": code, "message": text}: a stable code and a
-// sentence safe to show a person (docs/api.md).
+// sentence safe to show a person (docs/api.md). Handlers return an
+// *HTTPError, which carries both and its status, and answer any error with
+// WriteError.
 package httpjson
 
 import (
@@ -22,7 +24,7 @@ type ErrorBody struct {
 }
 
 // internalBody answers when v cannot be encoded (a bug, never the client's).
-var internalBody = []byte(`{"error":"internal","message":"something went wrong on our side; try again"}` + "\n")
+var internalBody = []byte(`{"error":"internal","message":"` + internalMessage + `"}` + "\n")
 
 // Write answers status with v as JSON. It sets Content-Type, nosniff, and
 // Cache-Control: no-store unless the handler set a Cache-Control of its
@@ -44,7 +46,8 @@ func Write(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(b) // fails only when the client has gone
 }
 
-// Error answers status with the API's error body.
+// Error answers status with the API's error body; WriteError answers an
+// error.
 func Error(w http.ResponseWriter, status int, code, message string) {
 	Write(w, status, ErrorBody{Error: code, Message: message})
 }
@@ -64,8 +67,8 @@ const (
 )
 
 // DecodeError says why a body was refused. Its Error text is the API's
-// message; handlers with older wording of their own build theirs from the
-// fields.
+// message, and WriteError answers it with its Status and Code; handlers
+// with older wording of their own build theirs from the fields.
 type DecodeError struct {
 	Problem Problem
 	// Limit is the route's body limit in bytes.
