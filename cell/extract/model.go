@@ -148,14 +148,7 @@ func (m *Model) chunk(ctx context.Context, pageURL, chunk string, i, n int, plan
 	if plan.Example != nil {
 		fmt.Fprintf(&u, "Example of the structure (not of the values):\n%s\n\n", truncateText(string(plan.Example), 4<<10))
 	}
-	if pageURL != "" {
-		fmt.Fprintf(&u, "Page URL: %s\n", pageURL)
-	}
-	if n > 1 {
-		fmt.Fprintf(&u, "Page content (Markdown, part %d of %d; fill what this part shows):\n\n%s", i+1, n, chunk)
-	} else {
-		fmt.Fprintf(&u, "Page content (Markdown):\n\n%s", chunk)
-	}
+	llm.WritePage(&u, pageURL, chunk, i, n, "fill what this part shows")
 	req := llm.Request{
 		Messages: []llm.Message{
 			{Role: "system", Content: modelSystem},

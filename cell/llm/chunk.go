@@ -1,6 +1,8 @@
 package llm
 
 import (
+	"fmt"
+	"io"
 	"strings"
 	"unicode/utf8"
 )
@@ -108,4 +110,21 @@ func tail(s string, n int) string {
 		start++
 	}
 	return s[start:]
+}
+
+// WritePage writes the page part of a prompt: the page's URL when known,
+// then chunk i of n of its Markdown, with note after the part count when
+// the page is in several parts ("fill what this part shows").
+func WritePage(w io.Writer, pageURL, chunk string, i, n int, note string) {
+	if pageURL != "" {
+		fmt.Fprintf(w, "Page URL: %s\n", pageURL)
+	}
+	switch {
+	case n > 1 && note != "":
+		fmt.Fprintf(w, "Page content (Markdown, part %d of %d; %s):\n\n%s", i+1, n, note, chunk)
+	case n > 1:
+		fmt.Fprintf(w, "Page content (Markdown, part %d of %d):\n\n%s", i+1, n, chunk)
+	default:
+		fmt.Fprintf(w, "Page content (Markdown):\n\n%s", chunk)
+	}
 }

@@ -150,14 +150,7 @@ func (s *llmStrategy) request(pageURL, chunk string, i, n int) llm.Request {
 	if s.schema != nil {
 		fmt.Fprintf(&u, "Each item must be a JSON object matching this JSON schema:\n%s\n\n", s.schema)
 	}
-	if pageURL != "" {
-		fmt.Fprintf(&u, "Page URL: %s\n", pageURL)
-	}
-	if n > 1 {
-		fmt.Fprintf(&u, "Page content (Markdown, part %d of %d):\n\n%s", i+1, n, chunk)
-	} else {
-		fmt.Fprintf(&u, "Page content (Markdown):\n\n%s", chunk)
-	}
+	llm.WritePage(&u, pageURL, chunk, i, n, "")
 	r := llm.Request{
 		Messages: []llm.Message{
 			{Role: "system", Content: systemPrompt},
