@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -60,6 +59,8 @@ func (c *Cell) handlers() map[string]http.HandlerFunc {
 		"GET /recipes/health/local": c.handleRecipeHealth,
 		"POST /recipes/{name}":      c.handleRecipeRun,
 		"GET /recipes/jobs/{id}":    c.handleRecipeJob,
+		// Firecrawl v2 (cell/v2.go).
+		"POST /v2/scrape": c.handleV2Scrape,
 	}
 }
 
@@ -80,44 +81,15 @@ func Rows() []routes.Route {
 // with Allow for another method on a route's path, 404 elsewhere. It panics
 // when a route has no handler or a handler no route (TestRouteTable).
 func (c *Cell) Handler() http.Handler {
-	hs := c.handlers()
-	byPath := map[string]map[string]http.HandlerFunc{}
-	var paths []string
-	for _, r := range Rows() {
-		h, ok := hs[r.Pattern]
-		if !ok {
-			panic(fmt.Sprintf("cell: route %q has no handler", r.Pattern))
-		}
-		delete(hs, r.Pattern)
-		p := r.Path()
-		if byPath[p] == nil {
-			byPath[p] = map[string]http.HandlerFunc{}
-			paths = append(paths, p)
-		}
-		byPath[p][r.Method()] = h
+	hs := routes.Handlers{}
+	for pattern, h := range c.handlers() {
+		hs[pattern] = h
 	}
-	for pattern := range hs {
-		panic(fmt.Sprintf("cell: handler %q serves no route of the table", pattern))
-	}
-	mux := http.NewServeMux()
-	for _, p := range paths {
-		methods := byPath[p]
-		mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-			if h, ok := methods[r.Method]; ok {
-				h(w, r)
-				return
-			}
-			if r.Method == http.MethodHead && methods["GET"] != nil {
-				methods["GET"](w, r)
-				return
-			}
-			allow := make([]string, 0, len(methods))
-			for m := range methods {
-				allow = append(allow, m)
-			}
-			w.Header().Set("Allow", strings.Join(allow, ", "))
-			httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", fmt.Sprintf("%s is not allowed on %s", r.Method, r.URL.Path))
-		})
+	// The span (started by traced) is named for the row's pattern, so
+	// names carry no job, monitor or recipe id.
+	mux, err := routes.Mux(Rows(), hs, routes.MuxOptions{SpanPrefix: "cell "})
+	if err != nil {
+		panic("cell: " + err.Error())
 	}
 	for pattern, h := range c.cfg.Pages {
 		mux.Handle(pattern, h)

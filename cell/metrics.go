@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 // observe registers the cell's gauges (docs/operations.md, "Metrics"):
@@ -68,6 +69,6 @@ func countPages(ctx context.Context, r *http.Request, header string) {
 	if n <= 0 {
 		return
 	}
-	pages.Add(ctx, n, metric.WithAttributes(attribute.String("http.route", r.Method+" "+routeName(r.URL.Path)),
+	pages.Add(ctx, n, metric.WithAttributes(attribute.String("http.route", routes.Default().Match(r).Pattern),
 		attribute.String("trawl.cache", u.Cache), attribute.String("trawl.engine", u.Engine)))
 }

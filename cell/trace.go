@@ -2,7 +2,6 @@ package cell
 
 import (
 	"net/http"
-	"strings"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -14,12 +13,13 @@ import (
 var tracer = otel.Tracer("github.com/trawlhq/trawl/cell")
 
 // traced continues the gate's W3C trace context and records the cell's
-// work as a server span named for the route ("cell POST /scrape"). With no
+// work as a server span, named for the route's row by the cell's mux
+// ("cell POST /monitors/{id}"; "cell GET" for a path of no row). With no
 // tracer provider set (tracing off) the span is a no-op.
 func traced(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := tracer.Start(ctx, "cell "+r.Method+" "+routeName(r.URL.Path), trace.WithSpanKind(trace.SpanKindServer),
+		ctx, span := tracer.Start(ctx, "cell "+r.Method, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(attribute.String("url.path", r.URL.Path)))
 		defer span.End()
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
@@ -33,18 +33,6 @@ func traced(next http.Handler) http.Handler {
 			span.SetStatus(codes.Error, http.StatusText(sw.status))
 		}
 	})
-}
-
-// routeName is the path with object ids replaced, so span names stay few.
-func routeName(path string) string {
-	if rest, ok := strings.CutPrefix(path, "/scrape/jobs/"); ok && rest != "" {
-		_, tail, _ := strings.Cut(rest, "/")
-		if tail != "" {
-			return "/scrape/jobs/{id}/" + tail
-		}
-		return "/scrape/jobs/{id}"
-	}
-	return path
 }
 
 type statusWriter struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -26,9 +27,10 @@ import (
 // The operator API (docs/operations.md, "The operator API"): the rows of
 // internal/routes under /operator/v1/, answered by this gate for its region's
 // cells and, through the ledger, for every region's accounts, keys, plans
-// and price table. Only a key with the operator role (ledger.RoleOperator)
-// gets past operatorOnly: a customer's key is 403, no key 401 (the auth
-// module), a request another region's gate forwarded 403.
+// and price table. Their rows need the operator role (ledger.RoleOperator):
+// trawl_auth answers a customer's key 403, no key 401, and a request
+// another region's gate forwarded 403, before the body is read; the gate's
+// mux checks the role again from the row (requireRole, gate/routes.go).
 
 // OperatorAccount is the account the gate's bootstrap operator key
 // (TRAWL_OPERATOR_KEY) belongs to.
@@ -109,48 +111,47 @@ var (
 	cellRe    = regexp.MustCompile(`^[a-z0-9]{1,16}$`)
 )
 
-// operatorHandler serves the operator rows.
-func (rt *Runtime) operatorHandler() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /operator/v1/cells", rt.opCells)
-	mux.HandleFunc("POST /operator/v1/cells/{name}/drain", rt.opDrain(true))
-	mux.HandleFunc("DELETE /operator/v1/cells/{name}/drain", rt.opDrain(false))
-	mux.HandleFunc("DELETE /operator/v1/cells/{name}", rt.opRemoveCell)
-	mux.HandleFunc("POST /operator/v1/accounts", rt.opCreateAccount)
-	mux.HandleFunc("GET /operator/v1/accounts/{account}", rt.opAccount)
-	mux.HandleFunc("POST /operator/v1/accounts/{account}/grants", rt.opGrant)
-	mux.HandleFunc("GET /operator/v1/accounts/{account}/keys", rt.opKeys)
-	mux.HandleFunc("POST /operator/v1/accounts/{account}/keys", rt.opCreateKey)
-	mux.HandleFunc("DELETE /operator/v1/accounts/{account}/keys/{id}", rt.opRevokeKey)
-	mux.HandleFunc("GET /operator/v1/prices", rt.opPrices)
-	mux.HandleFunc("PUT /operator/v1/prices", rt.opSetPrices)
-	mux.HandleFunc("GET /operator/v1/plans", rt.opPlans)
-	mux.HandleFunc("PUT /operator/v1/plans/{plan}", rt.opSetPlan)
-	mux.HandleFunc("GET /operator/v1/recipes", rt.opRecipes) // gate/operator_recipes.go
-	mux.HandleFunc("GET /operator/v1/recipes/{name}", rt.opRecipe)
-	mux.HandleFunc("PUT /operator/v1/recipes/{name}", rt.opSetRecipe)
-	mux.HandleFunc("DELETE /operator/v1/recipes/{name}", rt.opDeleteRecipe)
-	mux.HandleFunc("/operator/", func(w http.ResponseWriter, r *http.Request) {
-		httpjson.Error(w, http.StatusNotFound, billing.CodeNotFound, "no such operator route: "+r.Method+" "+r.URL.Path)
-	})
-	return rt.operatorOnly(mux)
+// operatorHandlers are the operator rows' handlers. Each reads its body
+// within its row's BodyLimit (routes.Limit).
+func (rt *Runtime) operatorHandlers() routes.Handlers {
+	return routes.Handlers{
+		"GET /operator/v1/cells":                           http.HandlerFunc(rt.opCells),
+		"POST /operator/v1/cells/{name}/drain":             rt.opDrain(true),
+		"DELETE /operator/v1/cells/{name}/drain":           rt.opDrain(false),
+		"DELETE /operator/v1/cells/{name}":                 http.HandlerFunc(rt.opRemoveCell),
+		"POST /operator/v1/accounts":                       http.HandlerFunc(rt.opCreateAccount),
+		"GET /operator/v1/accounts/{account}":              http.HandlerFunc(rt.opAccount),
+		"POST /operator/v1/accounts/{account}/grants":      http.HandlerFunc(rt.opGrant),
+		"GET /operator/v1/accounts/{account}/keys":         http.HandlerFunc(rt.opKeys),
+		"POST /operator/v1/accounts/{account}/keys":        http.HandlerFunc(rt.opCreateKey),
+		"DELETE /operator/v1/accounts/{account}/keys/{id}": http.HandlerFunc(rt.opRevokeKey),
+		"GET /operator/v1/prices":                          http.HandlerFunc(rt.opPrices),
+		"PUT /operator/v1/prices":                          http.HandlerFunc(rt.opSetPrices),
+		"GET /operator/v1/plans":                           http.HandlerFunc(rt.opPlans),
+		"PUT /operator/v1/plans/{plan}":                    http.HandlerFunc(rt.opSetPlan),
+		"GET /operator/v1/recipes":                         http.HandlerFunc(rt.opRecipes), // gate/operator_recipes.go
+		"GET /operator/v1/recipes/{name}":                  http.HandlerFunc(rt.opRecipe),
+		"PUT /operator/v1/recipes/{name}":                  http.HandlerFunc(rt.opSetRecipe),
+		"DELETE /operator/v1/recipes/{name}":               http.HandlerFunc(rt.opDeleteRecipe),
+		"/operator/": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			httpjson.Error(w, http.StatusNotFound, billing.CodeNotFound, "no such operator route: "+r.Method+" "+r.URL.Path)
+		}),
+	}
 }
 
-// operatorOnly lets through requests made with an operator key.
-func (rt *Runtime) operatorOnly(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := IdentityFrom(r.Context())
-		switch {
-		case id == nil || (id.Key == nil && id.Forwarded == ""):
-			w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
-			httpjson.Error(w, http.StatusUnauthorized, billing.CodeUnauthorized, "the operator API needs an operator key")
-			return
-		case id.Key == nil || id.Key.Role != ledger.RoleOperator:
-			httpjson.Error(w, http.StatusForbidden, billing.CodeForbidden, "the operator API needs an operator key; this key is not one")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+// opDecode reads the JSON body of r into v within its row's BodyLimit, or
+// answers the refusal and returns false.
+func opDecode(w http.ResponseWriter, r *http.Request, v any) bool {
+	err := httpjson.Decode(w, r, routes.Limit(r), v)
+	if err == nil {
+		return true
+	}
+	if de, ok := errors.AsType[*httpjson.DecodeError](err); ok {
+		httpjson.Error(w, de.Status(), de.Code(), de.Error())
+	} else {
+		httpjson.Error(w, http.StatusBadRequest, billing.CodeBadInput, err.Error())
+	}
+	return false
 }
 
 // drained reports whether an operator drained the cell.
@@ -311,10 +312,7 @@ type createAccountRequest struct {
 // POST /operator/v1/accounts
 func (rt *Runtime) opCreateAccount(w http.ResponseWriter, r *http.Request) {
 	var req createAccountRequest
-	if err := httpjson.Decode(w, r, 16<<10, &req); err != nil {
-		var de *httpjson.DecodeError
-		errors.As(err, &de)
-		httpjson.Error(w, de.Status(), de.Code(), de.Error())
+	if !opDecode(w, r, &req) {
 		return
 	}
 	if req.Plan == "" {
@@ -411,10 +409,7 @@ func (rt *Runtime) opCreateKey(w http.ResponseWriter, r *http.Request) {
 	}
 	var req createKeyRequest
 	if r.ContentLength != 0 {
-		if err := httpjson.Decode(w, r, 16<<10, &req); err != nil {
-			var de *httpjson.DecodeError
-			errors.As(err, &de)
-			httpjson.Error(w, de.Status(), de.Code(), de.Error())
+		if !opDecode(w, r, &req) {
 			return
 		}
 	}
@@ -513,10 +508,7 @@ type setPricesRequest struct {
 // region.
 func (rt *Runtime) opSetPrices(w http.ResponseWriter, r *http.Request) {
 	var req setPricesRequest
-	if err := httpjson.Decode(w, r, 1<<20, &req); err != nil {
-		var de *httpjson.DecodeError
-		errors.As(err, &de)
-		httpjson.Error(w, de.Status(), de.Code(), de.Error())
+	if !opDecode(w, r, &req) {
 		return
 	}
 	if len(req.Table) == 0 {
@@ -583,10 +575,7 @@ func (rt *Runtime) opSetPlan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req setPlanRequest
-	if err := httpjson.Decode(w, r, 16<<10, &req); err != nil {
-		var de *httpjson.DecodeError
-		errors.As(err, &de)
-		httpjson.Error(w, de.Status(), de.Code(), de.Error())
+	if !opDecode(w, r, &req) {
 		return
 	}
 	if req.RatePerMinute < 0 || req.Concurrency < 0 || req.Keys < 0 || req.MonthlyCap < 0 || req.MonthlyCredits < 0 {
@@ -723,10 +712,7 @@ func (rt *Runtime) opGrant(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req grantRequest
-	if err := httpjson.Decode(w, r, 16<<10, &req); err != nil {
-		var de *httpjson.DecodeError
-		errors.As(err, &de)
-		httpjson.Error(w, de.Status(), de.Code(), de.Error())
+	if !opDecode(w, r, &req) {
 		return
 	}
 	if req.Bucket == "" {

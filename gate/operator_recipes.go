@@ -56,10 +56,6 @@ type RecipeList struct {
 	Recipes []RecipeInfo `json:"recipes"`
 }
 
-// recipeMaxBody bounds PUT /operator/v1/recipes/{name}: the largest
-// module base64-encoded, and its manifest (the row's BodyLimit agrees).
-const recipeMaxBody = ledger.MaxRecipeBytes*4/3 + 1<<20
-
 func recipeBody(sr *ledger.StoredRecipe) RecipeBody {
 	t := sr.Updated
 	return RecipeBody{Name: sr.Name, Manifest: sr.Manifest, Script: string(sr.Files[recipespec.ScriptFile]),
@@ -107,10 +103,7 @@ func (rt *Runtime) opRecipe(w http.ResponseWriter, r *http.Request) {
 func (rt *Runtime) opSetRecipe(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	var req RecipeBody
-	if err := httpjson.Decode(w, r, recipeMaxBody, &req); err != nil {
-		var de *httpjson.DecodeError
-		errors.As(err, &de)
-		httpjson.Error(w, de.Status(), de.Code(), de.Error())
+	if !opDecode(w, r, &req) {
 		return
 	}
 	if req.Name != "" && req.Name != name {

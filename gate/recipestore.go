@@ -10,6 +10,7 @@ import (
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/recipestore"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -22,7 +23,7 @@ type recipeStore struct {
 }
 
 func (s *recipeStore) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	claims, body, err := s.V.ReadCall(r, 1<<16)
+	claims, body, err := s.V.ReadCall(r, routes.Limit(r))
 	if err != nil {
 		s.Log.Warn("recipe store: refused a request not signed by a member of the region", "path", r.URL.Path, "err", err)
 		httpjson.Error(w, http.StatusForbidden, "forbidden", "only the region's cells read the recipe store")

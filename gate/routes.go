@@ -24,17 +24,24 @@ import (
 func (rt *Runtime) Routes() *routes.Table { return routes.Default() }
 
 // Handler serves the gate's own routes: the Gate rows of the route table,
-// each answered by the handler of its service. Every service but health
-// answers a method its path does not take with its own 405; health is
-// registered with its method, so another method gets the billing API's 404
-// as before.
-func (rt *Runtime) Handler() http.Handler {
-	services := map[string]http.Handler{
-		"health":   http.HandlerFunc(rt.health),
-		"ledger":   rt.node.Handler(),
+// each with the handler its service has for the row's pattern (routes.Mux:
+// the row in the request's context, HEAD by GET, 405 with Allow for
+// another method of a row's path). A row without a handler, a handler
+// without a row, or a service's handler on another service's row is an
+// error: Provision fails (caddy-modules/api).
+func (rt *Runtime) Handler() (http.Handler, error) {
+	account := func(r *http.Request) string {
+		if id := IdentityFrom(r.Context()); id != nil && id.Account != nil {
+			return id.Account.ID
+		}
+		return ""
+	}
+	services := map[string]routes.Handlers{
+		"health":   {"GET /health": http.HandlerFunc(rt.health)},
+		"ledger":   {"/internal/": rt.node.Handler()},
 		"signup":   rt.signup,
-		"estimate": estimate.Handler(estimate.Config{Prices: rt.cfg.Prices, Table: rt.prices, Observer: rt.obs}),
-		"usage": usage.Handler(usage.HandlerConfig{
+		"estimate": estimate.Handlers(estimate.Config{Prices: rt.cfg.Prices, Table: rt.prices, Observer: rt.obs}),
+		"usage": usage.Handlers(usage.HandlerConfig{
 			Log: rt.usage, State: rt.node.State(), Region: rt.cfg.Region, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 			Identity: func(ctx context.Context) *ledger.Account {
 				if id := IdentityFrom(ctx); id != nil {
@@ -43,74 +50,81 @@ func (rt *Runtime) Handler() http.Handler {
 				return nil
 			},
 		}),
-		"billing":     billing.NewHandler(rt.billing),
-		"monstore":    rt.monitors.server,
-		"recipestore": &recipeStore{State: rt.node.State(), V: regionauth.NewVerifier(rt.cfg.RegionKeys, time.Now), Log: rt.cfg.Logger},
-		"recipes": recipehealth.Handler(recipehealth.Config{
+		"billing":     billing.Handlers(rt.billing),
+		"monstore":    {"/monitor-store/": rt.monitors.server},
+		"recipestore": {"/recipe-store/": &recipeStore{State: rt.node.State(), V: regionauth.NewVerifier(rt.cfg.RegionKeys, time.Now), Log: rt.cfg.Logger}},
+		"recipes": recipehealth.Handlers(recipehealth.Config{
 			Region: rt.cfg.Region, Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 		}),
-		"operator": rt.operatorHandler(), // gate/operator.go
-		"search": search.Handler(search.Config{
+		"operator": rt.operatorHandlers(), // gate/operator.go
+		"search": search.Handlers(search.Config{
 			Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
-			Account: func(r *http.Request) string {
-				if id := IdentityFrom(r.Context()); id != nil {
-					return id.Account.ID
-				}
-				return ""
-			},
+			Account: account,
 		}),
 		// The tool server: each tool call goes through the gate's
 		// pipeline again (trawl_api puts it in the request's context).
-		"mcp": mcp.Handler(mcp.Config{Region: rt.cfg.Region, Pipeline: PipelineFrom, Logger: rt.cfg.Logger}),
-		"issues": issues.Handler(issues.Config{
-			Store: rt.st, Region: rt.cfg.Region, Now: rt.cfg.Now, OperatorOnly: rt.operatorOnly,
-			Account: func(r *http.Request) string {
-				if id := IdentityFrom(r.Context()); id != nil && id.Account != nil {
-					return id.Account.ID
-				}
-				return ""
-			},
-		}),
+		"mcp":    mcp.Handlers(mcp.Config{Region: rt.cfg.Region, Pipeline: PipelineFrom, Logger: rt.cfg.Logger}),
+		"issues": issues.Handlers(issues.Config{Store: rt.st, Region: rt.cfg.Region, Now: rt.cfg.Now, Account: account}),
 	}
-	mux, err := serviceMux(rt.Routes(), services)
-	if err != nil {
-		panic(err) // the table and this map are both in this repository: a test catches it
-	}
-	return mux
+	return gateMux(rt.Routes().Rows(), services)
 }
 
-// serviceMux registers each Gate row of t with its service's handler, and
-// everything else with billing's 404. It refuses a row without a handler
-// and a handler without a row.
-func serviceMux(t *routes.Table, services map[string]http.Handler) (*http.ServeMux, error) {
-	mux := http.NewServeMux()
-	used := map[string]bool{}
-	paths := map[string]bool{}
-	for _, row := range t.Rows() {
-		if row.Server != routes.Gate {
-			continue
-		}
-		h, ok := services[row.Service]
-		if !ok {
-			return nil, fmt.Errorf("gate: route %q: no handler for service %q", row.Pattern, row.Service)
-		}
-		used[row.Service] = true
-		pattern := row.Path()
-		if paths[pattern] {
-			continue
-		}
-		paths[pattern] = true
-		mux.Handle(pattern, h)
-	}
-	for name := range services {
-		if !used[name] {
-			return nil, fmt.Errorf("gate: service %q serves no route of the table", name)
+// gateMux registers each Gate row of rows with its service's handler for
+// the row's pattern (routes.Mux), a row that needs a role behind
+// requireRole, and answers any other path 404 (trawl_api sends only Gate
+// rows here). It refuses a row without a handler, a handler without a row,
+// and a handler a service has for another service's row.
+func gateMux(rows []routes.Route, services map[string]routes.Handlers) (*http.ServeMux, error) {
+	var gate []routes.Route
+	service := map[string]string{} // pattern → the service its row names
+	for _, row := range rows {
+		if row.Server == routes.Gate {
+			gate = append(gate, row)
+			service[row.Pattern] = row.Service
 		}
 	}
-	if !paths["/"] {
-		mux.Handle("/", services["billing"])
+	hs := routes.Handlers{}
+	for name, handlers := range services {
+		for pattern, h := range handlers {
+			if s, ok := service[pattern]; ok && s != name {
+				return nil, fmt.Errorf("gate: service %q has a handler for %q, a row of service %q", name, pattern, s)
+			}
+			hs[pattern] = h // a pattern of no row: routes.Mux refuses it
+		}
 	}
+	for _, row := range gate {
+		if h, ok := hs[row.Pattern]; ok && row.Role != "" {
+			hs[row.Pattern] = requireRole(row.Role, h)
+		}
+	}
+	mux, err := routes.Mux(gate, hs, routes.MuxOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("gate: %w", err)
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		httpjson.Error(w, http.StatusNotFound, billing.CodeNotFound, "no such route")
+	})
 	return mux, nil
+}
+
+// requireRole lets through a request whose identity is a key of role.
+// trawl_auth refuses any other from the row (401, 403) before its body is
+// read; this keeps a row's role if the handler is ever served without
+// trawl_auth in front of it, as the operator handlers check no key.
+func requireRole(role string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := IdentityFrom(r.Context())
+		switch {
+		case id == nil || (id.Key == nil && id.Forwarded == ""):
+			w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
+			httpjson.Error(w, http.StatusUnauthorized, billing.CodeUnauthorized, "this route needs a key with the "+role+" role")
+			return
+		case id.Key == nil || id.Key.Role != role:
+			httpjson.Error(w, http.StatusForbidden, billing.CodeForbidden, "this route needs a key with the "+role+" role; this key is not one")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Health is the gate's health: its ledger voter and its region's cells.
@@ -124,11 +138,6 @@ type Health struct {
 }
 
 func (rt *Runtime) health(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on /health")
-		return
-	}
 	st := rt.node.Status()
 	h := Health{Status: "ok", Region: rt.cfg.Region, Cells: len(rt.Cells()), LedgerLeader: st.Leader,
 		LedgerIndex: rt.node.State().Meta().AppliedIndex, Unsettled: rt.holds.Pending()}

@@ -24,6 +24,7 @@ import (
 	"github.com/trawlhq/trawl/gate/usage"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -137,7 +138,7 @@ type Runtime struct {
 	// or the built-in one); priceMu orders its updates.
 	priceVer atomic.Uint64
 	priceMu  sync.Mutex
-	signup   http.Handler
+	signup   routes.Handlers
 	gates    map[string]string // region → gate host:port
 	// forward signs and checks requests one region's gate sends another's
 	// (an object the other region owns): keys every gate derives from the
@@ -312,6 +313,13 @@ func (rt *Runtime) openServices(log *slog.Logger) (err error) {
 	rt.billing = billing.Config{
 		State: rt.node.State(), Ledger: rt.node, Holds: rt.holds, Prices: cfg.Prices, Table: rt.prices, Provider: provider,
 		Region: cfg.Region, PublicURL: cfg.PublicURL, Now: cfg.Now, Logger: log,
+		// The billing and keys routes take the caller trawl_auth found.
+		Identity: func(ctx context.Context) (*ledger.Key, *ledger.Account) {
+			if id := IdentityFrom(ctx); id != nil && id.Key != nil {
+				return id.Key, id.Account
+			}
+			return nil, nil
+		},
 	}
 	rt.replica = newReplicaCache(rt.node.State())
 	if rt.usage, err = usage.Open(rt.st); err != nil {
@@ -328,7 +336,7 @@ func (rt *Runtime) openServices(log *slog.Logger) (err error) {
 	// so a verification link works at any region's gate.
 	mac := hmac.New(sha256.New, []byte(cfg.LedgerSecret))
 	mac.Write([]byte("trawl signup link key"))
-	rt.signup = signup.New(signup.Config{Billing: rt.billing, Mailer: mailer, BaseURL: cfg.PublicURL, TokenSecret: mac.Sum(nil)})
+	rt.signup = signup.Handlers(signup.Config{Billing: rt.billing, Mailer: mailer, BaseURL: cfg.PublicURL, TokenSecret: mac.Sum(nil)})
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
@@ -24,7 +25,10 @@ const stdNotFound = "404 page not found\n"
 // side is cell.TestRouteTable.
 func TestGateRoutesHaveHandlers(t *testing.T) {
 	g := Start(t, Options{})
-	h := g.Runtime.Handler()
+	h, err := g.Runtime.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
 	// A path below each prefix row that no other row names, and whether
 	// its service answers it with its 404.
 	type sample struct {
@@ -71,6 +75,60 @@ func TestGateRoutesHaveHandlers(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no gate rows")
+	}
+}
+
+// The gate's handlers, served as trawl_api serves them (without the
+// modules before it): one 405 with Allow for a method a row's path does not
+// take, the 404 of the service whose prefix holds a path, every body read
+// within its row's limit (trawl_body is not in front here), and a row's
+// role kept.
+func TestGateHandlersAnswerFromTheirRows(t *testing.T) {
+	g := Start(t, Options{})
+	h, err := g.Runtime.Handler()
+	if err != nil {
+		t.Fatal(err)
+	}
+	customer := &gate.Identity{Key: &ledger.Key{ID: "key_c", Account: "acct1", Role: ledger.RoleUser}, Account: &ledger.Account{ID: "acct1", Plan: ledger.PlanFree}}
+	operator := &gate.Identity{Key: &ledger.Key{ID: "key_o", Account: gate.OperatorAccount, Role: ledger.RoleOperator}, Account: &ledger.Account{ID: gate.OperatorAccount}}
+	over := func(pattern string) string {
+		return `{"title":"` + strings.Repeat("x", int(routes.Default().Row(pattern).BodyLimit)) + `"}`
+	}
+	for _, c := range []struct {
+		method, path string
+		id           *gate.Identity
+		body         string
+		status       int
+		allow        string
+		want         string
+	}{
+		{"POST", "/health", nil, "", 405, "GET", `"error":"method_not_allowed"`},
+		{"POST", "/v1/billing/usage", customer, "", 405, "GET", `"error":"method_not_allowed"`},
+		{"GET", "/v1/issues", customer, "", 405, "POST", `"error":"method_not_allowed"`},
+		{"DELETE", "/signup", nil, "", 405, "GET, POST", `"error":"method_not_allowed"`},
+		{"DELETE", "/v1/billing/checkout/cs_x/complete", nil, "", 405, "GET, POST", `"error":"method_not_allowed"`},
+		{"GET", "/v1/billing/usage/x", customer, "", 404, "", `{"error":"not_found","message":"no such route"}`},
+		{"GET", "/signup/nope", nil, "", 404, "", "There is no page here."},
+		{"GET", "/operator/v1/nope", operator, "", 404, "", `"message":"no such operator route: GET /operator/v1/nope"`},
+		{"GET", "/operator/v1/cells", customer, "", 403, "", `"error":"forbidden"`},
+		{"GET", "/operator/v1/issues", customer, "", 403, "", `"error":"forbidden"`},
+		{"GET", "/v1/billing/balance", nil, "", 401, "", `"error":"unauthorized"`},
+		{"POST", "/v1/issues", customer, over("POST /v1/issues"), 413, "", `"error":"too_large"`},
+		{"POST", "/v1/keys", customer, over("POST /v1/keys"), 413, "", `"error":"too_large"`},
+		{"POST", "/v1/billing/settings", customer, over("POST /v1/billing/settings"), 413, "", `"error":"too_large"`},
+		{"POST", "/operator/v1/accounts", operator, over("POST /operator/v1/accounts"), 413, "", `"error":"too_large"`},
+		{"PUT", "/operator/v1/prices", operator, over("PUT /operator/v1/prices"), 413, "", `"error":"too_large"`},
+	} {
+		r := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		r.Header.Set("Content-Type", "application/json")
+		if c.id != nil {
+			r = r.WithContext(gate.WithIdentity(r.Context(), c.id))
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.status || w.Header().Get("Allow") != c.allow || !strings.Contains(w.Body.String(), c.want) {
+			t.Errorf("%s %s: %d Allow %q %.300s, want %d Allow %q %s", c.method, c.path, w.Code, w.Header().Get("Allow"), w.Body, c.status, c.allow, c.want)
+		}
 	}
 }
 

@@ -133,6 +133,27 @@ if [[ $what == test || $what == browser ]]; then
   fi
 fi
 
+# Firecrawl's JS SDK, which the Firecrawl v2 compatibility tests drive
+# (cmd/trawl, docs/firecrawl.md): npm's @mendable/firecrawl-js at the
+# version of internal/fcclient/package-lock.json, installed with `npm ci`
+# into a cache directory named after it (internal/fcclient.Dir).
+if [[ $what == test ]]; then
+  fc_src="$root/internal/fcclient"
+  fc_ver=$(sed -n 's/.*"@mendable\/firecrawl-js": "\([0-9][0-9.]*\)".*/\1/p' "$fc_src/package.json")
+  [[ $fc_ver =~ ^[0-9.]+$ ]] || { echo "deps: cannot read the Firecrawl SDK version from $fc_src/package.json" >&2; exit 1; }
+  fc_dir="${HOME}/.cache/trawl/firecrawl-js-${fc_ver}"
+  if [[ ! -f $fc_dir/node_modules/@mendable/firecrawl-js/package.json ]]; then
+    command -v npm >/dev/null || { echo "deps: npm (with Node 18+) is required for the Firecrawl SDK tests" >&2; exit 1; }
+    echo "deps: installing Firecrawl's JS SDK ($fc_ver) into $fc_dir"
+    tmp=$(mktemp -d)
+    cp "$fc_src/package.json" "$fc_src/package-lock.json" "$tmp/"
+    if ! out=$(cd "$tmp" && npm ci --ignore-scripts --no-audit --no-fund 2>&1); then
+      echo "$out" >&2; rm -rf "$tmp"; exit 1
+    fi
+    rm -rf "$fc_dir" && mkdir -p "$(dirname "$fc_dir")" && mv "$tmp" "$fc_dir"
+  fi
+fi
+
 # The official MCP clients the tool server's tests drive (gate/mcp, docs/mcp.md):
 # npm's @modelcontextprotocol/sdk and @modelcontextprotocol/inspector-cli at
 # the versions of internal/mcpclients/package-lock.json, installed with

@@ -43,13 +43,19 @@ func (API) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.handlers.trawl_api", New: func() caddy.Module { return new(API) }}
 }
 
-// Provision finds the runtime and reads the route table.
+// Provision finds the runtime, reads the route table and builds the
+// handlers of the gate's rows; a row without a handler, or a handler
+// without a row, fails it.
 func (a *API) Provision(ctx caddy.Context) error {
 	rt, err := app.Runtime(ctx)
 	if err != nil {
 		return err
 	}
-	a.rt, a.routes, a.h = rt, rt.Routes(), rt.Handler()
+	h, err := rt.Handler()
+	if err != nil {
+		return err
+	}
+	a.rt, a.routes, a.h = rt, rt.Routes(), h
 	return nil
 }
 

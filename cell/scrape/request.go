@@ -37,6 +37,10 @@ type Options struct {
 	// BypassCache fetches the page again even when a fresh copy is
 	// cached (the new copy replaces it); jobs_submit's bypass_cache.
 	BypassCache bool `json:"bypass_cache,omitempty"`
+	// NoStore keeps the page out of the cache, the archive and the search
+	// index (Firecrawl's storeInCache: false); it implies BypassCache.
+	// Not a field of the native API.
+	NoStore bool `json:"-"`
 }
 
 // Viewport is the `viewport` field: {"width": W, "height": H}.

@@ -137,7 +137,14 @@ type Outcome struct {
 	// result is what Body encodes, when this scrape fetched the page
 	// (a cache hit has only the bytes).
 	result *Result
+	// page is the page as fetched, when this scrape fetched it.
+	page *ArchivedPage
 }
+
+// Fetched is the page as this scrape fetched it (its archive record); nil
+// for a cache hit, whose page is in the archive (Archived). Callers must
+// not modify it.
+func (o *Outcome) Fetched() *ArchivedPage { return o.page }
 
 // Result is the outcome as a value: the result just fetched, or a cache
 // hit's decoded. Callers must not modify it (concurrent callers of one
@@ -181,7 +188,7 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 	}
 	target := u.String()
 	key := cacheKey(opts.cacheKey(target))
-	if s.cfg.FreshFor > 0 && !opts.BypassCache {
+	if s.cfg.FreshFor > 0 && !opts.BypassCache && !opts.NoStore {
 		if body, _, err := s.store.GetLive(buf[:0], key, s.cfg.Now()); err == nil {
 			return &Outcome{Body: body, Usage: metering.Hit}, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
@@ -191,7 +198,11 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 	// Identical requests in flight share one fetch. The shared fetch runs on
 	// the service's context, not any single caller's, so one caller giving up
 	// does not fail the others; it still has the engine's own deadline.
-	ch := s.flight.DoChan(string(key), func() (any, error) {
+	flight := string(key)
+	if opts.NoStore {
+		flight += "\x00nostore" // never joins a fetch that stores, nor lets one join it
+	}
+	ch := s.flight.DoChan(flight, func() (any, error) {
 		if !s.enter() {
 			return nil, ErrClosed
 		}
@@ -257,18 +268,21 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	raw := buf.Bytes()
 	body := append(raw[:len(`{"ok":true,`)], raw[len(`{"ok":true,`)+1:len(raw)-2]...)
 
-	b := s.store.NewBatch()
-	if s.cfg.FreshFor > 0 && resp.Status < 500 {
-		b.SetExpiring(key, body, now.Add(s.cfg.FreshFor))
+	if !opts.NoStore {
+		b := s.store.NewBatch()
+		if s.cfg.FreshFor > 0 && resp.Status < 500 {
+			b.SetExpiring(key, body, now.Add(s.cfg.FreshFor))
+		}
+		b.Set(ArchiveKey(u.String()), encodeArchive(resp, now, private))
+		if err := b.Commit(store.NoSync); err != nil {
+			// The caller still gets the page; only reuse is lost.
+			s.cfg.Logger.Warn("cache/archive write failed", "url", urlpolicy.Redact(u.String()), "err", err)
+		} else if index {
+			s.cfg.Archived(resp.URL, resp.ContentType, resp.Body, doc, now)
+		}
 	}
-	b.Set(ArchiveKey(u.String()), encodeArchive(resp, now, private))
-	if err := b.Commit(store.NoSync); err != nil {
-		// The caller still gets the page; only reuse is lost.
-		s.cfg.Logger.Warn("cache/archive write failed", "url", urlpolicy.Redact(u.String()), "err", err)
-	} else if index {
-		s.cfg.Archived(resp.URL, resp.ContentType, resp.Body, doc, now)
-	}
-	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: metering.CacheMiss, Units: 1}, result: res}, nil
+	page := &ArchivedPage{URL: resp.URL, Status: resp.Status, ContentType: resp.ContentType, Engine: resp.Engine, FetchedAt: now.UTC(), Private: private, Body: resp.Body}
+	return &Outcome{Body: body, Usage: Usage{Engine: lr.Engine, Level: lr.Level, Proxy: lr.Proxy, Cache: metering.CacheMiss, Units: 1}, result: res, page: page}, nil
 }
 
 // buildResult is the response of a fetched page, and the page's content

@@ -8,15 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/trawlhq/trawl/gate/payments"
 	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -42,6 +41,15 @@ type Config struct {
 	// before the checkout return URL. Required with Stripe (it wants an
 	// absolute success URL); empty gives a path (fine for Local).
 	PublicURL string
+	// Identity, when set, is the caller's key and account as the server's
+	// authentication found them (the gate's trawl_auth, gate.IdentityFrom;
+	// this package cannot import gate): the keyed routes take them from
+	// it and do not look the key up again, and a nil key is 401. Unset,
+	// they authenticate the request's key themselves (Authenticate), as a
+	// server without the gate's modules must (trawl ledger serve). The
+	// public checkout completion always does: no module authenticates a
+	// public route.
+	Identity func(ctx context.Context) (*ledger.Key, *ledger.Account)
 	// SubmitTimeout bounds one ledger command (default 10 s).
 	SubmitTimeout time.Duration
 	// Now is the clock (default time.Now).
@@ -66,68 +74,79 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// maxBody bounds request bodies; a settings body is a few hundred bytes.
-const maxBody = 16 << 10
-
 type handler struct {
 	cfg Config
-	mux *http.ServeMux
 }
 
-// NewHandler returns the billing API (docs/billing.md). It panics when
-// State, Ledger or Prices is missing. With the Local provider it also serves
-// Local's checkout pages under payments.CheckoutPath, and a confirmed page
-// credits the ledger at once.
-func NewHandler(cfg Config) http.Handler {
-	h := &handler{cfg: cfg.withDefaults(), mux: http.NewServeMux()}
-	route := func(pattern string, methods map[string]http.HandlerFunc) {
-		allow := strings.Join(slices.Sorted(maps.Keys(methods)), ", ")
-		h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			fn, ok := methods[r.Method]
-			if !ok && r.Method == http.MethodHead {
-				fn, ok = methods[http.MethodGet]
-			}
-			if !ok {
-				w.Header().Set("Allow", allow)
-				httpjson.Error(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed here; use "+allow)
-				return
-			}
-			fn(w, r)
-		})
-	}
-	route("/v1/prices", map[string]http.HandlerFunc{"GET": h.prices})
-	route("/v1/billing/balance", map[string]http.HandlerFunc{"GET": h.authed(h.balance)})
-	route("/v1/billing/settings", map[string]http.HandlerFunc{"POST": h.authed(h.settings)})
-	route("/v1/billing/topup", map[string]http.HandlerFunc{"POST": h.authed(h.topup)})
-	route("/v1/billing/checkout/{session}/complete", map[string]http.HandlerFunc{
-		"GET":  h.completeReturn,
-		"POST": h.authed(h.complete),
-	})
-	route("/v1/ledger/journal", map[string]http.HandlerFunc{"GET": h.authed(h.journal)})
+// Handlers are the billing API's handlers by their row of the route table
+// (internal/routes, service billing; docs/billing.md). Each reads its body
+// within its row's BodyLimit (routes.Limit). With a provider that serves
+// checkout pages (Local), they are the pages under payments.CheckoutPath,
+// and a confirmed page credits the ledger at once; otherwise those paths
+// are 404. It panics when State, Ledger or Prices is missing.
+func Handlers(cfg Config) routes.Handlers {
+	h := &handler{cfg: cfg.withDefaults()}
+	checkout := http.Handler(http.HandlerFunc(h.notFound))
 	if pages, ok := h.cfg.Provider.(interface{ Handler() http.Handler }); ok {
-		p := pages.Handler()
-		route(payments.CheckoutPath+"{session}", map[string]http.HandlerFunc{
-			"GET":  p.ServeHTTP,
-			"POST": h.confirmPage(p),
-		})
+		checkout = h.checkoutPages(pages.Handler())
 	}
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpjson.Error(w, http.StatusNotFound, CodeNotFound, "no such route")
-	})
-	return h
+	return routes.Handlers{
+		"GET /v1/prices":                               http.HandlerFunc(h.prices),
+		"GET /v1/billing/balance":                      h.authed(h.balance),
+		"POST /v1/billing/settings":                    h.authed(h.settings),
+		"POST /v1/billing/topup":                       h.authed(h.topup),
+		"GET /v1/billing/checkout/{session}/complete":  http.HandlerFunc(h.completeReturn),
+		"POST /v1/billing/checkout/{session}/complete": h.keyed(h.complete),
+		payments.CheckoutPath:                          checkout,
+		"GET /v1/ledger/journal":                       h.authed(h.journal),
+		"/v1/":                                         http.HandlerFunc(h.notFound),
+	}
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// NewHandler serves Handlers on the route table's billing rows (405 with
+// Allow for another method of a row's path) and answers every other path
+// 404: the billing API of a server without the gate (trawl ledger serve).
+// It panics when State, Ledger or Prices is missing.
+func NewHandler(cfg Config) http.Handler {
+	h := &handler{cfg: cfg.withDefaults()}
+	mux, err := routes.Mux(routes.Default().Service("billing"), Handlers(cfg), routes.MuxOptions{})
+	if err != nil {
+		panic(err) // the table and Handlers are both in this repository: TestRouting catches it
+	}
+	mux.HandleFunc("/", h.notFound)
+	return mux
+}
+
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	httpjson.Error(w, http.StatusNotFound, CodeNotFound, "no such route")
+}
 
 type authedFunc func(w http.ResponseWriter, r *http.Request, k *ledger.Key, a *ledger.Account)
 
+// authed runs fn with the caller's key and account: Config.Identity's, or
+// when it is unset the request's key's (keyed).
 func (h *handler) authed(fn authedFunc) http.HandlerFunc {
+	if h.cfg.Identity == nil {
+		return h.keyed(fn)
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		k, a := h.cfg.Identity(r.Context())
+		if k == nil || a == nil {
+			unauthorized(w, ErrMissingKey)
+			return
+		}
+		fn(w, r, k, a)
+	}
+}
+
+// keyed authenticates the request's key (Authenticate) and runs fn with
+// it: a route no module authenticated.
+func (h *handler) keyed(fn authedFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		k, a, err := Authenticate(h.cfg.State, r, h.cfg.Now())
 		if err != nil {
 			if IsAuthError(err) {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
-				httpjson.Error(w, http.StatusUnauthorized, CodeUnauthorized, AuthMessage(err))
+				unauthorized(w, err)
 				return
 			}
 			h.internal(w, "authenticate", err)
@@ -135,6 +154,11 @@ func (h *handler) authed(fn authedFunc) http.HandlerFunc {
 		}
 		fn(w, r, k, a)
 	}
+}
+
+func unauthorized(w http.ResponseWriter, err error) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
+	httpjson.Error(w, http.StatusUnauthorized, CodeUnauthorized, AuthMessage(err))
 }
 
 func (h *handler) internal(w http.ResponseWriter, what string, err error) {
@@ -287,7 +311,7 @@ const (
 
 func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a *ledger.Account) {
 	var req settingsRequest
-	if status, msg := DecodeJSON(w, r, maxBody, &req, false); status != 0 {
+	if status, msg := DecodeJSON(w, r, routes.Limit(r), &req, false); status != 0 {
 		code := CodeBadInput
 		if status == http.StatusRequestEntityTooLarge {
 			code = CodeTooLarge

@@ -98,6 +98,64 @@ func TestAuth(t *testing.T) {
 	}
 }
 
+type testIdentity struct{}
+
+// With Config.Identity (the gate's trawl_auth), the keyed routes take the
+// caller from it and never read the request's key; the public checkout
+// completion, which no module authenticates, still checks the key itself.
+func TestIdentityFromTheGate(t *testing.T) {
+	e := newEnv(t, payments.LocalConfig{})
+	cfg := e.cfg
+	cfg.Identity = func(ctx context.Context) (*ledger.Key, *ledger.Account) {
+		id, _ := ctx.Value(testIdentity{}).(string)
+		if id == "" {
+			return nil, nil
+		}
+		k, err := e.state.KeyByID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := e.state.Account(k.Account)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k, a
+	}
+	h := NewHandler(cfg)
+	serve := func(method, path, keyID, bearer string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, path, nil)
+		if keyID != "" {
+			r = r.WithContext(context.WithValue(r.Context(), testIdentity{}, keyID))
+		}
+		if bearer != "" {
+			r.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
+	}
+	var b Balance
+	if w := serve("GET", "/v1/billing/balance", "k2", keyUser); w.Code != 200 || json.Unmarshal(w.Body.Bytes(), &b) != nil || b.Account != "acct2" {
+		t.Errorf("balance as k2 with k1's key in the header: %d %s", w.Code, w.Body)
+	}
+	if w := serve("GET", "/v1/billing/balance", "", keyUser); w.Code != 401 || w.Header().Get("WWW-Authenticate") == "" {
+		t.Errorf("balance without an identity, with a key in the header: %d %s", w.Code, w.Body)
+	}
+	if w := serve("GET", "/v1/ledger/journal", "ka", ""); w.Code != 200 {
+		t.Errorf("journal as the auditor: %d %s", w.Code, w.Body)
+	}
+	if w := serve("GET", "/v1/ledger/journal", "k1", keyAuditor); w.Code != 403 {
+		t.Errorf("journal as a user with the auditor's key in the header: %d %s", w.Code, w.Body)
+	}
+	complete := "/v1/billing/checkout/cs_local_x/complete"
+	if w := serve("POST", complete, "k1", ""); w.Code != 401 {
+		t.Errorf("completion with an identity and no key: %d %s", w.Code, w.Body)
+	}
+	if w := serve("POST", complete, "", keyUser); w.Code != 404 {
+		t.Errorf("completion of no session with a key: %d %s", w.Code, w.Body)
+	}
+}
+
 func TestAuthenticateFunc(t *testing.T) {
 	e := newEnv(t, payments.LocalConfig{})
 	r, _ := http.NewRequest("GET", "/", nil)

@@ -2,8 +2,8 @@
 // table every charge and estimate is computed from, and the billing HTTP API
 // (prices, balance, settings, top-ups, checkout completion, the auditors'
 // journal stream) with the 402 bodies the gate's meter answers with, and the
-// auto-recharge runner. The gate mounts NewHandler; docs/billing.md has every
-// body shape and decision.
+// auto-recharge runner. The gate mounts Handlers on the route table's
+// billing rows; docs/billing.md has every body shape and decision.
 package billing
 
 import (

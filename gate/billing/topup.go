@@ -283,7 +283,10 @@ func CompleteCheckout(ctx context.Context, cfg Config, sessionID string) (*payme
 
 var sessionRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,200}$`)
 
-// POST /v1/billing/checkout/{session}/complete (with a key).
+// POST /v1/billing/checkout/{session}/complete (with a key). The route is
+// public, as the GET of its path must be (a browser returning from the
+// payment page has no key), so no module authenticated it: the handler
+// checks the key itself (keyed).
 func (h *handler) complete(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a *ledger.Account) {
 	paid, ok := h.completeCommon(w, r)
 	if !ok {
@@ -346,22 +349,41 @@ func (h *handler) completeCommon(w http.ResponseWriter, r *http.Request) (*payme
 	return paid, true
 }
 
-// confirmPage serves the POST of the Local provider's operator page and
-// credits the session as soon as it is confirmed, whether or not the browser
-// follows the redirect to the return page.
-func (h *handler) confirmPage(pages http.Handler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		id := r.PathValue("session")
-		pages.ServeHTTP(w, r)
-		if !sessionRE.MatchString(id) {
+// checkoutPages serves the provider's checkout pages on the route table's
+// prefix row payments.CheckoutPath: GET and POST of
+// /v1/billing/checkout/{session}, where a confirmed page is credited at
+// once, whether or not the browser follows the redirect to the return
+// page. Any other path below the prefix is 404.
+func (h *handler) checkoutPages(pages http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := strings.TrimPrefix(r.URL.Path, payments.CheckoutPath)
+		if id == "" || strings.Contains(id, "/") {
+			h.notFound(w, r)
 			return
 		}
-		paid, ok, err := CompleteCheckout(r.Context(), h.cfg, id)
-		switch {
-		case err != nil && !errors.Is(err, payments.ErrNoSession):
-			h.cfg.Logger.Error("billing: credit confirmed checkout", "session", id, "err", err)
-		case ok:
-			h.cfg.Logger.Info("billing: checkout credited", "session", id, "account", paid.AccountID, "payment", paid.PaymentID, "usd", paid.USD)
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			pages.ServeHTTP(w, r)
+		case http.MethodPost:
+			pages.ServeHTTP(w, r)
+			h.creditConfirmed(r.Context(), id)
+		default:
+			w.Header().Set("Allow", "GET, POST")
+			httpjson.Error(w, http.StatusMethodNotAllowed, CodeMethodNotAllowed, r.Method+" is not allowed on "+r.URL.Path+"; use GET, POST")
 		}
+	})
+}
+
+// creditConfirmed credits the session the page may just have confirmed.
+func (h *handler) creditConfirmed(ctx context.Context, id string) {
+	if !sessionRE.MatchString(id) {
+		return
+	}
+	paid, ok, err := CompleteCheckout(ctx, h.cfg, id)
+	switch {
+	case err != nil && !errors.Is(err, payments.ErrNoSession):
+		h.cfg.Logger.Error("billing: credit confirmed checkout", "session", id, "err", err)
+	case ok:
+		h.cfg.Logger.Info("billing: checkout credited", "session", id, "account", paid.AccountID, "payment", paid.PaymentID, "usd", paid.USD)
 	}
 }

@@ -24,7 +24,6 @@ import (
 const (
 	MaxBatchURLs = 50
 	MaxJobURLs   = 10_000
-	MaxBody      = 32 << 20
 	MaxUnits     = 100_000 // recipe units in one estimate
 )
 

@@ -8,12 +8,10 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
-// Route is the path Handler serves.
-const Route = "/v1/estimate"
-
-// Config configures Handler. Prices is required.
+// Config configures Handlers. Prices is required.
 type Config struct {
 	// Prices is the price table every number comes from.
 	Prices *billing.Prices
@@ -27,18 +25,19 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Handler serves POST /v1/estimate: a Request in, an Estimate out; 400
-// bad_input for a request the call itself would refuse, 413 too_large over
-// MaxBody. An estimate is free. Any other path is 404, any other method
-// 405. It panics without Prices.
-func Handler(cfg Config) http.Handler {
+// Handlers are the estimate's handler by its row of the route table
+// (internal/routes, service estimate): POST /v1/estimate, a Request in, an
+// Estimate out; 400 bad_input for a request the call itself would refuse,
+// 413 too_large over the row's BodyLimit. An estimate is free. It panics
+// without Prices.
+func Handlers(cfg Config) routes.Handlers {
 	if cfg.Prices == nil {
 		panic("estimate: Config needs Prices")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &handler{cfg: cfg}
+	return routes.Handlers{"POST /v1/estimate": &handler{cfg: cfg}}
 }
 
 type handler struct{ cfg Config }
@@ -47,21 +46,10 @@ type handler struct{ cfg Config }
 const (
 	codeBadInput = "bad_input"
 	codeTooLarge = "too_large"
-	codeNotFound = "not_found"
-	codeMethod   = "method_not_allowed"
 	codeInternal = "internal"
 )
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != Route {
-		httpjson.Error(w, http.StatusNotFound, codeNotFound, "no such route")
-		return
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		httpjson.Error(w, http.StatusMethodNotAllowed, codeMethod, r.Method+" is not allowed here; use POST")
-		return
-	}
 	var req Request
 	if status, code, msg := decode(w, r, &req); status != 0 {
 		httpjson.Error(w, status, code, msg)
@@ -84,14 +72,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	httpjson.Write(w, http.StatusOK, est)
 }
 
-// decode reads one JSON object into req; unknown fields are the priced
-// call's own and are ignored. A non-zero status is the refusal.
+// decode reads one JSON object of at most the row's BodyLimit into req;
+// unknown fields are the priced call's own and are ignored. A non-zero
+// status is the refusal.
 func decode(w http.ResponseWriter, r *http.Request, req *Request) (int, string, string) {
-	tooLarge := fmt.Sprintf("the body is over %d MiB", MaxBody>>20)
-	if r.ContentLength > MaxBody {
+	limit := routes.Limit(r)
+	tooLarge := fmt.Sprintf("the body is over %d MiB", limit>>20)
+	if r.ContentLength > limit {
 		return http.StatusRequestEntityTooLarge, codeTooLarge, tooLarge
 	}
-	err := httpjson.DecodeLenient(w, r, MaxBody, req)
+	err := httpjson.DecodeLenient(w, r, limit, req)
 	de, ok := errors.AsType[*httpjson.DecodeError](err)
 	if !ok {
 		return 0, "", ""

@@ -10,11 +10,19 @@ import (
 	"testing"
 
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/routes"
 )
+
+// route is the path of the handler's row.
+const route = "/v1/estimate"
 
 func serve(t *testing.T, obs *Observer) *httptest.Server {
 	t.Helper()
-	srv := httptest.NewServer(Handler(Config{Prices: billing.DefaultPrices(), Observer: obs, Logger: quiet()}))
+	h, err := routes.Mux(routes.Default().Service("estimate"), Handlers(Config{Prices: billing.DefaultPrices(), Observer: obs, Logger: quiet()}), routes.MuxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv
 }
@@ -42,7 +50,7 @@ func TestHandlerEstimate(t *testing.T) {
 	srv := serve(t, seenObserver(t))
 	// The scrape body as sent to /scrape, fields the estimate does not need
 	// included.
-	status, h, body := post(t, srv, "POST", Route, strings.NewReader(
+	status, h, body := post(t, srv, "POST", route, strings.NewReader(
 		`{"endpoint":"scrape","url":"https://light.com/a","format":"md","proxy":"none","parse":{"links":true}}`))
 	if status != 200 || h.Get("Content-Type") != "application/json" || h.Get("Cache-Control") != "no-store" {
 		t.Fatalf("%d %v %s", status, h, body)
@@ -64,47 +72,45 @@ func TestHandlerEstimate(t *testing.T) {
 	// A job of 10,000 URLs over HTTP.
 	var buf bytes.Buffer
 	json.NewEncoder(&buf).Encode(map[string]any{"endpoint": "jobs", "urls": urls(10_000, "https://example.com/p/%d")})
-	if status, _, body := post(t, srv, "POST", Route, &buf); status != 200 || !strings.Contains(body, `"min":"10000.000"`) {
+	if status, _, body := post(t, srv, "POST", route, &buf); status != 200 || !strings.Contains(body, `"min":"10000.000"`) {
 		t.Errorf("jobs: %d %.300s", status, body)
 	}
 }
 
 func TestHandlerRefusals(t *testing.T) {
 	srv := serve(t, nil)
-	big := strings.Repeat(" ", MaxBody+1) + `{"endpoint":"search"}`
+	big := strings.Repeat(" ", int(routes.Default().Row("POST /v1/estimate").BodyLimit)+1) + `{"endpoint":"search"}`
 	for _, tc := range []struct {
 		name, method, path, body string
 		status                   int
 		want                     string
 	}{
-		{"unknown endpoint", "POST", Route, `{"endpoint":"crawl","url":"https://a.com/"}`, 400,
+		{"unknown endpoint", "POST", route, `{"endpoint":"crawl","url":"https://a.com/"}`, 400,
 			`{"error":"bad_input","message":"unknown endpoint \"crawl\": use one of scrape, batch, jobs, extract, search, answer, recipe, monitor"}`},
-		{"missing url", "POST", Route, `{"endpoint":"scrape"}`, 400,
+		{"missing url", "POST", route, `{"endpoint":"scrape"}`, 400,
 			`{"error":"bad_input","message":"url is required: the page to scrape"}`},
-		{"too many urls", "POST", Route, `{"endpoint":"batch","urls":` + mustJSON(urls(51, "https://a.com/%d")) + `}`, 400,
+		{"too many urls", "POST", route, `{"endpoint":"batch","urls":` + mustJSON(urls(51, "https://a.com/%d")) + `}`, 400,
 			`{"error":"bad_input","message":"batch takes at most 50 urls (got 51); use jobs for up to 10,000"}`},
-		{"invalid url", "POST", Route, `{"endpoint":"batch","urls":["https://a.com/","http://[::1]/"]}`, 400,
+		{"invalid url", "POST", route, `{"endpoint":"batch","urls":["https://a.com/","http://[::1]/"]}`, 400,
 			`{"error":"bad_input","message":"urls[1]: url host is not public: ::1"}`},
-		{"urls not an array", "POST", Route, `{"endpoint":"batch","urls":"https://a.com/"}`, 400,
+		{"urls not an array", "POST", route, `{"endpoint":"batch","urls":"https://a.com/"}`, 400,
 			`{"error":"bad_input","message":"urls must be an array of strings"}`},
-		{"url not a string", "POST", Route, `{"endpoint":"scrape","url":7}`, 400,
+		{"url not a string", "POST", route, `{"endpoint":"scrape","url":7}`, 400,
 			`{"error":"bad_input","message":"url must be a string"}`},
-		{"not an object", "POST", Route, `["scrape"]`, 400,
+		{"not an object", "POST", route, `["scrape"]`, 400,
 			`{"error":"bad_input","message":"the body must be a JSON object"}`},
-		{"bad JSON", "POST", Route, `{"endpoint":`, 400,
+		{"bad JSON", "POST", route, `{"endpoint":`, 400,
 			`{"error":"bad_input","message":"the body is not valid JSON: unexpected EOF"}`},
-		{"trailing data", "POST", Route, `{"endpoint":"search"} {}`, 400,
+		{"trailing data", "POST", route, `{"endpoint":"search"} {}`, 400,
 			`{"error":"bad_input","message":"the body is not valid JSON: data after the object"}`},
-		{"empty body", "POST", Route, ``, 400,
+		{"empty body", "POST", route, ``, 400,
 			`{"error":"bad_input","message":"the body is empty; send a JSON object with endpoint and url or urls"}`},
-		{"over 32 MiB", "POST", Route, big, 413,
+		{"over 32 MiB", "POST", route, big, 413,
 			`{"error":"too_large","message":"the body is over 32 MiB"}`},
-		{"over 32 MiB, chunked", "POST", Route, "chunked:" + big, 413,
+		{"over 32 MiB, chunked", "POST", route, "chunked:" + big, 413,
 			`{"error":"too_large","message":"the body is over 32 MiB"}`},
-		{"method", "GET", Route, ``, 405,
-			`{"error":"method_not_allowed","message":"GET is not allowed here; use POST"}`},
-		{"path", "POST", Route + "/x", `{}`, 404,
-			`{"error":"not_found","message":"no such route"}`},
+		{"method", "GET", route, ``, 405,
+			`{"error":"method_not_allowed","message":"GET is not allowed on /v1/estimate; use POST"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var body io.Reader = strings.NewReader(tc.body)

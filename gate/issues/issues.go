@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/store"
 )
 
@@ -48,10 +49,7 @@ type Config struct {
 	Region string
 	// Account returns the caller's account id ("" for none).
 	Account func(*http.Request) string
-	// OperatorOnly wraps the listing: it lets through only requests made
-	// with an operator key (the gate's operator API check). Required.
-	OperatorOnly func(http.Handler) http.Handler
-	Now          func() time.Time
+	Now     func() time.Time
 }
 
 // HeaderVia marks a report sent by the tool server (value "mcp").
@@ -62,29 +60,18 @@ type request struct {
 	WhatHappened string `json:"what_happened"`
 }
 
-// Handler serves POST /v1/issues and GET /operator/v1/issues.
-func Handler(cfg Config) http.Handler {
+// Handlers are the reports' handlers by their row of the route table
+// (internal/routes, service issues): POST /v1/issues, and GET
+// /operator/v1/issues, whose row needs an operator key (the role trawl_auth
+// and the gate check from the row).
+func Handlers(cfg Config) routes.Handlers {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("/v1/issues", func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on /v1/issues")
-			return
-		}
-		report(cfg, w, r)
-	})
-	mux.Handle("/operator/v1/issues", cfg.OperatorOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on /operator/v1/issues")
-			return
-		}
-		list(cfg, w, r)
-	})))
-	return mux
+	return routes.Handlers{
+		"POST /v1/issues":         http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { report(cfg, w, r) }),
+		"GET /operator/v1/issues": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { list(cfg, w, r) }),
+	}
 }
 
 func report(cfg Config, w http.ResponseWriter, r *http.Request) {
@@ -94,7 +81,7 @@ func report(cfg Config, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req request
-	if err := httpjson.Decode(w, r, 16<<10, &req); err != nil {
+	if err := httpjson.Decode(w, r, routes.Limit(r), &req); err != nil {
 		var de *httpjson.DecodeError
 		if errors.As(err, &de) {
 			httpjson.Error(w, de.Status(), de.Code(), de.Error())

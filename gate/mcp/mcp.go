@@ -63,8 +63,10 @@ const (
 	MetaRegion  = "trawl/region"
 )
 
-// Handler serves /mcp.
-func Handler(cfg Config) http.Handler {
+// Handlers are the tool server's handler by its row of the route table
+// (internal/routes, service mcp): POST /mcp, a message of at most the
+// row's BodyLimit.
+func Handlers(cfg Config) routes.Handlers {
 	srv := NewServer(cfg)
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, &sdk.StreamableHTTPOptions{
 		Stateless: true,
@@ -74,12 +76,15 @@ func Handler(cfg Config) http.Handler {
 		// does not have; and a gate behind a local proxy gets its public
 		// Host on a loopback connection.
 		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        routes.MCPBody,
-		Logger:                     quiet(cfg.Logger),
+		// The row's limit bounds the body (below); the SDK reads a
+		// http.MaxBytesReader's error as its own, 413.
+		MaxRequestBodyBytes: -1,
+		Logger:              quiet(cfg.Logger),
 	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return routes.Handlers{"POST /mcp": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, routes.Limit(r))
 		h.ServeHTTP(w, r.WithContext(withCaller(r.Context(), r)))
-	})
+	})}
 }
 
 type server struct {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/trawlhq/trawl/gate/payments"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 // A self-hosted top-up: no saved card, so a checkout the operator confirms.
@@ -28,11 +29,17 @@ func ExampleLocal() {
 	}
 	fmt.Println(strings.TrimSuffix(co.URL, co.SessionID))
 
-	// The operator presses Confirm on the page at co.URL.
+	// The operator presses Confirm on the page at co.URL, served on its row
+	// of the route table (which bounds the form).
+	pages, err := routes.Mux([]routes.Route{*routes.Default().Row(payments.CheckoutPath)},
+		routes.Handlers{payments.CheckoutPath: local.Handler()}, routes.MuxOptions{})
+	if err != nil {
+		panic(err)
+	}
 	req := httptest.NewRequest("POST", co.URL, strings.NewReader("confirm=1"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	rec := httptest.NewRecorder()
-	local.Handler().ServeHTTP(rec, req)
+	pages.ServeHTTP(rec, req)
 	fmt.Println("confirm:", rec.Code)
 
 	paid, ok, err := local.CompleteCheckout(ctx, co.SessionID)

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 func TestLocalChargeSaved(t *testing.T) {
@@ -98,8 +100,10 @@ func localServer(t *testing.T, cfg LocalConfig) (*Local, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle(CheckoutPath, l.Handler())
+	mux, err := routes.Mux([]routes.Route{*routes.Default().Row(CheckoutPath)}, routes.Handlers{CheckoutPath: l.Handler()}, routes.MuxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv.Config.Handler = mux
 	srv.Start()
 	t.Cleanup(srv.Close)

@@ -7,13 +7,16 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 // Handler serves the checkout pages of Local: GET shows the session (price,
 // credits, state) with a Confirm button; POST confirms it (with the
 // operator token when LocalConfig.ConfirmToken is set), marks it paid and
 // redirects to the session's success URL, or back to the page. Mount it
-// unstripped on CheckoutPath, e.g. mux.Handle(payments.CheckoutPath, h).
+// unstripped on the route table's row of CheckoutPath (internal/routes,
+// with routes.Mux): the form is read within the row's BodyLimit.
 // Cross-origin POSTs from browsers are refused.
 func (l *Local) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -37,7 +40,7 @@ func (l *Local) servePage(w http.ResponseWriter, r *http.Request) {
 
 func (l *Local) serveConfirm(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("session")
-	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, routes.Limit(r))
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return

@@ -20,6 +20,7 @@ import (
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 // LocalPath is the cell route the gate gathers.
@@ -90,8 +91,9 @@ type Report struct {
 	Recipes      []Entry  `json:"recipes"`
 }
 
-// Handler serves GET /recipes/health.
-func Handler(cfg Config) http.Handler {
+// Handlers are the recipe health's handler by its row of the route table
+// (internal/routes, service recipes): GET /recipes/health.
+func Handlers(cfg Config) routes.Handlers {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 5 * time.Second}
 	}
@@ -101,19 +103,14 @@ func Handler(cfg Config) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET")
-			httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
-			return
-		}
+	return routes.Handlers{"GET /recipes/health": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reps := gather(r.Context(), cfg)
 		if len(reps) == 0 {
 			httpjson.Error(w, http.StatusServiceUnavailable, "cell_unavailable", "no cell of this region answered; repeat in a few seconds")
 			return
 		}
 		httpjson.Write(w, http.StatusOK, merge(cfg.Region, reps))
-	})
+	})}
 }
 
 // gather asks every live cell; a cell that does not answer is left out

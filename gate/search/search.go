@@ -31,6 +31,7 @@ import (
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
@@ -70,8 +71,9 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
-// Handler serves GET /search and GET /answer.
-func Handler(cfg Config) http.Handler {
+// Handlers are the search's handlers by their row of the route table
+// (internal/routes, service search): GET /search and GET /answer.
+func Handlers(cfg Config) routes.Handlers {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 3 * time.Second}
 	}
@@ -91,13 +93,10 @@ func Handler(cfg Config) http.Handler {
 	if s.cfg.Model == nil {
 		s.cfg.Model = s.cellModel
 	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /search", s.search)
-	mux.HandleFunc("GET /answer", s.answer)
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		httpjson.Error(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path)
-	})
-	return mux
+	return routes.Handlers{
+		"GET /search": http.HandlerFunc(s.search),
+		"GET /answer": http.HandlerFunc(s.answer),
+	}
 }
 
 type server struct {

@@ -75,7 +75,7 @@ func TestSignupInChromium(t *testing.T) {
 	var h http.Handler
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
-	h = signup.New(signup.Config{
+	h = serve(t, signup.Config{
 		Billing:     billing.Config{State: state, Ledger: node, Prices: prices, Logger: quiet()},
 		Mailer:      &signup.SMTPMailer{Addr: sink.addr, From: "trawl <noreply@trawl.example>"},
 		BaseURL:     srv.URL,

@@ -21,6 +21,7 @@ import (
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/gate/signup"
 	"github.com/trawlhq/trawl/internal/clientip"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/ledger"
 	"github.com/trawlhq/trawl/ledger/ledgertest"
@@ -112,11 +113,22 @@ func newEnvWithMailer(t *testing.T, m signup.Mailer) *env {
 	if m == nil {
 		m = e.mailer
 	}
-	h = signup.New(signup.Config{
+	h = serve(t, signup.Config{
 		Billing: billing.Config{State: state, Ledger: e.led, Prices: e.prices, Now: e.clock, Logger: quiet()},
 		Mailer:  m, BaseURL: e.srv.URL + "/", TokenSecret: secret, PerAddressHour: perAddress,
 	})
 	return e
+}
+
+// serve mounts the package's handlers on the route table's signup rows,
+// as the gate does.
+func serve(t testing.TB, cfg signup.Config) http.Handler {
+	t.Helper()
+	mux, err := routes.Mux(routes.Default().Service("signup"), signup.Handlers(cfg), routes.MuxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mux
 }
 
 func (e *env) clock() time.Time        { return time.Unix(0, e.now.Load()).UTC() }

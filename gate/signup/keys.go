@@ -10,6 +10,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -75,10 +76,21 @@ func info(k *ledger.Key, current *ledger.Key, now time.Time) KeyInfo {
 
 type authedFunc func(w http.ResponseWriter, r *http.Request, k *ledger.Key, a *ledger.Account)
 
-// authed authenticates r with any key of the account (billing.Authenticate).
+// authed runs fn with the caller's key and account, any key of the
+// account: Config.Billing.Identity's (the gate's trawl_auth found it), or
+// when that is unset the request's key's (billing.Authenticate).
 func (h *handler) authed(fn authedFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		k, a, err := billing.Authenticate(h.bc.State, r, h.bc.Now())
+		var k *ledger.Key
+		var a *ledger.Account
+		err := billing.ErrMissingKey
+		if h.bc.Identity != nil {
+			if k, a = h.bc.Identity(r.Context()); k != nil && a != nil {
+				err = nil
+			}
+		} else {
+			k, a, err = billing.Authenticate(h.bc.State, r, h.bc.Now())
+		}
 		if err != nil {
 			if billing.IsAuthError(err) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="trawl"`)
@@ -125,7 +137,7 @@ type createRequest struct {
 // POST /v1/keys: a permanent key, within the plan's limit.
 func (h *handler) createKey(w http.ResponseWriter, r *http.Request, k *ledger.Key, a *ledger.Account) {
 	var req createRequest
-	if status, msg := billing.DecodeJSON(w, r, maxBody, &req, true); status != 0 {
+	if status, msg := billing.DecodeJSON(w, r, routes.Limit(r), &req, true); status != 0 {
 		code := billing.CodeBadInput
 		if status == http.StatusRequestEntityTooLarge {
 			code = billing.CodeTooLarge

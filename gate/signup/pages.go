@@ -15,6 +15,7 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/clientip"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -198,7 +199,7 @@ func normalizeEmail(s string) (string, error) {
 
 // POST /signup: an account, its pass key and pass credit, and the mail.
 func (h *handler) signup(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, routes.Limit(r))
 	if err := r.ParseForm(); err != nil {
 		h.render(w, http.StatusBadRequest, pageForm, pageData{Title: "Sign up", Error: "The form did not arrive whole; try again."})
 		return
@@ -376,7 +377,7 @@ func (h *handler) verifyForm(w http.ResponseWriter, r *http.Request) {
 // keys revoked. The commands' ids are fixed per account, so a second visit
 // (or two at once) grants nothing twice and shows no key.
 func (h *handler) verify(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	r.Body = http.MaxBytesReader(w, r.Body, routes.Limit(r))
 	if err := r.ParseForm(); err != nil {
 		h.tokenError(w, ErrTokenInvalid)
 		return

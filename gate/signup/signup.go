@@ -3,7 +3,8 @@
 // verification that turns it into a permanent key with the sign-up credit,
 // and the keys API (/v1/keys) an account manages its keys with.
 //
-// It is plain net/http over the ledger (no Caddy): the gate mounts New. Every
+// It is plain net/http over the ledger (no Caddy): the gate mounts Handlers
+// on the route table's signup rows (internal/routes). Every
 // change is a ledger command with a deterministic id, so a retried or
 // repeated request changes nothing twice; reads come from the local replica.
 package signup
@@ -15,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -26,17 +26,19 @@ import (
 	"github.com/ulule/limiter/v3/drivers/store/memory"
 
 	"github.com/trawlhq/trawl/gate/billing"
-	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 
 // Config configures New. Billing (State, Ledger, Prices), Mailer, BaseURL and
 // TokenSecret are required.
 type Config struct {
-	// Billing gives the ledger replica (State: reads and authentication),
-	// the command submitter (Ledger), the price table (Prices: the pass and
-	// sign-up grants, each plan's key limit and starting spend cap), the
-	// clock (Now), SubmitTimeout and Logger. Other fields are not used.
+	// Billing gives the ledger replica (State: reads), the command
+	// submitter (Ledger), the price table (Prices: the pass and sign-up
+	// grants, each plan's key limit and starting spend cap), the caller of
+	// the keys API (Identity: the key the gate's trawl_auth found; unset,
+	// the keys API authenticates the request's key itself), the clock
+	// (Now), SubmitTimeout and Logger. Other fields are not used.
 	Billing billing.Config
 	// Mailer sends the verification mail (SMTPMailer in production).
 	Mailer Mailer
@@ -66,8 +68,6 @@ const (
 	// pendingWindow: enough for a lost mail, too few to bomb an inbox.
 	maxPending    = 3
 	pendingWindow = 24 * time.Hour
-	// maxBody bounds the sign-up form and key requests.
-	maxBody = 16 << 10
 )
 
 // KeyPrefix starts every key this package issues: "trawl_" and 64 hex digits
@@ -83,7 +83,6 @@ const (
 type handler struct {
 	cfg Config
 	bc  billing.Config
-	mux *http.ServeMux
 	// mu serialises sign-ups, verifications and key changes on this gate,
 	// so the address and key-limit checks see each other's commands. Two
 	// gates may still race past a limit by one.
@@ -92,16 +91,19 @@ type handler struct {
 	perAddr *limiter.Limiter
 }
 
-// New returns the sign-up pages and the keys API:
+// Handlers are the sign-up pages and the keys API by their row of the
+// route table (internal/routes, service signup):
 //
 //	GET|POST /signup          the form; POST creates an account and a pass key
 //	GET|POST /signup/verify   the mail's link; POST verifies (GET shows a button)
+//	/signup/                  the 404 page
 //	GET|POST /v1/keys         list keys, create a permanent key
 //	DELETE   /v1/keys/{id}    revoke a key
 //
-// It panics when a required Config field is missing or TokenSecret is
-// shorter than MinSecretLen.
-func New(cfg Config) http.Handler {
+// Each reads its body within its row's BodyLimit (routes.Limit). It panics
+// when a required Config field is missing or TokenSecret is shorter than
+// MinSecretLen.
+func Handlers(cfg Config) routes.Handlers {
 	bc := cfg.Billing
 	if bc.State == nil || bc.Ledger == nil || bc.Prices == nil {
 		panic("signup: Config.Billing needs State, Ledger and Prices")
@@ -132,54 +134,27 @@ func New(cfg Config) http.Handler {
 	}
 	cfg.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
 	cfg.Billing = bc
-	h := &handler{cfg: cfg, bc: bc, mux: http.NewServeMux()}
+	h := &handler{cfg: cfg, bc: bc}
 	if cfg.PerAddressHour > 0 {
 		h.perAddr = limiter.New(memory.NewStore(), limiter.Rate{Period: time.Hour, Limit: int64(cfg.PerAddressHour)})
 	}
-
 	// Form posts from another site are refused (the browser says where a
 	// request comes from); API clients send no such headers.
 	cop := http.NewCrossOriginProtection()
-	page := func(pattern string, get, post http.HandlerFunc) {
-		h.route(pattern, map[string]http.HandlerFunc{"GET": get, "POST": cop.Handler(post).ServeHTTP}, false)
+	return routes.Handlers{
+		"GET /signup":          http.HandlerFunc(h.signupForm),
+		"POST /signup":         cop.Handler(http.HandlerFunc(h.signup)),
+		"GET /signup/verify":   http.HandlerFunc(h.verifyForm),
+		"POST /signup/verify":  cop.Handler(http.HandlerFunc(h.verify)),
+		"/signup/":             http.HandlerFunc(h.notFound),
+		"GET /v1/keys":         h.authed(h.listKeys),
+		"POST /v1/keys":        h.authed(h.createKey),
+		"DELETE /v1/keys/{id}": h.authed(h.revokeKey),
 	}
-	page("/signup", h.signupForm, h.signup)
-	page("/signup/verify", h.verifyForm, h.verify)
-	h.route("/v1/keys", map[string]http.HandlerFunc{"GET": h.authed(h.listKeys), "POST": h.authed(h.createKey)}, true)
-	h.route("/v1/keys/{id}", map[string]http.HandlerFunc{"DELETE": h.authed(h.revokeKey)}, true)
-	h.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/v1/") {
-			httpjson.Error(w, http.StatusNotFound, billing.CodeNotFound, "no such route")
-			return
-		}
-		h.render(w, http.StatusNotFound, pageError, pageData{Title: "Not found", Error: "There is no page here."})
-	})
-	return h
 }
 
-func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
-
-// route registers pattern with a handler per method; another method is 405
-// with Allow (JSON for the API, a page otherwise).
-func (h *handler) route(pattern string, methods map[string]http.HandlerFunc, api bool) {
-	allow := strings.Join(slices.Sorted(maps.Keys(methods)), ", ")
-	h.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		fn, ok := methods[r.Method]
-		if !ok && r.Method == http.MethodHead {
-			fn, ok = methods[http.MethodGet]
-		}
-		if !ok {
-			w.Header().Set("Allow", allow)
-			msg := r.Method + " is not allowed here; use " + allow
-			if api {
-				httpjson.Error(w, http.StatusMethodNotAllowed, billing.CodeMethodNotAllowed, msg)
-			} else {
-				h.render(w, http.StatusMethodNotAllowed, pageError, pageData{Title: "Not allowed", Error: msg})
-			}
-			return
-		}
-		fn(w, r)
-	})
+func (h *handler) notFound(w http.ResponseWriter, r *http.Request) {
+	h.render(w, http.StatusNotFound, pageError, pageData{Title: "Not found", Error: "There is no page here."})
 }
 
 // Errors of submit: the ledger did not answer (the command may or may not

@@ -9,13 +9,11 @@ import (
 
 	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 
-// Route is the path Handler serves.
-const Route = "/v1/billing/usage"
-
-// HandlerConfig configures Handler. Log and Region are required.
+// HandlerConfig configures Handlers. Log and Region are required.
 type HandlerConfig struct {
 	// Log is the region's usage history.
 	Log *Log
@@ -59,16 +57,14 @@ type Page struct {
 const (
 	codeBadInput     = "bad_input"
 	codeUnauthorized = "unauthorized"
-	codeNotFound     = "not_found"
-	codeMethod       = "method_not_allowed"
 	codeInternal     = "internal"
 )
 
-// Handler serves GET (and HEAD) /v1/billing/usage?after=N&limit=M: the
-// lines of the caller's account with seq above after (default 0), at most
-// limit (default 100, 1 to 1000). Any other path is 404, any other method
-// 405. It panics without Log or Region.
-func Handler(cfg HandlerConfig) http.Handler {
+// Handlers are the usage history's handler by its row of the route table
+// (internal/routes, service usage): GET /v1/billing/usage?after=N&limit=M,
+// the lines of the caller's account with seq above after (default 0), at
+// most limit (default 100, 1 to 1000). It panics without Log or Region.
+func Handlers(cfg HandlerConfig) routes.Handlers {
 	if cfg.Log == nil || cfg.Region == "" {
 		panic("usage: HandlerConfig needs Log and Region")
 	}
@@ -78,21 +74,12 @@ func Handler(cfg HandlerConfig) http.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &handler{cfg: cfg}
+	return routes.Handlers{"GET /v1/billing/usage": &handler{cfg: cfg}}
 }
 
 type handler struct{ cfg HandlerConfig }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != Route {
-		httpjson.Error(w, http.StatusNotFound, codeNotFound, "no such route")
-		return
-	}
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		httpjson.Error(w, http.StatusMethodNotAllowed, codeMethod, r.Method+" is not allowed here; use GET")
-		return
-	}
 	account, ok := h.account(w, r)
 	if !ok {
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/ledger"
 )
 
@@ -53,6 +54,9 @@ func newState(t *testing.T) *ledger.State {
 	return st
 }
 
+// route is the path of the handler's row.
+const route = "/v1/billing/usage"
+
 type ctxAccount struct{}
 
 type env struct {
@@ -67,13 +71,16 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	g := openLog(t, memStore(t, nil))
-	h := Handler(HandlerConfig{
+	h, err := routes.Mux(routes.Default().Service("usage"), Handlers(HandlerConfig{
 		Log: g, Region: "eu", State: newState(t), Now: func() time.Time { return t0 }, Logger: quiet(),
 		Identity: func(ctx context.Context) *ledger.Account {
 			a, _ := ctx.Value(ctxAccount{}).(*ledger.Account)
 			return a
 		},
-	})
+	}), routes.MuxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if id := r.Header.Get("X-Test-Identity"); id != "" {
 			r = r.WithContext(context.WithValue(r.Context(), ctxAccount{}, &ledger.Account{ID: id}))
@@ -132,14 +139,14 @@ func TestHandlerPages(t *testing.T) {
 	}
 	auth := []string{"Authorization", "Bearer " + keyUser1}
 
-	p := e.page(Route+"?limit=2", auth...)
+	p := e.page(route+"?limit=2", auth...)
 	if p.Region != "eu" || p.Account != "acct1" || p.After != 0 || len(p.Lines) != 2 || !p.More || p.NextAfter != p.Lines[1].Seq {
 		t.Fatalf("first page: %+v", p)
 	}
 	var all []Line
 	all = append(all, p.Lines...)
 	for p.More {
-		p = e.page(fmt.Sprintf("%s?limit=2&after=%d", Route, p.NextAfter), auth...)
+		p = e.page(fmt.Sprintf("%s?limit=2&after=%d", route, p.NextAfter), auth...)
 		all = append(all, p.Lines...)
 	}
 	if len(all) != 5 {
@@ -151,25 +158,25 @@ func TestHandlerPages(t *testing.T) {
 		}
 	}
 	// At the end: an empty page that keeps after, to poll with.
-	last := e.page(fmt.Sprintf("%s?after=%d", Route, p.NextAfter), auth...)
+	last := e.page(fmt.Sprintf("%s?after=%d", route, p.NextAfter), auth...)
 	if len(last.Lines) != 0 || last.More || last.NextAfter != p.NextAfter {
 		t.Errorf("page after the end: %+v", last)
 	}
-	if r := e.do("GET", fmt.Sprintf("%s?after=%d", Route, p.NextAfter), auth...); !strings.Contains(r.body, `"lines":[]`) {
+	if r := e.do("GET", fmt.Sprintf("%s?after=%d", route, p.NextAfter), auth...); !strings.Contains(r.body, `"lines":[]`) {
 		t.Errorf("empty page has no lines array: %s", r.body)
 	}
 
 	// The identity the gate's auth module set wins; x-api-key works too.
-	if p := e.page(Route, "X-Test-Identity", "acct2"); p.Account != "acct2" || len(p.Lines) != 5 {
+	if p := e.page(route, "X-Test-Identity", "acct2"); p.Account != "acct2" || len(p.Lines) != 5 {
 		t.Errorf("with identity: %s, %d lines", p.Account, len(p.Lines))
 	}
-	if p := e.page(Route, "x-api-key", keyUser2); p.Account != "acct2" || len(p.Lines) != 5 {
+	if p := e.page(route, "x-api-key", keyUser2); p.Account != "acct2" || len(p.Lines) != 5 {
 		t.Errorf("with x-api-key: %s, %d lines", p.Account, len(p.Lines))
 	}
-	if p := e.page(Route+"?region=eu", auth...); len(p.Lines) != 5 {
+	if p := e.page(route+"?region=eu", auth...); len(p.Lines) != 5 {
 		t.Errorf("region=eu: %d lines", len(p.Lines))
 	}
-	if r := e.do("HEAD", Route, auth...); r.status != http.StatusOK || r.body != "" {
+	if r := e.do("HEAD", route, auth...); r.status != http.StatusOK || r.body != "" {
 		t.Errorf("HEAD: %d %q", r.status, r.body)
 	}
 }
@@ -183,7 +190,7 @@ func TestHandlerLineJSON(t *testing.T) {
 		Count: 1, LLMTokens: Tokens{In: 6000, Out: 800}, Units: billing.Amount(3000), Status: 200,
 	}
 	record(t, e.log, ex)
-	r := e.do("GET", Route, "Authorization", "Bearer "+keyUser1)
+	r := e.do("GET", route, "Authorization", "Bearer "+keyUser1)
 	if r.status != 200 || r.header.Get("Content-Type") != "application/json" || r.header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("%d %v", r.status, r.header)
 	}
@@ -205,28 +212,26 @@ func TestHandlerRefusals(t *testing.T) {
 		status               int
 		body                 string
 	}{
-		{"no key", "GET", Route, nil, 401,
+		{"no key", "GET", route, nil, 401,
 			`{"error":"unauthorized","message":"send your API key as Authorization: Bearer \u003ckey\u003e or x-api-key: \u003ckey\u003e"}`},
-		{"unknown key", "GET", Route, []string{"Authorization", "Bearer tk_nope"}, 401,
+		{"unknown key", "GET", route, []string{"Authorization", "Bearer tk_nope"}, 401,
 			`{"error":"unauthorized","message":"this API key is not valid"}`},
-		{"revoked key", "GET", Route, []string{"x-api-key", keyGone}, 401,
+		{"revoked key", "GET", route, []string{"x-api-key", keyGone}, 401,
 			`{"error":"unauthorized","message":"this API key was revoked; use another key of the account"}`},
-		{"after not a number", "GET", Route + "?after=x", auth, 400,
+		{"after not a number", "GET", route + "?after=x", auth, 400,
 			`{"error":"bad_input","message":"after must be a whole number: the next_after of the page before, or 0"}`},
-		{"after negative", "GET", Route + "?after=-1", auth, 400,
+		{"after negative", "GET", route + "?after=-1", auth, 400,
 			`{"error":"bad_input","message":"after must be a whole number: the next_after of the page before, or 0"}`},
-		{"limit zero", "GET", Route + "?limit=0", auth, 400,
+		{"limit zero", "GET", route + "?limit=0", auth, 400,
 			`{"error":"bad_input","message":"limit must be a whole number from 1 to 1000"}`},
-		{"limit too big", "GET", Route + "?limit=1001", auth, 400,
+		{"limit too big", "GET", route + "?limit=1001", auth, 400,
 			`{"error":"bad_input","message":"limit must be a whole number from 1 to 1000"}`},
-		{"limit twice", "GET", Route + "?limit=1&limit=2", auth, 400,
+		{"limit twice", "GET", route + "?limit=1&limit=2", auth, 400,
 			`{"error":"bad_input","message":"limit is given more than once"}`},
-		{"other region", "GET", Route + "?region=sin", auth, 400,
+		{"other region", "GET", route + "?region=sin", auth, 400,
 			`{"error":"bad_input","message":"this gate keeps the history of region eu; ask the gate of region sin (the public address forwards ?region=sin)"}`},
-		{"method", "POST", Route, auth, 405,
-			`{"error":"method_not_allowed","message":"POST is not allowed here; use GET"}`},
-		{"path", "GET", Route + "/x", auth, 404,
-			`{"error":"not_found","message":"no such route"}`},
+		{"method", "POST", route, auth, 405,
+			`{"error":"method_not_allowed","message":"POST is not allowed on /v1/billing/usage; use GET"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := e.do(tc.method, tc.target, tc.header...)
@@ -236,7 +241,7 @@ func TestHandlerRefusals(t *testing.T) {
 			if tc.status == 401 && r.header.Get("WWW-Authenticate") == "" {
 				t.Error("401 without WWW-Authenticate")
 			}
-			if tc.status == 405 && r.header.Get("Allow") != "GET, HEAD" {
+			if tc.status == 405 && r.header.Get("Allow") != "GET" {
 				t.Errorf("Allow = %q", r.header.Get("Allow"))
 			}
 		})

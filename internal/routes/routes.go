@@ -233,6 +233,8 @@ var Rows = []Route{
 	{Pattern: "GET /recipes/health", Public: true, Server: Gate, Service: "recipes", RegionQuery: true, Doc: "the region's recipe health checks, per recipe: the gate merges its live cells' (?region=, §4, docs/recipes.md)"},
 	{Pattern: "POST /recipes/{name}", Kind: metering.KindRecipe, Server: Cell, BodyLimit: RecipeBody, Doc: "run a recipe: inputs and bypass_cache → rows, usage, meta (§2.7); per unit of a run, a cache hit 0"},
 	{Pattern: "GET /recipes/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a background recipe run (run: job): status, then rows; its units are charged when it ends (docs/recipes.md)"},
+	// Firecrawl's v2 API (docs/firecrawl.md): its SDKs work by changing the base URL.
+	{Pattern: "POST /v2/scrape", Kind: metering.KindScrape, Server: Cell, BodyLimit: ScrapeBody, Doc: "Firecrawl v2: scrape one page (formats, onlyMainContent, tags, maxAge, json; docs/firecrawl.md)"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
 
@@ -341,6 +343,29 @@ func must(t *Table, err error) *Table {
 
 // Rows returns the table's rows; the caller must not modify them.
 func (t *Table) Rows() []Route { return t.rows }
+
+// Row returns the row of pattern, or nil; the caller must not modify it.
+func (t *Table) Row(pattern string) *Route {
+	for i := range t.rows {
+		if t.rows[i].Pattern == pattern {
+			return &t.rows[i]
+		}
+	}
+	return nil
+}
+
+// Service returns a copy of the Gate rows of the named service, in table
+// order: what a server of that service alone (a test, trawl ledger serve)
+// gives Mux with the service's Handlers.
+func (t *Table) Service(name string) []Route {
+	var out []Route
+	for _, r := range t.rows {
+		if r.Server == Gate && r.Service == name {
+			out = append(out, r)
+		}
+	}
+	return out
+}
 
 // Match is a request's row.
 type Match struct {

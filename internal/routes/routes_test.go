@@ -129,6 +129,27 @@ func TestOperatorRoutesNeedTheRole(t *testing.T) {
 	}
 }
 
+// A service's rows are its Gate rows, in table order; Row finds a row by
+// its pattern.
+func TestServiceAndRow(t *testing.T) {
+	var got []string
+	for _, r := range Default().Service("issues") {
+		got = append(got, r.Pattern)
+	}
+	if want := []string{"POST /v1/issues", "GET /operator/v1/issues"}; !slices.Equal(got, want) {
+		t.Errorf("issues: %q, want %q", got, want)
+	}
+	if rows := Default().Service("nope"); len(rows) != 0 {
+		t.Errorf("an unknown service: %v", rows)
+	}
+	if r := Default().Row("POST /v1/issues"); r == nil || r.BodyLimit != FormBody {
+		t.Errorf("Row(POST /v1/issues): %+v", r)
+	}
+	if r := Default().Row("/v1/issues"); r != nil {
+		t.Errorf("Row(/v1/issues): %+v, want none (a row's pattern has its method)", r)
+	}
+}
+
 func TestPlace(t *testing.T) {
 	tab := Default()
 	tests := []struct {
