@@ -101,20 +101,19 @@ func TestWaitForFailures(t *testing.T) {
 	if !errors.Is(err, ErrWaitFor) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("never-matching selector: %v; want ErrWaitFor and DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d < deadline || d > deadline+DefaultCloseGrace {
-		t.Errorf("took %s for a %s deadline", d, deadline)
+	if d := time.Since(start); d < deadline {
+		t.Errorf("gave up after %s, before its %s deadline", d, deadline)
 	}
 
-	start = time.Now()
+	// A malformed selector fails as such, not by running out the page's
+	// deadline (no wall-clock bound here: the machines are shared and a
+	// loaded one is slow; the cause in the error is what tells).
 	_, err = eng.Fetch(t.Context(), &fetch.Request{
 		URL:     srv.URL,
 		Browser: &fetch.BrowserOptions{WaitFor: "p[[[", Timeout: 20 * time.Second},
 	})
 	if !errors.Is(err, ErrWaitFor) || errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("malformed selector: %v; want ErrWaitFor at once", err)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("malformed selector took %s", d)
+		t.Errorf("malformed selector: %v; want ErrWaitFor, not a deadline", err)
 	}
 }
 
