@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strconv"
 	"sync"
@@ -32,7 +33,7 @@ const UsageHeader = metering.Header
 // handlers are the cell's handlers by route pattern: one for each route of
 // Rows() and no other.
 func (c *Cell) handlers() map[string]http.HandlerFunc {
-	return map[string]http.HandlerFunc{
+	hs := map[string]http.HandlerFunc{
 		"GET /health":                    c.health,
 		"POST /scrape":                   c.handleScrape,
 		"POST /scrape/batch":             c.handleBatch,
@@ -59,9 +60,12 @@ func (c *Cell) handlers() map[string]http.HandlerFunc {
 		"GET /recipes/health/local": c.handleRecipeHealth,
 		"POST /recipes/{name}":      c.handleRecipeRun,
 		"GET /recipes/jobs/{id}":    c.handleRecipeJob,
-		// Firecrawl v2 (cell/v2.go).
-		"POST /v2/scrape": c.handleV2Scrape,
 	}
+	// Firecrawl's v2 routes, one file a feature (cell/v2*.go).
+	for _, v2 := range []map[string]http.HandlerFunc{c.v2ScrapeHandlers(), c.v2MapHandlers(), c.v2BatchHandlers(), c.v2CrawlHandlers()} {
+		maps.Copy(hs, v2)
+	}
+	return hs
 }
 
 // Rows are the routes a cell serves: the route table's routes for a cell
@@ -85,6 +89,7 @@ func (c *Cell) Handler() http.Handler {
 	for pattern, h := range c.handlers() {
 		hs[pattern] = h
 	}
+
 	// The span (started by traced) is named for the row's pattern, so
 	// names carry no job, monitor or recipe id.
 	mux, err := routes.Mux(Rows(), hs, routes.MuxOptions{SpanPrefix: "cell "})

@@ -37,6 +37,11 @@ func decodeV2(w http.ResponseWriter, r *http.Request, dst any) error {
 	return err
 }
 
+// v2ScrapeHandlers are the scrape routes' handlers.
+func (c *Cell) v2ScrapeHandlers() map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{"POST /v2/scrape": c.handleV2Scrape}
+}
+
 // handleV2Scrape serves POST /v2/scrape.
 func (c *Cell) handleV2Scrape(w http.ResponseWriter, r *http.Request) {
 	var req firecrawl.ScrapeRequest
