@@ -1,12 +1,14 @@
 // Package refusal is the gate's Caddy module trawl_errors, the one error
 // renderer: used in handle_errors, it writes every error a handler
-// returned as the JSON body of docs/spec/hosted-api.md §7. A gate.Refusal is written
+// returned as the JSON body of docs/spec/hosted-api.md §7 (Firecrawl's
+// envelope on a route whose row asks for it, docs/firecrawl.md). A gate.Refusal is written
 // as it is (body and headers); other errors (a cell that stopped answering,
 // no live cell) get a body of their own. Every refusal is free, and
 // carries x-svc-cost: 0.000 and, when the caller is known, x-svc-balance.
 package refusal
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/routes"
 )
 
 func init() {
@@ -58,8 +61,42 @@ func (e *Errors) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.H
 	if ref.Status >= 500 {
 		e.rt.Logger().Warn("gate error", "method", r.Method, "path", r.URL.Path, "status", ref.Status, "err", err)
 	}
+	if e.rt.Routes().Match(r).Envelope == routes.EnvelopeFirecrawl {
+		ref = firecrawl(ref)
+	}
 	ref.Write(w)
 	return nil
+}
+
+// firecrawlEnvelope is Firecrawl's error body.
+type firecrawlEnvelope struct {
+	Success bool           `json:"success"`
+	Error   string         `json:"error"`
+	Code    string         `json:"code,omitempty"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// firecrawl is ref in Firecrawl's envelope (a route whose row says so):
+// the message as error, trawl's code as code, the body's other fields
+// (a 402's balance and price) as details. Status and headers stay.
+func firecrawl(ref *gate.Refusal) *gate.Refusal {
+	raw, err := json.Marshal(ref.Body)
+	var fields map[string]any
+	if err != nil || json.Unmarshal(raw, &fields) != nil {
+		return ref
+	}
+	env := firecrawlEnvelope{}
+	env.Code, _ = fields["error"].(string)
+	env.Error, _ = fields["message"].(string)
+	if env.Error == "" {
+		env.Error = http.StatusText(ref.Status)
+	}
+	delete(fields, "error")
+	delete(fields, "message")
+	if len(fields) > 0 {
+		env.Details = fields
+	}
+	return &gate.Refusal{Status: ref.Status, Body: env, Header: ref.Header}
 }
 
 // Of turns a handler error into the refusal to answer with.

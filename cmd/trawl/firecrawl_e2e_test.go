@@ -133,6 +133,27 @@ func TestFirecrawlSDKAgainstDev(t *testing.T) {
 	if !strings.Contains(res[3].Thrown, "changeTracking") {
 		t.Errorf("unsupported format message: %q", res[3].Thrown)
 	}
+
+	// The gate's own refusals on a v2 route are in Firecrawl's envelope
+	// too: the SDK shows the message, the status and trawl's code.
+	res = firecrawlSDK(t, dev.base, "fc-not-a-trawl-key", fcCall{"scrape", []any{page}})
+	if r := res[0]; r.Status == nil || *r.Status != 401 || !strings.Contains(r.Thrown, "key") || r.Code == nil || *r.Code != "unauthorized" {
+		t.Errorf("a wrong key: %+v (code %v)", r, r.Code)
+	}
+	resp, err := http.Post(dev.base+"/v2/scrape", "application/json", strings.NewReader(`{"url":"`+page+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var env struct {
+		Success *bool  `json:"success"`
+		Error   string `json:"error"`
+		Code    string `json:"code"`
+	}
+	if json.Unmarshal(b, &env) != nil || env.Success == nil || *env.Success || env.Error == "" || env.Code != "unauthorized" {
+		t.Errorf("no key on /v2/scrape: %d %s", resp.StatusCode, b)
+	}
 }
 
 func deref(p *int) string {

@@ -71,6 +71,9 @@ var Jobs = &Grammar{Name: "job", Parse: jobid.Parse}
 // Monitors is the grammar of monitor ids (internal/monid).
 var Monitors = &Grammar{Name: "monitor", Parse: monid.Parse}
 
+// EnvelopeFirecrawl is the error envelope of Firecrawl's v2 API.
+const EnvelopeFirecrawl = "firecrawl"
+
 // RoleOperator is the key role of the operator routes (ledger.RoleOperator).
 const RoleOperator = "operator"
 
@@ -108,6 +111,11 @@ type Route struct {
 	// Public routes need no API key (the handler may still check one, as
 	// the checkout completion does).
 	Public bool
+	// Envelope is the error body the route's clients read: "" is trawl's
+	// {"error": code, "message": …}; EnvelopeFirecrawl is Firecrawl's
+	// {"success": false, "error": message, "code": code, "details": …},
+	// which the gate's refusals on the row take too (trawl_errors).
+	Envelope string
 	// Role is the key role the route needs ("operator"); "" takes any
 	// key. trawl_auth refuses a key of another role with 403 before the
 	// body is read, as it refuses a missing key with 401.
@@ -234,7 +242,7 @@ var Rows = []Route{
 	{Pattern: "POST /recipes/{name}", Kind: metering.KindRecipe, Server: Cell, BodyLimit: RecipeBody, Doc: "run a recipe: inputs and bypass_cache → rows, usage, meta (§2.7); per unit of a run, a cache hit 0"},
 	{Pattern: "GET /recipes/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a background recipe run (run: job): status, then rows; its units are charged when it ends (docs/recipes.md)"},
 	// Firecrawl's v2 API (docs/firecrawl.md): its SDKs work by changing the base URL.
-	{Pattern: "POST /v2/scrape", Kind: metering.KindScrape, Server: Cell, BodyLimit: ScrapeBody, Doc: "Firecrawl v2: scrape one page (formats, onlyMainContent, tags, maxAge, json; docs/firecrawl.md)"},
+	{Pattern: "POST /v2/scrape", Kind: metering.KindScrape, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: ScrapeBody, Doc: "Firecrawl v2: scrape one page (formats, onlyMainContent, tags, maxAge, json; docs/firecrawl.md)"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
 
@@ -275,7 +283,7 @@ func New(rows []Route) (t *Table, err error) {
 		p := r.Path()
 		if prev := t.byPath[p]; len(prev) > 0 {
 			first := prev[0]
-			if first.Public != r.Public || first.Server != r.Server || first.Service != r.Service || first.Owner != r.Owner || first.RegionQuery != r.RegionQuery || first.Role != r.Role {
+			if first.Public != r.Public || first.Server != r.Server || first.Service != r.Service || first.Owner != r.Owner || first.RegionQuery != r.RegionQuery || first.Role != r.Role || first.Envelope != r.Envelope {
 				return nil, fmt.Errorf("routes: %q and %q share a path but not its access, server or owner", first.Pattern, r.Pattern)
 			}
 			if first.Method() == "" || r.Method() == "" {
@@ -323,6 +331,8 @@ func (r *Route) check() error {
 		return fmt.Errorf("routes: %q: PerURL on a free route", r.Pattern)
 	case r.BodyLimit < 0:
 		return fmt.Errorf("routes: %q: negative body limit", r.Pattern)
+	case r.Envelope != "" && r.Envelope != EnvelopeFirecrawl:
+		return fmt.Errorf("routes: %q: unknown error envelope %q", r.Pattern, r.Envelope)
 	case r.Role != "" && (r.Public || r.Kind != ""):
 		return fmt.Errorf("routes: %q: a route that needs a role is keyed and free", r.Pattern)
 	}

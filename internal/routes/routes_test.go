@@ -150,6 +150,25 @@ func TestServiceAndRow(t *testing.T) {
 	}
 }
 
+// Every Firecrawl route answers errors, the gate's too, in Firecrawl's
+// envelope: its SDKs read error, code and details from it.
+func TestFirecrawlRoutesTakeItsEnvelope(t *testing.T) {
+	n := 0
+	for _, r := range Rows {
+		if strings.HasPrefix(r.Path(), "/v2/") {
+			n++
+			if r.Envelope != EnvelopeFirecrawl {
+				t.Errorf("%s: envelope %q", r.Pattern, r.Envelope)
+			}
+		} else if r.Envelope != "" {
+			t.Errorf("%s: a native route with envelope %q", r.Pattern, r.Envelope)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no /v2/ route")
+	}
+}
+
 func TestPlace(t *testing.T) {
 	tab := Default()
 	tests := []struct {
