@@ -99,6 +99,15 @@ func (c *Cell) v2Scrape(ctx context.Context, rawURL string, plan *firecrawl.Plan
 
 // v2Page fetches or finds the page.
 func (c *Cell) v2Page(ctx context.Context, rawURL, target string, plan *firecrawl.Plan) (*firecrawl.Page, metering.Usage, error) {
+	if plan.MinAge == 0 && !plan.Reprocess() && plan.JSON == nil {
+		// A fresh copy in the scrape cache: its result as it is (free,
+		// and no conversion).
+		if out, err := c.scrape.Cached(rawURL, plan.Options); err == nil {
+			if res, err := out.Result(); err == nil && c.cfg.Now().Sub(res.FetchedAt) <= plan.MaxAge {
+				return &firecrawl.Page{Requested: rawURL, Result: res, Cached: true, CachedAt: res.FetchedAt}, out.Usage, nil
+			}
+		}
+	}
 	if pg := c.v2Archived(rawURL, target, plan); pg != nil {
 		return pg, metering.Usage{Engine: metering.EngineCache, Cache: metering.CacheArchive}, nil
 	}

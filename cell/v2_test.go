@@ -244,3 +244,21 @@ func TestV2ScrapeErrors(t *testing.T) {
 		t.Errorf("a 404 page: %d %+v", status, r)
 	}
 }
+
+// A repeat within the scrape cache's window is a cache hit: free, not
+// fetched, not converted again.
+func TestV2ScrapeRepeatIsACacheHit(t *testing.T) {
+	site := newV2Site(t)
+	tc := newTestCell(t, nil)
+	body := fmt.Sprintf(`{"url":%q,"formats":["markdown","links"]}`, site.URL+"/again")
+	tc.v2(t, body)
+	fetched := site.hits.Load()
+	tc.now.Add(int64(time.Minute))
+	status, r, u := tc.v2(t, body)
+	if status != 200 || r.Data.Metadata["cacheState"] != "hit" || site.hits.Load() != fetched || !strings.Contains(*r.Data.Markdown, "copper kettle") || len(r.Data.Links) == 0 {
+		t.Fatalf("repeat: %d %+v", status, r.Data)
+	}
+	if u.Cache != metering.CacheHit || u.Engine != metering.EngineCache {
+		t.Errorf("usage of a repeat: %+v", u)
+	}
+}

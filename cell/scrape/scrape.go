@@ -220,6 +220,24 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 	}
 }
 
+// Cached is the cache's copy of a scrape of rawURL with opts, fresh within
+// the cache's window, without fetching: store.ErrNotFound when there is
+// none (or the cache is off, or opts bypass it).
+func (s *Service) Cached(rawURL string, opts Options) (*Outcome, error) {
+	u, err := urlpolicy.Validate(rawURL, s.cfg.AllowPrivateNetworks)
+	if err != nil {
+		return nil, urlError(err)
+	}
+	if s.cfg.FreshFor <= 0 || opts.BypassCache || opts.NoStore {
+		return nil, store.ErrNotFound
+	}
+	body, _, err := s.store.GetLive(nil, cacheKey(opts.cacheKey(u.String())), s.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	return &Outcome{Body: body, Usage: metering.Hit}, nil
+}
+
 // ladderRequest is the ladder's form of a scrape of u.
 func ladderRequest(u *url.URL, opts *Options) *ladder.Request {
 	return &ladder.Request{URL: u, Proxy: opts.Proxy, Country: opts.Country, Browser: opts.browserOptions()}
