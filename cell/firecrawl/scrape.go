@@ -219,6 +219,14 @@ func (o *ScrapeOptions) Compile(field string) (*Plan, error) {
 		p.Options.Parse.Links, p.Options.Parse.Media = p.Links, p.Images
 	}
 	p.Options.Parse.Metadata = true
+	// The scrape service converts (and caches) only what the answer
+	// shows: Markdown alone is the SDKs' default.
+	switch {
+	case p.HTML && !p.Markdown:
+		p.Options.Format = scrape.FormatHTML
+	case !p.HTML:
+		p.Options.Format = scrape.FormatMarkdown
+	}
 	if err := p.Options.Normalize(); err != nil {
 		return nil, err
 	}
