@@ -260,6 +260,7 @@ func New(cfg Config) (*Cell, error) {
 		Concurrency: cfg.JobConcurrency,
 		Retention:   cfg.JobRetention,
 		Busy:        cfg.busy(),
+		Shaped:      c.v2JobScrape, // Firecrawl's batch scrapes (cell/v2_batch.go)
 		Now:         cfg.Now,
 		Logger:      cfg.Logger,
 	})

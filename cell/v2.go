@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"unicode"
 
 	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
@@ -31,8 +32,21 @@ type v2Answer struct {
 func decodeV2(w http.ResponseWriter, r *http.Request, dst any) error {
 	err := httpjson.DecodeLenient(w, r, routes.Limit(r), dst)
 	if de, ok := errors.AsType[*httpjson.DecodeError](err); ok {
-		return &firecrawl.Error{Status: de.Status(), Code: firecrawl.CodeBadRequest, Message: "Bad Request: " + de.Error(),
-			Details: []map[string]any{{"path": strings.Split(de.Field, "."), "message": de.Error()}}}
+		// The field's JSON path: encoding/json names an embedded
+		// struct's field by the struct's Go name too
+		// (ScrapeOptions.formats), which no client sent.
+		path := []string{}
+		for seg := range strings.SplitSeq(de.Field, ".") {
+			if seg != "" && !unicode.IsUpper(rune(seg[0])) {
+				path = append(path, seg)
+			}
+		}
+		msg := de.Error()
+		if de.Field != "" {
+			msg = strings.ReplaceAll(msg, de.Field, strings.Join(path, "."))
+		}
+		return &firecrawl.Error{Status: de.Status(), Code: firecrawl.CodeBadRequest, Message: "Bad Request: " + msg,
+			Details: []map[string]any{{"path": path, "message": msg}}}
 	}
 	return err
 }

@@ -262,3 +262,12 @@ func TestV2ScrapeRepeatIsACacheHit(t *testing.T) {
 		t.Errorf("usage of a repeat: %+v", u)
 	}
 }
+
+// A wrong type is named by its JSON path, as the client sent it.
+func TestV2ScrapeNamesTheFieldAtFault(t *testing.T) {
+	tc := newTestCell(t, nil)
+	status, r, _ := tc.v2(t, `{"url":"http://127.0.0.1:1/a","onlyMainContent":"yes"}`)
+	if status != 400 || strings.Contains(r.Error, "ScrapeOptions") || !strings.Contains(r.Error, "onlyMainContent") {
+		t.Errorf("%d %+v", status, r)
+	}
+}

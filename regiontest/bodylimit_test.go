@@ -54,7 +54,12 @@ func TestEveryRouteBodyLimitAtTheGate(t *testing.T) {
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), `"error":"too_large"`) {
+			want := `"error":"too_large"`
+			if row.Envelope == routes.EnvelopeFirecrawl {
+				want = `"success":false,"error":"request body is larger than `
+			}
+			if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b), want) ||
+				row.Envelope == routes.EnvelopeFirecrawl && !strings.Contains(string(b), `"code":"too_large"`) {
 				t.Errorf("%s (chunked %v), %d bytes over a limit of %d: %d %s", row.Pattern, chunked, len(body), row.BodyLimit, resp.StatusCode, b)
 			}
 			n++

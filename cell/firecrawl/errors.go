@@ -69,19 +69,34 @@ func WriteError(w http.ResponseWriter, err error) {
 		return
 	}
 	he := httpjson.AsHTTPError(err)
-	code := CodeInternal
-	switch {
-	case he.Status == http.StatusBadRequest || he.Status == http.StatusRequestEntityTooLarge:
-		code = CodeBadRequest
-	case he.Status == http.StatusGatewayTimeout:
-		code = CodeScrapeTimeout
-	case he.Status >= 400 && he.Status < 500:
-		code = CodeScrapeFailed
-	case he.Status == http.StatusBadGateway || he.Status == http.StatusUnprocessableEntity:
-		code = CodeScrapeFailed
-	}
 	if he.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int((he.RetryAfter+time.Second-1)/time.Second)))
 	}
-	httpjson.Write(w, he.Status, Envelope{Error: he.Body().Message, Code: code, Details: map[string]string{"trawl_error": he.Code}})
+	httpjson.Write(w, he.Status, Envelope{Error: he.Body().Message, Code: codeOf(he.Status), Details: map[string]string{"trawl_error": he.Code}})
+}
+
+// codeOf is the Firecrawl code of a trawl error's status.
+func codeOf(status int) string {
+	switch {
+	case status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge:
+		return CodeBadRequest
+	case status == http.StatusGatewayTimeout:
+		return CodeScrapeTimeout
+	case status >= 400 && status < 500:
+		return CodeScrapeFailed
+	case status == http.StatusBadGateway || status == http.StatusUnprocessableEntity:
+		return CodeScrapeFailed
+	}
+	return CodeInternal
+}
+
+// CodeFor is the Firecrawl code of an error kept as its status and code
+// (a job's failed URL): a Firecrawl code as it is, a trawl one as
+// WriteError would answer it.
+func CodeFor(status int, code string) string {
+	switch code {
+	case CodeBadRequest, CodeUnsupported, CodeScrapeTimeout, CodeScrapeFailed, CodeUnsupportedURL, CodeNotFound, CodeInternal:
+		return code
+	}
+	return codeOf(status)
 }

@@ -61,13 +61,19 @@ func isBusy(err error) bool {
 // fleet-busy, for at most b.Wait from the first refusal. When ctx ends
 // during a pause it returns ctx's error.
 func scrapeWaiting(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, b BusyRetry) (*scrape.Outcome, error) {
+	return waitingOut(ctx, b, func() (*scrape.Outcome, error) { return fn(ctx, u, opts) })
+}
+
+// waitingOut is call, retried as scrapeWaiting retries a scrape.
+func waitingOut[T any](ctx context.Context, b BusyRetry, call func() (T, error)) (T, error) {
 	b = b.withDefaults()
 	var (
 		deadline time.Time
 		pause    = b.Backoff
+		zero     T
 	)
 	for {
-		out, err := fn(ctx, u, opts)
+		out, err := call()
 		if err == nil || b.Wait < 0 || !isBusy(err) || ctx.Err() != nil {
 			return out, err
 		}
@@ -78,7 +84,7 @@ func scrapeWaiting(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Opt
 		d := pause/2 + rand.N(pause/2+1)
 		if left := deadline.Sub(now); d > left {
 			if left <= 0 {
-				return nil, err
+				return zero, err
 			}
 			d = left // one last try at the deadline
 		}
@@ -88,7 +94,7 @@ func scrapeWaiting(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Opt
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return zero, ctx.Err()
 		}
 	}
 }

@@ -32,20 +32,24 @@ const (
 
 // Job states (docs/api.md). A job is pending until a worker takes its first
 // URL, running while URLs remain, done when every URL has a result (ok or
-// error). A retry of its failed URLs makes it running again.
+// error). A retry of its failed URLs makes it running again. A cancelled
+// job (Cancel) is cancelled for good, whatever its URLs' states.
 const (
-	StatusPending = "pending"
-	StatusRunning = "running"
-	StatusDone    = "done"
+	StatusPending   = "pending"
+	StatusRunning   = "running"
+	StatusDone      = "done"
+	StatusCancelled = "cancelled"
 )
 
 // URL states. A held URL is a failed one a retry has quoted and the gate
-// has not released yet: it is shown (and counted) as failed.
+// has not released yet: it is shown (and counted) as failed. A cancelled
+// URL was pending when its job was cancelled: it is never fetched.
 const (
-	urlPending = "pending"
-	urlDone    = "done"
-	urlError   = "error"
-	urlHeld    = "held"
+	urlPending   = "pending"
+	urlDone      = "done"
+	urlError     = "error"
+	urlHeld      = "held"
+	urlCancelled = "cancelled"
 )
 
 // ErrNoJob is returned for an unknown job id.
@@ -71,7 +75,9 @@ const DefaultHoldTTL = 10 * time.Minute
 //	j/<id>/p/<seq>    present while the URL waits to be scraped; value = the URL
 //	j/<id>/r/<slot>   result line; slots are handed out in completion order and
 //	                  a URL keeps its slot forever, so result pages are stable
-//	                  and a retried URL replaces its own line
+//	                  and a retried URL replaces its own line. A job with a
+//	                  shape (Extra.Shape) gives slots to successful URLs
+//	                  only, so its offsets count documents
 //	ji/<id>           index of jobs, for start-up
 //
 // seq and slot are 8-byte big-endian. A URL's completion writes its record,
@@ -103,8 +109,31 @@ type Config struct {
 	// submission is deleted by Sweep; an expired held retry is undone
 	// (its URLs are failed again) by Sweep or by the next HoldRetry.
 	HoldTTL time.Duration
-	Now     func() time.Time
-	Logger  *slog.Logger
+	// Shaped produces the results of jobs submitted with a shape
+	// (HoldWith, Extra.Shape) in place of the scrape function; without it
+	// such a submission is refused.
+	Shaped ShapedFunc
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Extra is what a submission may carry besides its URLs and options
+// (HoldWith).
+type Extra struct {
+	// Shape is opaque to the manager: kept with the job and handed to
+	// Config.Shaped for each of its URLs, whose result (a Firecrawl
+	// document, say) becomes the URL's line. A job with a shape keeps
+	// lines for its successful URLs only: its failed ones are read with
+	// Failures.
+	Shape json.RawMessage
+	// Units is what the submission bills (the URLs the caller counted
+	// fetchable), kept so Status can tell what the job has been charged
+	// (Status.Charged).
+	Units int
+	// Concurrency bounds how many of the job's URLs are fetched at once
+	// (besides Config.Concurrency across all jobs); 0: no bound of its
+	// own.
+	Concurrency int
 }
 
 // Manager owns every job of the cell.
@@ -145,6 +174,15 @@ type meta struct {
 	// IdemKey is the store key of the idempotency key the job was
 	// submitted with (idempotency.go), deleted with the job.
 	IdemKey string `json:"idem_key,omitempty"`
+	// Shape, Units and Concurrency are the submission's Extra;
+	// RetryUnits the units of the retries released since.
+	Shape       json.RawMessage `json:"shape,omitempty"`
+	Units       int             `json:"units,omitempty"`
+	Concurrency int             `json:"concurrency,omitempty"`
+	RetryUnits  int             `json:"retry_units,omitempty"`
+	// CancelledAt is when the job was cancelled (Cancel): its pending
+	// URLs were cancelled then, and none is fetched after.
+	CancelledAt time.Time `json:"cancelled_at,omitzero"`
 }
 
 type urlRecord struct {
@@ -154,23 +192,44 @@ type urlRecord struct {
 	Error    string `json:"error,omitempty"`
 	Message  string `json:"message,omitempty"`
 	Slot     int64  `json:"slot"` // -1 until the URL has a result line
+	// Status is the HTTP status of a failure; At when the URL finished
+	// (or was cancelled).
+	Status int       `json:"status,omitempty"`
+	At     time.Time `json:"at,omitzero"`
 }
 
 type job struct {
 	meta meta
 
-	mu       sync.Mutex // guards everything below and orders result slots
-	pending  int
-	done     int
-	failed   int
-	started  bool
-	nextSlot int64
-	inflight map[uint64]bool
+	mu        sync.Mutex // guards everything below and orders result slots
+	pending   int
+	done      int
+	failed    int
+	cancelled int // URLs cancelled
+	started   bool
+	nextSlot  int64
+	inflight  map[uint64]bool
 	// dispatching is true while a dispatcher goroutine runs for the job;
 	// kick wakes it when URLs are re-queued or the last one finishes.
 	dispatching bool
 	kick        chan struct{}
-	gone        bool // swept
+	// slot wakes a dispatcher waiting for a place under the job's own
+	// concurrency (meta.Concurrency) when one of its URLs finishes.
+	slot chan struct{}
+	gone bool // swept
+}
+
+// isCancelled reports whether the job was cancelled; j.mu is held.
+func (j *job) isCancelled() bool { return !j.meta.CancelledAt.IsZero() }
+
+// wake signals the job's dispatcher, whichever way it waits.
+func (j *job) wake() {
+	for _, c := range []chan struct{}{j.kick, j.slot} {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
 }
 
 type task struct {
@@ -227,7 +286,7 @@ func (m *Manager) load(id string) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
-	j := &job{inflight: map[uint64]bool{}, kick: make(chan struct{}, 1)}
+	j := newJob(meta{})
 	if err := json.Unmarshal(raw, &j.meta); err != nil {
 		return nil, err
 	}
@@ -243,6 +302,8 @@ func (m *Manager) load(id string) (*job, error) {
 			j.done++
 		case urlError, urlHeld:
 			j.failed++
+		case urlCancelled:
+			j.cancelled++
 		}
 		if r.Slot >= j.nextSlot {
 			j.nextSlot = r.Slot + 1
@@ -265,6 +326,13 @@ func (m *Manager) Start() {
 	defer m.mu.Unlock()
 	for _, j := range m.jobs {
 		j.mu.Lock()
+		if j.pending > 0 && j.isCancelled() {
+			// Cancelled with URLs in flight, which the stop cut: they
+			// are not fetched again.
+			if _, err := m.cancelPendingLocked(j, j.meta); err != nil {
+				m.cfg.Logger.Error("cancel the rest of a cancelled job", "job", j.meta.ID, "err", err)
+			}
+		}
 		if j.pending > 0 && j.meta.Hold == "" {
 			m.cfg.Logger.Info("resuming job", "job", j.meta.ID, "pending", j.pending, "done", j.done, "error", j.failed)
 			m.startDispatchLocked(j)
@@ -320,13 +388,30 @@ func newToken() string {
 	return hex.EncodeToString(b[:])
 }
 
+// HoldWith is Hold of a job that carries x: a shape its URLs are
+// produced with (Config.Shaped), the units its submission bills, a
+// concurrency of its own.
+func (m *Manager) HoldWith(account string, urls []string, opts scrape.Options, x Extra) (id, token string, err error) {
+	if len(x.Shape) > 0 && m.cfg.Shaped == nil {
+		return "", "", errors.New("jobs: a job with a shape needs Config.Shaped")
+	}
+	if x.Units < 0 || x.Concurrency < 0 {
+		return "", "", errors.New("jobs: negative units or concurrency")
+	}
+	return m.submitKeyed(account, urls, opts, true, nil, nil, x)
+}
+
 func (m *Manager) submit(account string, urls []string, opts scrape.Options, held bool) (string, string, error) {
-	return m.submitKeyed(account, urls, opts, held, nil, nil)
+	return m.submitKeyed(account, urls, opts, held, nil, nil, Extra{})
+}
+
+func newJob(mt meta) *job {
+	return &job{meta: mt, inflight: map[uint64]bool{}, kick: make(chan struct{}, 1), slot: make(chan struct{}, 1)}
 }
 
 // submitKeyed is submit that also writes idemKey → idemVal in the job's
 // own batch (an idempotency key, idempotency.go).
-func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options, held bool, idemKey, idemVal []byte) (string, string, error) {
+func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options, held bool, idemKey, idemVal []byte, x Extra) (string, string, error) {
 	if account == "" {
 		return "", "", errors.New("jobs: a job needs an owner account")
 	}
@@ -335,12 +420,9 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 	}
 	id := jobid.New(m.cfg.Region, m.cfg.Cell)
 	now := m.cfg.Now().UTC()
-	j := &job{
-		meta:     meta{ID: id, Account: account, CreatedAt: now, Options: opts, Total: len(urls)},
-		pending:  len(urls),
-		inflight: map[uint64]bool{},
-		kick:     make(chan struct{}, 1),
-	}
+	j := newJob(meta{ID: id, Account: account, CreatedAt: now, Options: opts, Total: len(urls),
+		Shape: x.Shape, Units: x.Units, Concurrency: x.Concurrency})
+	j.pending = len(urls)
 	if held {
 		j.meta.Hold, j.meta.HeldUntil = newToken(), now.Add(m.cfg.HoldTTL)
 	}
@@ -410,11 +492,21 @@ func (m *Manager) Release(id, account, token string) error {
 		if now.After(j.meta.RetryUntil) {
 			return ErrNoHold
 		}
-		n, err := m.moveHeldLocked(j, urlPending, token)
+		// A retry charged while its job was being cancelled is cancelled
+		// with it: nothing of it is fetched.
+		to := urlPending
+		if j.isCancelled() {
+			to = urlCancelled
+		}
+		n, err := m.moveHeldLocked(j, to, token)
 		if err != nil {
 			return err
 		}
 		j.failed -= n
+		if to == urlCancelled {
+			j.cancelled += n
+			return nil
+		}
 		j.pending += n
 		if n > 0 {
 			m.startDispatchLocked(j)
@@ -451,8 +543,8 @@ func (m *Manager) Drop(id, account, token string) error {
 }
 
 // moveHeldLocked moves the job's held URLs to state to (pending: queued
-// again; error: the retry undone) and ends the retry hold, in one batch;
-// j.mu is held.
+// again; cancelled: released into a cancelled job; error: the retry
+// undone) and ends the retry hold, in one batch; j.mu is held.
 func (m *Manager) moveHeldLocked(j *job, to, token string) (int, error) {
 	id := j.meta.ID
 	b := m.st.NewBatch()
@@ -480,8 +572,9 @@ func (m *Manager) moveHeldLocked(j *job, to, token string) (int, error) {
 	}
 	nm := j.meta
 	nm.RetryHold, nm.RetryUntil = "", time.Time{}
-	if to == urlPending {
+	if to != urlError {
 		nm.RetryReleased = token
+		nm.RetryUnits += n
 	}
 	mb, _ := json.Marshal(nm)
 	b.Set(metaKey(id), mb)
@@ -511,14 +604,7 @@ func (m *Manager) dispatch(j *job) {
 			m.cfg.Logger.Error("job dispatch scan", "job", j.meta.ID, "err", err)
 		}
 		for _, t := range batch {
-			j.mu.Lock()
-			busy := j.inflight[t.seq]
-			if !busy {
-				j.inflight[t.seq] = true
-				j.started = true
-			}
-			j.mu.Unlock()
-			if busy {
+			if !m.admit(j, t.seq) {
 				continue
 			}
 			select {
@@ -547,6 +633,32 @@ func (m *Manager) dispatch(j *job) {
 	}
 }
 
+// admit marks the job's URL seq in flight, first waiting for a place when
+// the job has a concurrency of its own. It reports false for a URL not to
+// send: in flight already, its job cancelled or swept, or the manager
+// closing.
+func (m *Manager) admit(j *job, seq uint64) bool {
+	for {
+		j.mu.Lock()
+		if j.inflight[seq] || j.isCancelled() || j.gone {
+			j.mu.Unlock()
+			return false
+		}
+		if c := j.meta.Concurrency; c <= 0 || len(j.inflight) < c {
+			j.inflight[seq] = true
+			j.started = true
+			j.mu.Unlock()
+			return true
+		}
+		j.mu.Unlock()
+		select {
+		case <-j.slot:
+		case <-m.ctx.Done():
+			return false
+		}
+	}
+}
+
 func (m *Manager) worker() {
 	defer m.wg.Done()
 	for {
@@ -560,13 +672,28 @@ func (m *Manager) worker() {
 }
 
 func (m *Manager) run(t task) {
-	opts := t.job.meta.Options
+	j := t.job
+	j.mu.Lock()
+	cancelled := j.isCancelled()
+	opts, shape := j.meta.Options, j.meta.Shape
+	j.mu.Unlock()
+	if cancelled {
+		// Cancelled between its dispatch and now: not fetched.
+		if err := m.cancelOne(t); err != nil {
+			m.cfg.Logger.Error("job cancel write failed; the URL stays pending", "job", j.meta.ID, "url", urlpolicy.Redact(t.url), "err", err)
+		}
+		return
+	}
 	var line []byte
 	var serr *httpjson.HTTPError
 	attempts := 0
 	for attempts < m.cfg.Attempts {
 		attempts++
-		line, serr, _ = runOne(m.ctx, m.scrape, t.url, opts, m.cfg.Busy)
+		if len(shape) > 0 {
+			line, serr = runShaped(m.ctx, m.cfg.Shaped, t.url, shape, m.cfg.Busy)
+		} else {
+			line, serr, _ = runOne(m.ctx, m.scrape, t.url, opts, m.cfg.Busy)
+		}
 		if m.ctx.Err() != nil {
 			// Shutting down: leave the URL pending for the next start.
 			t.job.mu.Lock()
@@ -602,17 +729,22 @@ func (m *Manager) complete(t task, line []byte, serr *httpjson.HTTPError, attemp
 		return nil // already recorded (a duplicate dispatch)
 	}
 	rec.Attempts += attempts
-	rec.State, rec.Error, rec.Message = urlDone, "", ""
+	rec.State, rec.Error, rec.Message, rec.Status = urlDone, "", "", 0
+	rec.At = m.cfg.Now().UTC()
 	if serr != nil {
-		rec.State, rec.Error, rec.Message = urlError, serr.Code, serr.Message
+		rec.State, rec.Error, rec.Message, rec.Status = urlError, serr.Code, serr.Message, serr.Status
 	}
-	if rec.Slot < 0 {
+	// A shaped job's failure has no line (Extra.Shape).
+	lined := serr == nil || len(j.meta.Shape) == 0
+	if rec.Slot < 0 && lined {
 		rec.Slot = j.nextSlot
 	}
 	b := m.st.NewBatch()
 	rb, _ := json.Marshal(rec)
 	b.Set(seqKey(j.meta.ID, 'u', t.seq), rb)
-	b.Set(seqKey(j.meta.ID, 'r', uint64(rec.Slot)), line)
+	if lined {
+		b.Set(seqKey(j.meta.ID, 'r', uint64(rec.Slot)), line)
+	}
 	b.Delete(seqKey(j.meta.ID, 'p', t.seq))
 	// NoSync: a kill -9 keeps it (the OS has the WAL); were the machine to
 	// lose it, the URL is simply still pending and is scraped again. The last
@@ -624,7 +756,7 @@ func (m *Manager) complete(t task, line []byte, serr *httpjson.HTTPError, attemp
 	if err := b.Commit(d); err != nil {
 		return err
 	}
-	if rec.Slot == j.nextSlot {
+	if lined && rec.Slot == j.nextSlot {
 		j.nextSlot++
 	}
 	j.pending--
@@ -639,20 +771,130 @@ func (m *Manager) complete(t task, line []byte, serr *httpjson.HTTPError, attemp
 		default:
 		}
 	}
+	select {
+	case j.slot <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// Cancel cancels account's job id: its URLs not yet fetched are cancelled
+// (durably, in one write) and never fetched, those in flight finish and
+// keep their results, and the job is cancelled for good: its status says
+// so, and nothing of it is retried. A retry held when it is cancelled is
+// cancelled when released. Cancelling again changes nothing.
+func (m *Manager) Cancel(id, account string) error {
+	j, err := m.get(id, account)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.isCancelled() {
+		return nil
+	}
+	nm := j.meta
+	nm.CancelledAt = m.cfg.Now().UTC()
+	_, err = m.cancelPendingLocked(j, nm)
+	return err
+}
+
+// cancelPendingLocked cancels every URL of j that is pending and not in
+// flight and writes meta nm, in one batch, and wakes the job's
+// dispatcher; j.mu is held.
+func (m *Manager) cancelPendingLocked(j *job, nm meta) (int, error) {
+	id := j.meta.ID
+	now := m.cfg.Now().UTC()
+	b := m.st.NewBatch()
+	n := 0
+	err := m.st.Scan(jobKey(id, 'u'), nil, func(k, v []byte) (bool, error) {
+		var r urlRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, err
+		}
+		seq := binary.BigEndian.Uint64(k[len(k)-8:])
+		if r.State != urlPending || j.inflight[seq] {
+			return true, nil
+		}
+		r.State, r.At = urlCancelled, now
+		rb, _ := json.Marshal(r)
+		b.Set(bytes.Clone(k), rb)
+		b.Delete(seqKey(id, 'p', seq))
+		n++
+		return true, nil
+	})
+	if err != nil {
+		b.Discard()
+		return 0, err
+	}
+	mb, _ := json.Marshal(nm)
+	b.Set(metaKey(id), mb)
+	if err := b.Commit(store.Sync); err != nil {
+		return 0, err
+	}
+	j.meta = nm
+	j.pending -= n
+	j.cancelled += n
+	j.wake()
+	return n, nil
+}
+
+// cancelOne cancels a dispatched URL of a cancelled job before it is
+// fetched.
+func (m *Manager) cancelOne(t task) error {
+	j := t.job
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.inflight, t.seq)
+	raw, err := m.st.Get(seqKey(j.meta.ID, 'u', t.seq))
+	if err != nil {
+		return err
+	}
+	var rec urlRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return err
+	}
+	if rec.State != urlPending {
+		return nil
+	}
+	rec.State, rec.At = urlCancelled, m.cfg.Now().UTC()
+	rb, _ := json.Marshal(rec)
+	b := m.st.NewBatch()
+	b.Set(seqKey(j.meta.ID, 'u', t.seq), rb)
+	b.Delete(seqKey(j.meta.ID, 'p', t.seq))
+	if err := b.Commit(store.Sync); err != nil {
+		return err
+	}
+	j.pending--
+	j.cancelled++
+	j.wake()
 	return nil
 }
 
 // Status is the body of GET /scrape/jobs/{id}.
 type Status struct {
-	JobID     string         `json:"job_id"`
-	Status    string         `json:"status"`
-	Total     int            `json:"total"`
-	Pending   int            `json:"pending"`
-	Done      int            `json:"done"`
-	Error     int            `json:"error"`
+	JobID   string `json:"job_id"`
+	Status  string `json:"status"`
+	Total   int    `json:"total"`
+	Pending int    `json:"pending"`
+	Done    int    `json:"done"`
+	Error   int    `json:"error"`
+	// Cancelled counts the URLs its cancel stopped (Cancel).
+	Cancelled int            `json:"cancelled,omitempty"`
 	CreatedAt time.Time      `json:"created_at"`
 	Options   scrape.Options `json:"options"`
 	URLs      []URLStatus    `json:"urls,omitempty"`
+
+	// Not in the native answer: what HoldWith's jobs show.
+
+	// Shape is the job's Extra.Shape.
+	Shape json.RawMessage `json:"-"`
+	// Charged is the units the job has been charged: its submission's
+	// Extra.Units once the gate released it, and each released retry's.
+	Charged int `json:"-"`
+	// ExpiresAt is when the job and its results are deleted (created +
+	// Config.Retention).
+	ExpiresAt time.Time `json:"-"`
 }
 
 // URLStatus is the per-URL detail of ?full=1.
@@ -686,10 +928,16 @@ func (m *Manager) Status(id, account string, full bool) (*Status, error) {
 	}
 	j.mu.Lock()
 	s := &Status{
-		JobID: id, Total: j.meta.Total, Pending: j.pending, Done: j.done, Error: j.failed,
+		JobID: id, Total: j.meta.Total, Pending: j.pending, Done: j.done, Error: j.failed, Cancelled: j.cancelled,
 		CreatedAt: j.meta.CreatedAt, Options: j.meta.Options,
+		Shape: j.meta.Shape, Charged: j.meta.RetryUnits, ExpiresAt: j.meta.CreatedAt.Add(m.cfg.Retention),
+	}
+	if j.meta.Hold == "" {
+		s.Charged += j.meta.Units
 	}
 	switch {
+	case j.isCancelled():
+		s.Status = StatusCancelled
 	case j.pending == 0:
 		s.Status = StatusDone
 	case j.started:
@@ -738,12 +986,62 @@ func (m *Manager) Results(id, account string, after int64, w io.Writer) (int, er
 	return n, err
 }
 
+// ScanResults calls fn with the result lines of account's job id from
+// offset after on, in order, until fn returns false or the lines end. A
+// line is valid only until fn returns. Lines never move (Results), so a
+// reader may go on later from after plus the lines it took.
+func (m *Manager) ScanResults(id, account string, after int64, fn func(line []byte) bool) error {
+	if _, err := m.get(id, account); err != nil {
+		return err
+	}
+	if after < 0 {
+		after = 0
+	}
+	return m.st.Scan(jobKey(id, 'r'), seqKey(id, 'r', uint64(after)), func(_, v []byte) (bool, error) {
+		return fn(v), nil
+	})
+}
+
+// Failure is a URL of a job that failed (held for a retry included).
+type Failure struct {
+	// Index is the URL's place in the submission, from 0.
+	Index int
+	URL   string
+	// Error and Message are the API's code and sentence, Status the
+	// HTTP status of the failure; At when it failed.
+	Error   string
+	Message string
+	Status  int
+	At      time.Time
+}
+
+// Failures returns the failed URLs of account's job id, in submission
+// order.
+func (m *Manager) Failures(id, account string) ([]Failure, error) {
+	if _, err := m.get(id, account); err != nil {
+		return nil, err
+	}
+	var out []Failure
+	err := m.st.Scan(jobKey(id, 'u'), nil, func(k, v []byte) (bool, error) {
+		var r urlRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, err
+		}
+		if r.State == urlError || r.State == urlHeld {
+			out = append(out, Failure{Index: int(binary.BigEndian.Uint64(k[len(k)-8:])), URL: r.URL,
+				Error: r.Error, Message: r.Message, Status: r.Status, At: r.At})
+		}
+		return true, nil
+	})
+	return out, err
+}
+
 // HoldRetry holds the failed URLs of account's job id that fetchable
 // accepts (a URL that can never be fetched is neither retried nor billed)
 // and returns how many, with the token Release queues them with. Until
 // then they stay failed; a hold not released within HoldTTL is undone. A
-// job has at most one held retry (ErrRetryHeld); a held job has nothing
-// to retry. n 0 holds nothing and returns no token.
+// job has at most one held retry (ErrRetryHeld); a held or cancelled job
+// has nothing to retry. n 0 holds nothing and returns no token.
 func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n int, token string, err error) {
 	j, err := m.get(id, account)
 	if err != nil {
@@ -751,7 +1049,7 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.meta.Hold != "" {
+	if j.meta.Hold != "" || j.isCancelled() {
 		return 0, "", nil
 	}
 	if j.meta.RetryHold != "" {

@@ -17,6 +17,12 @@ import (
 // ScrapeFunc scrapes one URL; *scrape.Service.Scrape satisfies it.
 type ScrapeFunc func(ctx context.Context, url string, opts scrape.Options) (*scrape.Outcome, error)
 
+// ShapedFunc produces one URL of a job that carries a shape (Extra.Shape)
+// as that shape asks: the result of the URL's line (a JSON value, e.g. a
+// Firecrawl document). Its errors are read as a ScrapeFunc's
+// (httpjson.AsHTTPError): a 502 is tried again, fleet-busy waited out.
+type ShapedFunc func(ctx context.Context, url string, shape json.RawMessage) (json.RawMessage, error)
+
 // Line is one NDJSON line of a batch or of job results (docs/spec/hosted-api.md §2.5): ok lines
 // carry the scrape response as `result`, failed ones the error code and
 // message of the API.
@@ -44,12 +50,37 @@ func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, b
 		usage := out.Usage
 		return append(line, '}'), nil, &usage
 	}
+	line, e := failedLine(u, err)
+	return line, e, nil
+}
+
+// runShaped is runOne for a job with a shape: fn produces the line's
+// result.
+func runShaped(ctx context.Context, fn ShapedFunc, u string, shape json.RawMessage, busy BusyRetry) ([]byte, *httpjson.HTTPError) {
+	if fn == nil {
+		return failedLine(u, errors.New("jobs: no Config.Shaped for a job with a shape"))
+	}
+	res, err := waitingOut(ctx, busy, func() (json.RawMessage, error) { return fn(ctx, u, shape) })
+	if err != nil {
+		return failedLine(u, err)
+	}
+	line := make([]byte, 0, len(res)+len(u)+32)
+	line = append(line, `{"url":`...)
+	line = appendJSONString(line, u)
+	line = append(line, `,"ok":true,"result":`...)
+	line = append(line, res...)
+	return append(line, '}'), nil
+}
+
+// failedLine is the line of a URL that failed with err, and err as the
+// API answers it.
+func failedLine(u string, err error) ([]byte, *httpjson.HTTPError) {
 	e := httpjson.AsHTTPError(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		e = &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site did not answer in time", Err: err}
 	}
-	line, _ = json.Marshal(Line{URL: u, OK: false, Error: e.Code, Message: e.Message})
-	return line, e, nil
+	line, _ := json.Marshal(Line{URL: u, OK: false, Error: e.Code, Message: e.Message})
+	return line, e
 }
 
 func appendJSONString(dst []byte, s string) []byte {

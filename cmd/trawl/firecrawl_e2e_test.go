@@ -134,6 +134,22 @@ func TestFirecrawlSDKAgainstDev(t *testing.T) {
 		t.Errorf("unsupported format message: %q", res[3].Thrown)
 	}
 
+	// The team's credit, from the ledger.
+	res = firecrawlSDK(t, dev.base, e2eKey, fcCall{"getCreditUsage", nil}, fcCall{"getTokenUsage", nil})
+	var cu struct {
+		RemainingCredits   float64 `json:"remainingCredits"`
+		BillingPeriodStart string  `json:"billingPeriodStart"`
+	}
+	var tu struct {
+		RemainingTokens int64 `json:"remainingTokens"`
+	}
+	if res[0].Thrown != "" || json.Unmarshal(res[0].Value, &cu) != nil || cu.RemainingCredits <= 0 || cu.BillingPeriodStart == "" {
+		t.Errorf("getCreditUsage: %+v %s", res[0], res[0].Value)
+	}
+	if res[1].Thrown != "" || json.Unmarshal(res[1].Value, &tu) != nil || tu.RemainingTokens <= 0 {
+		t.Errorf("getTokenUsage: %+v %s", res[1], res[1].Value)
+	}
+
 	// The gate's own refusals on a v2 route are in Firecrawl's envelope
 	// too: the SDK shows the message, the status and trawl's code.
 	res = firecrawlSDK(t, dev.base, "fc-not-a-trawl-key", fcCall{"scrape", []any{page}})

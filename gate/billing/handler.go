@@ -99,6 +99,8 @@ func Handlers(cfg Config) routes.Handlers {
 		"POST /v1/billing/checkout/{session}/complete": h.keyed(h.complete),
 		payments.CheckoutPath:                          checkout,
 		"GET /v1/ledger/journal":                       h.authed(h.journal),
+		"GET /v2/team/credit-usage":                    h.authed(h.teamCreditUsage), // firecrawl.go
+		"GET /v2/team/token-usage":                     h.authed(h.teamTokenUsage),
 		"/v1/":                                         http.HandlerFunc(h.notFound),
 	}
 }

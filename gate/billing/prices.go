@@ -30,6 +30,7 @@ const (
 	KindAnswer        = metering.KindAnswer
 	KindExtract       = metering.KindExtract
 	KindRecipe        = metering.KindRecipe
+	KindMap           = metering.KindMap
 	KindMonitorCheck  = metering.KindMonitorCheck
 	KindMonitorChange = metering.KindMonitorChange
 
@@ -142,6 +143,7 @@ func DefaultPrices() *Prices {
 			KindAnswer:        {Base: credits(2), Per: "call", Cache: true, Tokens: true},
 			KindExtract:       {Base: credits(1), Per: "call", Effort: true, Cache: true, Tokens: true},
 			KindRecipe:        {Base: credits(1), Per: "unit", Cache: true, Tokens: true},
+			KindMap:           {Base: credits(2), Per: "call"}, // whatever it reads, always live (docs/billing.md)
 			KindMonitorCheck:  {Base: credits(1), Per: "check"},
 			KindMonitorChange: {Base: credits(3), Per: "change"},
 		},

@@ -45,6 +45,8 @@ func TestPrice(t *testing.T) {
 		{KindExtract, LevelLight, CacheMiss, 5000, 10000, "5.500"},
 		{KindRecipe, "", CacheMiss, 0, 0, "1.000"},
 		{KindRecipe, "", CacheHit, 0, 0, "0.000"},
+		{KindMap, "", CacheMiss, 0, 0, "2.000"},
+		{KindMap, LevelBrowserProxy, CacheHit, 9000, 9000, "2.000"}, // always live over HTTP: no effort, cache or tokens
 		{KindMonitorCheck, LevelBrowser, CacheMiss, 0, 0, "1.000"},
 		{KindMonitorCheck, "", CacheArchive, 0, 0, "1.000"}, // cache does not apply
 		{KindMonitorChange, "", "", 0, 0, "3.000"},
@@ -170,6 +172,11 @@ func TestParsePrices(t *testing.T) {
 	}
 	if p.Calls[KindScrape].Base.MC() != ledger.Credits(1) {
 		t.Error("scrape default lost")
+	}
+	// A table written before a kind existed (this one names no map) gets
+	// the kind's default, so an upgraded gate still prices every kind.
+	if p.Calls[KindMap] != DefaultPrices().Calls[KindMap] {
+		t.Errorf("map default lost: %+v", p.Calls[KindMap])
 	}
 	bad := []struct{ name, in string }{
 		{"unknown field", `{"packz":[]}`},

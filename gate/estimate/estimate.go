@@ -48,13 +48,14 @@ var defaultTokenBand = TokenBand{InMin: 1_000, InMax: 20_000, OutMin: 100, OutMa
 
 // Endpoints names the endpoints an estimate prices, with their billing
 // kind.
-var Endpoints = []string{"scrape", "batch", "jobs", "extract", "search", "answer", "recipe", "monitor"}
+var Endpoints = []string{"scrape", "batch", "jobs", "extract", "map", "search", "answer", "recipe", "monitor"}
 
 var endpointKind = map[string]string{
 	"scrape":  billing.KindScrape,
 	"batch":   billing.KindBatch,
 	"jobs":    billing.KindJob,
 	"extract": billing.KindExtract,
+	"map":     billing.KindMap,
 	"search":  billing.KindSearch,
 	"answer":  billing.KindAnswer,
 	"recipe":  billing.KindRecipe,
@@ -68,6 +69,7 @@ var endpointAlias = map[string]string{
 	"job":          "jobs",
 	"recipes":      "recipe",
 	"monitors":     "monitor",
+	"v2/map":       "map",
 }
 
 // Request is the body of POST /v1/estimate: the body of the call being
@@ -76,7 +78,8 @@ var endpointAlias = map[string]string{
 type Request struct {
 	// Endpoint is one of Endpoints.
 	Endpoint string `json:"endpoint"`
-	// URL is the page of scrape, extract and monitor.
+	// URL is the page of scrape, extract and monitor, and the site of
+	// map.
 	URL string `json:"url"`
 	// URLs are the pages of batch (at most 50) and jobs (at most 10,000).
 	URLs []string `json:"urls"`
@@ -184,6 +187,8 @@ func Compute(prices *billing.Prices, obs *Observer, req *Request) (*Estimate, er
 		err = c.pages(req, 1, MaxJobURLs)
 	case "extract":
 		err = c.extract(req)
+	case "map":
+		err = c.mapSite(req)
 	case "search", "answer":
 		err = c.call()
 	case "recipe":
@@ -310,6 +315,8 @@ func (c *calc) fixed(n int) error {
 		basis += ", live at the light level"
 	case c.kind == billing.KindJob:
 		basis += ", live; jobs are billed at the light level whatever a page needs"
+	case c.kind == billing.KindMap:
+		basis += ", however many sitemaps and pages the map reads"
 	case cp.Cache:
 		basis += ", live"
 	}
@@ -409,6 +416,20 @@ func (c *calc) extract(req *Request) error {
 		return err
 	}
 	return c.modelTokens()
+}
+
+// mapSite prices one map of the site of url: one call, whatever it
+// reads.
+func (c *calc) mapSite(req *Request) error {
+	if strings.TrimSpace(req.URL) == "" {
+		return badInput("url is required: the site to map")
+	}
+	d, err := checkURL("url", req.URL)
+	if err != nil {
+		return err
+	}
+	c.sites, c.nSites = []string{d}, 1
+	return c.fixed(1)
 }
 
 // call prices one search or answer.

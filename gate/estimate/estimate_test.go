@@ -70,6 +70,8 @@ func TestComputeNumbers(t *testing.T) {
 		{"answer with the default band", Request{Endpoint: "answer"}, "4.500", "7.000",
 			[]partWant{{"fixed", "2.000", "2.000"}, {"tokens", "2.500", "5.000"}}},
 		{"search", Request{Endpoint: "search"}, "2.000", "2.000", []partWant{{"fixed", "2.000", "2.000"}}},
+		{"map of a site seen with a browser", Request{Endpoint: "map", URL: "https://browser.com/docs"}, "2.000", "2.000", []partWant{{"fixed", "2.000", "2.000"}}},
+		{"map by its Firecrawl route", Request{Endpoint: "/v2/map", URL: "https://unknown.net/"}, "2.000", "2.000", []partWant{{"fixed", "2.000", "2.000"}}},
 		{"recipe of 3 units", Request{Endpoint: "recipe", Units: 3}, "3.000", "3.000", []partWant{{"fixed", "3.000", "3.000"}}},
 		{"monitor every 1h", Request{Endpoint: "monitor", URL: "https://light.com/", Every: "1h"}, "720.000", "810.000",
 			[]partWant{{"fixed", "720.000", "720.000"}, {"changes", "0.000", "90.000"}}},
@@ -187,6 +189,9 @@ func TestText(t *testing.T) {
 			"every week costs 5.000 credits over 30 days for 5 checks", "if it changes on every check).",
 		}},
 		{Request{Endpoint: "recipe"}, []string{"A recipe run of 1 unit costs 1.000 credits."}},
+		{Request{Endpoint: "map", URL: "https://www.light.com/"}, []string{
+			"Mapping light.com costs 2.000 credits. A map is always live and costs the same however many sitemaps and pages it reads.",
+		}},
 	} {
 		e, err := Compute(prices, obs, &tc.req)
 		if err != nil {
@@ -209,8 +214,8 @@ func TestComputeBadInput(t *testing.T) {
 		req  Request
 		want string
 	}{
-		{Request{}, "endpoint is required: one of scrape, batch, jobs, extract, search, answer, recipe, monitor"},
-		{Request{Endpoint: "crawl"}, `unknown endpoint "crawl": use one of scrape, batch, jobs, extract, search, answer, recipe, monitor`},
+		{Request{}, "endpoint is required: one of scrape, batch, jobs, extract, map, search, answer, recipe, monitor"},
+		{Request{Endpoint: "crawl"}, `unknown endpoint "crawl": use one of scrape, batch, jobs, extract, map, search, answer, recipe, monitor`},
 		{Request{Endpoint: "scrape"}, "url is required: the page to scrape"},
 		{Request{Endpoint: "scrape", URLs: []string{"https://a.com/"}}, "scrape takes one url; use batch (up to 50 urls) or jobs (up to 10,000) for urls"},
 		{Request{Endpoint: "batch"}, "urls is required: an array of 1 to 50 URLs"},
@@ -225,6 +230,8 @@ func TestComputeBadInput(t *testing.T) {
 		{Request{Endpoint: "batch", URLs: []string{"https://a.com/", "https://b.com/", "http://localhost/"}}, "urls[2]: url host is not public: localhost"},
 		{Request{Endpoint: "extract"}, "url or content is required: the page to read, or your own text"},
 		{Request{Endpoint: "monitor"}, "url is required: the page to watch"},
+		{Request{Endpoint: "map"}, "url is required: the site to map"},
+		{Request{Endpoint: "map", URL: "http://10.0.0.1/"}, "url: url host is not public: 10.0.0.1"},
 		{Request{Endpoint: "monitor", URL: "https://a.com/", Every: "1m"}, "every must be at least 4m"},
 		{Request{Endpoint: "monitor", URL: "https://a.com/", Every: "often"}, "every must be an interval like 4m, 15m, 1h, 6h, 1d or 1w"},
 		{Request{Endpoint: "recipe", Units: -1}, "units must be a whole number from 1 to 100,000"},
@@ -234,6 +241,24 @@ func TestComputeBadInput(t *testing.T) {
 		if !ok || bad.Message != tc.want {
 			t.Errorf("%+v:\n got %v\nwant %s", tc.req.Endpoint, err, tc.want)
 		}
+	}
+}
+
+// Every call kind of the price table is priced by some endpoint: its own,
+// or a part of another's (a monitor's changes).
+func TestEveryKindHasAnEstimate(t *testing.T) {
+	priced := map[string]bool{billing.KindMonitorChange: true}
+	for _, ep := range Endpoints {
+		priced[endpointKind[ep]] = true
+	}
+	for _, k := range billing.Kinds {
+		if !priced[k] {
+			t.Errorf("kind %q: no endpoint of the estimate prices it", k)
+		}
+	}
+	e, err := Compute(billing.DefaultPrices(), nil, &Request{Endpoint: "map", URL: "https://example.com/"})
+	if err != nil || e.Kind != billing.KindMap || e.Count != 1 || e.Min != billing.DefaultPrices().Calls[billing.KindMap].Base {
+		t.Errorf("map estimate %+v %v", e, err)
 	}
 }
 

@@ -162,10 +162,11 @@ func levelIndex(level string) int {
 // under Domain(rawURL); "" and "http" are light, an unknown level is not
 // counted) and its model tokens (counted per kind when either is above
 // 0). Call it for live work only: a cache or archive hit says nothing
-// about what the site needs. It copies rawURL's host only when the domain
-// is new.
+// about what the site needs, nor does a map (it reads the site over plain
+// HTTP whatever its pages need, so its level is not counted). It copies
+// rawURL's host only when the domain is new.
 func (o *Observer) Observe(rawURL, kind, level string, inTokens, outTokens int) {
-	if li := levelIndex(level); li >= 0 && rawURL != "" {
+	if li := levelIndex(level); li >= 0 && rawURL != "" && kind != billing.KindMap {
 		if d := Domain(rawURL); d != "" {
 			o.observeLevel(d, li)
 		}

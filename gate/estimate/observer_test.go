@@ -73,6 +73,8 @@ func TestObserveLevels(t *testing.T) {
 		o.Observe("https://www.example.com/p", billing.KindScrape, l, 0, 0)
 	}
 	o.Observe("", billing.KindSearch, "light", 0, 0) // no URL: no domain
+	// A map reads the site over plain HTTP whatever its pages need.
+	o.Observe("https://example.com/", billing.KindMap, "light", 0, 0)
 	got := o.Levels("example.com")
 	if want := (LevelCounts{Light: 3, Browser: 2, BrowserProxy: 1}); got != want {
 		t.Errorf("Levels = %+v, want %+v", got, want)

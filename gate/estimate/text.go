@@ -62,8 +62,11 @@ func (c *calc) text() string {
 		out = append(out, s+".")
 	default:
 		s := fmt.Sprintf("%s costs %s credits.", subject, c.est.Min)
-		if c.kind == billing.KindJob {
+		switch c.kind {
+		case billing.KindJob:
 			s += " Jobs are billed per URL at the light level, whatever a page needs."
+		case billing.KindMap:
+			s += " A map is always live and costs the same however many sitemaps and pages it reads."
 		}
 		out = append(out, s)
 	}
@@ -98,6 +101,8 @@ func (c *calc) subject() string {
 			return "Extracting from your own text"
 		}
 		return "Extracting from 1 page on " + c.sitesPhrase()
+	case "map":
+		return "Mapping " + c.sitesPhrase()
 	case "search":
 		return "A live search"
 	case "answer":

@@ -30,12 +30,13 @@ const (
 	KindAnswer        = "answer"         // GET /answer, the search part (tokens extra)
 	KindExtract       = "extract"        // POST /extract, the fetch part (tokens extra)
 	KindRecipe        = "recipe"         // POST /recipes/{name}, per unit of a run
+	KindMap           = "map"            // POST /v2/map, per call (Units: the documents it fetched)
 	KindMonitorCheck  = "monitor_check"  // one check per `every` interval
 	KindMonitorChange = "monitor_change" // one confirmed change that matched
 )
 
 // Kinds lists every call kind.
-var Kinds = []string{KindScrape, KindBatch, KindJob, KindSearch, KindAnswer, KindExtract, KindRecipe, KindMonitorCheck, KindMonitorChange}
+var Kinds = []string{KindScrape, KindBatch, KindJob, KindSearch, KindAnswer, KindExtract, KindRecipe, KindMap, KindMonitorCheck, KindMonitorChange}
 
 // Effort levels: how much work a page needed. "http" and "" are the light
 // level.
@@ -83,8 +84,9 @@ type Usage struct {
 	// Cache is hit, miss or archive.
 	Cache string `json:"cache"`
 	// Units is the pages this answer fetched itself: 1 on a miss, 0 on a
-	// hit or for a call billed by Count. Informational (traces); the gate
-	// prices Count.
+	// hit or for a call billed by Count; for a map, every document it
+	// fetched (robots.txt, sitemaps, pages). Informational (traces); the
+	// gate prices Count.
 	Units int `json:"units"`
 	// Count is how many of the kind's units to bill (URLs of a batch or a
 	// job, units of a recipe run); nil: the call's own count.

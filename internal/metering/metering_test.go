@@ -16,6 +16,7 @@ func TestAppendJSONIsEncodingJSON(t *testing.T) {
 		{Kind: KindBatch, Engine: EngineHTTP, Cache: CacheMiss, Count: Count(0), PerLine: true},
 		{Kind: KindAnswer, Engine: EngineHTTP, Cache: CacheMiss, InTokens: 1200, OutTokens: 300},
 		{Kind: KindExtract, Engine: `we"ird<`, Cache: CacheMiss},
+		{Kind: KindMap, Engine: EngineHTTP, Cache: CacheMiss, Units: 4},
 		{Kind: KindRecipe, Engine: EngineHTTP, Cache: CacheMiss, Count: Count(4), Boxes: []string{"fetch", "wasm"},
 			Lines: []Line{{Call: KindScrape, URL: "https://a.example/", Engine: EngineHTTP, Cache: CacheMiss}, {Call: KindExtract, Step: "fill", InTokens: 10, OutTokens: 2}}},
 	} {

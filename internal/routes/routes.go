@@ -196,6 +196,8 @@ var Rows = []Route{
 	{Pattern: "/v1/billing/checkout/", Public: true, Server: Gate, Service: "billing", BodyLimit: 4 * KiB, Doc: "the local payment provider's checkout pages (GET, POST /v1/billing/checkout/{session}) when one is configured; 404 otherwise"},
 	{Pattern: "GET /v1/ledger/journal", Server: Gate, Service: "billing", Doc: "the account's journal entries"},
 	{Pattern: "/v1/", Server: Gate, Service: "billing", Doc: "other /v1/ paths: 404"},
+	{Pattern: "GET /v2/team/credit-usage", Server: Gate, Service: "billing", Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: the account's remaining credits and its plan's monthly grant (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/team/token-usage", Server: Gate, Service: "billing", Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: the model tokens the balance buys (docs/firecrawl.md)"},
 	{Pattern: "GET /search", Kind: metering.KindSearch, Server: Gate, Service: "search", Doc: "search the region's index: the gate merges its live cells' results (§2.3, docs/search.md)"},
 	{Pattern: "GET /answer", Kind: metering.KindAnswer, Server: Gate, Service: "search", Doc: "answer from the region's index, experimental (§2.4, docs/search.md)"},
 	{Pattern: "POST /mcp", Server: Gate, Service: "mcp", Relay: true, BodyLimit: MCPBody, Doc: "the tool server for MCP clients, streamable HTTP; each tool call goes through this gate as the route it stands for, limited and billed as that route (§4.1, docs/mcp.md)"},
@@ -243,6 +245,11 @@ var Rows = []Route{
 	{Pattern: "GET /recipes/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a background recipe run (run: job): status, then rows; its units are charged when it ends (docs/recipes.md)"},
 	// Firecrawl's v2 API (docs/firecrawl.md): its SDKs work by changing the base URL.
 	{Pattern: "POST /v2/scrape", Kind: metering.KindScrape, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: ScrapeBody, Doc: "Firecrawl v2: scrape one page (formats, onlyMainContent, tags, maxAge, json; docs/firecrawl.md)"},
+	{Pattern: "POST /v2/map", Kind: metering.KindMap, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: 64 * KiB, Doc: "Firecrawl v2: the URLs of a site from its sitemaps and links (search, limit, includeSubdomains, sitemap; docs/firecrawl.md)"},
+	{Pattern: "POST /v2/batch/scrape", Kind: metering.KindJob, PerURL: true, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: JobBody, Doc: "Firecrawl v2: start a batch scrape, a background job charged per fetchable URL before it runs (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's status and documents, 10 MiB a page (?skip=, next; docs/firecrawl.md)"},
+	{Pattern: "DELETE /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: cancel a batch scrape: its URLs not yet fetched never are (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/batch/scrape/{id}/errors", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's failed URLs (docs/firecrawl.md)"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
 

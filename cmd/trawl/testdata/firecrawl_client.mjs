@@ -16,7 +16,7 @@ const app = new Firecrawl({ apiKey: plan.apiKey, apiUrl: plan.apiUrl });
 const results = [];
 for (const call of plan.calls) {
   try {
-    const value = await app[call.method](...call.args);
+    const value = await app[call.method](...(call.args ?? []));
     results.push({ method: call.method, value });
   } catch (e) {
     results.push({ method: call.method, thrown: String(e?.message ?? e), status: e?.status ?? null, code: e?.code ?? null });

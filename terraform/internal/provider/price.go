@@ -34,7 +34,7 @@ func (r *callPriceResource) Metadata(_ context.Context, req resource.MetadataReq
 
 func (r *callPriceResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "The base price of a call kind (scrape, batch, job, search, answer, extract, recipe, monitor_check, monitor_change) in every region. Destroy leaves the price as it is.",
+		Description: "The base price of a call kind (scrape, batch, job, search, answer, extract, recipe, map, monitor_check, monitor_change) in every region. Destroy leaves the price as it is.",
 		Attributes: map[string]schema.Attribute{
 			"kind": schema.StringAttribute{Required: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
 			"base": schema.StringAttribute{Required: true, Description: `Credits, with three decimals ("2.000").`},
