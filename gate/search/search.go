@@ -72,7 +72,8 @@ type Config struct {
 }
 
 // Handlers are the search's handlers by their row of the route table
-// (internal/routes, service search): GET /search and GET /answer.
+// (internal/routes, service search): GET /search, GET /answer and
+// Firecrawl's POST /v2/search (firecrawl.go).
 func Handlers(cfg Config) routes.Handlers {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: 3 * time.Second}
@@ -96,6 +97,8 @@ func Handlers(cfg Config) routes.Handlers {
 	return routes.Handlers{
 		"GET /search": http.HandlerFunc(s.search),
 		"GET /answer": http.HandlerFunc(s.answer),
+		// Firecrawl's v2 search over the same gathering and billing.
+		"POST /v2/search": http.HandlerFunc(s.v2Search),
 	}
 }
 

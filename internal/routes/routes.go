@@ -250,6 +250,7 @@ var Rows = []Route{
 	{Pattern: "GET /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's status and documents, 10 MiB a page (?skip=, next; docs/firecrawl.md)"},
 	{Pattern: "DELETE /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: cancel a batch scrape: its URLs not yet fetched never are (docs/firecrawl.md)"},
 	{Pattern: "GET /v2/batch/scrape/{id}/errors", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's failed URLs (docs/firecrawl.md)"},
+	{Pattern: "POST /v2/search", Kind: metering.KindSearch, Server: Gate, Service: "search", Envelope: EnvelopeFirecrawl, BodyLimit: 64 * KiB, Doc: "Firecrawl v2: search the region's index, billed as GET /search (limit, sources web and news; docs/firecrawl.md)"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
 

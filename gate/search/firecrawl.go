@@ -1,0 +1,298 @@
+package search
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/routes"
+	"github.com/trawlhq/trawl/internal/searchapi"
+)
+
+// Firecrawl's POST /v2/search (docs/firecrawl.md) over the same gathering
+// and merging as GET /search, billed as it: one search, half when the same
+// request was answered in the last minutes.
+
+// Bounds of a Firecrawl search.
+const (
+	fcDefaultLimit = 5
+	fcMaxLimit     = 100
+	fcPerCell      = 50 // a cell's most results at searchapi.LocalPath
+)
+
+// fcSearchRequest is the body of POST /v2/search; keys it does not have
+// (origin, integration, highlights, …) are ignored.
+type fcSearchRequest struct {
+	Query             string            `json:"query"`
+	Limit             *int              `json:"limit"`
+	Sources           []json.RawMessage `json:"sources"`
+	Categories        []json.RawMessage `json:"categories"`
+	IncludeDomains    []string          `json:"includeDomains"`
+	ExcludeDomains    []string          `json:"excludeDomains"`
+	Tbs               string            `json:"tbs"`
+	Location          string            `json:"location"`
+	Country           string            `json:"country"`
+	Timeout           *int              `json:"timeout"`
+	IgnoreInvalidURLs *bool             `json:"ignoreInvalidURLs"`
+	Enterprise        []string          `json:"enterprise"`
+	ScrapeOptions     *struct {
+		Formats []json.RawMessage `json:"formats"`
+	} `json:"scrapeOptions"`
+}
+
+// fcWeb is an item of data.web.
+type fcWeb struct {
+	URL         string `json:"url"`
+	Title       string `json:"title"`
+	Description string `json:"description"`
+	Position    int    `json:"position"`
+}
+
+// fcNews is an item of data.news.
+type fcNews struct {
+	URL      string `json:"url"`
+	Title    string `json:"title"`
+	Snippet  string `json:"snippet"`
+	Date     string `json:"date,omitempty"`
+	Position int    `json:"position"`
+}
+
+type fcSearchData struct {
+	Web  []fcWeb  `json:"web,omitzero"`
+	News []fcNews `json:"news,omitzero"`
+}
+
+type fcSearchAnswer struct {
+	Success bool         `json:"success"`
+	Data    fcSearchData `json:"data"`
+}
+
+// fcPlan is a checked request.
+type fcPlan struct {
+	q          string
+	limit      int
+	web, news  bool
+	timeout    time.Duration
+	archiveKey string
+}
+
+func (s *server) v2Search(w http.ResponseWriter, r *http.Request) {
+	var req fcSearchRequest
+	if err := decodeFirecrawl(w, r, &req); err != nil {
+		writeFirecrawl(w, err)
+		return
+	}
+	p, err := req.plan()
+	if err != nil {
+		writeFirecrawl(w, err)
+		return
+	}
+	if body, ok := s.archive.get(p.archiveKey, s.cfg.Now()); ok {
+		s.popular.record(p.q, s.cfg.Account(r), s.cfg.Now())
+		s.write(w, metering.KindSearch, metering.CacheArchive, 0, 0, body)
+		return
+	}
+	ctx := r.Context()
+	if p.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.timeout)
+		defer cancel()
+	}
+	// A cell answers at most fcPerCell of its best pages: a region of
+	// one cell answers at most that many.
+	n := min(max(p.limit, 10), fcPerCell)
+	locals, err := s.gather(ctx, r, p.q, searchapi.Options{N: n})
+	if err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
+			writeFirecrawl(w, &fcError{Status: http.StatusRequestTimeout, Code: fcCodeTimeout, Message: fmt.Sprintf("the search took longer than its timeout of %d ms; nothing was charged", p.timeout.Milliseconds())})
+			return
+		}
+		s.cfg.Logger.Warn("search: no cell answered", "err", err)
+		writeFirecrawl(w, &fcError{Status: http.StatusServiceUnavailable, Code: "cell_unavailable", Message: "no cell of this region could answer the search; nothing was charged, repeat it in a few seconds"})
+		return
+	}
+	all := merge(locals, n*len(locals))
+	var data fcSearchData
+	if p.web {
+		data.Web = []fcWeb{}
+		for i, h := range all[:min(len(all), p.limit)] {
+			data.Web = append(data.Web, fcWeb{URL: h.URL, Title: h.Title, Description: h.Snippet, Position: i + 1})
+		}
+	}
+	if p.news {
+		data.News = []fcNews{}
+		for _, h := range all {
+			if len(data.News) == p.limit {
+				break
+			}
+			if searchapi.Kind(h.Type) != "news" {
+				continue
+			}
+			n := fcNews{URL: h.URL, Title: h.Title, Snippet: h.Snippet, Position: len(data.News) + 1}
+			if !h.Date.IsZero() {
+				n.Date = h.Date.UTC().Format(time.RFC3339)
+			}
+			data.News = append(data.News, n)
+		}
+	}
+	if len(all) > 0 {
+		s.popular.record(p.q, s.cfg.Account(r), s.cfg.Now())
+	}
+	body := marshal(fcSearchAnswer{Success: true, Data: data})
+	if len(all) > 0 {
+		s.archive.put(p.archiveKey, body, s.cfg.Now().Add(s.cfg.Archive))
+	}
+	s.write(w, metering.KindSearch, metering.CacheMiss, 0, 0, body)
+}
+
+// plan checks the request: a wrong value is BAD_REQUEST, a feature trawl's
+// index does not have is UNSUPPORTED_FEATURE, never a different result.
+func (req *fcSearchRequest) plan() (*fcPlan, error) {
+	p := &fcPlan{q: strings.TrimSpace(req.Query), limit: fcDefaultLimit}
+	if p.q == "" {
+		return nil, fcBadRequest("query", "query is required")
+	}
+	if err := searchapi.CheckQuery(p.q); err != nil {
+		return nil, fcBadRequest("query", strings.Replace(err.Error(), "q ", "query ", 1))
+	}
+	if req.Limit != nil {
+		if *req.Limit < 1 || *req.Limit > fcMaxLimit {
+			return nil, fcBadRequest("limit", fmt.Sprintf("limit must be between 1 and %d", fcMaxLimit))
+		}
+		p.limit = *req.Limit
+	}
+	if req.Timeout != nil {
+		if *req.Timeout < 1 || *req.Timeout > 300000 {
+			return nil, fcBadRequest("timeout", "timeout must be between 1 and 300000 milliseconds")
+		}
+		p.timeout = time.Duration(*req.Timeout) * time.Millisecond
+	}
+	if len(req.Sources) == 0 {
+		p.web = true
+	}
+	for i, raw := range req.Sources {
+		var name string
+		if json.Unmarshal(raw, &name) != nil {
+			var obj struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(raw, &obj) != nil || obj.Type == "" {
+				return nil, fcBadRequest(fmt.Sprintf("sources.%d", i), "a source is \"web\", \"news\", \"images\" or {\"type\": one of them}")
+			}
+			name = obj.Type
+		}
+		switch name {
+		case "web":
+			p.web = true
+		case "news":
+			p.news = true
+		case "images", "alexandria":
+			return nil, fcUnsupported(fmt.Sprintf("sources.%d", i), "source "+name+" is not served: trawl's index has web pages and news articles only")
+		default:
+			return nil, fcBadRequest(fmt.Sprintf("sources.%d", i), fmt.Sprintf("unknown source %q", name))
+		}
+	}
+	switch {
+	case len(req.Categories) > 0:
+		return nil, fcUnsupported("categories", "categories are not served: trawl's index does not filter by category")
+	case len(req.IncludeDomains) > 0:
+		return nil, fcUnsupported("includeDomains", "includeDomains is not served")
+	case len(req.ExcludeDomains) > 0:
+		return nil, fcUnsupported("excludeDomains", "excludeDomains is not served")
+	case req.Tbs != "":
+		return nil, fcUnsupported("tbs", "tbs (a time range) is not served: trawl's index does not filter by date")
+	case req.Location != "":
+		return nil, fcUnsupported("location", "location is not served: trawl's index is not localized")
+	case req.Country != "" && !strings.EqualFold(req.Country, "US"):
+		return nil, fcUnsupported("country", "country other than US is not served: trawl's index is not localized")
+	case len(req.Enterprise) > 0:
+		return nil, fcUnsupported("enterprise", "enterprise search options are not served")
+	case req.ScrapeOptions != nil && len(req.ScrapeOptions.Formats) > 0:
+		return nil, fcUnsupported("scrapeOptions.formats", "scraping the results is not served yet: scrape the hits with POST /v2/scrape")
+	}
+	p.archiveKey = fmt.Sprintf("f%d\x00%v%v\x00%s", p.limit, p.web, p.news, strings.ToLower(p.q))
+	return p, nil
+}
+
+// Firecrawl's error envelope. cell/firecrawl has the same (the gate may
+// not import cell packages): {"success": false, "error", "code", "details"}.
+const (
+	fcCodeBadRequest  = "BAD_REQUEST"
+	fcCodeUnsupported = "UNSUPPORTED_FEATURE"
+	fcCodeTimeout     = "SCRAPE_TIMEOUT"
+)
+
+type fcEnvelope struct {
+	Success bool   `json:"success"`
+	Error   string `json:"error"`
+	Code    string `json:"code,omitempty"`
+	Details any    `json:"details,omitempty"`
+}
+
+// fcError is a refusal in Firecrawl's terms.
+type fcError struct {
+	Status  int
+	Code    string
+	Message string
+	Details any
+}
+
+func (e *fcError) Error() string { return e.Message }
+
+func fcBadRequest(field, message string) *fcError {
+	return &fcError{Status: http.StatusBadRequest, Code: fcCodeBadRequest, Message: "Bad Request: " + message,
+		Details: []map[string]any{{"path": fcPath(field), "message": message}}}
+}
+
+func fcUnsupported(field, message string) *fcError {
+	return &fcError{Status: http.StatusBadRequest, Code: fcCodeUnsupported, Message: message + " (see docs/firecrawl.md)",
+		Details: []map[string]any{{"path": fcPath(field), "message": message}}}
+}
+
+func fcPath(field string) []string {
+	if field == "" {
+		return []string{}
+	}
+	return strings.Split(field, ".")
+}
+
+// decodeFirecrawl reads the body within the row's limit: unknown keys are
+// ignored, a wrong type is Firecrawl's 400 (413 over the limit).
+func decodeFirecrawl(w http.ResponseWriter, r *http.Request, dst any) error {
+	err := httpjson.DecodeLenient(w, r, routes.Limit(r), dst)
+	if de, ok := errors.AsType[*httpjson.DecodeError](err); ok {
+		// encoding/json names a struct's field by its Go name too
+		// (ScrapeOptions.formats), which no client sent.
+		path := []string{}
+		for seg := range strings.SplitSeq(de.Field, ".") {
+			if seg != "" && !unicode.IsUpper(rune(seg[0])) {
+				path = append(path, seg)
+			}
+		}
+		msg := de.Error()
+		if de.Field != "" {
+			msg = strings.ReplaceAll(msg, de.Field, strings.Join(path, "."))
+		}
+		return &fcError{Status: de.Status(), Code: fcCodeBadRequest, Message: "Bad Request: " + msg,
+			Details: []map[string]any{{"path": path, "message": msg}}}
+	}
+	return err
+}
+
+// writeFirecrawl answers err in Firecrawl's envelope: an *fcError as it
+// is, anything else as trawl's error with its status.
+func writeFirecrawl(w http.ResponseWriter, err error) {
+	var fe *fcError
+	if !errors.As(err, &fe) {
+		he := httpjson.AsHTTPError(err)
+		fe = &fcError{Status: he.Status, Code: "INTERNAL_ERROR", Message: he.Body().Message, Details: map[string]string{"trawl_error": he.Code}}
+	}
+	httpjson.Write(w, fe.Status, fcEnvelope{Error: fe.Message, Code: fe.Code, Details: fe.Details})
+}
