@@ -5,15 +5,14 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"unicode"
 
 	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/firecrawl"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/fcapi"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
@@ -27,29 +26,8 @@ type v2Answer struct {
 	Data    *firecrawl.Document `json:"data"`
 }
 
-// decodeV2 reads a Firecrawl body: keys trawl does not know are ignored
-// (the SDKs send origin, integration, …), a wrong type is Firecrawl's 400.
-func decodeV2(w http.ResponseWriter, r *http.Request, dst any) error {
-	err := httpjson.DecodeLenient(w, r, routes.Limit(r), dst)
-	if de, ok := errors.AsType[*httpjson.DecodeError](err); ok {
-		// The field's JSON path: encoding/json names an embedded
-		// struct's field by the struct's Go name too
-		// (ScrapeOptions.formats), which no client sent.
-		path := []string{}
-		for seg := range strings.SplitSeq(de.Field, ".") {
-			if seg != "" && !unicode.IsUpper(rune(seg[0])) {
-				path = append(path, seg)
-			}
-		}
-		msg := de.Error()
-		if de.Field != "" {
-			msg = strings.ReplaceAll(msg, de.Field, strings.Join(path, "."))
-		}
-		return &firecrawl.Error{Status: de.Status(), Code: firecrawl.CodeBadRequest, Message: "Bad Request: " + msg,
-			Details: []map[string]any{{"path": path, "message": msg}}}
-	}
-	return err
-}
+// decodeV2 reads a Firecrawl body (fcapi.Decode).
+func decodeV2(w http.ResponseWriter, r *http.Request, dst any) error { return fcapi.Decode(w, r, dst) }
 
 // v2ScrapeHandlers are the scrape routes' handlers.
 func (c *Cell) v2ScrapeHandlers() map[string]http.HandlerFunc {

@@ -18,6 +18,7 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/fcapi"
 	"github.com/trawlhq/trawl/internal/routes"
 )
 
@@ -68,14 +69,6 @@ func (e *Errors) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.H
 	return nil
 }
 
-// firecrawlEnvelope is Firecrawl's error body.
-type firecrawlEnvelope struct {
-	Success bool           `json:"success"`
-	Error   string         `json:"error"`
-	Code    string         `json:"code,omitempty"`
-	Details map[string]any `json:"details,omitempty"`
-}
-
 // firecrawl is ref in Firecrawl's envelope (a route whose row says so):
 // the message as error, trawl's code as code, the body's other fields
 // (a 402's balance and price) as details. Status and headers stay.
@@ -85,7 +78,7 @@ func firecrawl(ref *gate.Refusal) *gate.Refusal {
 	if err != nil || json.Unmarshal(raw, &fields) != nil {
 		return ref
 	}
-	env := firecrawlEnvelope{}
+	env := fcapi.Envelope{}
 	env.Code, _ = fields["error"].(string)
 	env.Error, _ = fields["message"].(string)
 	if env.Error == "" {

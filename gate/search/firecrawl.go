@@ -8,11 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode"
 
-	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/fcapi"
 	"github.com/trawlhq/trawl/internal/metering"
-	"github.com/trawlhq/trawl/internal/routes"
 	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
@@ -85,13 +83,13 @@ type fcPlan struct {
 
 func (s *server) v2Search(w http.ResponseWriter, r *http.Request) {
 	var req fcSearchRequest
-	if err := decodeFirecrawl(w, r, &req); err != nil {
-		writeFirecrawl(w, err)
+	if err := fcapi.Decode(w, r, &req); err != nil {
+		fcapi.WriteError(w, err)
 		return
 	}
 	p, err := req.plan()
 	if err != nil {
-		writeFirecrawl(w, err)
+		fcapi.WriteError(w, err)
 		return
 	}
 	if body, ok := s.archive.get(p.archiveKey, s.cfg.Now()); ok {
@@ -111,11 +109,11 @@ func (s *server) v2Search(w http.ResponseWriter, r *http.Request) {
 	locals, err := s.gather(ctx, r, p.q, searchapi.Options{N: n})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && r.Context().Err() == nil {
-			writeFirecrawl(w, &fcError{Status: http.StatusRequestTimeout, Code: fcCodeTimeout, Message: fmt.Sprintf("the search took longer than its timeout of %d ms; nothing was charged", p.timeout.Milliseconds())})
+			fcapi.WriteError(w, &fcapi.Error{Status: http.StatusRequestTimeout, Code: fcapi.CodeScrapeTimeout, Message: fmt.Sprintf("the search took longer than its timeout of %d ms; nothing was charged", p.timeout.Milliseconds())})
 			return
 		}
 		s.cfg.Logger.Warn("search: no cell answered", "err", err)
-		writeFirecrawl(w, &fcError{Status: http.StatusServiceUnavailable, Code: "cell_unavailable", Message: "no cell of this region could answer the search; nothing was charged, repeat it in a few seconds"})
+		fcapi.WriteError(w, &fcapi.Error{Status: http.StatusServiceUnavailable, Code: "cell_unavailable", Message: "no cell of this region could answer the search; nothing was charged, repeat it in a few seconds"})
 		return
 	}
 	all := merge(locals, n*len(locals))
@@ -157,20 +155,20 @@ func (s *server) v2Search(w http.ResponseWriter, r *http.Request) {
 func (req *fcSearchRequest) plan() (*fcPlan, error) {
 	p := &fcPlan{q: strings.TrimSpace(req.Query), limit: fcDefaultLimit}
 	if p.q == "" {
-		return nil, fcBadRequest("query", "query is required")
+		return nil, fcapi.BadRequest("query", "query is required")
 	}
 	if err := searchapi.CheckQuery(p.q); err != nil {
-		return nil, fcBadRequest("query", strings.Replace(err.Error(), "q ", "query ", 1))
+		return nil, fcapi.BadRequest("query", strings.Replace(err.Error(), "q ", "query ", 1))
 	}
 	if req.Limit != nil {
 		if *req.Limit < 1 || *req.Limit > fcMaxLimit {
-			return nil, fcBadRequest("limit", fmt.Sprintf("limit must be between 1 and %d", fcMaxLimit))
+			return nil, fcapi.BadRequest("limit", fmt.Sprintf("limit must be between 1 and %d", fcMaxLimit))
 		}
 		p.limit = *req.Limit
 	}
 	if req.Timeout != nil {
 		if *req.Timeout < 1 || *req.Timeout > 300000 {
-			return nil, fcBadRequest("timeout", "timeout must be between 1 and 300000 milliseconds")
+			return nil, fcapi.BadRequest("timeout", "timeout must be between 1 and 300000 milliseconds")
 		}
 		p.timeout = time.Duration(*req.Timeout) * time.Millisecond
 	}
@@ -184,7 +182,7 @@ func (req *fcSearchRequest) plan() (*fcPlan, error) {
 				Type string `json:"type"`
 			}
 			if json.Unmarshal(raw, &obj) != nil || obj.Type == "" {
-				return nil, fcBadRequest(fmt.Sprintf("sources.%d", i), "a source is \"web\", \"news\", \"images\" or {\"type\": one of them}")
+				return nil, fcapi.BadRequest(fmt.Sprintf("sources.%d", i), "a source is \"web\", \"news\", \"images\" or {\"type\": one of them}")
 			}
 			name = obj.Type
 		}
@@ -194,105 +192,29 @@ func (req *fcSearchRequest) plan() (*fcPlan, error) {
 		case "news":
 			p.news = true
 		case "images", "alexandria":
-			return nil, fcUnsupported(fmt.Sprintf("sources.%d", i), "source "+name+" is not served: trawl's index has web pages and news articles only")
+			return nil, fcapi.Unsupported(fmt.Sprintf("sources.%d", i), "source "+name+" is not served: trawl's index has web pages and news articles only")
 		default:
-			return nil, fcBadRequest(fmt.Sprintf("sources.%d", i), fmt.Sprintf("unknown source %q", name))
+			return nil, fcapi.BadRequest(fmt.Sprintf("sources.%d", i), fmt.Sprintf("unknown source %q", name))
 		}
 	}
 	switch {
 	case len(req.Categories) > 0:
-		return nil, fcUnsupported("categories", "categories are not served: trawl's index does not filter by category")
+		return nil, fcapi.Unsupported("categories", "categories are not served: trawl's index does not filter by category")
 	case len(req.IncludeDomains) > 0:
-		return nil, fcUnsupported("includeDomains", "includeDomains is not served")
+		return nil, fcapi.Unsupported("includeDomains", "includeDomains is not served")
 	case len(req.ExcludeDomains) > 0:
-		return nil, fcUnsupported("excludeDomains", "excludeDomains is not served")
+		return nil, fcapi.Unsupported("excludeDomains", "excludeDomains is not served")
 	case req.Tbs != "":
-		return nil, fcUnsupported("tbs", "tbs (a time range) is not served: trawl's index does not filter by date")
+		return nil, fcapi.Unsupported("tbs", "tbs (a time range) is not served: trawl's index does not filter by date")
 	case req.Location != "":
-		return nil, fcUnsupported("location", "location is not served: trawl's index is not localized")
+		return nil, fcapi.Unsupported("location", "location is not served: trawl's index is not localized")
 	case req.Country != "" && !strings.EqualFold(req.Country, "US"):
-		return nil, fcUnsupported("country", "country other than US is not served: trawl's index is not localized")
+		return nil, fcapi.Unsupported("country", "country other than US is not served: trawl's index is not localized")
 	case len(req.Enterprise) > 0:
-		return nil, fcUnsupported("enterprise", "enterprise search options are not served")
+		return nil, fcapi.Unsupported("enterprise", "enterprise search options are not served")
 	case req.ScrapeOptions != nil && len(req.ScrapeOptions.Formats) > 0:
-		return nil, fcUnsupported("scrapeOptions.formats", "scraping the results is not served yet: scrape the hits with POST /v2/scrape")
+		return nil, fcapi.Unsupported("scrapeOptions.formats", "scraping the results is not served yet: scrape the hits with POST /v2/scrape")
 	}
 	p.archiveKey = fmt.Sprintf("f%d\x00%v%v\x00%s", p.limit, p.web, p.news, strings.ToLower(p.q))
 	return p, nil
-}
-
-// Firecrawl's error envelope. cell/firecrawl has the same (the gate may
-// not import cell packages): {"success": false, "error", "code", "details"}.
-const (
-	fcCodeBadRequest  = "BAD_REQUEST"
-	fcCodeUnsupported = "UNSUPPORTED_FEATURE"
-	fcCodeTimeout     = "SCRAPE_TIMEOUT"
-)
-
-type fcEnvelope struct {
-	Success bool   `json:"success"`
-	Error   string `json:"error"`
-	Code    string `json:"code,omitempty"`
-	Details any    `json:"details,omitempty"`
-}
-
-// fcError is a refusal in Firecrawl's terms.
-type fcError struct {
-	Status  int
-	Code    string
-	Message string
-	Details any
-}
-
-func (e *fcError) Error() string { return e.Message }
-
-func fcBadRequest(field, message string) *fcError {
-	return &fcError{Status: http.StatusBadRequest, Code: fcCodeBadRequest, Message: "Bad Request: " + message,
-		Details: []map[string]any{{"path": fcPath(field), "message": message}}}
-}
-
-func fcUnsupported(field, message string) *fcError {
-	return &fcError{Status: http.StatusBadRequest, Code: fcCodeUnsupported, Message: message + " (see docs/firecrawl.md)",
-		Details: []map[string]any{{"path": fcPath(field), "message": message}}}
-}
-
-func fcPath(field string) []string {
-	if field == "" {
-		return []string{}
-	}
-	return strings.Split(field, ".")
-}
-
-// decodeFirecrawl reads the body within the row's limit: unknown keys are
-// ignored, a wrong type is Firecrawl's 400 (413 over the limit).
-func decodeFirecrawl(w http.ResponseWriter, r *http.Request, dst any) error {
-	err := httpjson.DecodeLenient(w, r, routes.Limit(r), dst)
-	if de, ok := errors.AsType[*httpjson.DecodeError](err); ok {
-		// encoding/json names a struct's field by its Go name too
-		// (ScrapeOptions.formats), which no client sent.
-		path := []string{}
-		for seg := range strings.SplitSeq(de.Field, ".") {
-			if seg != "" && !unicode.IsUpper(rune(seg[0])) {
-				path = append(path, seg)
-			}
-		}
-		msg := de.Error()
-		if de.Field != "" {
-			msg = strings.ReplaceAll(msg, de.Field, strings.Join(path, "."))
-		}
-		return &fcError{Status: de.Status(), Code: fcCodeBadRequest, Message: "Bad Request: " + msg,
-			Details: []map[string]any{{"path": path, "message": msg}}}
-	}
-	return err
-}
-
-// writeFirecrawl answers err in Firecrawl's envelope: an *fcError as it
-// is, anything else as trawl's error with its status.
-func writeFirecrawl(w http.ResponseWriter, err error) {
-	var fe *fcError
-	if !errors.As(err, &fe) {
-		he := httpjson.AsHTTPError(err)
-		fe = &fcError{Status: he.Status, Code: "INTERNAL_ERROR", Message: he.Body().Message, Details: map[string]string{"trawl_error": he.Code}}
-	}
-	httpjson.Write(w, fe.Status, fcEnvelope{Error: fe.Message, Code: fe.Code, Details: fe.Details})
 }
