@@ -26,9 +26,6 @@ type v2Answer struct {
 	Data    *firecrawl.Document `json:"data"`
 }
 
-// decodeV2 reads a Firecrawl body (fcapi.Decode).
-func decodeV2(w http.ResponseWriter, r *http.Request, dst any) error { return fcapi.Decode(w, r, dst) }
-
 // v2ScrapeHandlers are the scrape routes' handlers.
 func (c *Cell) v2ScrapeHandlers() map[string]http.HandlerFunc {
 	return map[string]http.HandlerFunc{"POST /v2/scrape": c.handleV2Scrape}
@@ -37,7 +34,7 @@ func (c *Cell) v2ScrapeHandlers() map[string]http.HandlerFunc {
 // handleV2Scrape serves POST /v2/scrape.
 func (c *Cell) handleV2Scrape(w http.ResponseWriter, r *http.Request) {
 	var req firecrawl.ScrapeRequest
-	if err := decodeV2(w, r, &req); err != nil {
+	if err := fcapi.Decode(w, r, &req); err != nil {
 		firecrawl.WriteError(w, err)
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/firecrawl"
 	"github.com/trawlhq/trawl/cell/jobs"
+	"github.com/trawlhq/trawl/internal/fcapi"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/urlpolicy"
@@ -60,7 +61,7 @@ func (c *Cell) handleV2BatchStart(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var req firecrawl.BatchRequest
-	if err := decodeV2(w, r, &req); err != nil {
+	if err := fcapi.Decode(w, r, &req); err != nil {
 		firecrawl.WriteError(w, err)
 		return
 	}

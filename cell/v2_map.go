@@ -14,6 +14,7 @@ import (
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/firecrawl"
 	"github.com/trawlhq/trawl/cell/sitemap"
+	"github.com/trawlhq/trawl/internal/fcapi"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/urlpolicy"
@@ -72,7 +73,7 @@ func (c *Cell) v2MapHandlers() map[string]http.HandlerFunc {
 // guard, never the browser or the cache), billed as one map call.
 func (c *Cell) handleV2Map(w http.ResponseWriter, r *http.Request) {
 	var body v2MapRequest
-	if err := decodeV2(w, r, &body); err != nil {
+	if err := fcapi.Decode(w, r, &body); err != nil {
 		firecrawl.WriteError(w, err)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
@@ -164,8 +165,7 @@ func set(m Metadata, k, v string) {
 func ogName(k string) string {
 	out := []byte("og")
 	up := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
+	for _, c := range []byte(strings.TrimPrefix(k, "og:")) {
 		switch {
 		case c == ':' || c == '_' || c == '-':
 			up = true
@@ -175,12 +175,6 @@ func ogName(k string) string {
 		}
 		up = false
 		out = append(out, c)
-	}
-	if bytes.HasPrefix(out, []byte("ogOg")) {
-		out = append([]byte("og"), out[4:]...)
-		if len(out) > 2 && 'a' <= out[2] && out[2] <= 'z' {
-			out[2] -= 'a' - 'A'
-		}
 	}
 	return string(out)
 }

@@ -710,23 +710,35 @@ func (m *Manager) run(t task) {
 	}
 }
 
+// takePending takes a dispatched URL off the job's in-flight set and
+// returns its record while it is still pending; nil (and no error) when it
+// already has an outcome. The job's lock is held.
+func (m *Manager) takePending(t task) (*urlRecord, error) {
+	j := t.job
+	delete(j.inflight, t.seq)
+	raw, err := m.st.Get(seqKey(j.meta.ID, 'u', t.seq))
+	if err != nil {
+		return nil, err
+	}
+	var rec urlRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return nil, err
+	}
+	if rec.State != urlPending {
+		return nil, nil
+	}
+	return &rec, nil
+}
+
 // complete records a URL's outcome. Slots are assigned and committed under the
 // job's lock, so the results log never has a gap a reader could skip over.
 func (m *Manager) complete(t task, line []byte, serr *httpjson.HTTPError, attempts int) error {
 	j := t.job
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	delete(j.inflight, t.seq)
-	raw, err := m.st.Get(seqKey(j.meta.ID, 'u', t.seq))
-	if err != nil {
-		return err
-	}
-	var rec urlRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return err
-	}
-	if rec.State != urlPending {
-		return nil // already recorded (a duplicate dispatch)
+	rec, err := m.takePending(t)
+	if rec == nil {
+		return err // or already recorded (a duplicate dispatch)
 	}
 	rec.Attempts += attempts
 	rec.State, rec.Error, rec.Message, rec.Status = urlDone, "", "", 0
@@ -845,17 +857,9 @@ func (m *Manager) cancelOne(t task) error {
 	j := t.job
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	delete(j.inflight, t.seq)
-	raw, err := m.st.Get(seqKey(j.meta.ID, 'u', t.seq))
-	if err != nil {
+	rec, err := m.takePending(t)
+	if rec == nil {
 		return err
-	}
-	var rec urlRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return err
-	}
-	if rec.State != urlPending {
-		return nil
 	}
 	rec.State, rec.At = urlCancelled, m.cfg.Now().UTC()
 	rb, _ := json.Marshal(rec)
