@@ -260,7 +260,7 @@ func New(cfg Config) (*Cell, error) {
 		Concurrency: cfg.JobConcurrency,
 		Retention:   cfg.JobRetention,
 		Busy:        cfg.busy(),
-		Shaped:      c.v2JobScrape, // Firecrawl's batch scrapes (cell/v2_batch.go)
+		Shaped:      c.v2Shaped, // Firecrawl's batch scrapes and crawls (cell/v2.go)
 		Now:         cfg.Now,
 		Logger:      cfg.Logger,
 	})

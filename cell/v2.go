@@ -2,13 +2,16 @@ package cell
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/firecrawl"
+	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/fcapi"
 	"github.com/trawlhq/trawl/internal/httpjson"
@@ -232,4 +235,20 @@ func (c *Cell) v2Extract(ctx context.Context, plan *firecrawl.Plan, pg *firecraw
 		usage.Boxes = append(usage.Boxes, boxModel)
 	}
 	return nil
+}
+
+// v2Shaped produces one URL of a job with a shape (jobs.Config.Shaped):
+// the shape's kind says which of Firecrawl's routes the job serves.
+func (c *Cell) v2Shaped(ctx context.Context, t jobs.Target, raw json.RawMessage) (jobs.Produced, error) {
+	var k struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(raw, &k); err != nil {
+		return jobs.Produced{}, fmt.Errorf("a job shape that is not JSON: %w", err)
+	}
+	switch k.Kind {
+	case v2BatchKind:
+		return c.v2JobScrape(ctx, t, raw)
+	}
+	return jobs.Produced{}, fmt.Errorf("a job shape of an unknown kind %q", k.Kind)
 }

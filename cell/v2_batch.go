@@ -252,20 +252,21 @@ func (c *Cell) handleV2BatchErrors(w http.ResponseWriter, r *http.Request, st *j
 // the steps of POST /v2/scrape with the batch's options, the document as
 // the result. Its usage is not reported: the batch was charged per URL
 // when it was submitted.
-func (c *Cell) v2JobScrape(ctx context.Context, url string, raw json.RawMessage) (json.RawMessage, error) {
+func (c *Cell) v2JobScrape(ctx context.Context, t jobs.Target, raw json.RawMessage) (jobs.Produced, error) {
 	var shape v2BatchShape
 	if err := json.Unmarshal(raw, &shape); err != nil || shape.Kind != v2BatchKind {
-		return nil, fmt.Errorf("a job shape that is not a batch scrape's (%q): %v", shape.Kind, err)
+		return jobs.Produced{}, fmt.Errorf("a job shape that is not a batch scrape's (%q): %v", shape.Kind, err)
 	}
 	plan, err := shape.Options.Compile("")
 	if err != nil {
-		return nil, v2JobError(err)
+		return jobs.Produced{}, v2JobError(err)
 	}
-	doc, _, err := c.v2Scrape(ctx, url, plan)
+	doc, _, err := c.v2Scrape(ctx, t.URL, plan)
 	if err != nil {
-		return nil, v2JobError(err)
+		return jobs.Produced{}, v2JobError(err)
 	}
-	return json.Marshal(doc)
+	res, err := json.Marshal(doc)
+	return jobs.Produced{Result: res}, err
 }
 
 // v2JobError keeps a Firecrawl refusal's status, code and sentence in the

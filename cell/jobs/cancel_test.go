@@ -273,7 +273,8 @@ func TestShapedJob(t *testing.T) {
 	var mu sync.Mutex
 	var inFlight, most int
 	var shapes []string
-	shaped := func(ctx context.Context, u string, shape json.RawMessage) (json.RawMessage, error) {
+	shaped := func(ctx context.Context, tg Target, shape json.RawMessage) (Produced, error) {
+		u := tg.URL
 		mu.Lock()
 		inFlight++
 		most = max(most, inFlight)
@@ -282,9 +283,9 @@ func TestShapedJob(t *testing.T) {
 		defer func() { mu.Lock(); inFlight--; mu.Unlock() }()
 		time.Sleep(5 * time.Millisecond)
 		if strings.HasSuffix(u, "/3") || strings.HasSuffix(u, "/7") {
-			return nil, &httpjson.HTTPError{Status: 422, Code: "unsupported_content", Message: "not HTML"}
+			return Produced{}, &httpjson.HTTPError{Status: 422, Code: "unsupported_content", Message: "not HTML"}
 		}
-		return json.RawMessage(fmt.Sprintf(`{"markdown":%q}`, "page "+u)), nil
+		return Produced{Result: json.RawMessage(fmt.Sprintf(`{"markdown":%q}`, "page "+u))}, nil
 	}
 	if _, err := NewManager(st, never, Config{Region: "eu", Cell: "c1"}); err != nil {
 		t.Fatal(err)

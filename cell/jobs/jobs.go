@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/binary"
 	"encoding/hex"
@@ -39,6 +40,8 @@ const (
 	StatusRunning   = "running"
 	StatusDone      = "done"
 	StatusCancelled = "cancelled"
+	// StatusFailed: the cell stopped the job (Stop).
+	StatusFailed = "failed"
 )
 
 // URL states. A held URL is a failed one a retry has quoted and the gate
@@ -113,6 +116,9 @@ type Config struct {
 	// (HoldWith, Extra.Shape) in place of the scrape function; without it
 	// such a submission is refused.
 	Shaped ShapedFunc
+	// Events, when set, is told of what happens to jobs with a shape,
+	// inside the write that records it (Observer).
+	Events Observer
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -134,6 +140,21 @@ type Extra struct {
 	// (besides Config.Concurrency across all jobs); 0: no bound of its
 	// own.
 	Concurrency int
+	// Grow makes the job's URL set grow with the links its pages lead to
+	// (a site crawl); it needs a shape.
+	Grow *Growth
+}
+
+// Growth bounds a growing job (Extra.Grow). The links of a page
+// (Produced.Links) are added in the write that records the page, each
+// URL once (the submitted ones included), so a crash neither loses a
+// found URL nor fetches one twice.
+type Growth struct {
+	// Limit is the most URLs the job holds, the submitted ones included.
+	Limit int `json:"limit"`
+	// MaxDepth is the deepest link a URL may be found at (a submitted URL
+	// is at 0); links of a page at MaxDepth are not followed.
+	MaxDepth int `json:"max_depth"`
 }
 
 // Manager owns every job of the cell.
@@ -180,9 +201,13 @@ type meta struct {
 	Units       int             `json:"units,omitempty"`
 	Concurrency int             `json:"concurrency,omitempty"`
 	RetryUnits  int             `json:"retry_units,omitempty"`
+	Grow        *Growth         `json:"grow,omitempty"`
 	// CancelledAt is when the job was cancelled (Cancel): its pending
 	// URLs were cancelled then, and none is fetched after.
 	CancelledAt time.Time `json:"cancelled_at,omitzero"`
+	// Failure is why the job was stopped rather than cancelled by its
+	// owner (Stop); its status is failed.
+	Failure string `json:"failure,omitempty"`
 }
 
 type urlRecord struct {
@@ -196,6 +221,9 @@ type urlRecord struct {
 	// (or was cancelled).
 	Status int       `json:"status,omitempty"`
 	At     time.Time `json:"at,omitzero"`
+	// Depth is how many links away from a submitted URL this one was
+	// found (Extra.Grow).
+	Depth int `json:"depth,omitempty"`
 }
 
 type job struct {
@@ -237,6 +265,9 @@ type task struct {
 	seq uint64
 	url string
 }
+
+// total is how many URLs the job holds; j.mu is held.
+func (j *job) total() int { return j.pending + j.done + j.failed + j.cancelled }
 
 // NewManager loads the jobs in the store; Start resumes the unfinished ones.
 func NewManager(st *store.Store, fn ScrapeFunc, cfg Config) (*Manager, error) {
@@ -311,6 +342,7 @@ func (m *Manager) load(id string) (*job, error) {
 		return true, nil
 	})
 	j.started = j.done+j.failed > 0
+	j.meta.Total = j.total()
 	return j, err
 }
 
@@ -329,7 +361,7 @@ func (m *Manager) Start() {
 		if j.pending > 0 && j.isCancelled() {
 			// Cancelled with URLs in flight, which the stop cut: they
 			// are not fetched again.
-			if _, err := m.cancelPendingLocked(j, j.meta); err != nil {
+			if _, err := m.cancelPendingLocked(j, j.meta, nil); err != nil {
 				m.cfg.Logger.Error("cancel the rest of a cancelled job", "job", j.meta.ID, "err", err)
 			}
 		}
@@ -398,6 +430,9 @@ func (m *Manager) HoldWith(account string, urls []string, opts scrape.Options, x
 	if x.Units < 0 || x.Concurrency < 0 {
 		return "", "", errors.New("jobs: negative units or concurrency")
 	}
+	if g := x.Grow; g != nil && (len(x.Shape) == 0 || g.Limit < len(urls) || g.MaxDepth < 0) {
+		return "", "", errors.New("jobs: a growing job needs a shape, a limit of at least its URLs and a depth")
+	}
 	return m.submitKeyed(account, urls, opts, true, nil, nil, x)
 }
 
@@ -421,7 +456,7 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 	id := jobid.New(m.cfg.Region, m.cfg.Cell)
 	now := m.cfg.Now().UTC()
 	j := newJob(meta{ID: id, Account: account, CreatedAt: now, Options: opts, Total: len(urls),
-		Shape: x.Shape, Units: x.Units, Concurrency: x.Concurrency})
+		Shape: x.Shape, Units: x.Units, Concurrency: x.Concurrency, Grow: x.Grow})
 	j.pending = len(urls)
 	if held {
 		j.meta.Hold, j.meta.HeldUntil = newToken(), now.Add(m.cfg.HoldTTL)
@@ -438,6 +473,9 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 		rec, _ := json.Marshal(urlRecord{URL: u, State: urlPending, Slot: -1})
 		b.Set(seqKey(id, 'u', uint64(i)), rec)
 		b.Set(seqKey(id, 'p', uint64(i)), []byte(u))
+		if x.Grow != nil {
+			b.Set(seenKey(id, u), nil)
+		}
 	}
 	if err := b.Commit(store.Sync); err != nil {
 		return "", "", err
@@ -480,12 +518,21 @@ func (m *Manager) Release(id, account, token string) error {
 		if now.After(j.meta.HeldUntil) {
 			return ErrNoHold
 		}
-		old := j.meta
-		j.meta.Hold, j.meta.HeldUntil, j.meta.Released = "", time.Time{}, token
-		if err := m.putMeta(j); err != nil {
-			j.meta = old
+		nm := j.meta
+		nm.Hold, nm.HeldUntil, nm.Released = "", time.Time{}, token
+		b := m.st.NewBatch()
+		mb, _ := json.Marshal(nm)
+		b.Set(metaKey(id), mb)
+		ev, err := m.stage(b, j, Event{Kind: EventStarted})
+		if err == nil {
+			err = b.Commit(store.Sync)
+		}
+		if err != nil {
+			b.Discard()
 			return err
 		}
+		j.meta = nm
+		m.committed(ev)
 		m.startDispatchLocked(j)
 		return nil
 	case token == j.meta.RetryHold:
@@ -675,8 +722,20 @@ func (m *Manager) run(t task) {
 	j := t.job
 	j.mu.Lock()
 	cancelled := j.isCancelled()
-	opts, shape := j.meta.Options, j.meta.Shape
+	opts, shape, grow := j.meta.Options, j.meta.Shape, j.meta.Grow != nil
 	j.mu.Unlock()
+	target := Target{Job: j.meta.ID, URL: t.url}
+	if grow && !cancelled {
+		rec, err := m.record(j.meta.ID, t.seq)
+		if err != nil {
+			m.cfg.Logger.Error("job URL record unreadable; the URL stays pending", "job", j.meta.ID, "err", err)
+			j.mu.Lock()
+			delete(j.inflight, t.seq)
+			j.mu.Unlock()
+			return
+		}
+		target.Depth = rec.Depth
+	}
 	if cancelled {
 		// Cancelled between its dispatch and now: not fetched.
 		if err := m.cancelOne(t); err != nil {
@@ -686,11 +745,12 @@ func (m *Manager) run(t task) {
 	}
 	var line []byte
 	var serr *httpjson.HTTPError
+	var made Produced
 	attempts := 0
 	for attempts < m.cfg.Attempts {
 		attempts++
 		if len(shape) > 0 {
-			line, serr = runShaped(m.ctx, m.cfg.Shaped, t.url, shape, m.cfg.Busy)
+			line, made, serr = runShaped(m.ctx, m.cfg.Shaped, target, shape, m.cfg.Busy)
 		} else {
 			line, serr, _ = runOne(m.ctx, m.scrape, t.url, opts, m.cfg.Busy)
 		}
@@ -705,7 +765,7 @@ func (m *Manager) run(t task) {
 			break // success or a permanent error
 		}
 	}
-	if err := m.complete(t, line, serr, attempts); err != nil {
+	if err := m.complete(t, line, made, serr, attempts); err != nil {
 		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", t.job.meta.ID, "url", urlpolicy.Redact(t.url), "err", err)
 	}
 }
@@ -716,7 +776,16 @@ func (m *Manager) run(t task) {
 func (m *Manager) takePending(t task) (*urlRecord, error) {
 	j := t.job
 	delete(j.inflight, t.seq)
-	raw, err := m.st.Get(seqKey(j.meta.ID, 'u', t.seq))
+	rec, err := m.record(j.meta.ID, t.seq)
+	if err != nil || rec.State != urlPending {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// record reads the record of URL seq of job id.
+func (m *Manager) record(id string, seq uint64) (*urlRecord, error) {
+	raw, err := m.st.Get(seqKey(id, 'u', seq))
 	if err != nil {
 		return nil, err
 	}
@@ -724,15 +793,14 @@ func (m *Manager) takePending(t task) (*urlRecord, error) {
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		return nil, err
 	}
-	if rec.State != urlPending {
-		return nil, nil
-	}
 	return &rec, nil
 }
 
-// complete records a URL's outcome. Slots are assigned and committed under the
-// job's lock, so the results log never has a gap a reader could skip over.
-func (m *Manager) complete(t task, line []byte, serr *httpjson.HTTPError, attempts int) error {
+// complete records a URL's outcome, with the URLs a growing job found on
+// it and what its observer owes for it, in one write. Slots are assigned
+// and committed under the job's lock, so the results log never has a gap
+// a reader could skip over.
+func (m *Manager) complete(t task, line []byte, made Produced, serr *httpjson.HTTPError, attempts int) error {
 	j := t.job
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -758,11 +826,39 @@ func (m *Manager) complete(t task, line []byte, serr *httpjson.HTTPError, attemp
 		b.Set(seqKey(j.meta.ID, 'r', uint64(rec.Slot)), line)
 	}
 	b.Delete(seqKey(j.meta.ID, 'p', t.seq))
+	var added int
+	if serr == nil && !j.isCancelled() {
+		if added, err = m.growLocked(b, j, rec.Depth, made.Links); err != nil {
+			b.Discard()
+			return err
+		}
+	}
+	var evs []*Event
+	if !j.isCancelled() {
+		page := Event{Kind: EventPage, URL: t.url, Seq: t.seq, Usage: made.Usage, Err: serr}
+		if serr == nil {
+			page.Line = line
+		}
+		ev, err := m.stage(b, j, page)
+		if err != nil {
+			b.Discard()
+			return err
+		}
+		evs = append(evs, ev)
+		if j.pending+added == 1 {
+			ev, err := m.stage(b, j, Event{Kind: EventCompleted})
+			if err != nil {
+				b.Discard()
+				return err
+			}
+			evs = append(evs, ev)
+		}
+	}
 	// NoSync: a kill -9 keeps it (the OS has the WAL); were the machine to
 	// lose it, the URL is simply still pending and is scraped again. The last
 	// URL of a job is synced so "done" is durable.
 	d := store.NoSync
-	if j.pending == 1 {
+	if j.pending+added == 1 {
 		d = store.Sync
 	}
 	if err := b.Commit(d); err != nil {
@@ -771,13 +867,15 @@ func (m *Manager) complete(t task, line []byte, serr *httpjson.HTTPError, attemp
 	if lined && rec.Slot == j.nextSlot {
 		j.nextSlot++
 	}
-	j.pending--
+	j.pending += added - 1
+	j.meta.Total += added
 	if serr != nil {
 		j.failed++
 	} else {
 		j.done++
 	}
-	if j.pending == 0 {
+	m.committed(evs...)
+	if j.pending == 0 || added > 0 {
 		select {
 		case j.kick <- struct{}{}:
 		default:
@@ -788,6 +886,41 @@ func (m *Manager) complete(t task, line []byte, serr *httpjson.HTTPError, attemp
 	default:
 	}
 	return nil
+}
+
+// growLocked adds to b the links of a growing job's page found at depth
+// that the job has not seen, as pending URLs one deeper, within the job's
+// limit, and returns how many; j.mu is held.
+func (m *Manager) growLocked(b *store.Batch, j *job, depth int, links []string) (int, error) {
+	g := j.meta.Grow
+	if g == nil || depth >= g.MaxDepth || len(links) == 0 {
+		return 0, nil
+	}
+	id := j.meta.ID
+	next := uint64(j.total())
+	added := 0
+	fresh := make(map[string]bool, len(links))
+	for _, u := range links {
+		if j.total()+added >= g.Limit {
+			break
+		}
+		if fresh[u] {
+			continue
+		}
+		if _, err := m.st.Get(seenKey(id, u)); err == nil {
+			continue
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return 0, err
+		}
+		fresh[u] = true
+		rec, _ := json.Marshal(urlRecord{URL: u, State: urlPending, Slot: -1, Depth: depth + 1})
+		b.Set(seqKey(id, 'u', next), rec)
+		b.Set(seqKey(id, 'p', next), []byte(u))
+		b.Set(seenKey(id, u), nil)
+		next++
+		added++
+	}
+	return added, nil
 }
 
 // Cancel cancels account's job id: its URLs not yet fetched are cancelled
@@ -807,14 +940,35 @@ func (m *Manager) Cancel(id, account string) error {
 	}
 	nm := j.meta
 	nm.CancelledAt = m.cfg.Now().UTC()
-	_, err = m.cancelPendingLocked(j, nm)
+	_, err = m.cancelPendingLocked(j, nm, &Event{Kind: EventCancelled})
+	return err
+}
+
+// Stop ends job id as Cancel does, for a reason of the cell's rather than
+// its owner's (its account ran out of credit): its status is failed, and
+// its end event says why. Stopping a job that ended changes nothing.
+func (m *Manager) Stop(id, reason string) error {
+	m.mu.Lock()
+	j, ok := m.jobs[id]
+	m.mu.Unlock()
+	if !ok {
+		return ErrNoJob
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.isCancelled() || j.pending == 0 {
+		return nil
+	}
+	nm := j.meta
+	nm.CancelledAt, nm.Failure = m.cfg.Now().UTC(), reason
+	_, err := m.cancelPendingLocked(j, nm, &Event{Kind: EventFailed, Failure: reason})
 	return err
 }
 
 // cancelPendingLocked cancels every URL of j that is pending and not in
-// flight and writes meta nm, in one batch, and wakes the job's
-// dispatcher; j.mu is held.
-func (m *Manager) cancelPendingLocked(j *job, nm meta) (int, error) {
+// flight and writes meta nm, with the end event ev if there is one, in
+// one batch, and wakes the job's dispatcher; j.mu is held.
+func (m *Manager) cancelPendingLocked(j *job, nm meta, ev *Event) (int, error) {
 	id := j.meta.ID
 	now := m.cfg.Now().UTC()
 	b := m.st.NewBatch()
@@ -841,12 +995,20 @@ func (m *Manager) cancelPendingLocked(j *job, nm meta) (int, error) {
 	}
 	mb, _ := json.Marshal(nm)
 	b.Set(metaKey(id), mb)
+	var staged *Event
+	if ev != nil {
+		if staged, err = m.stage(b, j, *ev); err != nil {
+			b.Discard()
+			return 0, err
+		}
+	}
 	if err := b.Commit(store.Sync); err != nil {
 		return 0, err
 	}
 	j.meta = nm
 	j.pending -= n
 	j.cancelled += n
+	m.committed(staged)
 	j.wake()
 	return n, nil
 }
@@ -899,6 +1061,8 @@ type Status struct {
 	// ExpiresAt is when the job and its results are deleted (created +
 	// Config.Retention).
 	ExpiresAt time.Time `json:"-"`
+	// Failure is why a failed job was stopped (Stop).
+	Failure string `json:"-"`
 }
 
 // URLStatus is the per-URL detail of ?full=1.
@@ -932,7 +1096,7 @@ func (m *Manager) Status(id, account string, full bool) (*Status, error) {
 	}
 	j.mu.Lock()
 	s := &Status{
-		JobID: id, Total: j.meta.Total, Pending: j.pending, Done: j.done, Error: j.failed, Cancelled: j.cancelled,
+		JobID: id, Total: j.total(), Pending: j.pending, Done: j.done, Error: j.failed, Cancelled: j.cancelled,
 		CreatedAt: j.meta.CreatedAt, Options: j.meta.Options,
 		Shape: j.meta.Shape, Charged: j.meta.RetryUnits, ExpiresAt: j.meta.CreatedAt.Add(m.cfg.Retention),
 	}
@@ -940,6 +1104,8 @@ func (m *Manager) Status(id, account string, full bool) (*Status, error) {
 		s.Charged += j.meta.Units
 	}
 	switch {
+	case j.meta.Failure != "":
+		s.Status, s.Failure = StatusFailed, j.meta.Failure
 	case j.isCancelled():
 		s.Status = StatusCancelled
 	case j.pending == 0:
@@ -1171,4 +1337,10 @@ func jobKey(id string, kind byte) []byte {
 
 func seqKey(id string, kind byte, n uint64) []byte {
 	return binary.BigEndian.AppendUint64(jobKey(id, kind), n)
+}
+
+// seenKey marks u as one of a growing job's URLs (Extra.Grow).
+func seenKey(id, u string) []byte {
+	sum := sha256.Sum256([]byte(u))
+	return append(jobKey(id, 's'), sum[:16]...)
 }

@@ -18,10 +18,32 @@ import (
 type ScrapeFunc func(ctx context.Context, url string, opts scrape.Options) (*scrape.Outcome, error)
 
 // ShapedFunc produces one URL of a job that carries a shape (Extra.Shape)
-// as that shape asks: the result of the URL's line (a JSON value, e.g. a
-// Firecrawl document). Its errors are read as a ScrapeFunc's
+// as that shape asks. Its errors are read as a ScrapeFunc's
 // (httpjson.AsHTTPError): a 502 is tried again, fleet-busy waited out.
-type ShapedFunc func(ctx context.Context, url string, shape json.RawMessage) (json.RawMessage, error)
+type ShapedFunc func(ctx context.Context, t Target, shape json.RawMessage) (Produced, error)
+
+// Target is the URL of a job a ShapedFunc produces.
+type Target struct {
+	Job string
+	URL string
+	// Depth is how many links away from a submitted URL it was found
+	// (Extra.Grow): 0 for a submitted URL.
+	Depth int
+}
+
+// Produced is what a ShapedFunc made of its URL.
+type Produced struct {
+	// Result is the URL's line's result (a JSON value, e.g. a Firecrawl
+	// document).
+	Result json.RawMessage
+	// Links are the URLs the page leads to, as the job should fetch them
+	// (normalised and filtered by the shape's rules): a growing job
+	// (Extra.Grow) adds those it has not seen; any other job ignores them.
+	Links []string
+	// Usage is what the URL cost, handed to Config.Events (a crawl
+	// charges each page as it is produced).
+	Usage *metering.Usage
+}
 
 // Line is one NDJSON line of a batch or of job results (docs/spec/hosted-api.md §2.5): ok lines
 // carry the scrape response as `result`, failed ones the error code and
@@ -56,20 +78,22 @@ func runOne(ctx context.Context, fn ScrapeFunc, u string, opts scrape.Options, b
 
 // runShaped is runOne for a job with a shape: fn produces the line's
 // result.
-func runShaped(ctx context.Context, fn ShapedFunc, u string, shape json.RawMessage, busy BusyRetry) ([]byte, *httpjson.HTTPError) {
+func runShaped(ctx context.Context, fn ShapedFunc, t Target, shape json.RawMessage, busy BusyRetry) ([]byte, Produced, *httpjson.HTTPError) {
 	if fn == nil {
-		return failedLine(u, errors.New("jobs: no Config.Shaped for a job with a shape"))
+		line, e := failedLine(t.URL, errors.New("jobs: no Config.Shaped for a job with a shape"))
+		return line, Produced{}, e
 	}
-	res, err := waitingOut(ctx, busy, func() (json.RawMessage, error) { return fn(ctx, u, shape) })
+	p, err := waitingOut(ctx, busy, func() (Produced, error) { return fn(ctx, t, shape) })
 	if err != nil {
-		return failedLine(u, err)
+		line, e := failedLine(t.URL, err)
+		return line, Produced{}, e
 	}
-	line := make([]byte, 0, len(res)+len(u)+32)
+	line := make([]byte, 0, len(p.Result)+len(t.URL)+32)
 	line = append(line, `{"url":`...)
-	line = appendJSONString(line, u)
+	line = appendJSONString(line, t.URL)
 	line = append(line, `,"ok":true,"result":`...)
-	line = append(line, res...)
-	return append(line, '}'), nil
+	line = append(line, p.Result...)
+	return append(line, '}'), p, nil
 }
 
 // failedLine is the line of a URL that failed with err, and err as the

@@ -31,6 +31,7 @@ const (
 	KindExtract       = metering.KindExtract
 	KindRecipe        = metering.KindRecipe
 	KindMap           = metering.KindMap
+	KindCrawl         = metering.KindCrawl
 	KindMonitorCheck  = metering.KindMonitorCheck
 	KindMonitorChange = metering.KindMonitorChange
 
@@ -144,6 +145,7 @@ func DefaultPrices() *Prices {
 			KindExtract:       {Base: credits(1), Per: "call", Effort: true, Cache: true, Tokens: true},
 			KindRecipe:        {Base: credits(1), Per: "unit", Cache: true, Tokens: true},
 			KindMap:           {Base: credits(2), Per: "call"}, // whatever it reads, always live (docs/billing.md)
+			KindCrawl:         {Base: credits(1), Per: "page", Effort: true, Cache: true},
 			KindMonitorCheck:  {Base: credits(1), Per: "check"},
 			KindMonitorChange: {Base: credits(3), Per: "change"},
 		},

@@ -50,7 +50,7 @@ func TestPrice(t *testing.T) {
 		{KindMonitorCheck, LevelBrowser, CacheMiss, 0, 0, "1.000"},
 		{KindMonitorCheck, "", CacheArchive, 0, 0, "1.000"}, // cache does not apply
 		{KindMonitorChange, "", "", 0, 0, "3.000"},
-		{"crawl", "", "", 0, 0, "0.000"},                // unknown kind: Quote says why
+		{"spider", "", "", 0, 0, "0.000"},                // unknown kind: Quote says why
 		{KindScrape, "rocket", "", 0, 0, "0.000"},       // unknown level
 		{KindScrape, LevelLight, "warm", 0, 0, "0.000"}, // unknown cache
 	}
@@ -74,7 +74,7 @@ func TestQuote(t *testing.T) {
 		u    Usage
 		want error
 	}{
-		{Usage{Kind: "crawl"}, ErrUnknownKind},
+		{Usage{Kind: "spider"}, ErrUnknownKind},
 		{Usage{Kind: KindScrape, Level: "rocket"}, ErrUnknownLevel},
 		{Usage{Kind: KindScrape, Cache: "warm"}, ErrUnknownCache},
 	} {
@@ -190,7 +190,7 @@ func TestParsePrices(t *testing.T) {
 		{"unsorted packs", `{"packs":[{"usd":10,"credits":"1"},{"usd":5,"credits":"1"}]}`},
 		{"no packs", `{"packs":[]}`},
 		{"free pack", `{"packs":[{"usd":5,"credits":"0"}]}`},
-		{"unknown kind", `{"calls":{"crawl":{"base":"1","per":"call"}}}`},
+		{"unknown kind", `{"calls":{"spider":{"base":"1","per":"call"}}}`},
 		{"archive over 100", `{"archive_percent":150}`},
 		{"no token block", `{"tokens":{"per":0,"input":"1","output":"1"}}`},
 		{"monthly for an unknown plan", `{"grants":{"monthly":{"gold":"1"}}}`},

@@ -48,7 +48,7 @@ var defaultTokenBand = TokenBand{InMin: 1_000, InMax: 20_000, OutMin: 100, OutMa
 
 // Endpoints names the endpoints an estimate prices, with their billing
 // kind.
-var Endpoints = []string{"scrape", "batch", "jobs", "extract", "map", "search", "answer", "recipe", "monitor"}
+var Endpoints = []string{"scrape", "batch", "jobs", "extract", "map", "crawl", "search", "answer", "recipe", "monitor"}
 
 var endpointKind = map[string]string{
 	"scrape":  billing.KindScrape,
@@ -56,6 +56,7 @@ var endpointKind = map[string]string{
 	"jobs":    billing.KindJob,
 	"extract": billing.KindExtract,
 	"map":     billing.KindMap,
+	"crawl":   billing.KindCrawl,
 	"search":  billing.KindSearch,
 	"answer":  billing.KindAnswer,
 	"recipe":  billing.KindRecipe,
@@ -90,6 +91,9 @@ type Request struct {
 	// Units is how many units of a recipe run to price (default 1; a
 	// recipe's cost hint says how many a run takes).
 	Units int `json:"units"`
+	// Limit is the most pages a crawl of url scrapes (Firecrawl's limit;
+	// default MaxCrawlPages).
+	Limit int `json:"limit"`
 }
 
 // Estimate is the body of a priced estimate (docs/spec/hosted-api.md §2.10).
@@ -189,6 +193,8 @@ func Compute(prices *billing.Prices, obs *Observer, req *Request) (*Estimate, er
 		err = c.extract(req)
 	case "map":
 		err = c.mapSite(req)
+	case "crawl":
+		err = c.crawl(req)
 	case "search", "answer":
 		err = c.call()
 	case "recipe":
@@ -430,6 +436,39 @@ func (c *calc) mapSite(req *Request) error {
 	}
 	c.sites, c.nSites = []string{d}, 1
 	return c.fixed(1)
+}
+
+// MaxCrawlPages is the most pages one crawl scrapes (docs/firecrawl.md).
+const MaxCrawlPages = 10_000
+
+// crawl prices a site crawl of up to req.Limit pages of url's site: each
+// page as a page of that site would be (its effort band), were the crawl
+// to reach the limit. A crawl is charged per page it scrapes, so the
+// estimate is its most.
+func (c *calc) crawl(req *Request) error {
+	if strings.TrimSpace(req.URL) == "" {
+		return badInput("url is required: the page the crawl starts from")
+	}
+	n := req.Limit
+	switch {
+	case n == 0:
+		n = MaxCrawlPages
+	case n < 0 || n > MaxCrawlPages:
+		return badInput("limit is 1 to %s pages (got %d)", commas(MaxCrawlPages), req.Limit)
+	}
+	d, err := checkURL("url", req.URL)
+	if err != nil {
+		return err
+	}
+	c.sites, c.nSites = []string{d}, 1
+	if err := c.fixed(n); err != nil {
+		return err
+	}
+	doms := make([]string, n)
+	for i := range doms {
+		doms[i] = d
+	}
+	return c.effort(doms)
 }
 
 // call prices one search or answer.

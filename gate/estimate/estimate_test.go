@@ -214,8 +214,8 @@ func TestComputeBadInput(t *testing.T) {
 		req  Request
 		want string
 	}{
-		{Request{}, "endpoint is required: one of scrape, batch, jobs, extract, map, search, answer, recipe, monitor"},
-		{Request{Endpoint: "crawl"}, `unknown endpoint "crawl": use one of scrape, batch, jobs, extract, map, search, answer, recipe, monitor`},
+		{Request{}, "endpoint is required: one of scrape, batch, jobs, extract, map, crawl, search, answer, recipe, monitor"},
+		{Request{Endpoint: "spider"}, `unknown endpoint "spider": use one of scrape, batch, jobs, extract, map, crawl, search, answer, recipe, monitor`},
 		{Request{Endpoint: "scrape"}, "url is required: the page to scrape"},
 		{Request{Endpoint: "scrape", URLs: []string{"https://a.com/"}}, "scrape takes one url; use batch (up to 50 urls) or jobs (up to 10,000) for urls"},
 		{Request{Endpoint: "batch"}, "urls is required: an array of 1 to 50 URLs"},

@@ -85,8 +85,8 @@ func TestHandlerRefusals(t *testing.T) {
 		status                   int
 		want                     string
 	}{
-		{"unknown endpoint", "POST", route, `{"endpoint":"crawl","url":"https://a.com/"}`, 400,
-			`{"error":"bad_input","message":"unknown endpoint \"crawl\": use one of scrape, batch, jobs, extract, map, search, answer, recipe, monitor"}`},
+		{"unknown endpoint", "POST", route, `{"endpoint":"spider","url":"https://a.com/"}`, 400,
+			`{"error":"bad_input","message":"unknown endpoint \"spider\": use one of scrape, batch, jobs, extract, map, crawl, search, answer, recipe, monitor"}`},
 		{"missing url", "POST", route, `{"endpoint":"scrape"}`, 400,
 			`{"error":"bad_input","message":"url is required: the page to scrape"}`},
 		{"too many urls", "POST", route, `{"endpoint":"batch","urls":` + mustJSON(urls(51, "https://a.com/%d")) + `}`, 400,

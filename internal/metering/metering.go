@@ -31,12 +31,13 @@ const (
 	KindExtract       = "extract"        // POST /extract, the fetch part (tokens extra)
 	KindRecipe        = "recipe"         // POST /recipes/{name}, per unit of a run
 	KindMap           = "map"            // POST /v2/map, per call (Units: the documents it fetched)
+	KindCrawl         = "crawl"          // POST /v2/crawl, per page, charged in the background as each is scraped
 	KindMonitorCheck  = "monitor_check"  // one check per `every` interval
 	KindMonitorChange = "monitor_change" // one confirmed change that matched
 )
 
 // Kinds lists every call kind.
-var Kinds = []string{KindScrape, KindBatch, KindJob, KindSearch, KindAnswer, KindExtract, KindRecipe, KindMap, KindMonitorCheck, KindMonitorChange}
+var Kinds = []string{KindScrape, KindBatch, KindJob, KindSearch, KindAnswer, KindExtract, KindRecipe, KindMap, KindCrawl, KindMonitorCheck, KindMonitorChange}
 
 // Effort levels: how much work a page needed. "http" and "" are the light
 // level.

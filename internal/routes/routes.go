@@ -250,6 +250,13 @@ var Rows = []Route{
 	{Pattern: "GET /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's status and documents, 10 MiB a page (?skip=, next; docs/firecrawl.md)"},
 	{Pattern: "DELETE /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: cancel a batch scrape: its URLs not yet fetched never are (docs/firecrawl.md)"},
 	{Pattern: "GET /v2/batch/scrape/{id}/errors", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's failed URLs (docs/firecrawl.md)"},
+	{Pattern: "POST /v2/crawl", Kind: metering.KindCrawl, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: 64 * KiB, Doc: "Firecrawl v2: start a site crawl from one URL, a growing background job; each page is charged as it is scraped (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/crawl/active", Server: Gate, Service: "crawls", Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: the account's crawls still running, from every live cell of the region (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/crawl/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a crawl's status and documents, 10 MiB a page (?skip=, next); with Upgrade: websocket, its documents as they come (docs/firecrawl.md)"},
+	{Pattern: "DELETE /v2/crawl/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: cancel a crawl: nothing more is fetched or charged (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/crawl/{id}/errors", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a crawl's failed URLs and those robots.txt kept it from (docs/firecrawl.md)"},
+	{Pattern: "POST /v2/extract", Kind: metering.KindExtract, PerURL: true, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: JobBody, Doc: "Firecrawl v2: start an extraction of typed data from pages, a background job charged per URL before it runs (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/extract/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: an extraction's status and data (docs/firecrawl.md)"},
 	{Pattern: "POST /v2/search", Kind: metering.KindSearch, Server: Gate, Service: "search", Envelope: EnvelopeFirecrawl, BodyLimit: 64 * KiB, Doc: "Firecrawl v2: search the region's index, billed as GET /search (limit, sources web and news; docs/firecrawl.md)"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }

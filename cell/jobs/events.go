@@ -1,0 +1,75 @@
+package jobs
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+// Event kinds (Observer). A job with a shape is started once (its hold
+// released), has one event per URL with an outcome, and ends once:
+// completed when its last URL has an outcome, or cancelled or stopped
+// (Cancel, Stop). Nothing follows its end: a URL in flight when it was
+// cancelled keeps its result but has no event.
+const (
+	EventStarted   = "started"
+	EventPage      = "page"
+	EventCompleted = "completed"
+	EventCancelled = "cancelled"
+	EventFailed    = "failed"
+)
+
+// Event is what happened to a job with a shape.
+type Event struct {
+	Kind    string
+	Job     string
+	Account string
+	Shape   json.RawMessage
+	At      time.Time
+
+	// Of a page: the URL, its place in the job, its line (nil for a
+	// failure) and what producing it cost, or its error.
+	URL   string
+	Seq   uint64
+	Line  []byte
+	Usage *metering.Usage
+	Err   *httpjson.HTTPError
+
+	// Failure is why a failed job was stopped (Stop).
+	Failure string
+}
+
+// Observer is told of a job's events inside the write that records
+// them: Stage adds what the event owes (a charge, a webhook delivery) to
+// that write, so the event and its consequences are committed together
+// or not at all; Committed is called once the write is durable, to wake
+// whoever sends or streams them. Both run under the job's lock: they
+// must not call the Manager.
+type Observer interface {
+	Stage(b *store.Batch, e *Event) error
+	Committed(e *Event)
+}
+
+// stage hands e to the observer when the job has a shape; it returns the
+// event to pass to committed (nil when there is none).
+func (m *Manager) stage(b *store.Batch, j *job, e Event) (*Event, error) {
+	if m.cfg.Events == nil || len(j.meta.Shape) == 0 {
+		return nil, nil
+	}
+	e.Job, e.Account, e.Shape, e.At = j.meta.ID, j.meta.Account, j.meta.Shape, m.cfg.Now().UTC()
+	if err := m.cfg.Events.Stage(b, &e); err != nil {
+		return nil, err
+	}
+	return &e, nil
+}
+
+func (m *Manager) committed(es ...*Event) {
+	for _, e := range es {
+		if e != nil {
+			m.cfg.Events.Committed(e)
+		}
+	}
+}
