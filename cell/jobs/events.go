@@ -73,3 +73,22 @@ func (m *Manager) committed(es ...*Event) {
 		}
 	}
 }
+
+// Observers tells each of its observers of every event, in order; the
+// first that fails to stage an event fails its write.
+type Observers []Observer
+
+func (os Observers) Stage(b *store.Batch, e *Event) error {
+	for _, o := range os {
+		if err := o.Stage(b, e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (os Observers) Committed(e *Event) {
+	for _, o := range os {
+		o.Committed(e)
+	}
+}
