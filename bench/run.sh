@@ -24,6 +24,9 @@
 #   7. extract (bench/extract): deterministic POST /extract of cached pages
 #      through `trawl dev`'s gate, p50/p99 at one request at a time  vs
 #      POST /scrape of the same pages through the same gate, interleaved
+#   7b. crawl (bench/crawl): Firecrawl's POST /v2/crawl of 1,000 pages of
+#      the corpus through `trawl dev`, pages/s  vs  the same URLs as one
+#      batch scrape (a job) on a fresh `trawl dev`
 #   8. search (regiontest TestSearchSpeed): 10,000 pages of
 #      postgresql-doc-15 and python3.11-doc served from loopback, fetched,
 #      archived and indexed through jobs; search p50/p99 (plain, rich=1)
@@ -50,7 +53,7 @@ BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
 AEB=${BENCH_AEB:-$REPO/../shared/data/aeb}   # the article extraction benchmark (articles part)
-ALL_PARTS=pipeline,articles,scrape,job,ledger,gate,browser,extract,search
+ALL_PARTS=pipeline,articles,scrape,job,ledger,gate,browser,extract,crawl,search
 ONLY=${BENCH_ONLY:-$ALL_PARTS}                   # comma list of parts to run
 PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
@@ -78,7 +81,7 @@ log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 die() { printf 'bench: %s\n' "$*" >&2; exit 1; }
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 # The pipeline, scrape and job parts read the corpus through the file server.
-want_corpus() { want pipeline || want scrape || want job || want gate || want browser || want extract; }
+want_corpus() { want pipeline || want scrape || want job || want gate || want browser || want extract || want crawl; }
 
 # ---------------------------------------------------------------- setup
 
@@ -195,7 +198,10 @@ fi
 if want extract; then
 	go build -o "$WORK/bin/" ./bench/extract || die "bench/extract does not build"
 fi
-if want scrape || want job || want gate || want browser || want extract; then
+if want crawl; then
+	go build -o "$WORK/bin/" ./bench/crawl || die "bench/crawl does not build"
+fi
+if want scrape || want job || want gate || want browser || want extract || want crawl; then
 	if [[ ! -x $TRAWL ]]; then
 		log "bin/trawl missing: make build"
 		make build
@@ -640,6 +646,48 @@ if want extract; then
 	stop "$XDEV_PID"
 fi
 
+if want crawl; then
+	CRAWL_PAGES=${BENCH_CRAWL_PAGES:-1000}
+	cp "$TRAWL" "$WORK/bin/trawl-crawl"
+	# No rate or concurrency limit, a large grant: the figure is the crawl.
+	cat >"$WORK/crawl-prices.json" <<-'EOF'
+	{
+	  "grants": {"signup": "1000000000.000"},
+	  "plans": {
+	    "free": {"rate_per_minute": 0, "concurrency": 0, "keys": 2, "monthly_cap": "0.000"},
+	    "supporter": {"rate_per_minute": 0, "concurrency": 0, "keys": 10, "monthly_cap": "0.000"}
+	  }
+	}
+	EOF
+	CRAWL_KEY=trawl_dev_$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
+	# crawl_dev SIDE: a fresh trawl dev (its own data, so neither side finds
+	# the other's pages in its cache); sets CGATE and CDEV_PID.
+	crawl_dev() {
+		local port cport rport
+		port=$("$LG" freeport); cport=$("$LG" freeport); rport=$("$LG" freeport)
+		mkdir -p "$WORK/crawl-$1-data"
+		start "crawl-$1" env -u OTEL_TRACES_EXPORTER -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT \
+			TRAWL_DEV_KEY="$CRAWL_KEY" TRAWL_REGION_KEYS="$REGION_KEYS" "$WORK/bin/trawl-crawl" dev --listen "127.0.0.1:$port" --cell-listen "127.0.0.1:$cport" \
+			--ledger-raft "127.0.0.1:$rport" --data "$WORK/crawl-$1-data" --prices "$WORK/crawl-prices.json" --allow-private-networks --browsers 0
+		CDEV_PID=$LAST_PID
+		wait_until "trawl dev ($1)" 90 "$CDEV_PID" grep -q '"msg":"gate serving"' "$WORK/crawl-$1.log"
+		CGATE=http://127.0.0.1:$port
+		wait_until "trawl dev ($1, gate)" 30 "$CDEV_PID" curl -fsS --max-time 2 -o /dev/null -H "Authorization: Bearer $CRAWL_KEY" "$CGATE/v1/billing/balance"
+	}
+	log "crawl: POST /v2/crawl of up to $CRAWL_PAGES pages from $FS/index.html, then the same URLs as one batch scrape (a job) on a fresh trawl dev"
+	R[c_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
+	crawl_dev crawl
+	"$WORK/bin/crawl" -gate "$CGATE" -key "$CRAWL_KEY" -start "$FS/index.html" -limit "$CRAWL_PAGES" -urls-out "$WORK/crawl-urls.txt" >"$WORK/crawl.json" ||
+		{ tail -n 30 "$WORK/crawl-crawl.log" >&2; die "bench/crawl (crawl) failed"; }
+	stop "$CDEV_PID"
+	crawl_dev job
+	"$WORK/bin/crawl" -gate "$CGATE" -key "$CRAWL_KEY" -urls "$WORK/crawl-urls.txt" >"$WORK/crawl-job.json" ||
+		{ tail -n 30 "$WORK/crawl-job.log" >&2; die "bench/crawl (job) failed"; }
+	stop "$CDEV_PID"
+	cat "$WORK/crawl.json" "$WORK/crawl-job.json" >&2
+	R[c_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
+fi
+
 if want search; then
 	SEARCH_CORPORA=${BENCH_SEARCH_CORPORA:-/usr/share/doc/postgresql-doc-15/html:/usr/share/doc/python3.11/html}
 	SEARCH_PAGES=${BENCH_SEARCH_PAGES:-10000}
@@ -768,6 +816,13 @@ if want extract; then
 	rows+=("| Firecrawl compatibility: p99 ms | $(xj .v2.p99_ms) | $(xj .scrape.p99_ms) | $(ratio "$(xj .v2.p99_ms)" "$(xj .scrape.p99_ms)")x | — | — |")
 fi
 
+if want crawl; then
+	cj() { jq -r "$1" "$WORK/crawl.json"; }
+	jj() { jq -r "$1" "$WORK/crawl-job.json"; }
+	cps=$(cj .pages_per_s) jps=$(jj .pages_per_s)
+	rows+=("| Firecrawl compatibility: site crawl (\`POST /v2/crawl\`, limit $CRAWL_PAGES, from the corpus's index page, polled to completed) through the gate, pages/s ($(cj .pages) pages in $(cj .seconds | xargs printf '%.1f') s) | $(printf '%.1f' "$cps") | $(printf '%.1f' "$jps") (the same URLs as one batch scrape, a job, on a fresh \`trawl dev\`: $(jj .pages) pages in $(jj .seconds | xargs printf '%.1f') s) | $(ratio "$cps" "$jps")x | ≥ 0.8x the job | $(check "$cps >= 0.8 * $jps") |")
+fi
+
 if want search; then
 	S=$WORK/search.json
 	sj() { jq -r "$1" "$S"; }
@@ -827,6 +882,9 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 	fi
 	if want extract; then
 		echo "Extract rows (bench/extract): \`trawl dev\` with a bench price table (no limits), no model (the deterministic extractor); each page scraped once, then extracted once (checked: a cache hit), then in each round scraped and extracted back to back, the order alternating by round, one request at a time with the dev key; schema: title, date, sections (an array of objects). Load average at the part's start ${R[x_load_start]}, at its end ${R[x_load_end]}."
+	fi
+	if want crawl; then
+		echo "Crawl row (bench/crawl): two fresh \`trawl dev\` (bench price table, no limits, no browser), one after the other: the crawl on the first, the job of the URLs it scraped on the second, so neither finds the other's pages in its cache. Load average at the part's start ${R[c_load_start]}, at its end ${R[c_load_end]}."
 	fi
 	if want browser; then
 		echo "Browser rows (bench/browser): \`trawl cell --browsers 1 --fresh-for -1s\` (pool defaults), each page POSTed with \`wait_for: body\` (straight to the browser) and a query of its own; 503 fleet-busy answers are repeated after Retry-After, as the API asks, and count as failures only after 120 s."

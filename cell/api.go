@@ -62,7 +62,7 @@ func (c *Cell) handlers() map[string]http.HandlerFunc {
 		"GET /recipes/jobs/{id}":    c.handleRecipeJob,
 	}
 	// Firecrawl's v2 routes, one file a feature (cell/v2*.go).
-	for _, v2 := range []map[string]http.HandlerFunc{c.v2ScrapeHandlers(), c.v2MapHandlers(), c.v2BatchHandlers(), c.v2CrawlHandlers()} {
+	for _, v2 := range []map[string]http.HandlerFunc{c.v2ScrapeHandlers(), c.v2MapHandlers(), c.v2BatchHandlers(), c.v2CrawlHandlers(), c.v2ExtractHandlers()} {
 		maps.Copy(hs, v2)
 	}
 	return hs
@@ -451,6 +451,9 @@ func (c *Cell) handleJobRetry(w http.ResponseWriter, r *http.Request) {
 	status := st.Status
 	if n > 0 {
 		usage := metering.PerURL(metering.KindJob, n)
+		if v2ChargedLater(st.Shape) {
+			usage.Count = metering.Count(0) // each page is charged as it is produced
+		}
 		usage.Job, usage.Hold = id, token
 		w.Header().Set(UsageHeader, usage.String())
 		status = jobs.StatusRunning

@@ -338,7 +338,7 @@ func TestScrapeRefusals(t *testing.T) {
 		{"private", strict, `{"url":"http://10.1.2.3/"}`, 400, "bad_input", "url host is not public"},
 		{"link local", strict, `{"url":"http://169.254.169.254/latest/meta-data/"}`, 400, "bad_input", "url host is not public"},
 		{"site down", tc, fmt.Sprintf(`{"url":"http://%s/"}`, deadAddr), 502, "fetch_failed", "did not answer"},
-		{"pdf", tc, fmt.Sprintf(`{"url":%q}`, o.URL+"/pdf"), 422, "unsupported_content", "application/pdf"},
+		{"a PDF that is not one", tc, fmt.Sprintf(`{"url":%q}`, o.URL+"/pdf"), 422, "unsupported_content", "the PDF could not be converted"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

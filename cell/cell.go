@@ -29,6 +29,7 @@ import (
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // Config is everything a cell needs; cmd/trawl builds it from flags.
@@ -113,6 +114,11 @@ type Config struct {
 	Monitor monitor.Config
 	// Recipes holds the operator's recipe settings (cell/recipes.go).
 	Recipes RecipeConfig
+	// WebhookSecrets gives an account's webhook secret, which signs the
+	// webhooks of its batch scrapes and crawls (cell/v2_webhooks.go): the
+	// region's gate's (hooksecret.Client). nil: a webhook is refused
+	// with 503 (a cell without a gate).
+	WebhookSecrets WebhookSecrets
 
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -165,6 +171,17 @@ type Cell struct {
 
 	recipes     *recipe.Service
 	stopRecipes func()
+
+	// Firecrawl's webhooks (cell/v2_webhooks.go).
+	v2Hooks     *webhook.Sender
+	stopV2Hooks func()
+
+	// Firecrawl's crawls (cell/v2_crawl.go): what each running crawl's
+	// pages share, its WebSocket watchers, and the lock of the credits
+	// the gate acknowledges.
+	crawlRuns      sync.Map // job id → *crawlRun
+	crawlWatch     watchers
+	crawlCreditsMu sync.Mutex
 
 	// The search index of the archived pages (cell/search.go).
 	index       *search.Index
@@ -254,6 +271,17 @@ func New(cfg Config) (*Cell, error) {
 		Logger:               cfg.Logger,
 		Archived:             c.archived,
 	})
+	hooks, err := c.newV2Hooks(st) // Firecrawl's webhooks (cell/v2_webhooks.go)
+	if err != nil {
+		svc.Close()
+		c.indexer.Close()
+		c.index.Close()
+		if pool != nil {
+			pool.Close()
+		}
+		st.Close()
+		return nil, err
+	}
 	mgr, err := jobs.NewManager(st, svc.Scrape, jobs.Config{
 		Region:      cfg.Region,
 		Cell:        cfg.Name,
@@ -261,6 +289,7 @@ func New(cfg Config) (*Cell, error) {
 		Retention:   cfg.JobRetention,
 		Busy:        cfg.busy(),
 		Shaped:      c.v2Shaped, // Firecrawl's batch scrapes and crawls (cell/v2.go)
+		Events:      jobs.Observers{crawlEvents{c}, extractEvents{}, hooks},
 		Now:         cfg.Now,
 		Logger:      cfg.Logger,
 	})
@@ -305,6 +334,7 @@ func New(cfg Config) (*Cell, error) {
 		c.stopMonitors()
 		return fail("metrics", err)
 	}
+	c.startV2Hooks()
 	mgr.Start()
 	go c.janitor()
 	return c, nil
@@ -399,6 +429,7 @@ func (c *Cell) Close() error {
 		c.stopRecipes()
 		c.stopMonitors()
 		c.jobs.Close()
+		c.stopV2Hooks()
 		c.scrape.Close()
 		c.engine.Close()
 		var errs []error

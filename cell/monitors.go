@@ -205,6 +205,15 @@ func (c *Cell) handleMonitorCharges(w http.ResponseWriter, r *http.Request) {
 	for _, c := range rcs {
 		all = append(all, c)
 	}
+	// And the crawls' pages (cell/v2_crawl.go).
+	ccs, err := c.crawlCharges(500)
+	if err != nil {
+		httpjson.WriteError(w, err)
+		return
+	}
+	for _, c := range ccs {
+		all = append(all, c)
+	}
 	httpjson.Write(w, http.StatusOK, map[string]any{"charges": all})
 }
 
@@ -215,6 +224,11 @@ func (c *Cell) handleMonitorChargesAck(w http.ResponseWriter, r *http.Request) {
 	}
 	var req struct {
 		IDs []string `json:"ids"`
+		// Credits are what the gate charged for each id it charged
+		// ("1.000"), Refused the ids it could not charge for want of
+		// credit: a crawl adds up the one and stops on the other.
+		Credits map[string]string `json:"credits"`
+		Refused []string          `json:"refused"`
 	}
 	if err := httpjson.Decode(w, r, 1<<20, &req); err != nil {
 		httpjson.WriteError(w, err)
@@ -227,6 +241,11 @@ func (c *Cell) handleMonitorChargesAck(w http.ResponseWriter, r *http.Request) {
 	}
 	k, err := c.recipes.AckCharges(req.IDs)
 	if err != nil {
+		httpjson.WriteError(w, err)
+		return
+	}
+	n += k
+	if k, err = c.ackCrawlCharges(req.IDs, req.Credits, req.Refused); err != nil {
 		httpjson.WriteError(w, err)
 		return
 	}

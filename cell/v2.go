@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/firecrawl"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
@@ -91,7 +94,7 @@ func (c *Cell) v2Scrape(ctx context.Context, rawURL string, plan *firecrawl.Plan
 
 // v2Page fetches or finds the page.
 func (c *Cell) v2Page(ctx context.Context, rawURL, target string, plan *firecrawl.Plan) (*firecrawl.Page, metering.Usage, error) {
-	if plan.MinAge == 0 && !plan.Reprocess() && plan.JSON == nil {
+	if plan.MinAge == 0 && !plan.Reprocess() && plan.JSON == nil && !plan.Options.PDF.Skip {
 		// A fresh copy in the scrape cache: its result as it is (free,
 		// and no conversion).
 		if out, err := c.scrape.Cached(rawURL, plan.Options); err == nil {
@@ -125,6 +128,9 @@ func (c *Cell) v2Page(ctx context.Context, rawURL, target string, plan *firecraw
 			return nil, metering.Usage{}, &firecrawl.Error{Status: http.StatusRequestTimeout, Code: firecrawl.CodeScrapeTimeout,
 				Message: "the page did not load within timeout (" + plan.Timeout.String() + ")"}
 		}
+		if ae, ok := errors.AsType[*browser.ActionError](err); ok {
+			return nil, metering.Usage{}, v2ActionError(ae)
+		}
 		return nil, metering.Usage{}, err
 	}
 	res, err := out.Result()
@@ -135,13 +141,24 @@ func (c *Cell) v2Page(ctx context.Context, rawURL, target string, plan *firecraw
 	if out.Usage.Cache == metering.CacheHit {
 		pg.Cached, pg.CachedAt = true, res.FetchedAt
 	}
-	if pg.Raw == nil && (plan.Reprocess() || plan.JSON != nil) {
+	if pg.Raw == nil && (plan.Reprocess() || plan.JSON != nil || plan.Options.PDF.Skip) {
 		// A cache hit: the page is in the archive.
 		if ap, err := c.scrape.Archived(target); err == nil {
 			pg.Raw = ap
 		}
 	}
 	return pg, out.Usage, nil
+}
+
+// v2ActionError is a failed page action as Firecrawl answers it: a 500
+// SCRAPE_ACTION_ERROR, its message Firecrawl's sentence with the action
+// and the browser's reason, its details the action's path.
+func v2ActionError(ae *browser.ActionError) *firecrawl.Error {
+	path := []string{"actions", strconv.Itoa(ae.Index)}
+	reason := fmt.Sprintf("actions.%d (%s): %v", ae.Index, ae.Type, ae.Err)
+	return &firecrawl.Error{Status: http.StatusInternalServerError, Code: firecrawl.CodeScrapeAction,
+		Message: "Action(s) failed to complete. Error code: " + reason,
+		Details: []map[string]any{{"path": path, "message": reason}}}
 }
 
 // v2Archived is the archived copy of target when plan may be served from
@@ -176,9 +193,19 @@ const summarySchema = `{"type":"object","properties":{"summary":{"type":"string"
 // usage as /extract does.
 func (c *Cell) v2Extract(ctx context.Context, plan *firecrawl.Plan, pg *firecrawl.Page, doc *firecrawl.Document, usage *metering.Usage) error {
 	page := extract.Page{URL: pg.Result.FinalURL}
-	if pg.Raw != nil {
+	switch {
+	case pg.IsPDF():
+		// The PDF's text, not its bytes.
+		if doc.HTML != nil {
+			page.HTML = *doc.HTML
+		} else if pg.Result.HTML != nil {
+			page.HTML = *pg.Result.HTML
+		} else if pg.Result.Markdown != nil {
+			page.HTML = "<pre>" + html.EscapeString(*pg.Result.Markdown) + "</pre>"
+		}
+	case pg.Raw != nil:
 		page.HTML = string(pg.Raw.Body)
-	} else if pg.Result.HTML != nil {
+	case pg.Result.HTML != nil:
 		page.HTML = *pg.Result.HTML
 	}
 	withModel := c.extractor.Model != nil
@@ -249,6 +276,10 @@ func (c *Cell) v2Shaped(ctx context.Context, t jobs.Target, raw json.RawMessage)
 	switch k.Kind {
 	case v2BatchKind:
 		return c.v2JobScrape(ctx, t, raw)
+	case v2CrawlKind:
+		return c.v2CrawlPage(ctx, t, raw)
+	case v2ExtractKind:
+		return c.v2JobExtract(ctx, t, raw)
 	}
 	return jobs.Produced{}, fmt.Errorf("a job shape of an unknown kind %q", k.Kind)
 }

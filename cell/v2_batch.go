@@ -37,6 +37,9 @@ const v2BatchKind = "firecrawl_batch_scrape"
 type v2BatchShape struct {
 	Kind    string                  `json:"kind"`
 	Options firecrawl.ScrapeOptions `json:"options"`
+	// Webhook is the batch's webhook with the account's secret
+	// (v2Webhook), read by the webhooks' observer (cell/fchook).
+	Webhook *firecrawl.Webhook `json:"webhook,omitempty"`
 }
 
 // v2BatchHandlers are the handlers of Firecrawl's v2 batch routes
@@ -94,6 +97,11 @@ func (c *Cell) handleV2BatchStart(w http.ResponseWriter, r *http.Request) {
 		firecrawl.WriteError(w, firecrawl.BadRequest("urls", "none of urls is a URL trawl can fetch (http or https, a public host)"))
 		return
 	}
+	hook, err := c.v2Webhook(r, req.Webhook) // cell/v2_webhooks.go
+	if err != nil {
+		firecrawl.WriteError(w, err)
+		return
+	}
 	ok := c.fetchableFunc(r.Context(), valid)
 	n := 0
 	for _, u := range valid {
@@ -101,7 +109,7 @@ func (c *Cell) handleV2BatchStart(w http.ResponseWriter, r *http.Request) {
 			n++
 		}
 	}
-	shape, err := json.Marshal(v2BatchShape{Kind: v2BatchKind, Options: req.ScrapeOptions})
+	shape, err := json.Marshal(v2BatchShape{Kind: v2BatchKind, Options: req.ScrapeOptions, Webhook: hook})
 	if err != nil {
 		firecrawl.WriteError(w, err)
 		return
@@ -123,7 +131,11 @@ func (c *Cell) handleV2BatchStart(w http.ResponseWriter, r *http.Request) {
 
 // v2BatchURL is the absolute URL of batch id's status, at the address
 // the client called (the gate passes its Host and X-Forwarded-Proto on).
-func v2BatchURL(r *http.Request, id string) string {
+func v2BatchURL(r *http.Request, id string) string { return v2JobURL(r, "/v2/batch/scrape/", id) }
+
+// v2JobURL is the absolute URL of path + id at the address the client
+// called.
+func v2JobURL(r *http.Request, path, id string) string {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -131,16 +143,22 @@ func v2BatchURL(r *http.Request, id string) string {
 	if p := r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
 		scheme = p
 	}
-	return scheme + "://" + r.Host + "/v2/batch/scrape/" + id
+	return scheme + "://" + r.Host + path + id
 }
 
 // withV2Batch answers Firecrawl's 404 unless {id} names a batch scrape of
 // the caller (a job of another account, or a native job, is no batch),
 // and hands h its status.
 func (c *Cell) withV2Batch(h func(http.ResponseWriter, *http.Request, *jobs.Status)) http.HandlerFunc {
+	return c.withV2Job(v2BatchKind, "Batch scrape job not found", h)
+}
+
+// withV2Job answers Firecrawl's 404 (message) unless {id} names a job of
+// the caller whose shape is of kind, and hands h its status.
+func (c *Cell) withV2Job(kind, message string, h func(http.ResponseWriter, *http.Request, *jobs.Status)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
-		notFound := &firecrawl.Error{Status: http.StatusNotFound, Code: firecrawl.CodeNotFound, Message: "Batch scrape job not found"}
+		notFound := &firecrawl.Error{Status: http.StatusNotFound, Code: firecrawl.CodeNotFound, Message: message}
 		if _, _, ok := jobs.ParseJobID(id); !ok {
 			firecrawl.WriteError(w, notFound)
 			return
@@ -154,8 +172,10 @@ func (c *Cell) withV2Batch(h func(http.ResponseWriter, *http.Request, *jobs.Stat
 			firecrawl.WriteError(w, err)
 			return
 		}
-		var shape v2BatchShape
-		if len(st.Shape) == 0 || json.Unmarshal(st.Shape, &shape) != nil || shape.Kind != v2BatchKind {
+		var shape struct {
+			Kind string `json:"kind"`
+		}
+		if len(st.Shape) == 0 || json.Unmarshal(st.Shape, &shape) != nil || shape.Kind != kind {
 			firecrawl.WriteError(w, notFound)
 			return
 		}
@@ -167,6 +187,17 @@ func (c *Cell) withV2Batch(h func(http.ResponseWriter, *http.Request, *jobs.Stat
 // documents from the Nth on, up to v2BatchPage bytes of them, and the
 // next page's URL when more are waiting.
 func (c *Cell) handleV2BatchStatus(w http.ResponseWriter, r *http.Request, st *jobs.Status) {
+	if isWebSocket(r) {
+		c.serveJobSocket(w, r, st, func(string) float64 { return float64(st.Charged) })
+		return
+	}
+	c.v2JobStatus(w, r, st, "/v2/batch/scrape/", float64(st.Charged))
+}
+
+// v2JobStatus writes the status of a batch scrape or crawl (its documents
+// from ?skip=N on, up to v2BatchPage bytes, and the next page's URL, at
+// path + id, when more are waiting), with the credits it has used.
+func (c *Cell) v2JobStatus(w http.ResponseWriter, r *http.Request, st *jobs.Status, path string, credits float64) {
 	var skip int64
 	if s := r.URL.Query().Get("skip"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)
@@ -177,15 +208,10 @@ func (c *Cell) handleV2BatchStatus(w http.ResponseWriter, r *http.Request, st *j
 		skip = n
 	}
 	out := firecrawl.BatchStatus{
-		Success: true, Status: firecrawl.BatchScraping, Total: st.Total, Completed: st.Done,
-		CreditsUsed: st.Charged, ExpiresAt: st.ExpiresAt.UTC().Format(time.RFC3339), Data: []json.RawMessage{},
+		Success: true, Total: st.Total, Completed: st.Done,
+		CreditsUsed: credits, ExpiresAt: st.ExpiresAt.UTC().Format(time.RFC3339), Data: []json.RawMessage{},
 	}
-	switch st.Status {
-	case jobs.StatusCancelled:
-		out.Status = firecrawl.BatchCancelled
-	case jobs.StatusDone:
-		out.Status = firecrawl.BatchCompleted
-	}
+	out.Status, out.Error = firecrawlState(st), st.Failure
 	// The status was read first: a completed batch's documents are all
 	// written by now.
 	size, taken, more := 0, int64(0), false
@@ -213,7 +239,7 @@ func (c *Cell) handleV2BatchStatus(w http.ResponseWriter, r *http.Request, st *j
 		return
 	}
 	if more {
-		out.Next = v2BatchURL(r, st.JobID) + "?skip=" + strconv.FormatInt(skip+taken, 10)
+		out.Next = v2JobURL(r, path, st.JobID) + "?skip=" + strconv.FormatInt(skip+taken, 10)
 	}
 	httpjson.Write(w, http.StatusOK, out)
 }
@@ -231,6 +257,13 @@ func (c *Cell) handleV2BatchCancel(w http.ResponseWriter, r *http.Request, st *j
 // handleV2BatchErrors serves GET /v2/batch/scrape/{id}/errors: the URLs
 // that failed, in submission order. trawl keeps no robots.txt list.
 func (c *Cell) handleV2BatchErrors(w http.ResponseWriter, r *http.Request, st *jobs.Status) {
+	c.v2JobErrors(w, r, st)
+}
+
+// v2JobErrors writes the failed URLs of a batch scrape or crawl, in the
+// order they were found; those robots.txt kept the crawl from are listed
+// apart.
+func (c *Cell) v2JobErrors(w http.ResponseWriter, r *http.Request, st *jobs.Status) {
 	fs, err := c.jobs.Failures(st.JobID, accountOf(r))
 	if err != nil {
 		firecrawl.WriteError(w, err)
@@ -238,6 +271,10 @@ func (c *Cell) handleV2BatchErrors(w http.ResponseWriter, r *http.Request, st *j
 	}
 	out := firecrawl.BatchErrors{Errors: []firecrawl.BatchError{}, RobotsBlocked: []string{}}
 	for _, f := range fs {
+		if f.Error == codeRobotsBlocked {
+			out.RobotsBlocked = append(out.RobotsBlocked, f.URL)
+			continue
+		}
 		e := firecrawl.BatchError{ID: st.JobID + "-" + strconv.Itoa(f.Index), URL: f.URL,
 			Code: firecrawl.CodeFor(f.Status, f.Error), Error: f.Message}
 		if !f.At.IsZero() {

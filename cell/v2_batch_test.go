@@ -431,7 +431,7 @@ func TestV2BatchRefusals(t *testing.T) {
 		{"no urls", `{"urls":[]}`, nil, "BAD_REQUEST", "urls"},
 		{"too many urls", `{"urls":[` + strings.Repeat(`"http://a.example/",`, 10000) + `"http://a.example/"]}`, nil, "BAD_REQUEST", "urls"},
 		{"unknown format", `{` + ok + `,"formats":["telepathy"]}`, nil, "BAD_REQUEST", "formats.0"},
-		{"webhook", `{` + ok + `,"webhook":"https://hooks.example/x"}`, nil, "UNSUPPORTED_FEATURE", "webhook"},
+		{"webhook with an unknown key", `{` + ok + `,"webhook":{"url":"https://hooks.example/x","evnets":["page"]}}`, nil, "BAD_REQUEST", "webhook"},
 		{"appendToId", `{` + ok + `,"appendToId":"j_eu.c1.00000000000000000000"}`, nil, "UNSUPPORTED_FEATURE", "appendToId"},
 		{"zero data retention", `{` + ok + `,"zeroDataRetention":true}`, nil, "UNSUPPORTED_FEATURE", "zeroDataRetention"},
 		{"json format", `{` + ok + `,"formats":[{"type":"json","prompt":"the price"}]}`, nil, "UNSUPPORTED_FEATURE", "formats.0"},

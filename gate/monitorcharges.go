@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/trawlhq/trawl/gate/billing"
@@ -17,6 +18,7 @@ import (
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/ledger"
 )
 
 // Monitor charges (docs/api.md, "Monitors: billing"). A monitor's checks
@@ -88,22 +90,37 @@ func (rt *Runtime) collectFrom(ctx context.Context, addr string) (int, error) {
 	if len(list.Charges) == 0 {
 		return 0, nil
 	}
-	var done []string
+	ack := chargeAck{IDs: []string{}, Credits: map[string]string{}}
 	n := 0
-	for _, c := range list.Charges {
-		charged, err := rt.chargeMonitor(ctx, &c)
+	for i, res := range rt.chargeAll(ctx, list.Charges) {
+		c, price, charged, err := list.Charges[i], res.price, res.charged, res.err
 		if err != nil {
 			// No credit, or a charge the price table cannot price: not
-			// charged, logged, acknowledged (docs/api.md).
+			// charged, logged, acknowledged (docs/api.md); a crawl whose
+			// page found no credit is stopped by its cell.
 			rt.cfg.Logger.Warn("monitor charges: not charged", "charge", c.ID, "account", c.Account, "err", err)
+			if errors.Is(err, ledger.ErrNoCredit) || errors.Is(err, ledger.ErrSpendCap) {
+				ack.Refused = append(ack.Refused, c.ID)
+			}
+		} else {
+			ack.Credits[c.ID] = price.String()
 		}
 		if charged {
 			n++
 		}
-		done = append(done, c.ID)
+		ack.IDs = append(ack.IDs, c.ID)
 	}
-	body, _ := json.Marshal(map[string][]string{"ids": done})
+	body, _ := json.Marshal(ack)
 	return n, rt.cellCall(ctx, http.MethodPost, "http://"+addr+"/monitor-charges/ack", body, nil)
+}
+
+// chargeAck is the body of POST /monitor-charges/ack: the ids the gate
+// collected, what it charged for each (a charge collected twice shows its
+// first price), and those it refused for want of credit.
+type chargeAck struct {
+	IDs     []string          `json:"ids"`
+	Credits map[string]string `json:"credits"`
+	Refused []string          `json:"refused,omitempty"`
 }
 
 // collectStored charges the charges in the region's monitor store (where
@@ -124,12 +141,11 @@ func (rt *Runtime) collectStored(ctx context.Context) (int, error) {
 	}
 	n := 0
 	b := &monstore.Batch{Sync: true}
-	for i := range list {
-		charged, err := rt.chargeMonitor(ctx, &list[i])
-		if err != nil {
-			rt.cfg.Logger.Warn("monitor charges: not charged", "charge", list[i].ID, "account", list[i].Account, "err", err)
+	for i, res := range rt.chargeAll(ctx, list) {
+		if res.err != nil {
+			rt.cfg.Logger.Warn("monitor charges: not charged", "charge", list[i].ID, "account", list[i].Account, "err", res.err)
 		}
-		if charged {
+		if res.charged {
 			n++
 		}
 		b.Delete(keys[i])
@@ -139,44 +155,92 @@ func (rt *Runtime) collectStored(ctx context.Context) (int, error) {
 
 func monitorChargeKey(id string) []byte { return []byte(store.PrefixMonitorCharges + id) }
 
-// chargeMonitor charges one monitor charge once.
-func (rt *Runtime) chargeMonitor(ctx context.Context, c *monitorCharge) (bool, error) {
-	if _, err := rt.st.Get(monitorChargeKey(c.ID)); err == nil {
-		return false, nil // charged before; its ack was lost
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return false, err
+// chargeResult is what chargeAll did with one charge: its price, whether
+// this collection charged it (false for one charged before), or why not.
+type chargeResult struct {
+	price   ledger.MC
+	charged bool
+	err     error
+}
+
+// chargeAll charges each of cs once and returns what it did with each.
+// Each charge's mark keeps the time and the price, so a charge collected
+// again (its ack was lost) says what it was charged. The marks of a
+// collection are written in one synced write before any is charged (a
+// crawl's thousand pages cost one sync, not a thousand).
+func (rt *Runtime) chargeAll(ctx context.Context, cs []monitorCharge) []chargeResult {
+	out := make([]chargeResult, len(cs))
+	prices := make([]ledger.MC, len(cs))
+	fresh := make([]bool, len(cs))
+	b := rt.st.NewBatch()
+	now := rt.cfg.Now().UTC()
+	for i := range cs {
+		c := &cs[i]
+		if raw, err := rt.st.Get(monitorChargeKey(c.ID)); err == nil {
+			_, p, _ := strings.Cut(string(raw), " ")
+			price, _ := ledger.ParseMC(p)
+			out[i] = chargeResult{price: price} // charged before; its ack was lost
+			continue
+		} else if !errors.Is(err, store.ErrNotFound) {
+			out[i].err = err
+			continue
+		}
+		u := c.Usage
+		// Model tokens are priced too (a Firecrawl extraction's page).
+		price, err := rt.Prices().Quote(billing.Usage{Kind: u.Kind, Level: u.EffectiveLevel(), Cache: u.Cache, Count: chargeCount(u),
+			InTokens: u.InTokens, OutTokens: u.OutTokens})
+		if err != nil {
+			out[i].err = err
+			continue
+		}
+		prices[i], fresh[i] = price, true
+		b.Set(monitorChargeKey(c.ID), []byte(now.Format(time.RFC3339)+" "+price.String()))
 	}
-	if err := rt.st.Set(monitorChargeKey(c.ID), []byte(rt.cfg.Now().UTC().Format(time.RFC3339)), store.Sync); err != nil {
-		return false, err
+	if err := b.Commit(store.Sync); err != nil {
+		for i := range cs {
+			if fresh[i] {
+				out[i].err, fresh[i] = err, false
+			}
+		}
 	}
-	u := c.Usage
-	count := 1
+	for i := range cs {
+		if fresh[i] {
+			out[i] = rt.chargeMarked(ctx, &cs[i], prices[i])
+		}
+	}
+	return out
+}
+
+func chargeCount(u metering.Usage) int {
 	if u.Count != nil {
-		count = *u.Count
+		return *u.Count
 	}
-	level := u.EffectiveLevel()
-	price, err := rt.Prices().Quote(billing.Usage{Kind: u.Kind, Level: level, Cache: u.Cache, Count: count})
-	if err != nil {
-		return false, err
-	}
+	return 1
+}
+
+// chargeMarked charges a marked charge at price and records its usage
+// line.
+func (rt *Runtime) chargeMarked(ctx context.Context, c *monitorCharge, price ledger.MC) chargeResult {
+	u := c.Usage
 	sum := sha256.Sum256([]byte(c.ID))
 	receipt := "r_" + rt.cfg.Region + "_" + hex.EncodeToString(sum[:12])
 	if price > 0 {
 		if err := rt.Holds().Charge(ctx, c.Account, receipt, price); err != nil {
-			return false, err
+			return chargeResult{err: err}
 		}
 	}
 	boxes := u.Boxes
 	if boxes == nil && u.Engine != "" {
 		boxes = []string{u.Engine}
 	}
+	level := u.EffectiveLevel()
 	line := &usage.Line{Receipt: receipt, At: rt.cfg.Now().UTC(), Region: rt.cfg.Region, Account: c.Account,
-		Call: u.Kind, URL: c.URL, Engine: u.Engine, Level: level, Cache: u.Cache, Count: count,
-		Status: http.StatusOK, Boxes: boxes, Units: billing.Amount(price)}
+		Call: u.Kind, URL: c.URL, Engine: u.Engine, Level: level, Cache: u.Cache, Count: chargeCount(u),
+		LLMTokens: usage.Tokens{In: u.InTokens, Out: u.OutTokens}, Status: http.StatusOK, Boxes: boxes, Units: billing.Amount(price)}
 	if err := rt.usage.Record(line); err != nil {
 		rt.cfg.Logger.Warn("monitor charges: usage line not recorded", "receipt", receipt, "err", err)
 	}
-	return true, nil
+	return chargeResult{price: price, charged: true}
 }
 
 // cellCall makes one signed gate→cell call without an account and checks

@@ -358,6 +358,7 @@ func (rt *Runtime) opFindAccount(w http.ResponseWriter, r *http.Request) (*ledge
 // GET /operator/v1/accounts/{account}
 func (rt *Runtime) opAccount(w http.ResponseWriter, r *http.Request) {
 	if a, ok := rt.opFindAccount(w, r); ok {
+		a.WebhookSecret = "" // the account's own, never an operator's to read
 		httpjson.Write(w, http.StatusOK, a)
 	}
 }

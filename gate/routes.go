@@ -14,6 +14,7 @@ import (
 	"github.com/trawlhq/trawl/gate/recipehealth"
 	"github.com/trawlhq/trawl/gate/search"
 	"github.com/trawlhq/trawl/gate/usage"
+	"github.com/trawlhq/trawl/internal/hooksecret"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/routes"
@@ -53,6 +54,7 @@ func (rt *Runtime) Handler() (http.Handler, error) {
 		"billing":     billing.Handlers(rt.billing),
 		"monstore":    {"/monitor-store/": rt.monitors.server},
 		"recipestore": {"/recipe-store/": &recipeStore{State: rt.node.State(), V: regionauth.NewVerifier(rt.cfg.RegionKeys, time.Now), Log: rt.cfg.Logger}},
+		"hooksecret":  {"POST " + hooksecret.Path: &hookSecrets{Billing: rt.billing, V: regionauth.NewVerifier(rt.cfg.RegionKeys, time.Now), Log: rt.cfg.Logger}},
 		"recipes": recipehealth.Handlers(recipehealth.Config{
 			Region: rt.cfg.Region, Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 		}),
@@ -65,6 +67,7 @@ func (rt *Runtime) Handler() (http.Handler, error) {
 		// pipeline again (trawl_api puts it in the request's context).
 		"mcp":    mcp.Handlers(mcp.Config{Region: rt.cfg.Region, Pipeline: PipelineFrom, Logger: rt.cfg.Logger}),
 		"issues": issues.Handlers(issues.Config{Store: rt.st, Region: rt.cfg.Region, Now: rt.cfg.Now, Account: account}),
+		"crawls": rt.crawlsHandlers(account), // gate/crawls.go
 	}
 	return gateMux(rt.Routes().Rows(), services)
 }

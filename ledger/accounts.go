@@ -138,6 +138,9 @@ func (t *tx) settings(s *Settings, res *Result) error {
 	if err != nil {
 		return err
 	}
+	if v := s.WebhookSecret; v != nil && !validWebhookSecret(*v) {
+		return refuse(ErrCodeInvalid, "webhook_secret must be %d to %d printable ASCII characters", MinWebhookSecret, MaxWebhookSecret)
+	}
 	if s.SpendCapMC != nil {
 		if *s.SpendCapMC < 0 {
 			return refuse(ErrCodeInvalid, "spend_cap_mc must be 0 (no cap) or positive")
@@ -154,7 +157,17 @@ func (t *tx) settings(s *Settings, res *Result) error {
 		}
 		a.Recharge = r
 	}
+	if v := s.WebhookSecret; v != nil {
+		if !s.WebhookSecretIfUnset || a.WebhookSecret == "" {
+			a.WebhookSecret = *v
+		}
+	}
 	return nil
+}
+
+func validWebhookSecret(v string) bool {
+	return len(v) >= MinWebhookSecret && len(v) <= MaxWebhookSecret &&
+		!strings.ContainsFunc(v, func(r rune) bool { return r <= ' ' || r > '~' })
 }
 
 func (t *tx) resetMonth(r *ResetMonth) error {

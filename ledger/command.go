@@ -121,12 +121,26 @@ type Release struct {
 	Amount  MC     `json:"amount_mc"`
 }
 
-// Settings changes the spend cap and auto-recharge; nil fields stay.
+// Settings changes the spend cap, auto-recharge and the webhook secret;
+// nil fields stay.
 type Settings struct {
 	Account    string    `json:"account"`
 	SpendCapMC *MC       `json:"spend_cap_mc,omitempty"`
 	Recharge   *Recharge `json:"recharge,omitempty"`
+	// WebhookSecret is the account's new webhook secret, made by the
+	// gate (Apply takes no randomness): MinWebhookSecret to
+	// MaxWebhookSecret printable ASCII characters. With
+	// WebhookSecretIfUnset an account that has one keeps it: two regions
+	// that race to make an account's first secret end with one.
+	WebhookSecret        *string `json:"webhook_secret,omitempty"`
+	WebhookSecretIfUnset bool    `json:"webhook_secret_if_unset,omitempty"`
 }
+
+// Bounds of a webhook secret's length.
+const (
+	MinWebhookSecret = 16
+	MaxWebhookSecret = 256
+)
 
 // ResetMonth records the plans' monthly credits (as set_plans) and starts
 // Month if the ledger is still in an earlier one. The month also turns by

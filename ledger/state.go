@@ -69,6 +69,12 @@ type Account struct {
 	// provider (Stripe's cus_…), for saved-card top-ups and
 	// auto-recharge: set by set_customer or a top-up that names it.
 	ProviderCustomerID string `json:"provider_customer_id,omitempty"`
+	// WebhookSecret signs the account's Firecrawl webhooks
+	// (docs/firecrawl.md, "Webhooks"): made by a gate on first use or on
+	// the account's rotation (settings), the same in every region. Shown
+	// only to the account's own keys (GET /v1/billing/balance); never in
+	// the journal.
+	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
 
 // Recharge are the auto-recharge settings.

@@ -23,6 +23,7 @@ import (
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/hooksecret"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/recipestore"
@@ -165,6 +166,8 @@ func (g *Gate) AddCell(t testing.TB, name string, adjust func(*cell.Config)) *Ce
 	gate := regionauth.Gate{Keys: cfg.RegionKeys, Addr: func() string { return gateAddr }}
 	cfg.Monitor.Shared = &monstore.Client{Gate: gate}
 	cfg.Recipes.Remote = &recipestore.Client{Gate: gate}
+	// And the accounts' webhook secrets.
+	cfg.WebhookSecrets = &hooksecret.Client{Gate: gate}
 	if adjust != nil {
 		adjust(&cfg)
 	}

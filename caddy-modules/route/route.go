@@ -36,6 +36,7 @@ import (
 
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
+	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
@@ -111,6 +112,12 @@ func (rt *Route) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhtt
 	// W3C trace context for the next hop, a child of this span.
 	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(r.Header))
 	rw := &regionWriter{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w}, region: t.region}
+	if k := billing.WebSocketKey(r); k != "" {
+		// The key a WebSocket sent as its subprotocol stays here too; the
+		// client gets it back on the upgrade, as the protocol requires.
+		r.Header.Del("Sec-WebSocket-Protocol")
+		rw.protocol = k
+	}
 	if t.region != rt.rt.Region() {
 		// To the owning region's gate: signed as this gate, without the key.
 		if id := gate.IdentityFrom(r.Context()); id != nil {
@@ -207,10 +214,16 @@ type regionWriter struct {
 	log     *slog.Logger
 	wrote   bool
 	discard bool // the answer was not the cell's: replaced
+	// protocol is the WebSocket subprotocol (the key) the client offered,
+	// answered back on the upgrade.
+	protocol string
 }
 
 func (w *regionWriter) WriteHeader(status int) {
 	if status < 200 {
+		if status == http.StatusSwitchingProtocols && w.protocol != "" {
+			w.Header().Set("Sec-WebSocket-Protocol", w.protocol)
+		}
 		w.ResponseWriter.WriteHeader(status)
 		return
 	}

@@ -29,7 +29,9 @@ type Request struct {
 	URL string
 	// Header holds extra request headers. They replace the engine's
 	// defaults of the same name, except Accept-Encoding, which the engine
-	// owns because it must be able to decode what it asked for.
+	// owns because it must be able to decode what it asked for. A
+	// caller's headers must pass CheckHeaders first: the engines trust
+	// what they are given.
 	Header http.Header
 	// Browser holds what only the browser engine does with a page; nil
 	// means its defaults. Other engines ignore it.
@@ -75,6 +77,10 @@ type BrowserOptions struct {
 	// cell's configuration, never from a caller: the engine trusts the
 	// address. Empty means the page connects directly.
 	Proxy string
+	// Actions are steps run on the page, in order, after JS, WaitFor and
+	// Delay and before the capture (at most MaxActions); their output is
+	// Response.Actions. An action that fails fails the fetch.
+	Actions []Action
 }
 
 // Viewport is a browser window size in CSS pixels.
@@ -101,8 +107,8 @@ func (c Cookie) LogValue() slog.Value {
 // String describes the options without their secrets: cookie values and
 // the proxy's credentials.
 func (o BrowserOptions) String() string {
-	return fmt.Sprintf("{WaitFor:%q JS:%d bytes Screenshot:%v Viewport:%dx%d UserAgent:%q Cookies:%v Timeout:%v Delay:%v Proxy:%q}",
-		o.WaitFor, len(o.JS), o.Screenshot, o.Viewport.Width, o.Viewport.Height, o.UserAgent, o.Cookies, o.Timeout, o.Delay, redactProxy(o.Proxy))
+	return fmt.Sprintf("{WaitFor:%q JS:%d bytes Screenshot:%v Viewport:%dx%d UserAgent:%q Cookies:%v Timeout:%v Delay:%v Proxy:%q Actions:%d}",
+		o.WaitFor, len(o.JS), o.Screenshot, o.Viewport.Width, o.Viewport.Height, o.UserAgent, o.Cookies, o.Timeout, o.Delay, redactProxy(o.Proxy), len(o.Actions))
 }
 
 // LogValue describes the options without their secrets.
@@ -157,6 +163,8 @@ type Response struct {
 	// Screenshot is a full-page PNG, when BrowserOptions.Screenshot asked
 	// for one.
 	Screenshot []byte
+	// Actions is what BrowserOptions.Actions produced; nil without them.
+	Actions *ActionResults
 }
 
 // Engine fetches pages. Implementations are safe for concurrent use.

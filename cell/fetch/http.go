@@ -222,12 +222,28 @@ func (h *HTTP) Fetch(ctx context.Context, req *Request) (*Response, error) {
 		if u, err = urlpolicy.ValidateWith(target, h.cfg.AllowPrivateNetworks, h.public); err != nil {
 			return nil, fmt.Errorf("fetch %s: refresh to %s: %w", resp.URL, target, err)
 		}
-		if !strings.EqualFold(u.Hostname(), host) && req.Header.Get("Cookie") != "" {
-			// A caller's cookies are for the page's host only.
+		if !strings.EqualFold(u.Hostname(), host) && hasCredentials(req.Header) {
+			// A caller's cookies and credentials are for the page's host
+			// only, as net/http keeps them on its redirects.
 			req = &Request{URL: req.URL, Header: req.Header.Clone(), Browser: req.Browser}
-			req.Header.Del("Cookie")
+			for _, k := range credentialHeaders {
+				req.Header.Del(k)
+			}
 		}
 	}
+}
+
+// credentialHeaders are what net/http does not forward on a redirect to
+// another domain; the engine drops them on a refresh to another host too.
+var credentialHeaders = []string{"Authorization", "Www-Authenticate", "Cookie", "Cookie2"}
+
+func hasCredentials(h http.Header) bool {
+	for _, k := range credentialHeaders {
+		if h.Get(k) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // fetchOnce is one request with its HTTP redirects; done counts the

@@ -104,16 +104,17 @@ func TestFetchFollowsMetaRefresh(t *testing.T) {
 	}
 }
 
-// A caller's Cookie (a recipe's session) goes to the page's host only: not
-// through a meta refresh or an HTTP redirect to another host name, while
-// a hop on the same host keeps it.
+// A caller's Cookie (a recipe's session) and Authorization go to the
+// page's host only: not through a meta refresh or an HTTP redirect to
+// another host name, while a hop on the same host keeps them. Other
+// headers of the caller go everywhere.
 func TestCookieStaysOnItsHost(t *testing.T) {
 	var got = map[string]string{}
 	var mu sync.Mutex
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		got[r.Host+r.URL.Path] = r.Header.Get("Cookie")
+		got[r.Host+r.URL.Path] = r.Header.Get("Cookie") + "|" + r.Header.Get("Authorization") + "|" + r.Header.Get("X-Trace")
 		mu.Unlock()
 		port := r.Host[strings.LastIndex(r.Host, ":"):]
 		w.Header().Set("Content-Type", "text/html")
@@ -131,7 +132,8 @@ func TestCookieStaysOnItsHost(t *testing.T) {
 	srv := nettest.NewServer(t, mux)
 	h := newEngine(t, HTTPConfig{})
 	for _, path := range []string{"/refresh", "/redirect", "/same"} {
-		if _, err := h.Fetch(t.Context(), &Request{URL: srv.URL + path, Header: http.Header{"Cookie": {"sid=s3cret"}}}); err != nil {
+		hdr := http.Header{"Cookie": {"sid=s3cret"}, "Authorization": {"Bearer t0ken"}, "X-Trace": {"t1"}}
+		if _, err := h.Fetch(t.Context(), &Request{URL: srv.URL + path, Header: hdr}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,11 +141,12 @@ func TestCookieStaysOnItsHost(t *testing.T) {
 	port := host[strings.LastIndex(host, ":"):]
 	mu.Lock()
 	defer mu.Unlock()
-	if got[host+"/refresh"] != "sid=s3cret" || got[host+"/same"] != "sid=s3cret" || got[host+"/landing"] != "sid=s3cret" {
-		t.Errorf("the page's own host did not get the cookie: %v", got)
+	const all = "sid=s3cret|Bearer t0ken|t1"
+	if got[host+"/refresh"] != all || got[host+"/same"] != all || got[host+"/landing"] != all {
+		t.Errorf("the page's own host did not get the cookie and credentials: %v", got)
 	}
 	for _, p := range []string{"/landing-r", "/landing-h"} {
-		if c, ok := got["localhost"+port+p]; !ok || c != "" {
+		if c, ok := got["localhost"+port+p]; !ok || c != "||t1" {
 			t.Errorf("another host got %q at %s (%v)", c, p, got)
 		}
 	}

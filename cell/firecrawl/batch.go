@@ -21,7 +21,9 @@ type BatchOptions struct {
 	// as Firecrawl's v2).
 	IgnoreInvalidURLs *bool `json:"ignoreInvalidURLs,omitempty"`
 	// MaxConcurrency bounds the batch's fetches at once.
-	MaxConcurrency    *int            `json:"maxConcurrency,omitempty"`
+	MaxConcurrency *int `json:"maxConcurrency,omitempty"`
+	// Webhook is read by ParseWebhook (the cell adds the account's
+	// secret).
 	Webhook           json.RawMessage `json:"webhook,omitempty"`
 	ZeroDataRetention *bool           `json:"zeroDataRetention,omitempty"`
 	AppendToID        *string         `json:"appendToId,omitempty"`
@@ -53,22 +55,29 @@ func (b *BatchRequest) UnmarshalJSON(data []byte) error {
 func (b *BatchRequest) Ignore() bool { return b.IgnoreInvalidURLs == nil || *b.IgnoreInvalidURLs }
 
 // Compile checks the batch's own fields and its scrape options (see
-// ScrapeOptions.Compile), and refuses what a batch does not honour: a
-// webhook, appendToId, zero data retention, and the json and summary
-// formats (billed per model call, which a batch charged per URL before it
-// runs cannot be; docs/firecrawl.md). maxURLs bounds urls.
+// ScrapeOptions.Compile), and refuses what a batch does not honour:
+// appendToId, zero data retention, headers (the job would keep them), and
+// actions and the json and summary formats (billed at the browser's level
+// or per model call, which a batch charged per URL before it runs cannot
+// be; docs/firecrawl.md). maxURLs bounds urls.
 func (b *BatchRequest) Compile(maxURLs int) (*Plan, error) {
 	switch {
 	case len(b.URLs) == 0 || len(b.URLs) > maxURLs:
 		return nil, BadRequest("urls", fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", maxURLs, len(b.URLs)))
 	case b.MaxConcurrency != nil && *b.MaxConcurrency < 1:
 		return nil, BadRequest("maxConcurrency", "maxConcurrency is a positive integer")
-	case isSet(b.Webhook):
-		return nil, Unsupported("webhook", "webhooks on a batch scrape are not supported yet; poll its status")
 	case b.AppendToID != nil && *b.AppendToID != "":
 		return nil, Unsupported("appendToId", "appending to another batch scrape is not supported; start a new one")
 	case b.ZeroDataRetention != nil && *b.ZeroDataRetention:
 		return nil, Unsupported("zeroDataRetention", "zero data retention is not supported: a batch's documents are kept until it expires (expiresAt)")
+	case len(b.Headers) > 0:
+		// A batch keeps its options in its job record until it expires:
+		// not a caller's cookies and credentials.
+		return nil, Unsupported("headers", "headers are not supported in a batch scrape (the batch would keep them until it expires); use POST /v2/scrape for each page")
+	case len(b.Actions) > 0:
+		// A batch is charged per URL at the light level before it runs;
+		// actions take the browser's.
+		return nil, Unsupported("actions", "actions are not supported in a batch scrape; use POST /v2/scrape for each page")
 	}
 	p, err := b.ScrapeOptions.Compile("")
 	if err != nil {
@@ -105,10 +114,12 @@ type BatchStatus struct {
 	Total  int    `json:"total"`
 	// Completed counts the pages scraped successfully.
 	Completed   int               `json:"completed"`
-	CreditsUsed int               `json:"creditsUsed"`
+	CreditsUsed float64           `json:"creditsUsed"`
 	ExpiresAt   string            `json:"expiresAt"`
 	Next        string            `json:"next,omitempty"`
 	Data        []json.RawMessage `json:"data"`
+	// Error says why a failed crawl stopped.
+	Error string `json:"error,omitempty"`
 }
 
 // Batch states.
@@ -116,6 +127,7 @@ const (
 	BatchScraping  = "scraping"
 	BatchCompleted = "completed"
 	BatchCancelled = "cancelled"
+	BatchFailed    = "failed"
 )
 
 // BatchErrors is the answer to GET /v2/batch/scrape/{id}/errors.
@@ -131,4 +143,12 @@ type BatchError struct {
 	URL       string `json:"url"`
 	Code      string `json:"code,omitempty"`
 	Error     string `json:"error"`
+}
+
+// ActiveCrawl is a crawl of GET /v2/crawl/active.
+type ActiveCrawl struct {
+	ID      string          `json:"id"`
+	TeamID  string          `json:"teamId"`
+	URL     string          `json:"url"`
+	Options json.RawMessage `json:"options"`
 }

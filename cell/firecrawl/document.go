@@ -3,7 +3,9 @@ package firecrawl
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"html"
 	"net/url"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/andybalholm/cascadia"
 
 	"github.com/trawlhq/trawl/cell/content"
+	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/scrape"
 )
 
@@ -25,8 +28,35 @@ type Document struct {
 	Screenshot string   `json:"screenshot,omitempty"`
 	JSON       any      `json:"json,omitempty"`
 	Summary    *string  `json:"summary,omitempty"`
-	Metadata   Metadata `json:"metadata"`
-	Warning    string   `json:"warning,omitempty"`
+	// Actions is what the request's actions produced; only with actions.
+	Actions  *Actions `json:"actions,omitempty"`
+	Metadata Metadata `json:"metadata"`
+	Warning  string   `json:"warning,omitempty"`
+}
+
+// Actions is a document's actions results, Firecrawl's v2 shape: each
+// list in the order of the actions that made it, never null.
+type Actions struct {
+	// Screenshots are data: URLs (image/png, or image/jpeg with a
+	// quality), where Firecrawl gives URLs of its storage.
+	Screenshots       []string      `json:"screenshots"`
+	Scrapes           []PageCopy    `json:"scrapes"`
+	JavascriptReturns []ScriptValue `json:"javascriptReturns"`
+	// PDFs stays empty: the pdf action is refused.
+	PDFs []string `json:"pdfs"`
+}
+
+// PageCopy is a scrape action's copy of the page.
+type PageCopy struct {
+	URL  string `json:"url"`
+	HTML string `json:"html"`
+}
+
+// ScriptValue is what an executeJavascript action returned: typeof its
+// value, and the value.
+type ScriptValue struct {
+	Type  string          `json:"type"`
+	Value json.RawMessage `json:"value"`
 }
 
 // Metadata is a document's metadata: Firecrawl's names, the page's own
@@ -60,7 +90,13 @@ func Shape(p *Plan, pg *Page) (*Document, error) {
 	d := &Document{Metadata: Metadata{}}
 	md, htm := res.Markdown, res.HTML
 	parsed := res.Parsed
-	if pg.Raw != nil && (p.Reprocess() || pg.FromArchive) {
+	if pg.IsPDF() {
+		md, htm = pdfContent(p, pg)
+		if p.RawHTML {
+			// Firecrawl's rawHtml of a PDF is its content as HTML.
+			d.RawHTML = htm
+		}
+	} else if pg.Raw != nil && (p.Reprocess() || pg.FromArchive) {
 		doc, err := reprocess(p, pg.Raw)
 		if err != nil {
 			return nil, err
@@ -102,10 +138,60 @@ func Shape(p *Plan, pg *Page) (*Document, error) {
 		}
 	}
 	if p.Screenshot && len(res.Screenshot) > 0 {
-		d.Screenshot = "data:image/png;base64," + base64.StdEncoding.EncodeToString(res.Screenshot)
+		d.Screenshot = dataURL("image/png", res.Screenshot)
+	}
+	if p.Actions {
+		d.Actions = actionResults(res.Actions)
 	}
 	d.metadata(pg, parsed)
 	return d, nil
+}
+
+func dataURL(media string, b []byte) string {
+	return "data:" + media + ";base64," + base64.StdEncoding.EncodeToString(b)
+}
+
+// IsPDF reports whether the page is a PDF (the scrape service says so
+// whatever type the site declared).
+func (pg *Page) IsPDF() bool { return pg.Result.ContentType == scrape.PDFType }
+
+// pdfContent is a PDF's Markdown and HTML: its text as the scrape service
+// converted it, or with PDF parsing off (parsers: []) the PDF itself in
+// base64, as Firecrawl answers it.
+func pdfContent(p *Plan, pg *Page) (md, htm *string) {
+	if p.Options.PDF.Skip {
+		var b64 string
+		if pg.Raw != nil {
+			b64 = base64.StdEncoding.EncodeToString(pg.Raw.Body)
+		}
+		return &b64, &b64
+	}
+	md, htm = pg.Result.Markdown, pg.Result.HTML
+	if htm == nil && md != nil {
+		// The service converted the Markdown only: the same text as HTML.
+		h := "<pre>" + html.EscapeString(*md) + "</pre>"
+		htm = &h
+	}
+	return md, htm
+}
+
+// actionResults is Firecrawl's actions object of what the page's actions
+// produced (none, when the page never reached them).
+func actionResults(r *fetch.ActionResults) *Actions {
+	a := &Actions{Screenshots: []string{}, Scrapes: []PageCopy{}, JavascriptReturns: []ScriptValue{}, PDFs: []string{}}
+	if r == nil {
+		return a
+	}
+	for _, s := range r.Screenshots {
+		a.Screenshots = append(a.Screenshots, dataURL(s.Type, s.Data))
+	}
+	for _, s := range r.Scrapes {
+		a.Scrapes = append(a.Scrapes, PageCopy{URL: s.URL, HTML: s.HTML})
+	}
+	for _, s := range r.Scripts {
+		a.JavascriptReturns = append(a.JavascriptReturns, ScriptValue{Type: s.Type, Value: s.Value})
+	}
+	return a
 }
 
 func orEmpty(s *string) *string {
@@ -137,6 +223,9 @@ func (d *Document) metadata(pg *Page, parsed *content.Parsed) {
 	m["url"] = res.FinalURL
 	m["statusCode"] = res.Status
 	m["contentType"] = res.ContentType
+	if pg.IsPDF() && res.Pages > 0 {
+		m["numPages"] = res.Pages
+	}
 	m["proxyUsed"] = "basic"
 	if pg.Proxy != "" {
 		m["proxyUsed"] = "stealth"

@@ -19,6 +19,7 @@ const (
 	CodeUnsupported    = fcapi.CodeUnsupported
 	CodeScrapeTimeout  = fcapi.CodeScrapeTimeout
 	CodeScrapeFailed   = fcapi.CodeScrapeFailed
+	CodeScrapeAction   = fcapi.CodeScrapeAction
 	CodeUnsupportedURL = fcapi.CodeUnsupportedURL
 	CodeNotFound       = fcapi.CodeNotFound
 	CodeInternal       = fcapi.CodeInternal
@@ -38,7 +39,7 @@ var (
 // WriteError would answer it.
 func CodeFor(status int, code string) string {
 	switch code {
-	case CodeBadRequest, CodeUnsupported, CodeScrapeTimeout, CodeScrapeFailed, CodeUnsupportedURL, CodeNotFound, CodeInternal:
+	case CodeBadRequest, CodeUnsupported, CodeScrapeTimeout, CodeScrapeFailed, CodeScrapeAction, CodeUnsupportedURL, CodeNotFound, CodeInternal:
 		return code
 	}
 	return fcapi.CodeFor(status)

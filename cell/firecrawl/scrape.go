@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/scrape"
 )
 
@@ -20,6 +21,7 @@ const (
 	maxWaitFor  = 60 * time.Second
 	maxSelector = 1 << 10
 	maxTags     = 100
+	maxPDFPages = 10000
 )
 
 // ScrapeOptions are Firecrawl's scrape options: POST /v2/scrape's body
@@ -34,7 +36,7 @@ type ScrapeOptions struct {
 	Timeout             *int64            `json:"timeout,omitempty"` // ms
 	WaitFor             int64             `json:"waitFor,omitempty"` // ms
 	Mobile              bool              `json:"mobile,omitempty"`
-	Parsers             []json.RawMessage `json:"parsers,omitempty"`
+	Parsers             []json.RawMessage `json:"parsers"` // [] (PDFs not parsed) must survive a job's copy of the options
 	Actions             []json.RawMessage `json:"actions,omitempty"`
 	Location            *Location         `json:"location,omitempty"`
 	SkipTLSVerification *bool             `json:"skipTlsVerification,omitempty"`
@@ -117,8 +119,12 @@ type Plan struct {
 	// MinAge: only a copy at least this old is served (none: 404-like
 	// error), Firecrawl's cached-only mode; 0 is off.
 	MinAge time.Duration
-	// Store is storeInCache (default true).
+	// Store is storeInCache (default true); false with headers or actions,
+	// as Firecrawl forces it.
 	Store bool
+	// Actions says the request has actions: the document gets their
+	// results (Document.Actions).
+	Actions bool
 }
 
 // Reprocess says whether the answer needs the page as fetched rather than
@@ -157,6 +163,7 @@ func (o *ScrapeOptions) Compile(field string) (*Plan, error) {
 			return nil, BadRequest(field+"timeout", "timeout is in milliseconds, 1000 to 300000")
 		}
 		p.Timeout = d
+		p.Options.Timeout = d
 	}
 	if o.WaitFor < 0 || time.Duration(o.WaitFor)*time.Millisecond > maxWaitFor {
 		return nil, BadRequest(field+"waitFor", "waitFor is in milliseconds, 0 to 60000")
@@ -171,6 +178,19 @@ func (o *ScrapeOptions) Compile(field string) (*Plan, error) {
 	}
 	if err := p.unhonoured(o, field); err != nil {
 		return nil, err
+	}
+	if err := p.parsers(o.Parsers, field); err != nil {
+		return nil, err
+	}
+	if err := p.headers(o.Headers, field); err != nil {
+		return nil, err
+	}
+	if len(o.Actions) > 0 {
+		acts, err := actions(o.Actions, field, o.WaitFor, p.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		p.Options.Actions, p.Actions = acts, true
 	}
 	switch o.Proxy {
 	case "", "basic", "auto":
@@ -209,6 +229,12 @@ func (o *ScrapeOptions) Compile(field string) (*Plan, error) {
 	}
 	if o.StoreInCache != nil {
 		p.Store = *o.StoreInCache
+	}
+	if !p.Options.Shared() {
+		// Firecrawl's rule, and trawl's (scrape.Options.Shared): a page
+		// fetched with the caller's headers or actions is neither served
+		// from the cache or the archive nor kept.
+		p.Store = false
 	}
 	p.Options.BypassCache = p.MaxAge == 0
 	p.Options.NoStore = !p.Store
@@ -289,10 +315,6 @@ func (p *Plan) formats(fs []Format, field string) error {
 // unhonoured refuses what trawl would otherwise have to ignore.
 func (p *Plan) unhonoured(o *ScrapeOptions, field string) error {
 	switch {
-	case len(o.Headers) > 0:
-		return Unsupported(field+"headers", "custom request headers are not supported yet")
-	case len(o.Actions) > 0:
-		return Unsupported(field+"actions", "page actions are not supported yet")
 	case o.Location != nil && len(o.Location.Languages) > 0:
 		return Unsupported(field+"location.languages", "location.languages is not supported; the site is asked in its default language")
 	case o.SkipTLSVerification != nil && *o.SkipTLSVerification:
@@ -302,24 +324,73 @@ func (p *Plan) unhonoured(o *ScrapeOptions, field string) error {
 	case o.Lockdown:
 		return Unsupported(field+"lockdown", "lockdown mode is not supported")
 	}
-	for i, raw := range o.Parsers {
-		var name string
-		var obj struct {
-			Type string `json:"type"`
+	return nil
+}
+
+// parsers reads the parsers list: "pdf" (a name or {type: "pdf", …}) has
+// PDFs converted to text, and is Firecrawl's default; a list without it
+// (parsers: []) leaves a PDF unconverted, answered in base64 as Firecrawl
+// does. "image" is accepted: trawl has no OCR, an image answers
+// unsupported_content as it would without it.
+func (p *Plan) parsers(raw []json.RawMessage, field string) error {
+	pdf := raw == nil
+	for i, r := range raw {
+		name := fmt.Sprintf("%sparsers.%d", field, i)
+		var pp struct {
+			Type         string `json:"type"`
+			Mode         string `json:"mode"`
+			MaxPages     *int   `json:"maxPages"`
+			Pages        bool   `json:"pages"`
+			PageMarkdown bool   `json:"pageMarkdown"`
+			Blocks       bool   `json:"blocks"`
+			PageMarkers  bool   `json:"pageMarkers"`
 		}
-		if json.Unmarshal(raw, &name) != nil {
-			if err := json.Unmarshal(raw, &obj); err != nil {
-				return BadRequest(fmt.Sprintf("%sparsers.%d", field, i), "a parser is a name or an object with a type")
+		if json.Unmarshal(r, &pp.Type) != nil {
+			if err := json.Unmarshal(r, &pp); err != nil {
+				return BadRequest(name, "a parser is a name or an object with a type")
 			}
-			name = obj.Type
 		}
-		switch name {
-		case "pdf", "image":
-			// Accepted: trawl converts HTML and plain text; a PDF or
-			// image answers unsupported_content (docs/firecrawl.md).
+		switch pp.Type {
+		case "pdf":
+			pdf = true
+		case "image":
+			continue
 		default:
-			return BadRequest(fmt.Sprintf("%sparsers.%d", field, i), fmt.Sprintf("unknown parser %q", name))
+			return BadRequest(name, fmt.Sprintf("unknown parser %q", pp.Type))
 		}
+		switch {
+		case pp.Mode != "" && pp.Mode != "fast" && pp.Mode != "auto":
+			if pp.Mode == "ocr" {
+				return Unsupported(name+".mode", "OCR of PDFs is not supported; trawl reads a PDF's text layer (mode fast or auto)")
+			}
+			return BadRequest(name+".mode", fmt.Sprintf("mode is fast, auto or ocr (got %q)", pp.Mode))
+		case pp.MaxPages != nil && (*pp.MaxPages < 1 || *pp.MaxPages > maxPDFPages):
+			return BadRequest(name+".maxPages", fmt.Sprintf("maxPages is 1 to %d", maxPDFPages))
+		case pp.Pages || pp.PageMarkdown:
+			return Unsupported(name+".pages", "per-page Markdown (pages) is not supported; pageMarkers marks the pages in markdown")
+		case pp.Blocks:
+			return Unsupported(name+".blocks", "PDF layout blocks are not supported")
+		}
+		if pp.MaxPages != nil {
+			p.Options.PDF.MaxPages = *pp.MaxPages
+		}
+		p.Options.PDF.PageMarkers = pp.PageMarkers
 	}
+	p.Options.PDF.Skip = !pdf
+	return nil
+}
+
+// headers checks the caller's request headers (fetch.CheckHeaders) into
+// the scrape's.
+func (p *Plan) headers(h map[string]string, field string) error {
+	hdr, err := fetch.CheckHeaders(h)
+	if err != nil {
+		name := field + "headers"
+		if he, ok := err.(*fetch.HeaderError); ok && he.Name != "" && !strings.Contains(he.Name, ".") {
+			name += "." + he.Name
+		}
+		return BadRequest(name, err.Error())
+	}
+	p.Options.Header = hdr
 	return nil
 }

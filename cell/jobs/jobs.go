@@ -238,8 +238,10 @@ type job struct {
 	nextSlot  int64
 	inflight  map[uint64]bool
 	// dispatching is true while a dispatcher goroutine runs for the job;
-	// kick wakes it when URLs are re-queued or the last one finishes.
+	// kick wakes it when URLs are added or re-queued or the last one
+	// finishes; rescan tells it URLs were re-queued before its cursor.
 	dispatching bool
+	rescan      bool
 	kick        chan struct{}
 	// slot wakes a dispatcher waiting for a place under the job's own
 	// concurrency (meta.Concurrency) when one of its URLs finishes.
@@ -424,16 +426,33 @@ func newToken() string {
 // produced with (Config.Shaped), the units its submission bills, a
 // concurrency of its own.
 func (m *Manager) HoldWith(account string, urls []string, opts scrape.Options, x Extra) (id, token string, err error) {
-	if len(x.Shape) > 0 && m.cfg.Shaped == nil {
-		return "", "", errors.New("jobs: a job with a shape needs Config.Shaped")
-	}
-	if x.Units < 0 || x.Concurrency < 0 {
-		return "", "", errors.New("jobs: negative units or concurrency")
-	}
-	if g := x.Grow; g != nil && (len(x.Shape) == 0 || g.Limit < len(urls) || g.MaxDepth < 0) {
-		return "", "", errors.New("jobs: a growing job needs a shape, a limit of at least its URLs and a depth")
+	if err := m.checkExtra(urls, x); err != nil {
+		return "", "", err
 	}
 	return m.submitKeyed(account, urls, opts, true, nil, nil, x)
+}
+
+// checkExtra refuses what a submission's Extra cannot be.
+func (m *Manager) checkExtra(urls []string, x Extra) error {
+	switch g := x.Grow; {
+	case len(x.Shape) > 0 && m.cfg.Shaped == nil:
+		return errors.New("jobs: a job with a shape needs Config.Shaped")
+	case x.Units < 0 || x.Concurrency < 0:
+		return errors.New("jobs: negative units or concurrency")
+	case g != nil && (len(x.Shape) == 0 || g.Limit < len(urls) || g.MaxDepth < 0):
+		return errors.New("jobs: a growing job needs a shape, a limit of at least its URLs and a depth")
+	}
+	return nil
+}
+
+// SubmitWith is Submit of a job that carries x (HoldWith): it starts at
+// once, with its started event.
+func (m *Manager) SubmitWith(account string, urls []string, opts scrape.Options, x Extra) (string, error) {
+	if err := m.checkExtra(urls, x); err != nil {
+		return "", err
+	}
+	id, _, err := m.submitKeyed(account, urls, opts, false, nil, nil, x)
+	return id, err
 }
 
 func (m *Manager) submit(account string, urls []string, opts scrape.Options, held bool) (string, string, error) {
@@ -477,9 +496,18 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 			b.Set(seenKey(id, u), nil)
 		}
 	}
+	var started *Event
+	if !held {
+		var err error
+		if started, err = m.stage(b, j, Event{Kind: EventStarted}); err != nil {
+			b.Discard()
+			return "", "", err
+		}
+	}
 	if err := b.Commit(store.Sync); err != nil {
 		return "", "", err
 	}
+	m.committed(started)
 	m.mu.Lock()
 	m.jobs[id] = j
 	m.mu.Unlock()
@@ -556,6 +584,7 @@ func (m *Manager) Release(id, account, token string) error {
 		}
 		j.pending += n
 		if n > 0 {
+			j.rescan = true
 			m.startDispatchLocked(j)
 		}
 		return nil
@@ -672,7 +701,14 @@ func (m *Manager) dispatch(j *job) {
 			j.mu.Unlock()
 			select {
 			case <-j.kick:
-				cursor = nil
+				// Go on from the cursor: a growing job's new URLs come
+				// after it. A retry's re-queued URLs are before it: scan
+				// again from the start.
+				j.mu.Lock()
+				if j.rescan {
+					cursor, j.rescan = nil, false
+				}
+				j.mu.Unlock()
 			case <-m.ctx.Done():
 				return
 			}
@@ -687,7 +723,7 @@ func (m *Manager) dispatch(j *job) {
 func (m *Manager) admit(j *job, seq uint64) bool {
 	for {
 		j.mu.Lock()
-		if j.inflight[seq] || j.isCancelled() || j.gone {
+		if j.inflight[seq] || j.isCancelled() || j.gone || !m.stillPending(j, seq) {
 			j.mu.Unlock()
 			return false
 		}
@@ -704,6 +740,14 @@ func (m *Manager) admit(j *job, seq uint64) bool {
 			return false
 		}
 	}
+}
+
+// stillPending reports whether URL seq of j still waits to be fetched: a
+// scan that read its pending key may meet it after it finished (a
+// dispatcher woken to rescan while URLs complete). j.mu is held.
+func (m *Manager) stillPending(j *job, seq uint64) bool {
+	_, err := m.st.Get(seqKey(j.meta.ID, 'p', seq))
+	return err == nil
 }
 
 func (m *Manager) worker() {
@@ -940,7 +984,11 @@ func (m *Manager) Cancel(id, account string) error {
 	}
 	nm := j.meta
 	nm.CancelledAt = m.cfg.Now().UTC()
-	_, err = m.cancelPendingLocked(j, nm, &Event{Kind: EventCancelled})
+	var end *Event
+	if j.pending > 0 {
+		end = &Event{Kind: EventCancelled} // an ended job has had its end
+	}
+	_, err = m.cancelPendingLocked(j, nm, end)
 	return err
 }
 
@@ -1063,6 +1111,8 @@ type Status struct {
 	ExpiresAt time.Time `json:"-"`
 	// Failure is why a failed job was stopped (Stop).
 	Failure string `json:"-"`
+	// Held: the gate has not released the job yet (Hold).
+	Held bool `json:"-"`
 }
 
 // URLStatus is the per-URL detail of ?full=1.
@@ -1103,6 +1153,7 @@ func (m *Manager) Status(id, account string, full bool) (*Status, error) {
 	if j.meta.Hold == "" {
 		s.Charged += j.meta.Units
 	}
+	s.Held = j.meta.Hold != ""
 	switch {
 	case j.meta.Failure != "":
 		s.Status, s.Failure = StatusFailed, j.meta.Failure
@@ -1343,4 +1394,31 @@ func seqKey(id string, kind byte, n uint64) []byte {
 func seenKey(id, u string) []byte {
 	sum := sha256.Sum256([]byte(u))
 	return append(jobKey(id, 's'), sum[:16]...)
+}
+
+// Running lists the statuses (without URLs) of account's jobs still
+// running whose shape has the prefix shapePrefix (a kind, say): released,
+// neither ended nor cancelled, oldest first.
+func (m *Manager) Running(account string, shapePrefix []byte) []*Status {
+	m.mu.Lock()
+	var ids []string
+	for id, j := range m.jobs {
+		if account != "" && subtle.ConstantTimeCompare([]byte(j.meta.Account), []byte(account)) == 1 {
+			ids = append(ids, id)
+		}
+	}
+	m.mu.Unlock()
+	var out []*Status
+	for _, id := range ids {
+		s, err := m.Status(id, account, false)
+		if err != nil || s.Status == StatusDone || s.Status == StatusCancelled || s.Status == StatusFailed || !bytes.HasPrefix(s.Shape, shapePrefix) {
+			continue
+		}
+		if s.Held {
+			continue // not released yet
+		}
+		out = append(out, s)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].CreatedAt.Before(out[b].CreatedAt) })
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/trawlhq/trawl/cell/content"
 	"github.com/trawlhq/trawl/cell/fetch"
@@ -41,6 +42,39 @@ type Options struct {
 	// index (Firecrawl's storeInCache: false); it implies BypassCache.
 	// Not a field of the native API.
 	NoStore bool `json:"-"`
+	// Header holds the caller's request headers, checked by
+	// fetch.CheckHeaders: every engine sends them. They make the scrape
+	// the caller's own (Shared). Not in the options' JSON, so that no job
+	// record keeps them: POST /scrape reads them from Request.Headers,
+	// Firecrawl's routes from their headers field.
+	Header http.Header `json:"-"`
+	// Actions are steps the browser runs on the page before capturing it
+	// (fetch.BrowserOptions.Actions; Firecrawl's actions): they send the
+	// page to the browser and make the scrape the caller's own (Shared).
+	// Not a field of the native API.
+	Actions []fetch.Action `json:"-"`
+	// PDF says how a PDF is read; the zero value converts all its pages.
+	// Not a field of the native API.
+	PDF PDFOptions `json:"-"`
+	// Timeout is the browser's page deadline (0: the engine's own), for
+	// a caller whose whole call has one (Firecrawl's timeout): the page,
+	// which runs apart from the caller, ends with it, and an action
+	// waiting for its element gives up in time to say so. Not a field of
+	// the native API, nor of the cache key.
+	Timeout time.Duration `json:"-"`
+}
+
+// PDFOptions say how a scrape reads a PDF (Firecrawl's parsers).
+type PDFOptions struct {
+	// Skip leaves a PDF unconverted: the result has no Markdown nor HTML,
+	// and the PDF's bytes are Outcome.Fetched's body (Firecrawl's
+	// parsers: [] answers them in base64).
+	Skip bool
+	// MaxPages converts only the first MaxPages pages; 0 all.
+	MaxPages int
+	// PageMarkers separates the pages' Markdown with Firecrawl's page
+	// markers (pdftext.PageMarker) rather than a blank line.
+	PageMarkers bool
 }
 
 // Viewport is the `viewport` field: {"width": W, "height": H}.
@@ -62,13 +96,41 @@ const (
 // NeedsBrowser reports whether the options ask for what only the browser
 // does.
 func (o *Options) NeedsBrowser() bool {
-	return o.WaitFor != "" || o.JS != "" || o.Screenshot || o.Viewport != (Viewport{})
+	return o.WaitFor != "" || o.JS != "" || o.Screenshot || o.Viewport != (Viewport{}) || len(o.Actions) > 0
+}
+
+// Shared reports whether a scrape with these options may be served from,
+// and written to, the cache and the archive (and so the search index).
+// Not with NoStore, and not with a caller's headers or actions: another
+// caller's Cookie or Authorization, or clicks, may have changed the page,
+// and the page may hold what they unlocked. Such a scrape is fetched
+// anew every time and kept nowhere; identical ones in flight at once
+// still share one fetch.
+func (o *Options) Shared() bool {
+	return !o.NoStore && len(o.Header) == 0 && len(o.Actions) == 0
 }
 
 // Request is the body of POST /scrape.
 type Request struct {
 	URL string `json:"url"`
 	Options
+	// Headers are request headers for the page (fetch.CheckHeaders says
+	// which): POST /scrape only, since a batch or a job would keep them
+	// in its records.
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// Normalize is Options.Normalize, and checks Headers into Options.Header.
+func (r *Request) Normalize() error {
+	if err := r.Options.Normalize(); err != nil {
+		return err
+	}
+	h, err := fetch.CheckHeaders(r.Headers)
+	if err != nil {
+		return BadInput("headers: " + err.Error())
+	}
+	r.Header = h
+	return nil
 }
 
 // Formats.
@@ -134,6 +196,8 @@ func (o *Options) browserOptions() *fetch.BrowserOptions {
 		JS:         o.JS,
 		Screenshot: o.Screenshot,
 		Viewport:   fetch.Viewport{Width: o.Viewport.Width, Height: o.Viewport.Height},
+		Actions:    o.Actions,
+		Timeout:    o.Timeout,
 	}
 }
 
@@ -146,6 +210,18 @@ func (o *Options) cacheKey(url string) string {
 		p.Links, p.Media, p.Metadata, p.Tables)
 	if o.NeedsBrowser() {
 		k += fmt.Sprintf("\x00b\x00%q\x00%q\x00%t\x00%dx%d", o.WaitFor, o.JS, o.Screenshot, o.Viewport.Width, o.Viewport.Height)
+	}
+	if o.PDF != (PDFOptions{}) {
+		k += fmt.Sprintf("\x00pdf\x00%+v", o.PDF)
+	}
+	if len(o.Header) > 0 || len(o.Actions) > 0 {
+		// Never stored, but identical requests in flight share a fetch:
+		// the key tells apart what the caller sent.
+		h, _ := json.Marshal(struct {
+			H http.Header
+			A []fetch.Action
+		}{o.Header, o.Actions})
+		k += "\x00own\x00" + string(h)
 	}
 	return k
 }

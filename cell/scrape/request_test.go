@@ -2,8 +2,13 @@ package scrape
 
 import (
 	"encoding/json"
+	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/fetch"
 )
 
 func TestRequestDecoding(t *testing.T) {
@@ -32,6 +37,9 @@ func TestRequestDecoding(t *testing.T) {
 		{`{"url":"http://a/","js":"` + strings.Repeat("a", 64<<10+1) + `"}`, Options{}, "js must be at most 65536 bytes"},
 		{`{"url":"http://a/","viewport":{"width":100,"height":600}}`, Options{}, "viewport must have width 320 to 3840"},
 		{`{"url":"http://a/","viewport":{"width":800}}`, Options{}, "viewport must have"},
+		{`{"url":"http://a/","headers":{"x-trace":"1","Cookie":"sid=s"}}`, Options{Format: "both", Proxy: "none", Header: http.Header{"X-Trace": {"1"}, "Cookie": {"sid=s"}}}, ""},
+		{`{"url":"http://a/","headers":{"Host":"b"}}`, Options{}, `headers: header "Host": set by trawl's engines`},
+		{`{"url":"http://a/","headers":{"X":1}}`, Options{}, "cannot unmarshal"},
 	} {
 		var r Request
 		err := json.Unmarshal([]byte(tc.in), &r)
@@ -48,7 +56,7 @@ func TestRequestDecoding(t *testing.T) {
 			t.Errorf("%s: %v", tc.in, err)
 			continue
 		}
-		if r.Options != tc.want {
+		if !reflect.DeepEqual(r.Options, tc.want) {
 			t.Errorf("%s: %+v, want %+v", tc.in, r.Options, tc.want)
 		}
 	}
@@ -68,6 +76,12 @@ func TestCacheKeyCoversEveryOption(t *testing.T) {
 		{Format: "both", Proxy: "none", Screenshot: true},
 		{Format: "both", Proxy: "none", Viewport: Viewport{800, 600}},
 		{Format: "both", Proxy: "none", Viewport: Viewport{600, 800}},
+		{Format: "both", Proxy: "none", Header: http.Header{"X-A": {"1"}}},
+		{Format: "both", Proxy: "none", Header: http.Header{"X-A": {"2"}}},
+		{Format: "both", Proxy: "none", Actions: []fetch.Action{{Type: fetch.ActionScrape}}},
+		{Format: "both", Proxy: "none", Actions: []fetch.Action{{Type: fetch.ActionWait, Wait: time.Second}}},
+		{Format: "both", Proxy: "none", PDF: PDFOptions{Skip: true}},
+		{Format: "both", Proxy: "none", PDF: PDFOptions{MaxPages: 2}},
 	} {
 		k := o.cacheKey("http://a/")
 		if seen[k] {
@@ -82,6 +96,28 @@ func TestCacheKeyCoversEveryOption(t *testing.T) {
 	// so an upgrade keeps the cache.
 	if got := base.cacheKey("http://a/"); got != "http://a/\x00both\x00none\x00\x00falsefalsefalsefalse" {
 		t.Errorf("key changed: %q", got)
+	}
+}
+
+// A scrape with the caller's headers or actions is never shared through
+// the cache or the archive.
+func TestShared(t *testing.T) {
+	for _, tt := range []struct {
+		o    Options
+		want bool
+	}{
+		{Options{}, true},
+		{Options{JS: "1", Screenshot: true}, true},
+		{Options{NoStore: true}, false},
+		{Options{Header: http.Header{"Cookie": {"a=b"}}}, false},
+		{Options{Actions: []fetch.Action{{Type: fetch.ActionScrape}}}, false},
+	} {
+		if got := tt.o.Shared(); got != tt.want {
+			t.Errorf("%+v: Shared %v", tt.o, got)
+		}
+	}
+	if !(&Options{Actions: []fetch.Action{{Type: fetch.ActionScrape}}}).NeedsBrowser() {
+		t.Error("actions do not send the page to the browser")
 	}
 }
 

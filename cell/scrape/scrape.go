@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/trawlhq/trawl/cell/content"
+	"github.com/trawlhq/trawl/cell/content/pdftext"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/fetch/browser"
 	"github.com/trawlhq/trawl/cell/fetch/ladder"
@@ -51,6 +52,9 @@ type Config struct {
 	// metadata included) when it is HTML or text (the search
 	// index, cell/search); it must not block; body is not modified after.
 	Archived func(url, contentType string, body []byte, doc *content.Document, fetched time.Time)
+	// PDF bounds the conversion of PDFs (time, size, how many at once);
+	// zero fields take pdftext's defaults.
+	PDF pdftext.Config
 }
 
 // Service scrapes URLs. It is safe for concurrent use.
@@ -58,6 +62,7 @@ type Service struct {
 	cfg    Config
 	store  *store.Store
 	ladder *ladder.Ladder
+	pdf    *pdftext.Converter
 	flight singleflight.Group
 
 	// Shared fetches outlive their callers; they run on ctx and Close waits
@@ -84,7 +89,7 @@ func New(st *store.Store, l *ladder.Ladder, cfg Config) *Service {
 		cfg.Logger = slog.Default()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Service{cfg: cfg, store: st, ladder: l, ctx: ctx, cancel: cancel}
+	return &Service{cfg: cfg, store: st, ladder: l, pdf: pdftext.New(cfg.PDF), ctx: ctx, cancel: cancel}
 }
 
 // Close cancels fetches in flight and waits for them to finish.
@@ -118,10 +123,16 @@ type Result struct {
 	HTML        *string         `json:"html,omitempty"`
 	ContentHash string          `json:"content_hash"`
 	Parsed      *content.Parsed `json:"parsed,omitempty"`
+	// Pages is a PDF's page count (also when fewer were converted).
+	Pages int `json:"pages,omitempty"`
 	// Screenshot is the full-page PNG asked for with `screenshot`; JSON
 	// carries it in base64.
 	Screenshot []byte    `json:"screenshot,omitempty"`
 	FetchedAt  time.Time `json:"fetched_at"`
+	// Actions is what Options.Actions produced. Not in the JSON: a
+	// scrape with actions is never cached, so its Outcome always holds
+	// the Result itself.
+	Actions *fetch.ActionResults `json:"-"`
 }
 
 // Usage says how a result was produced, for the gate to price (the cell
@@ -188,7 +199,7 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 	}
 	target := u.String()
 	key := cacheKey(opts.cacheKey(target))
-	if s.cfg.FreshFor > 0 && !opts.BypassCache && !opts.NoStore {
+	if s.cfg.FreshFor > 0 && !opts.BypassCache && opts.Shared() {
 		if body, _, err := s.store.GetLive(buf[:0], key, s.cfg.Now()); err == nil {
 			return &Outcome{Body: body, Usage: metering.Hit}, nil
 		} else if !errors.Is(err, store.ErrNotFound) {
@@ -199,7 +210,7 @@ func (s *Service) ScrapeAppend(ctx context.Context, buf []byte, rawURL string, o
 	// the service's context, not any single caller's, so one caller giving up
 	// does not fail the others; it still has the engine's own deadline.
 	flight := string(key)
-	if opts.NoStore {
+	if !opts.Shared() {
 		flight += "\x00nostore" // never joins a fetch that stores, nor lets one join it
 	}
 	ch := s.flight.DoChan(flight, func() (any, error) {
@@ -228,7 +239,7 @@ func (s *Service) Cached(rawURL string, opts Options) (*Outcome, error) {
 	if err != nil {
 		return nil, urlError(err)
 	}
-	if s.cfg.FreshFor <= 0 || opts.BypassCache || opts.NoStore {
+	if s.cfg.FreshFor <= 0 || opts.BypassCache || !opts.Shared() {
 		return nil, store.ErrNotFound
 	}
 	body, _, err := s.store.GetLive(nil, cacheKey(opts.cacheKey(u.String())), s.cfg.Now())
@@ -240,7 +251,7 @@ func (s *Service) Cached(rawURL string, opts Options) (*Outcome, error) {
 
 // ladderRequest is the ladder's form of a scrape of u.
 func ladderRequest(u *url.URL, opts *Options) *ladder.Request {
-	return &ladder.Request{URL: u, Proxy: opts.Proxy, Country: opts.Country, Browser: opts.browserOptions()}
+	return &ladder.Request{URL: u, Proxy: opts.Proxy, Country: opts.Country, Browser: opts.browserOptions(), Header: opts.Header}
 }
 
 // Check refuses options this cell cannot serve as asked: a proxy kind and
@@ -267,13 +278,14 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	// a scrape carries them.
 	private := opts.JS != ""
 	index := s.cfg.Archived != nil && !private && resp.Status < 400
-	res, doc, err := buildResult(u.String(), resp, opts, now, index)
+	res, doc, err := s.buildResult(ctx, u.String(), resp, opts, now, index)
 	if err != nil {
 		return nil, err
 	}
 	if opts.Screenshot {
 		res.Screenshot = resp.Screenshot
 	}
+	res.Actions = resp.Actions
 	// Markdown is full of < > &: keep them readable rather than \u003c.
 	var buf bytes.Buffer
 	buf.WriteString(`{"ok":true,`)
@@ -286,7 +298,7 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 	raw := buf.Bytes()
 	body := append(raw[:len(`{"ok":true,`)], raw[len(`{"ok":true,`)+1:len(raw)-2]...)
 
-	if !opts.NoStore {
+	if opts.Shared() {
 		b := s.store.NewBatch()
 		if s.cfg.FreshFor > 0 && resp.Status < 500 {
 			b.SetExpiring(key, body, now.Add(s.cfg.FreshFor))
@@ -295,7 +307,7 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 		if err := b.Commit(store.NoSync); err != nil {
 			// The caller still gets the page; only reuse is lost.
 			s.cfg.Logger.Warn("cache/archive write failed", "url", urlpolicy.Redact(u.String()), "err", err)
-		} else if index {
+		} else if index && doc != nil {
 			s.cfg.Archived(resp.URL, resp.ContentType, resp.Body, doc, now)
 		}
 	}
@@ -305,8 +317,9 @@ func (s *Service) fetchAndStore(ctx context.Context, u *url.URL, key []byte, opt
 
 // buildResult is the response of a fetched page, and the page's content
 // (with links and metadata also when index: what the search index needs,
-// so it does not convert the page again).
-func buildResult(requested string, resp *fetch.Response, opts Options, now time.Time, index bool) (*Result, *content.Document, error) {
+// so it does not convert the page again); no content for a PDF, which is
+// not indexed.
+func (s *Service) buildResult(ctx context.Context, requested string, resp *fetch.Response, opts Options, now time.Time, index bool) (*Result, *content.Document, error) {
 	final, err := url.Parse(resp.URL)
 	if err != nil {
 		return nil, nil, &httpjson.HTTPError{Status: http.StatusBadGateway, Code: "fetch_failed", Message: "the site redirected to an invalid url", Err: err}
@@ -335,9 +348,11 @@ func buildResult(requested string, resp *fetch.Response, opts Options, now time.
 		if opts.Parse != (ParseField{}) {
 			doc.Parsed = &content.Parsed{}
 		}
+	case kindPDF:
+		return s.pdfResult(ctx, res, resp.Body, opts)
 	default:
 		return nil, nil, &httpjson.HTTPError{Status: http.StatusUnprocessableEntity, Code: "unsupported_content",
-			Message: fmt.Sprintf("content type %q is not supported (HTML and plain text are)", resp.ContentType)}
+			Message: fmt.Sprintf("content type %q is not supported (HTML, plain text and PDF are)", resp.ContentType)}
 	}
 	res.Title = doc.Title
 	res.ContentHash = content.Hash(doc.Markdown)
@@ -372,11 +387,20 @@ const (
 	kindOther kind = iota
 	kindHTML
 	kindText
+	kindPDF
 )
 
+// mediaKind is what a page is: its declared type, but a PDF by its first
+// bytes whatever the type (sites serve PDFs as application/octet-stream,
+// or without a type).
 func mediaKind(contentType string, body []byte) kind {
+	if pdftext.Looks(body) {
+		return kindPDF
+	}
 	mt, _, _ := mime.ParseMediaType(contentType)
 	switch mt {
+	case PDFType:
+		return kindPDF
 	case "text/html", "application/xhtml+xml":
 		return kindHTML
 	case "text/plain", "text/markdown":
@@ -496,6 +520,9 @@ func fetchError(err error) error {
 	case errors.Is(err, browser.ErrWaitFor):
 		return &httpjson.HTTPError{Status: http.StatusUnprocessableEntity, Code: "wait_for_failed",
 			Message: "the wait_for condition did not hold before the page's deadline; nothing was charged", Err: err, Private: true}
+	case errors.Is(err, browser.ErrAction):
+		return &httpjson.HTTPError{Status: http.StatusUnprocessableEntity, Code: "action_failed",
+			Message: "a page action failed; nothing was charged: " + err.Error(), Err: err, Private: true}
 	case errors.Is(err, browser.ErrScript):
 		return &httpjson.HTTPError{Status: http.StatusUnprocessableEntity, Code: "script_failed",
 			Message: "the js option threw or did not finish; nothing was charged: " + err.Error()}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/testwait"
+	"github.com/trawlhq/trawl/internal/webhook"
 )
 
 // Firecrawl's batch scrape through its JS SDK against `trawl dev`: the
@@ -163,5 +164,63 @@ func TestFirecrawlSDKBatchScrape(t *testing.T) {
 	res = firecrawlSDK(t, dev.base, e2eKey, fcCall{"getBatchScrapeStatus", []any{"j_eu.c1.00000000000000000000"}})
 	if r := res[0]; r.Thrown == "" || r.Status == nil || *r.Status != 404 {
 		t.Errorf("an unknown batch: %+v", r)
+	}
+
+	// A batch with a webhook: a receiver on loopback gets started, a
+	// page per URL and completed, signed with the account's webhook
+	// secret (X-Firecrawl-Signature, and trawl's x-svc-signature), which
+	// the account reads on GET /v1/billing/balance.
+	type hookPost struct {
+		header http.Header
+		body   []byte
+	}
+	hooks := make(chan hookPost, 16)
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		hooks <- hookPost{r.Header.Clone(), b}
+	}))
+	defer recv.Close()
+	res = firecrawlSDK(t, dev.base, e2eKey, fcCall{"batchScrape", []any{[]string{site.URL + "/d", site.URL + "/e"},
+		map[string]any{"pollInterval": 1, "webhook": map[string]any{"url": recv.URL + "/fc", "metadata": map[string]any{"run": "e2e"}}}}})
+	value(res[0], &j)
+	if j.Status != "completed" || j.Completed != 2 {
+		t.Fatalf("batch with a webhook: %+v", j)
+	}
+	req, _ := http.NewRequest("GET", dev.base+"/v1/billing/balance", nil)
+	req.Header.Set("Authorization", "Bearer "+e2eKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bal struct {
+		WebhookSecret string `json:"webhook_secret"`
+	}
+	json.NewDecoder(resp.Body).Decode(&bal)
+	resp.Body.Close()
+	if !strings.HasPrefix(bal.WebhookSecret, "whsec_") {
+		t.Fatalf("the account's webhook secret: %+v", bal)
+	}
+	types := map[string]int{}
+	for range 4 {
+		var p hookPost
+		select {
+		case p = <-hooks:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("deliveries %v: not all four came", types)
+		}
+		var b struct {
+			Type     string            `json:"type"`
+			ID       string            `json:"id"`
+			Metadata map[string]string `json:"metadata"`
+		}
+		json.Unmarshal(p.body, &b)
+		types[b.Type]++
+		if b.ID != j.ID || b.Metadata["run"] != "e2e" || !webhook.VerifyBody(bal.WebhookSecret, p.header.Get("X-Firecrawl-Signature"), p.body) ||
+			!webhook.Verify(bal.WebhookSecret, p.header.Get("X-Svc-Timestamp"), p.header.Get("X-Svc-Signature"), p.body, time.Now(), 5*time.Minute) {
+			t.Errorf("delivery %s %v", p.body, p.header)
+		}
+	}
+	if types["batch_scrape.started"] != 1 || types["batch_scrape.page"] != 2 || types["batch_scrape.completed"] != 1 {
+		t.Errorf("deliveries %v", types)
 	}
 }

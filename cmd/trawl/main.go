@@ -163,7 +163,7 @@ func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *str
 	// ones let tests and small deployments run fast.
 	fs.DurationVar(&cfg.Monitor.MinEvery, "monitor-min-every", monitor.DefaultMinEvery, "shortest `every` a monitor may ask for")
 	fs.DurationVar(&cfg.Monitor.ConfirmAfter, "monitor-confirm-after", monitor.DefaultConfirmAfter, "how long after first sight a change is checked again and, still there, confirmed, charged and delivered")
-	fs.Var((*retriesFlag)(&cfg.Monitor.WebhookRetries), "webhook-retries", "the monitors' webhook retry ladder, comma-separated waits (default 1m,5m,30m,2h,12h)")
+	fs.Var((*retriesFlag)(&cfg.Monitor.WebhookRetries), "webhook-retries", "the webhook retry ladder of monitors and Firecrawl's batch scrapes and crawls, comma-separated waits (default 1m,5m,30m,2h,12h)")
 	fs.Var((*limitsFlag)(&cfg.Monitor.Limits), "monitor-limits", "monitor limits: account=N (monitors per account), fast=N (of them checked more often than hourly), host=N (per host across accounts); default account=100,fast=20,host=500")
 	recipeFlags(fs, &cfg.Recipes)
 	fs.Var((*escalateFlag)(&cfg.EscalateProxy), "escalate-proxy", "proxy kind (isp or residential) the ladder may use, the browser through such a proxy, for requests that ask for no proxy when the browser alone is blocked; needs a pool of that kind (default none)")

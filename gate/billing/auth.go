@@ -29,7 +29,10 @@ const PassTTL = 24 * time.Hour
 const maxKeyLen = 256
 
 // KeyFromRequest returns the API key of r: "Authorization: Bearer <key>"
-// (the scheme in any case), else "x-api-key: <key>"; "" when neither is set.
+// (the scheme in any case), else "x-api-key: <key>", else, on a WebSocket
+// upgrade, the first subprotocol (Firecrawl's clients send the key so, a
+// browser's WebSocket having no headers; the gate strips it before the
+// request goes on: WebSocketKey); "" when none is set.
 func KeyFromRequest(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, key, ok := strings.Cut(strings.TrimSpace(h), " ")
@@ -39,7 +42,20 @@ func KeyFromRequest(r *http.Request) string {
 			}
 		}
 	}
-	return strings.TrimSpace(r.Header.Get("x-api-key"))
+	if k := strings.TrimSpace(r.Header.Get("x-api-key")); k != "" {
+		return k
+	}
+	return WebSocketKey(r)
+}
+
+// WebSocketKey is the key a WebSocket upgrade carries as its first
+// subprotocol; "" for any other request.
+func WebSocketKey(r *http.Request) string {
+	if !strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return ""
+	}
+	first, _, _ := strings.Cut(r.Header.Get("Sec-WebSocket-Protocol"), ",")
+	return strings.TrimSpace(first)
 }
 
 // HashKey is what the ledger stores of a key: hex SHA-256 of its secret.

@@ -205,6 +205,10 @@ type Balance struct {
 	Recharge   RechargeBalance `json:"recharge"`
 	// LedgerIndex is the replica's applied index these figures are at.
 	LedgerIndex uint64 `json:"ledger_index"`
+	// WebhookSecret signs the account's Firecrawl webhooks
+	// (docs/firecrawl.md): shown to the account's own keys (not an
+	// auditor's) once it has one.
+	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
 
 // RechargeSettings are the auto-recharge settings as the settings route
@@ -232,17 +236,25 @@ type RechargeBalance struct {
 type Settings struct {
 	SpendCapMC int64            `json:"spend_cap_mc"`
 	Recharge   RechargeSettings `json:"recharge"`
+	// WebhookSecret is the account's webhook secret (not to an auditor's
+	// key): sent back as it is, it changes nothing.
+	WebhookSecret string `json:"webhook_secret,omitempty"`
 }
 
 func rechargeSettings(r ledger.Recharge) RechargeSettings {
 	return RechargeSettings{On: r.On, UnderCredits: int64(r.UnderCredits) / 1000, PackUSD: r.PackUSD, MaxPerMonth: r.MaxPerMonth}
 }
 
-func (h *handler) balance(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a *ledger.Account) {
+func (h *handler) balance(w http.ResponseWriter, r *http.Request, k *ledger.Key, a *ledger.Account) {
 	b, err := h.balanceOf(a)
 	if err != nil {
 		h.internal(w, "balance", err)
 		return
+	}
+	if seesWebhookSecret(k) {
+		if now, err := h.cfg.State.Account(a.ID); err == nil {
+			b.WebhookSecret = now.WebhookSecret
+		}
 	}
 	httpjson.Write(w, http.StatusOK, b)
 }
@@ -295,6 +307,9 @@ func balanceOf(cfg Config, a *ledger.Account) (*Balance, error) {
 type settingsRequest struct {
 	SpendCapMC *int64           `json:"spend_cap_mc"`
 	Recharge   *rechargeRequest `json:"recharge"`
+	// WebhookSecret "rotate" makes the account a new webhook secret; the
+	// secret it has changes nothing (the answer sent back).
+	WebhookSecret *string `json:"webhook_secret"`
 }
 
 type rechargeRequest struct {
@@ -311,7 +326,7 @@ const (
 	maxPerMonth     = 100
 )
 
-func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key, a *ledger.Account) {
+func (h *handler) settings(w http.ResponseWriter, r *http.Request, k *ledger.Key, a *ledger.Account) {
 	var req settingsRequest
 	if status, msg := DecodeJSON(w, r, routes.Limit(r), &req, false); status != 0 {
 		code := CodeBadInput
@@ -322,9 +337,22 @@ func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key
 		return
 	}
 	cmd := &ledger.Settings{Account: a.ID}
-	if req.SpendCapMC == nil && req.Recharge == nil {
-		httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "send spend_cap_mc and/or recharge")
+	if req.SpendCapMC == nil && req.Recharge == nil && req.WebhookSecret == nil {
+		httpjson.Error(w, http.StatusBadRequest, CodeBadInput, "send spend_cap_mc, recharge and/or webhook_secret")
 		return
+	}
+	if v := req.WebhookSecret; v != nil {
+		switch {
+		case !seesWebhookSecret(k):
+			httpjson.Error(w, http.StatusForbidden, CodeForbidden, "an auditor's key cannot change the webhook secret")
+			return
+		case *v == WebhookSecretRotate:
+			s := newWebhookSecret()
+			cmd.WebhookSecret = &s
+		case *v != a.WebhookSecret || *v == "":
+			httpjson.Error(w, http.StatusBadRequest, CodeBadInput, `webhook_secret takes "rotate" (a new secret), or the secret the account has (no change)`)
+			return
+		}
 	}
 	if v := req.SpendCapMC; v != nil {
 		if *v < 0 || *v > maxSpendCapMC {
@@ -387,7 +415,11 @@ func (h *handler) settings(w http.ResponseWriter, r *http.Request, _ *ledger.Key
 		h.internal(w, "settings read back", err)
 		return
 	}
-	httpjson.Write(w, http.StatusOK, Settings{SpendCapMC: int64(after.SpendCapMC), Recharge: rechargeSettings(after.Recharge)})
+	out := Settings{SpendCapMC: int64(after.SpendCapMC), Recharge: rechargeSettings(after.Recharge)}
+	if seesWebhookSecret(k) {
+		out.WebhookSecret = after.WebhookSecret
+	}
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 // DecodeJSON reads exactly one JSON object of at most limit bytes with no

@@ -50,7 +50,7 @@ func TestPrice(t *testing.T) {
 		{KindMonitorCheck, LevelBrowser, CacheMiss, 0, 0, "1.000"},
 		{KindMonitorCheck, "", CacheArchive, 0, 0, "1.000"}, // cache does not apply
 		{KindMonitorChange, "", "", 0, 0, "3.000"},
-		{"spider", "", "", 0, 0, "0.000"},                // unknown kind: Quote says why
+		{"spider", "", "", 0, 0, "0.000"},               // unknown kind: Quote says why
 		{KindScrape, "rocket", "", 0, 0, "0.000"},       // unknown level
 		{KindScrape, LevelLight, "warm", 0, 0, "0.000"}, // unknown cache
 	}

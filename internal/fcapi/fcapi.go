@@ -25,6 +25,7 @@ const (
 	CodeUnsupported    = "UNSUPPORTED_FEATURE"
 	CodeScrapeTimeout  = "SCRAPE_TIMEOUT"
 	CodeScrapeFailed   = "SCRAPE_FAILED"
+	CodeScrapeAction   = "SCRAPE_ACTION_ERROR" // a page action failed: Firecrawl's status is 500
 	CodeUnsupportedURL = "UNSUPPORTED_URL"
 	CodeNotFound       = "NOT_FOUND"
 	CodeInternal       = "INTERNAL_ERROR"

@@ -81,6 +81,16 @@ const (
 	// PrefixRecipeCharge is the finished jobs' charges waiting for the
 	// gate (cell/recipe).
 	PrefixRecipeCharge = "rjc/"
+	// PrefixFirecrawlCharge is the crawls' page charges waiting for the
+	// gate (cell/v2_crawl.go), PrefixFirecrawlCredits the credits the
+	// gate charged for each crawl.
+	PrefixFirecrawlCharge  = "fcc/"
+	PrefixFirecrawlCredits = "fcu/"
+	// PrefixFirecrawlHook is the pending webhook deliveries of Firecrawl's
+	// batch scrapes and crawls (internal/webhook, for cell/fchook),
+	// PrefixFirecrawlHookDue their index by the time each is due.
+	PrefixFirecrawlHook    = "fch/"
+	PrefixFirecrawlHookDue = "fchd/"
 )
 
 // The crawl server's store (<data>/crawl).
@@ -154,6 +164,10 @@ var Stores = []Layout{
 		{PrefixRecipeHealth, "cell/recipe"},
 		{PrefixRecipeJob, "cell/recipe"},
 		{PrefixRecipeCharge, "cell/recipe"},
+		{PrefixFirecrawlCharge, "cell (v2 crawl)"},
+		{PrefixFirecrawlCredits, "cell (v2 crawl)"},
+		{PrefixFirecrawlHook, "internal/webhook"},
+		{PrefixFirecrawlHookDue, "internal/webhook"},
 	}},
 	{Store: "crawl", Ranges: []Range{
 		{PrefixCrawlTask, "cell/crawl"},

@@ -14,7 +14,15 @@
 // Signature (hosted-api §6): x-svc-timestamp is the attempt's Unix time in
 // seconds and, when the delivery has a secret, x-svc-signature is
 // "sha256=" and the hex HMAC-SHA256, keyed with the secret, of the
-// timestamp, ".", and the raw body. Verify checks one.
+// timestamp, ".", and the raw body. Verify checks one. A delivery may
+// carry a second signature in a header of its own (Delivery.BodySignature:
+// Firecrawl's X-Firecrawl-Signature), over the raw body alone, made when
+// it is accepted; VerifyBody checks one.
+//
+// A delivery is accepted by Send, which stores it at once, or by Stage,
+// which adds it to a caller's batch so that it is committed with whatever
+// owes it (a job's event) or not at all; the caller Kicks after the
+// commit.
 //
 // Time runs on Config.Now; a Sender looks for due deliveries when one is
 // sent, when Kick is called and on a real timer, so tests move a fake clock
@@ -27,12 +35,14 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/netip"
@@ -58,8 +68,9 @@ const (
 	DefaultParallel = 4
 	// MaxBody bounds a delivery's body.
 	MaxBody = 32 << 20
-	// maxHeaders bounds a delivery's own headers.
-	maxHeaders = 20
+	// MaxHeaders bounds a delivery's own headers (its body signature's
+	// included).
+	MaxHeaders = 20
 )
 
 // Errors of Send, to be tested with errors.Is.
@@ -76,6 +87,14 @@ type Config struct {
 	// Prefix is the store range of the deliveries; required (a constant
 	// of internal/store).
 	Prefix string
+	// DuePrefix, when set, is a second store range (a constant of
+	// internal/store) where the sender indexes its deliveries by the
+	// time they are due, so a look for due deliveries reads only those
+	// and no body: for senders that may hold many pending deliveries (a
+	// crawl's pages while its receiver is down). Every delivery of such a
+	// sender must be accepted by Send or Stage. Without it each look
+	// reads every pending delivery.
+	DuePrefix string
 	// AllowPrivateNetworks lets deliveries go to loopback and private
 	// addresses (local use and tests only).
 	AllowPrivateNetworks bool
@@ -112,8 +131,20 @@ type Delivery struct {
 	// Header holds extra request headers (x-svc-* and hop-by-hop ones are
 	// refused).
 	Header map[string]string `json:"header,omitempty"`
+	// BodySignature, when set with Secret, names a header that Send or
+	// Stage sets to SignBody(Secret, Body): "sha256=" and the hex
+	// HMAC-SHA256 of the raw body alone, without a timestamp (Firecrawl's
+	// X-Firecrawl-Signature). It is made once, kept in Header, and the
+	// same on every attempt; it replaces a header of that name.
+	BodySignature string `json:"body_signature,omitempty"`
 	// Body is the JSON body, sent as is.
 	Body json.RawMessage `json:"body"`
+	// Group, when set, sends the deliveries of a group one at a time:
+	// with Config.DuePrefix in the order they are due, then of their ids
+	// (a job's events arrive in the order they happened). A delivery
+	// that fails waits for its retry without holding back the next of
+	// its group.
+	Group string `json:"group,omitempty"`
 	// Schedule, when set, is this delivery's retry ladder instead of the
 	// sender's (a monitor's delivery carries its cell's ladder to the
 	// gate that sends it).
@@ -138,12 +169,17 @@ type Sender struct {
 	cfg    Config
 	st     *store.Store
 	prefix []byte
-	client *http.Client
-	log    *slog.Logger
-	wake   chan struct{}
+	dueIdx []byte // Config.DuePrefix; nil without the index
+	// duePass bounds the deliveries one look reads from the due index
+	// (maxDuePass; tests make it small).
+	duePass int
+	client  *http.Client
+	log     *slog.Logger
+	wake    chan struct{}
 
 	mu       sync.Mutex
 	inflight map[string]bool
+	groups   map[string]bool // the groups with a delivery in flight
 	closed   bool
 	wg       sync.WaitGroup
 	slots    chan struct{}
@@ -182,7 +218,10 @@ func New(st *store.Store, cfg Config) (*Sender, error) {
 		cfg.public = urlpolicy.IsPublic
 	}
 	s := &Sender{cfg: cfg, st: st, prefix: []byte(cfg.Prefix), log: cfg.Logger, wake: make(chan struct{}, 1),
-		inflight: map[string]bool{}, slots: make(chan struct{}, cfg.Parallel)}
+		inflight: map[string]bool{}, groups: map[string]bool{}, slots: make(chan struct{}, cfg.Parallel)}
+	if cfg.DuePrefix != "" {
+		s.dueIdx, s.duePass = []byte(cfg.DuePrefix), maxDuePass
+	}
 	dialer := &net.Dialer{Timeout: cfg.Timeout, ControlContext: s.checkDial}
 	s.client = &http.Client{
 		Timeout: cfg.Timeout,
@@ -229,8 +268,8 @@ func Check(d *Delivery, allowPrivate bool) error {
 	if _, err := urlpolicy.Validate(d.URL, allowPrivate); err != nil {
 		return fmt.Errorf("%w: url: %w", ErrBadDelivery, err)
 	}
-	if len(d.Header) > maxHeaders {
-		return fmt.Errorf("%w: %d headers, at most %d", ErrBadDelivery, len(d.Header), maxHeaders)
+	if len(d.Header) > MaxHeaders {
+		return fmt.Errorf("%w: %d headers, at most %d", ErrBadDelivery, len(d.Header), MaxHeaders)
 	}
 	for k, v := range d.Header {
 		ck := http.CanonicalHeaderKey(k)
@@ -253,25 +292,65 @@ func Check(d *Delivery, allowPrivate bool) error {
 // Send accepts a delivery: it is checked, stored (synced to disk) and
 // attempted at once by Run. It returns the delivery's id.
 func (s *Sender) Send(d Delivery) (string, error) {
-	if err := Check(&d, s.cfg.AllowPrivateNetworks); err != nil {
-		return "", err
-	}
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
+	if err := s.accept(&d); err != nil {
+		return "", err
+	}
 	if closed {
 		return "", ErrClosed
+	}
+	b := s.st.NewBatch()
+	defer b.Discard()
+	if err := s.write(b, &d, time.Time{}); err != nil {
+		return "", fmt.Errorf("webhook: store delivery: %w", err)
+	}
+	if err := b.Commit(store.Sync); err != nil {
+		return "", fmt.Errorf("webhook: store delivery: %w", err)
+	}
+	s.Kick()
+	return d.ID, nil
+}
+
+// Stage accepts a delivery as Send does, but writes it into b, the
+// caller's batch, and sends nothing: the delivery exists once b is
+// committed, and is attempted when Run next looks (Kick after the
+// commit). It returns the delivery's id. A sender that is closed still
+// stages (the delivery waits in the store for the next Run). b is not
+// safe for concurrent use: the caller holds it.
+func (s *Sender) Stage(b *store.Batch, d Delivery) (string, error) {
+	if err := s.accept(&d); err != nil {
+		return "", err
+	}
+	if err := s.write(b, &d, time.Time{}); err != nil {
+		return "", fmt.Errorf("webhook: stage delivery: %w", err)
+	}
+	return d.ID, nil
+}
+
+// accept checks d and makes it a new delivery: its id (unless it has
+// one), due now, and its body signature.
+func (s *Sender) accept(d *Delivery) error {
+	if d.BodySignature != "" && d.Secret != "" {
+		h := make(map[string]string, len(d.Header)+1)
+		for k, v := range d.Header {
+			if !strings.EqualFold(k, d.BodySignature) {
+				h[k] = v
+			}
+		}
+		h[d.BodySignature] = SignBody(d.Secret, d.Body)
+		d.Header = h
+	}
+	if err := Check(d, s.cfg.AllowPrivateNetworks); err != nil {
+		return err
 	}
 	if d.ID == "" {
 		d.ID = newID()
 	}
 	now := s.cfg.Now()
 	d.CreatedAt, d.NextAt, d.Attempts = now, now, 0
-	if err := s.put(&d); err != nil {
-		return "", fmt.Errorf("webhook: store delivery: %w", err)
-	}
-	s.Kick()
-	return d.ID, nil
+	return nil
 }
 
 // Kick makes Run look for due deliveries now (after a clock moved).
@@ -331,12 +410,11 @@ func (s *Sender) Close() {
 // returns the earliest time a pending one is due next (zero: none).
 func (s *Sender) sendDue(ctx context.Context) time.Time {
 	now := s.cfg.Now()
-	pending, err := s.Pending()
+	pending, next, err := s.due(now)
 	if err != nil {
 		s.log.Error("webhook: read pending deliveries", "err", err)
 		return now.Add(time.Minute)
 	}
-	var next time.Time
 	for _, d := range pending {
 		if d.NextAt.After(now) {
 			if next.IsZero() || d.NextAt.Before(next) {
@@ -345,23 +423,26 @@ func (s *Sender) sendDue(ctx context.Context) time.Time {
 			continue
 		}
 		s.mu.Lock()
-		busy := s.inflight[d.ID]
+		busy := s.inflight[d.ID] || (d.Group != "" && s.groups[d.Group])
 		if !busy {
 			s.inflight[d.ID] = true
+			if d.Group != "" {
+				s.groups[d.Group] = true
+			}
 		}
 		s.mu.Unlock()
 		if busy {
-			continue
+			continue // in flight, or its group is: the attempt's end looks again
 		}
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
-			s.done(d.ID)
+			s.done(&d)
 			return next
 		}
 		s.wg.Go(func() {
 			s.attempt(ctx, d)
-			s.done(d.ID)
+			s.done(&d)
 			<-s.slots
 			// A pass that ran while this attempt was in flight skipped
 			// the delivery; and its next time may be the earliest.
@@ -371,9 +452,12 @@ func (s *Sender) sendDue(ctx context.Context) time.Time {
 	return next
 }
 
-func (s *Sender) done(id string) {
+func (s *Sender) done(d *Delivery) {
 	s.mu.Lock()
-	delete(s.inflight, id)
+	delete(s.inflight, d.ID)
+	if d.Group != "" {
+		delete(s.groups, d.Group)
+	}
 	s.mu.Unlock()
 }
 
@@ -409,15 +493,28 @@ func (s *Sender) attempt(ctx context.Context, d Delivery) {
 		s.finish(&d)
 		return
 	}
+	was := d.NextAt
 	d.NextAt = s.cfg.Now().Add(sched[d.Attempts-1])
 	s.log.Info("webhook: attempt failed; retrying", "delivery", d.ID, "url", urlpolicy.Redact(d.URL), "attempt", d.Attempts, "next_at", d.NextAt, "err", d.LastError)
-	if err := s.put(&d); err != nil {
+	b := s.st.NewBatch()
+	defer b.Discard()
+	err = s.write(b, &d, was)
+	if err == nil {
+		err = b.Commit(store.Sync)
+	}
+	if err != nil {
 		s.log.Error("webhook: store delivery", "delivery", d.ID, "err", err)
 	}
 }
 
 func (s *Sender) finish(d *Delivery) {
-	if err := s.st.Delete(s.key(d.ID), store.Sync); err != nil {
+	b := s.st.NewBatch()
+	defer b.Discard()
+	b.Delete(s.key(d.ID))
+	if s.dueIdx != nil {
+		b.Delete(s.dueKey(d.NextAt, d.ID))
+	}
+	if err := b.Commit(store.Sync); err != nil {
 		s.log.Error("webhook: remove delivery", "delivery", d.ID, "err", err)
 	}
 	if s.cfg.OnFinish != nil {
@@ -484,14 +581,113 @@ func Verify(secret, ts, signature string, body []byte, now time.Time, tolerance 
 	return hmac.Equal([]byte(Sign(secret, ts, body)), []byte(signature))
 }
 
+// SignBody is the body signature of a delivery (Delivery.BodySignature):
+// "sha256=" and the hex HMAC-SHA256 of body, keyed with secret.
+func SignBody(secret string, body []byte) string {
+	if len(body) == 0 {
+		body = []byte("{}") // what post sends
+	}
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// VerifyBody checks a received body signature in constant time.
+func VerifyBody(secret, signature string, body []byte) bool {
+	return hmac.Equal([]byte(SignBody(secret, body)), []byte(signature))
+}
+
 func (s *Sender) key(id string) []byte { return append(append([]byte{}, s.prefix...), id...) }
 
-func (s *Sender) put(d *Delivery) error {
-	b, err := json.Marshal(d)
+// dueKey is the index entry of delivery id due at t: the prefix, t in
+// Unix nanoseconds big-endian, the id (deliveries due at once in the order
+// of their ids).
+func (s *Sender) dueKey(t time.Time, id string) []byte {
+	k := make([]byte, 0, len(s.dueIdx)+8+len(id))
+	k = append(k, s.dueIdx...)
+	k = binary.BigEndian.AppendUint64(k, uint64(t.UnixNano()))
+	return append(k, id...)
+}
+
+// write adds d to b, and to the due index when the sender keeps one; was
+// is the time d was due before (zero for a new delivery), whose entry
+// goes.
+func (s *Sender) write(b *store.Batch, d *Delivery, was time.Time) error {
+	raw, err := json.Marshal(d)
 	if err != nil {
 		return err
 	}
-	return s.st.Set(s.key(d.ID), b, store.Sync)
+	b.Set(s.key(d.ID), raw)
+	if s.dueIdx != nil {
+		if !was.IsZero() {
+			b.Delete(s.dueKey(was, d.ID))
+		}
+		b.Set(s.dueKey(d.NextAt, d.ID), []byte(d.Group))
+	}
+	return nil
+}
+
+// maxDuePass bounds the deliveries one look reads from the due index; a
+// look that reaches it looks again at once (Sender.duePass).
+const maxDuePass = 256
+
+// due returns the deliveries to look at now, and the earliest time one
+// not among them is due (zero: none known). Without the due index that is
+// every pending delivery; with it, those due at now that may go (the
+// first of each group whose group has none in flight; at most duePass),
+// read by their ids. The index entry's value is the group.
+func (s *Sender) due(now time.Time) ([]Delivery, time.Time, error) {
+	if s.dueIdx == nil {
+		p, err := s.Pending()
+		return p, time.Time{}, err
+	}
+	s.mu.Lock()
+	taken := maps.Clone(s.groups)
+	s.mu.Unlock()
+	var ids []string
+	var next time.Time
+	err := s.st.Scan(s.dueIdx, nil, func(k, v []byte) (bool, error) {
+		rest := k[len(s.dueIdx):]
+		if len(rest) < 8 {
+			return true, nil
+		}
+		at := time.Unix(0, int64(binary.BigEndian.Uint64(rest)))
+		if at.After(now) {
+			next = at
+			return false, nil
+		}
+		if g := string(v); g != "" {
+			if taken[g] {
+				return true, nil // its group's earlier delivery goes first
+			}
+			taken[g] = true
+		}
+		if len(ids) == s.duePass {
+			next = now
+			return false, nil
+		}
+		ids = append(ids, string(rest[8:]))
+		return true, nil
+	})
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	out := make([]Delivery, 0, len(ids))
+	for _, id := range ids {
+		raw, err := s.st.Get(s.key(id))
+		if errors.Is(err, store.ErrNotFound) {
+			continue // finished since the scan
+		}
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		var d Delivery
+		if err := json.Unmarshal(raw, &d); err != nil {
+			return nil, time.Time{}, err
+		}
+		out = append(out, d)
+	}
+	return out, next, nil
 }
 
 func newID() string {

@@ -75,6 +75,7 @@ type Config struct {
 type Converter struct {
 	cfg   Config
 	slots chan struct{}
+	read  func(ctx context.Context, data []byte, o Options) (*Document, error) // readPDF; tests stall it
 }
 
 // New returns a converter bounded by cfg.
@@ -91,7 +92,9 @@ func New(cfg Config) *Converter {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = DefaultConcurrency
 	}
-	return &Converter{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency)}
+	c := &Converter{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency)}
+	c.read = c.readPDF
+	return c
 }
 
 // Options say what to read of one PDF.
@@ -153,8 +156,8 @@ func (c *Converter) Convert(parent context.Context, data []byte, o Options) (*Do
 	}
 }
 
-// read converts data page by page, stopping when ctx ends.
-func (c *Converter) read(ctx context.Context, data []byte, o Options) (doc *Document, err error) {
+// readPDF converts data page by page, stopping when ctx ends.
+func (c *Converter) readPDF(ctx context.Context, data []byte, o Options) (doc *Document, err error) {
 	defer func() {
 		// The library panics on malformed input.
 		if p := recover(); p != nil {

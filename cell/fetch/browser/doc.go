@@ -19,7 +19,20 @@
 // document, are skipped; Redirects counts the hops of that last
 // navigation). A capture that meets the page mid-navigation waits for the
 // new document and tries again. Response.Proto is empty: the browser does
-// not report it.
+// not report it. A document that is a PDF shows as Chromium's viewer,
+// whose DOM holds none of its text: the engine then reads the page's URL
+// again with fetch() from the page (through the guard, with its cookies
+// and headers) and returns those bytes as application/pdf.
+//
+// BrowserOptions.Actions run after JS, WaitFor and Delay, in order
+// (actions.go): waits, clicks, typing, key presses, scrolls, screenshots,
+// scripts whose values come back, copies of the page; then the page is
+// captured. An action waits for its element at most
+// EngineConfig.ElementWait and never more than half the time left before
+// the page deadline, so a missing element fails as an *ActionError
+// (ErrAction) in time to say so; the actions' pauses extend the default
+// page deadline. Their results are Response.Actions, at most four times
+// MaxBodyBytes together.
 //
 // # Pool
 //

@@ -2,8 +2,10 @@ package browser
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -59,8 +61,15 @@ type EngineConfig struct {
 	// Locale sets Accept-Language and navigator.language. Default "en-US".
 	Locale string
 	// MaxBodyBytes caps the rendered HTML; over it Fetch fails with
-	// fetch.ErrTooLarge. Default fetch.DefaultMaxBodyBytes.
+	// fetch.ErrTooLarge. Default fetch.DefaultMaxBodyBytes. What a page's
+	// actions return (screenshots, copies of the page, script values) is
+	// capped at four times as much, all together.
 	MaxBodyBytes int64
+	// ElementWait bounds how long an action waits for its element (a
+	// wait for a selector, a click, a scroll of an element); it is never
+	// more than half the time left before the page deadline. Default
+	// DefaultElementWait.
+	ElementWait time.Duration
 }
 
 // Engine is the browser fetch engine: it renders pages in a Pool's
@@ -84,6 +93,9 @@ func NewEngine(pool *Pool, cfg EngineConfig) *Engine {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = fetch.DefaultMaxBodyBytes
 	}
+	if cfg.ElementWait <= 0 {
+		cfg.ElementWait = DefaultElementWait
+	}
 	return &Engine{pool: pool, cfg: cfg}
 }
 
@@ -103,7 +115,8 @@ func NewEngine(pool *Pool, cfg EngineConfig) *Engine {
 // fetch.ErrProxy. A navigation that fails or does not finish in time wraps
 // fetch.ErrUnreachable (and context.DeadlineExceeded); a JS option that
 // throws or hangs wraps ErrScript; a WaitFor that never holds wraps
-// ErrWaitFor. When ctx ends first the error wraps ctx.Err() alone. With no
+// ErrWaitFor; an action that fails is an *ActionError (ErrAction). When
+// ctx ends first the error wraps ctx.Err() alone. With no
 // page free within the pool's AcquireTimeout it fails with
 // fetch.ErrFleetBusy.
 func (e *Engine) Fetch(ctx context.Context, req *fetch.Request) (*fetch.Response, error) {
@@ -148,9 +161,14 @@ var hopHeaders = map[string]bool{
 
 // spec turns the request into the page's context options.
 func (e *Engine) spec(u *url.URL, h http.Header, o *fetch.BrowserOptions) (*pageSpec, error) {
+	if err := checkActions(o.Actions); err != nil {
+		return nil, err
+	}
 	timeout := o.Timeout
 	if timeout <= 0 {
-		timeout = e.cfg.Timeout
+		// The actions' pauses are the caller's: on top of the page's
+		// own time.
+		timeout = e.cfg.Timeout + actionWaits(o.Actions)
 	}
 	if o.Delay < 0 || o.Delay >= timeout {
 		return nil, fmt.Errorf("%w: delay %s is not within the page timeout %s", ErrOptions, o.Delay, timeout)
@@ -309,6 +327,13 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 		}
 	}
 
+	var acts *fetch.ActionResults
+	if len(o.Actions) > 0 {
+		if acts, err = e.runActions(ctx, pctx, page, o.Actions); err != nil {
+			return nil, err
+		}
+	}
+
 	html, err := capture(pctx, page)
 	if err != nil {
 		return nil, e.failed(ctx, pctx, "capture", fetch.ErrUnreachable, err)
@@ -347,7 +372,7 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 	for r := main.Request().RedirectedFrom(); r != nil; r = r.RedirectedFrom() {
 		redirects++
 	}
-	return &fetch.Response{
+	resp := &fetch.Response{
 		URL:         page.URL(),
 		Status:      main.Status(),
 		Header:      header,
@@ -357,8 +382,52 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 		Engine:      "browser",
 		Redirects:   redirects,
 		Screenshot:  shot,
-	}, nil
+		Actions:     acts,
+	}
+	if err := e.document(page, resp); err != nil {
+		return nil, e.failed(ctx, pctx, "capture", fetch.ErrUnreachable, err)
+	}
+	return resp, nil
 }
+
+// document makes resp the document's own bytes when the page shows a
+// PDF: the DOM is then Chromium's PDF viewer, which holds none of its
+// text, and the viewer stands in for the bytes of the response too. The
+// page asks for them again, with fetch() from the page itself, so the
+// request carries the page's cookies and headers and goes through the
+// guard like any other.
+func (e *Engine) document(page playwright.Page, resp *fetch.Response) error {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "application/pdf" {
+		return nil
+	}
+	out, err := page.Evaluate(fetchDocument, e.cfg.MaxBodyBytes)
+	if err != nil {
+		return err
+	}
+	m, _ := out.(map[string]any)
+	if n, ok := m["tooLarge"]; ok {
+		return fmt.Errorf("%w: a PDF of %v bytes over %d", fetch.ErrTooLarge, n, e.cfg.MaxBodyBytes)
+	}
+	b64, _ := m["b64"].(string)
+	body, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return fmt.Errorf("the PDF's bytes: %w", err)
+	}
+	resp.Body, resp.ContentType, resp.Charset = body, mt, ""
+	return nil
+}
+
+// fetchDocument reads the page's own URL again and hands back its bytes
+// in base64, or their length when over max.
+const fetchDocument = `async (max) => {
+  const r = await fetch(location.href, { credentials: "include" });
+  const b = new Uint8Array(await r.arrayBuffer());
+  if (b.length > max) return { tooLarge: b.length };
+  let s = "";
+  for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode.apply(null, b.subarray(i, i + 0x8000));
+  return { b64: btoa(s) };
+}`
 
 // capture serialises the DOM. A page caught navigating (a script's reload
 // or redirect under way) cannot be read; the capture then waits for the

@@ -155,9 +155,14 @@ type Request struct {
 	// Country is the exit country asked for, lower case, or "".
 	Country string
 	// Browser, when set, asks for what only the browser does (wait_for,
-	// js, screenshot, viewport): the ladder skips plain HTTP, and does not
+	// js, screenshot, viewport, actions): the ladder skips plain HTTP, and does not
 	// learn from the page. Its Proxy is set by the ladder.
 	Browser *fetch.BrowserOptions
+	// Header holds the caller's request headers (fetch.CheckHeaders):
+	// sent by every step, the HTTP engine's request and the browser's
+	// page alike; secrets, never stored or logged. The ladder does not
+	// learn from a page fetched with them.
+	Header http.Header
 	// Cookie is one Cookie header line (a recipe's session): a secret,
 	// sent with this request only (to the page's host: the HTTP engine
 	// drops it on a redirect to another host, the browser scopes its
@@ -209,7 +214,7 @@ var ErrBlocked = errors.New("the site answered every engine with its block page"
 
 // ErrNeedsBrowser refuses a request with browser options on a cell that
 // runs no browser.
-var ErrNeedsBrowser = errors.New("wait_for, js, screenshot and viewport need the browser engine, which this cell does not run")
+var ErrNeedsBrowser = errors.New("wait_for, js, screenshot, viewport and page actions need the browser engine, which this cell does not run")
 
 // BlockedError is ErrBlocked with the steps tried.
 type BlockedError struct{ Steps []Step }
@@ -297,7 +302,9 @@ func (l *Ladder) Fetch(ctx context.Context, req *Request) (*Result, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Budget)
 	defer cancel()
-	learn := req.Browser == nil
+	// A page fetched with the caller's browser options or headers says
+	// nothing of what the site answers everyone else: not learnt from.
+	learn := req.Browser == nil && len(req.Header) == 0
 	key := l.memoryKey(req.URL.Host, req.kind())
 	start, mem, probe := 0, memory{}, false
 	if learn {
@@ -369,9 +376,13 @@ func (l *Ladder) try(ctx context.Context, r rung, req *Request) (*fetch.Response
 		}
 		var resp *fetch.Response
 		if r.engine == EngineHTTP {
-			freq := &fetch.Request{URL: req.URL.String()}
+			freq := &fetch.Request{URL: req.URL.String(), Header: req.Header}
 			if req.Cookie != "" {
-				freq.Header = http.Header{"Cookie": {req.Cookie}}
+				freq.Header = req.Header.Clone()
+				if freq.Header == nil {
+					freq.Header = http.Header{}
+				}
+				freq.Header.Set("Cookie", req.Cookie)
 			}
 			resp, err = l.cfg.HTTP.FetchVia(ctx, freq, p)
 		} else {
@@ -383,13 +394,23 @@ func (l *Ladder) try(ctx context.Context, r rung, req *Request) (*fetch.Response
 				opts.WaitFor = Settle
 			}
 			opts.Proxy = ""
-			if req.Cookie != "" {
-				opts.Cookies = append(append([]fetch.Cookie(nil), opts.Cookies...), sessionCookies(req.Cookie, req.URL.Hostname())...)
+			hdr := req.Header
+			for _, line := range []string{req.Cookie, hdr.Get("Cookie")} {
+				if line != "" {
+					// Cookies for the page's host only, as the HTTP engine
+					// keeps them: the browser's own jar scopes them, where
+					// a header would go with every request of the page.
+					opts.Cookies = append(append([]fetch.Cookie(nil), opts.Cookies...), sessionCookies(line, req.URL.Hostname())...)
+				}
+			}
+			if hdr.Get("Cookie") != "" {
+				hdr = hdr.Clone()
+				hdr.Del("Cookie")
 			}
 			if p != nil {
 				opts.Proxy = p.URL()
 			}
-			resp, err = l.cfg.Browser.Fetch(ctx, &fetch.Request{URL: req.URL.String(), Browser: &opts})
+			resp, err = l.cfg.Browser.Fetch(ctx, &fetch.Request{URL: req.URL.String(), Header: hdr, Browser: &opts})
 		}
 		if err == nil {
 			return resp, nil

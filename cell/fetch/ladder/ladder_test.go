@@ -126,6 +126,7 @@ type fakeBrowser struct {
 	busy  atomic.Bool
 	mu    sync.Mutex
 	opts  []fetch.BrowserOptions
+	hdrs  []http.Header
 }
 
 func (b *fakeBrowser) Fetch(ctx context.Context, req *fetch.Request) (*fetch.Response, error) {
@@ -139,6 +140,7 @@ func (b *fakeBrowser) Fetch(ctx context.Context, req *fetch.Request) (*fetch.Res
 	}
 	b.mu.Lock()
 	b.opts = append(b.opts, opts)
+	b.hdrs = append(b.hdrs, req.Header)
 	b.mu.Unlock()
 	tr := &http.Transport{}
 	if opts.Proxy != "" {
@@ -232,6 +234,32 @@ func steps(r *Result) string {
 }
 
 func eq(a []string, b ...string) bool { return strings.Join(a, ",") == strings.Join(b, ",") }
+
+// The caller's headers go with every step; in the browser its Cookie
+// becomes cookies of the page's host (a header would go to every host the
+// page loads from); the ladder learns nothing from such a page.
+func TestCallersHeaders(t *testing.T) {
+	e := newEnv(t, nil)
+	req := e.req(t, "/app")
+	req.Header = http.Header{"X-Trace": {"t1"}, "Cookie": {"sid=s3cret; theme=dark"}}
+	r := e.fetch(t, req)
+	if r.Engine != EngineBrowser || steps(r) != "http:shell browser:content" {
+		t.Fatalf("engine %s, steps %s", r.Engine, steps(r))
+	}
+	e.browser.mu.Lock()
+	hdr, opts := e.browser.hdrs[0], e.browser.opts[0]
+	e.browser.mu.Unlock()
+	if hdr.Get("X-Trace") != "t1" || hdr.Get("Cookie") != "" || req.Header.Get("Cookie") == "" {
+		t.Errorf("the browser got headers %v (the caller's %v)", hdr, req.Header)
+	}
+	host := req.URL.Hostname()
+	if len(opts.Cookies) != 2 || opts.Cookies[0] != (fetch.Cookie{Name: "sid", Value: "s3cret", Domain: host, Path: "/"}) {
+		t.Errorf("the browser's cookies %v", opts.Cookies)
+	}
+	if got := e.ladder.Remembered(req.URL.Host, fetch.ProxyNone); got != "http" {
+		t.Errorf("the ladder learnt %q from a page fetched with a caller's headers", got)
+	}
+}
 
 func TestPlainSiteStaysOnHTTP(t *testing.T) {
 	e := newEnv(t, nil)

@@ -1,0 +1,140 @@
+package fchook
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/firecrawl"
+	"github.com/trawlhq/trawl/cell/jobs"
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/webhook"
+)
+
+func newObserver(t *testing.T) (*Observer, *webhook.Sender, *store.Store) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(t.TempDir(), &store.Options{Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s, err := webhook.New(st, webhook.Config{Prefix: store.PrefixFirecrawlHook, DuePrefix: store.PrefixFirecrawlHookDue,
+		AllowPrivateNetworks: true, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(s, log), s, st
+}
+
+func shapeOf(kind string, w *firecrawl.Webhook) json.RawMessage {
+	b, _ := json.Marshal(map[string]any{"kind": kind, "options": map[string]any{}, "webhook": w})
+	return b
+}
+
+// stage runs the events through the observer in one committed batch and
+// returns the deliveries staged, in the order of their ids.
+func stage(t *testing.T, o *Observer, s *webhook.Sender, st *store.Store, es ...jobs.Event) []webhook.Delivery {
+	t.Helper()
+	b := st.NewBatch()
+	for i := range es {
+		if err := o.Stage(b, &es[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(store.Sync); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Pending()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(p, func(a, b webhook.Delivery) int { return strings.Compare(a.ID, b.ID) })
+	return p
+}
+
+// Each event the webhook asks for becomes Firecrawl's body, typed by the
+// job's kind, signed with the webhook's secret; the others, jobs without
+// a webhook and kinds the observer does not know stage nothing.
+func TestStageEvents(t *testing.T) {
+	o, s, st := newObserver(t)
+	w := &firecrawl.Webhook{URL: "http://127.0.0.1:8080/hook", Headers: map[string]string{"X-T": "1"}, Metadata: map[string]string{"m": "v"},
+		Events: []string{"page", "failed"}, Secret: "whsec_0123456789abcdef"}
+	crawl := shapeOf("firecrawl_crawl", w)
+	doc := `{"markdown":"# Kettles","metadata":{"sourceURL":"https://a.example/k"}}`
+	got := stage(t, o, s, st,
+		jobs.Event{Kind: jobs.EventStarted, Job: "j_eu.c1.1", Shape: crawl},
+		jobs.Event{Kind: jobs.EventPage, Job: "j_eu.c1.1", Shape: crawl, URL: "https://a.example/k", Line: []byte(`{"url":"https://a.example/k","ok":true,"result":` + doc + `}`)},
+		jobs.Event{Kind: jobs.EventPage, Job: "j_eu.c1.1", Shape: crawl, URL: "https://a.example/gone", Err: &httpjson.HTTPError{Status: 502, Code: "fetch_failed", Message: "the site did not answer"}},
+		jobs.Event{Kind: jobs.EventCompleted, Job: "j_eu.c1.1", Shape: crawl},
+		jobs.Event{Kind: jobs.EventFailed, Job: "j_eu.c1.1", Shape: crawl, Failure: "the account ran out of credit"},
+		jobs.Event{Kind: jobs.EventCancelled, Job: "j_eu.c1.1", Shape: crawl},
+		jobs.Event{Kind: jobs.EventPage, Job: "j_eu.c1.2", Shape: shapeOf("firecrawl_crawl", nil), URL: "https://a.example/", Line: []byte(`{"ok":true,"result":{}}`)},
+		jobs.Event{Kind: jobs.EventPage, Job: "j_eu.c1.3", Shape: shapeOf("something_else", w), URL: "https://a.example/", Line: []byte(`{"ok":true,"result":{}}`)},
+	)
+	want := []string{
+		`{"success":true,"type":"crawl.page","id":"j_eu.c1.1","webhookId":"*","data":[` + doc + `],"metadata":{"m":"v"}}`,
+		`{"success":false,"type":"crawl.page","id":"j_eu.c1.1","webhookId":"*","data":[{"metadata":{"sourceURL":"https://a.example/gone"}}],"error":"the site did not answer","metadata":{"m":"v"}}`,
+		`{"success":false,"type":"crawl.failed","id":"j_eu.c1.1","webhookId":"*","data":[],"error":"the account ran out of credit","metadata":{"m":"v"}}`,
+		`{"success":false,"type":"crawl.cancelled","id":"j_eu.c1.1","webhookId":"*","data":[],"error":"the crawl was cancelled","metadata":{"m":"v"}}`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d deliveries staged, want %d: %+v", len(got), len(want), got)
+	}
+	for i, d := range got {
+		body := strings.Replace(string(d.Body), `"webhookId":"`+d.ID+`"`, `"webhookId":"*"`, 1)
+		if body != want[i] {
+			t.Errorf("delivery %d:\n got %s\nwant %s", i, body, want[i])
+		}
+		var p struct{ Type string }
+		json.Unmarshal(d.Body, &p)
+		if d.URL != w.URL || d.Secret != w.Secret || d.Event != p.Type || d.Header["X-T"] != "1" ||
+			!webhook.VerifyBody(w.Secret, d.Header[firecrawl.SignatureHeader], d.Body) {
+			t.Errorf("delivery %d: %+v", i, d)
+		}
+	}
+}
+
+// A batch scrape's events are batch_scrape.*; a webhook without events
+// gets them all; ids are UUIDs in the order the deliveries were staged,
+// however the clock stands.
+func TestStageBatchAndOrder(t *testing.T) {
+	o, s, st := newObserver(t)
+	frozen := time.Unix(1_800_000_000, 0)
+	o.now = func() time.Time { return frozen }
+	w := &firecrawl.Webhook{URL: "http://127.0.0.1:8080/hook", Secret: "whsec_0123456789abcdef"}
+	batch := shapeOf("firecrawl_batch_scrape", w)
+	var es []jobs.Event
+	es = append(es, jobs.Event{Kind: jobs.EventStarted, Job: "j", Shape: batch})
+	for range 40 {
+		es = append(es, jobs.Event{Kind: jobs.EventPage, Job: "j", Shape: batch, URL: "https://a.example/", Line: []byte(`{"ok":true,"result":{"markdown":"x"}}`)})
+	}
+	es = append(es, jobs.Event{Kind: jobs.EventCompleted, Job: "j", Shape: batch})
+	got := stage(t, o, s, st, es...)
+	if len(got) != 42 {
+		t.Fatalf("%d deliveries", len(got))
+	}
+	for i, d := range got {
+		if len(d.ID) != 36 || d.ID[14] != '7' {
+			t.Errorf("id %q is not a UUID v7", d.ID)
+		}
+		want := "batch_scrape.page"
+		switch i {
+		case 0:
+			want = "batch_scrape.started"
+		case 41:
+			want = "batch_scrape.completed"
+		}
+		if d.Event != want {
+			t.Fatalf("in id order, delivery %d is %s, want %s", i, d.Event, want)
+		}
+		if !strings.Contains(string(d.Body), `"metadata":{}`) {
+			t.Errorf("metadata is not {}: %s", d.Body)
+		}
+	}
+}
