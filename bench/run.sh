@@ -612,12 +612,10 @@ if want browser; then
 	R[br_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
 fi
 
-if want extract; then
-	EXTRACT_PAGES=${BENCH_EXTRACT_PAGES:-50}
-	EXTRACT_ROUNDS=${BENCH_EXTRACT_ROUNDS:-5}
-	cp "$TRAWL" "$WORK/bin/trawl-extract"
-	# No rate or concurrency limit, a large grant: the figure is the call.
-	cat >"$WORK/extract-prices.json" <<-'EOF'
+# The price table of the trawl dev parts: no rate or concurrency limit, a
+# large grant, so the figures are the calls'.
+bench_prices() {
+	cat >"$WORK/dev-prices.json" <<-'EOF'
 	{
 	  "grants": {"signup": "1000000000.000"},
 	  "plans": {
@@ -626,65 +624,64 @@ if want extract; then
 	  }
 	}
 	EOF
-	EXTRACT_KEY=trawl_dev_$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
-	xport=$("$LG" freeport); xcport=$("$LG" freeport); xrport=$("$LG" freeport)
-	mkdir -p "$WORK/extract-data"
+}
+DEV_KEY=trawl_dev_$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
+
+# start_dev NAME: a fresh trawl dev (gate + cell + one-voter ledger) on
+# free ports, with its own data and the bench price table, the key
+# $DEV_KEY; its log is $WORK/NAME.log. Sets DEV_GATE (base URL) and DEV_PID.
+start_dev() {
+	local port cport rport
+	port=$("$LG" freeport); cport=$("$LG" freeport); rport=$("$LG" freeport)
+	[[ -s $WORK/dev-prices.json ]] || bench_prices
+	mkdir -p "$WORK/$1-data"
+	cp -n "$TRAWL" "$WORK/bin/trawl-dev"
+	start "$1" env -u OTEL_TRACES_EXPORTER -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT \
+		TRAWL_DEV_KEY="$DEV_KEY" TRAWL_REGION_KEYS="$REGION_KEYS" "$WORK/bin/trawl-dev" dev --listen "127.0.0.1:$port" --cell-listen "127.0.0.1:$cport" \
+		--ledger-raft "127.0.0.1:$rport" --data "$WORK/$1-data" --prices "$WORK/dev-prices.json" --allow-private-networks --browsers 0
+	DEV_PID=$LAST_PID
+	wait_until "trawl dev ($1)" 90 "$DEV_PID" grep -q '"msg":"gate serving"' "$WORK/$1.log"
+	DEV_GATE=http://127.0.0.1:$port
+	wait_until "trawl dev ($1, gate)" 30 "$DEV_PID" curl -fsS --max-time 2 -o /dev/null -H "Authorization: Bearer $DEV_KEY" "$DEV_GATE/v1/billing/balance"
+}
+
+if want extract; then
+	EXTRACT_PAGES=${BENCH_EXTRACT_PAGES:-50}
+	EXTRACT_ROUNDS=${BENCH_EXTRACT_ROUNDS:-5}
 	log "7/7 extract: trawl dev (gate + cell + one-voter ledger), $EXTRACT_PAGES pages x $EXTRACT_ROUNDS rounds"
-	start extract-dev env -u OTEL_TRACES_EXPORTER -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT \
-		TRAWL_DEV_KEY="$EXTRACT_KEY" TRAWL_REGION_KEYS="$REGION_KEYS" "$WORK/bin/trawl-extract" dev --listen "127.0.0.1:$xport" --cell-listen "127.0.0.1:$xcport" \
-		--ledger-raft "127.0.0.1:$xrport" --data "$WORK/extract-data" --prices "$WORK/extract-prices.json" --allow-private-networks --browsers 0
-	XDEV_PID=$LAST_PID
-	wait_until "trawl dev" 90 "$XDEV_PID" grep -q '"msg":"gate serving"' "$WORK/extract-dev.log"
-	XGATE=http://127.0.0.1:$xport
-	wait_until "trawl dev (gate)" 30 "$XDEV_PID" curl -fsS --max-time 2 -o /dev/null -H "Authorization: Bearer $EXTRACT_KEY" "$XGATE/v1/billing/balance"
+	start_dev extract-dev
 	head -n "$EXTRACT_PAGES" "$WORK/paths.txt" | sed "s|^|$FS|" >"$WORK/extract-urls.txt"
 	R[x_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
-	"$WORK/bin/extract" -gate "$XGATE" -key "$EXTRACT_KEY" -urls "$WORK/extract-urls.txt" -pages "$EXTRACT_PAGES" -rounds "$EXTRACT_ROUNDS" >"$WORK/extract.json" ||
+	"$WORK/bin/extract" -gate "$DEV_GATE" -key "$DEV_KEY" -urls "$WORK/extract-urls.txt" -pages "$EXTRACT_PAGES" -rounds "$EXTRACT_ROUNDS" >"$WORK/extract.json" ||
 		{ tail -n 30 "$WORK/extract-dev.log" >&2; die "bench/extract failed"; }
 	cat "$WORK/extract.json" >&2
 	R[x_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
-	stop "$XDEV_PID"
+	stop "$DEV_PID"
 fi
 
 if want crawl; then
 	CRAWL_PAGES=${BENCH_CRAWL_PAGES:-1000}
-	cp "$TRAWL" "$WORK/bin/trawl-crawl"
-	# No rate or concurrency limit, a large grant: the figure is the crawl.
-	cat >"$WORK/crawl-prices.json" <<-'EOF'
-	{
-	  "grants": {"signup": "1000000000.000"},
-	  "plans": {
-	    "free": {"rate_per_minute": 0, "concurrency": 0, "keys": 2, "monthly_cap": "0.000"},
-	    "supporter": {"rate_per_minute": 0, "concurrency": 0, "keys": 10, "monthly_cap": "0.000"}
-	  }
-	}
-	EOF
-	CRAWL_KEY=trawl_dev_$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
-	# crawl_dev SIDE: a fresh trawl dev (its own data, so neither side finds
-	# the other's pages in its cache); sets CGATE and CDEV_PID.
-	crawl_dev() {
-		local port cport rport
-		port=$("$LG" freeport); cport=$("$LG" freeport); rport=$("$LG" freeport)
-		mkdir -p "$WORK/crawl-$1-data"
-		start "crawl-$1" env -u OTEL_TRACES_EXPORTER -u OTEL_EXPORTER_OTLP_ENDPOINT -u OTEL_EXPORTER_OTLP_TRACES_ENDPOINT \
-			TRAWL_DEV_KEY="$CRAWL_KEY" TRAWL_REGION_KEYS="$REGION_KEYS" "$WORK/bin/trawl-crawl" dev --listen "127.0.0.1:$port" --cell-listen "127.0.0.1:$cport" \
-			--ledger-raft "127.0.0.1:$rport" --data "$WORK/crawl-$1-data" --prices "$WORK/crawl-prices.json" --allow-private-networks --browsers 0
-		CDEV_PID=$LAST_PID
-		wait_until "trawl dev ($1)" 90 "$CDEV_PID" grep -q '"msg":"gate serving"' "$WORK/crawl-$1.log"
-		CGATE=http://127.0.0.1:$port
-		wait_until "trawl dev ($1, gate)" 30 "$CDEV_PID" curl -fsS --max-time 2 -o /dev/null -H "Authorization: Bearer $CRAWL_KEY" "$CGATE/v1/billing/balance"
-	}
-	log "crawl: POST /v2/crawl of up to $CRAWL_PAGES pages from $FS/index.html, then the same URLs as one batch scrape (a job) on a fresh trawl dev"
+	CRAWL_ROUNDS=${BENCH_CRAWL_ROUNDS:-3}
+	log "crawl: POST /v2/crawl of up to $CRAWL_PAGES pages from $FS/index.html beside the same URLs as one batch scrape (a job), $CRAWL_ROUNDS rounds"
 	R[c_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
-	crawl_dev crawl
-	"$WORK/bin/crawl" -gate "$CGATE" -key "$CRAWL_KEY" -start "$FS/index.html" -limit "$CRAWL_PAGES" -urls-out "$WORK/crawl-urls.txt" >"$WORK/crawl.json" ||
-		{ tail -n 30 "$WORK/crawl-crawl.log" >&2; die "bench/crawl (crawl) failed"; }
-	stop "$CDEV_PID"
-	crawl_dev job
-	"$WORK/bin/crawl" -gate "$CGATE" -key "$CRAWL_KEY" -urls "$WORK/crawl-urls.txt" >"$WORK/crawl-job.json" ||
-		{ tail -n 30 "$WORK/crawl-job.log" >&2; die "bench/crawl (job) failed"; }
-	stop "$CDEV_PID"
-	cat "$WORK/crawl.json" "$WORK/crawl-job.json" >&2
+	# Each side on a fresh trawl dev, so neither finds the other's pages in
+	# its cache; the first side alternates by round (the first round
+	# crawls first: the job takes the URLs the crawl scraped).
+	crawl_side() {
+		start_dev "crawl-$1-$2"
+		if [[ $1 == crawl ]]; then
+			"$WORK/bin/crawl" -gate "$DEV_GATE" -key "$DEV_KEY" -start "$FS/index.html" -limit "$CRAWL_PAGES" -urls-out "$WORK/crawl-urls.txt"
+		else
+			"$WORK/bin/crawl" -gate "$DEV_GATE" -key "$DEV_KEY" -urls "$WORK/crawl-urls.txt"
+		fi >"$WORK/crawl-$1-$2.json" || { tail -n 30 "$WORK/crawl-$1-$2.log" >&2; die "bench/crawl ($1) failed"; }
+		stop "$DEV_PID"
+		jq -c --argjson round "$2" '. + {round: $round}' "$WORK/crawl-$1-$2.json" >>"$WORK/crawl-rounds.jsonl"
+	}
+	: >"$WORK/crawl-rounds.jsonl"
+	for ((r = 1; r <= CRAWL_ROUNDS; r++)); do
+		if ((r % 2)); then crawl_side crawl "$r"; crawl_side job "$r"; else crawl_side job "$r"; crawl_side crawl "$r"; fi
+	done
+	cat "$WORK/crawl-rounds.jsonl" >&2
 	R[c_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
 fi
 
@@ -817,10 +814,14 @@ if want extract; then
 fi
 
 if want crawl; then
-	cj() { jq -r "$1" "$WORK/crawl.json"; }
-	jj() { jq -r "$1" "$WORK/crawl-job.json"; }
-	cps=$(cj .pages_per_s) jps=$(jj .pages_per_s)
-	rows+=("| Firecrawl compatibility: site crawl (\`POST /v2/crawl\`, limit $CRAWL_PAGES, from the corpus's index page, polled to completed) through the gate, pages/s ($(cj .pages) pages in $(cj .seconds | xargs printf '%.1f') s) | $(printf '%.1f' "$cps") | $(printf '%.1f' "$jps") (the same URLs as one batch scrape, a job, on a fresh \`trawl dev\`: $(jj .pages) pages in $(jj .seconds | xargs printf '%.1f') s) | $(ratio "$cps" "$jps")x | ≥ 0.8x the job | $(check "$cps >= 0.8 * $jps") |")
+	CR=$WORK/crawl-rounds.jsonl
+	med() { sort -g | awk '{v[NR]=$1} END {if (NR % 2) print v[(NR+1)/2]; else print (v[NR/2]+v[NR/2+1])/2}'; }
+	cps=$(jq -r 'select(.side=="crawl") | .pages_per_s' "$CR" | med)
+	jps=$(jq -r 'select(.side=="job") | .pages_per_s' "$CR" | med)
+	cratio=$(jq -s -r 'group_by(.round)[] | (map(select(.side=="crawl"))[0].pages_per_s / map(select(.side=="job"))[0].pages_per_s)' "$CR" | med)
+	per=$(jq -s -r '[group_by(.round)[] | (map(select(.side=="crawl"))[0].pages_per_s / map(select(.side=="job"))[0].pages_per_s * 100 | round / 100)] | map(tostring) | join(", ")' "$CR")
+	cpages=$(jq -r 'select(.side=="crawl") | .pages' "$CR" | head -n1)
+	rows+=("| Firecrawl compatibility: site crawl (\`POST /v2/crawl\`, limit $CRAWL_PAGES, from the corpus's index page, polled to completed) through the gate, pages/s, median of $CRAWL_ROUNDS rounds ($cpages pages a crawl) | $(printf '%.1f' "$cps") | $(printf '%.1f' "$jps") (the same URLs as one batch scrape, a job, each side on a fresh \`trawl dev\`, interleaved) | $(printf '%.2f' "$cratio")x (per round: $per) | ≥ 0.8x the job | $(check "$cratio >= 0.8") |")
 fi
 
 if want search; then
@@ -884,7 +885,7 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 		echo "Extract rows (bench/extract): \`trawl dev\` with a bench price table (no limits), no model (the deterministic extractor); each page scraped once, then extracted once (checked: a cache hit), then in each round scraped and extracted back to back, the order alternating by round, one request at a time with the dev key; schema: title, date, sections (an array of objects). Load average at the part's start ${R[x_load_start]}, at its end ${R[x_load_end]}."
 	fi
 	if want crawl; then
-		echo "Crawl row (bench/crawl): two fresh \`trawl dev\` (bench price table, no limits, no browser), one after the other: the crawl on the first, the job of the URLs it scraped on the second, so neither finds the other's pages in its cache. Load average at the part's start ${R[c_load_start]}, at its end ${R[c_load_end]}."
+		echo "Crawl row (bench/crawl): each side on its own fresh \`trawl dev\` (bench price table, no limits, no browser), so neither finds the other's pages in its cache; the job takes the URLs the first crawl scraped; the first side alternates by round; both poll every 200 ms for the documents they have not seen. Load average at the part's start ${R[c_load_start]}, at its end ${R[c_load_end]}."
 	fi
 	if want browser; then
 		echo "Browser rows (bench/browser): \`trawl cell --browsers 1 --fresh-for -1s\` (pool defaults), each page POSTed with \`wait_for: body\` (straight to the browser) and a query of its own; 503 fleet-busy answers are repeated after Retry-After, as the API asks, and count as failures only after 120 s."

@@ -409,6 +409,9 @@ func (c *Cell) sweep() {
 	} else if n > 0 {
 		c.cfg.Logger.Info("job sweep", "removed", n)
 	}
+	if err := c.sweepCrawlCredits(); err != nil {
+		c.cfg.Logger.Warn("crawl credits sweep failed", "err", err)
+	}
 }
 
 // Region is the cell's region, after defaults.

@@ -467,3 +467,20 @@ func (c *Cell) crawlCredits(job string) float64 {
 	mc, _ := c.readCredits(job)
 	return float64(mc) / 1000
 }
+
+// sweepCrawlCredits forgets the credits of crawls the jobs manager swept.
+func (c *Cell) sweepCrawlCredits() error {
+	var gone [][]byte
+	err := c.store.Scan([]byte(store.PrefixFirecrawlCredits), nil, func(k, _ []byte) (bool, error) {
+		if !c.jobs.Exists(string(k[len(store.PrefixFirecrawlCredits):])) {
+			gone = append(gone, bytes.Clone(k))
+		}
+		return true, nil
+	})
+	for _, k := range gone {
+		if err := c.store.Delete(k, store.NoSync); err != nil {
+			return err
+		}
+	}
+	return err
+}

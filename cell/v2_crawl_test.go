@@ -237,6 +237,15 @@ func TestV2Crawl(t *testing.T) {
 	if resp, _ := tc.get(t, "/v2/batch/scrape/"+r.ID); resp.StatusCode != 404 {
 		t.Errorf("a crawl read as a batch: %d", resp.StatusCode)
 	}
+	// Past its retention the crawl is swept, its credits with it.
+	tc.now.Add(int64(8 * 24 * time.Hour))
+	tc.sweep()
+	if _, err := tc.readCredits(r.ID); err == nil {
+		t.Error("a swept crawl's credits are kept")
+	}
+	if resp, _ := tc.get(t, "/v2/crawl/"+r.ID); resp.StatusCode != 404 {
+		t.Errorf("a swept crawl: %d", resp.StatusCode)
+	}
 }
 
 // The crawl's options: limit, depth, include and exclude patterns,

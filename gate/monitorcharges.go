@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/trawlhq/trawl/gate/billing"
@@ -203,13 +204,28 @@ func (rt *Runtime) chargeAll(ctx context.Context, cs []monitorCharge) []chargeRe
 			}
 		}
 	}
+	// Charged a few at once: the journal's synced writes then share their
+	// syncs (ledger.HoldsClient.journal), where one after the other a
+	// crawl's thousand pages would cost a thousand.
+	sem := make(chan struct{}, chargeParallel)
+	var wg sync.WaitGroup
 	for i := range cs {
-		if fresh[i] {
-			out[i] = rt.chargeMarked(ctx, &cs[i], prices[i])
+		if !fresh[i] {
+			continue
 		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = rt.chargeMarked(ctx, &cs[i], prices[i])
+		}()
 	}
+	wg.Wait()
 	return out
 }
+
+// chargeParallel bounds the charges of one collection made at once.
+const chargeParallel = 16
 
 func chargeCount(u metering.Usage) int {
 	if u.Count != nil {

@@ -84,34 +84,28 @@ type status struct {
 	} `json:"data"`
 }
 
-// wait polls path until the job ends, and returns the URLs of its
-// documents (following next).
+// wait polls path until the job ends, every 200 ms, asking each time only
+// for the documents it has not seen (?skip=), so the polls cost both sides
+// alike whatever their length; it returns the job's end status and the
+// URLs of its documents.
 func (c *client) wait(path string) (string, []string, error) {
-	var s status
-	for {
-		if err := c.call("GET", path, nil, &s); err != nil {
-			return "", nil, err
-		}
-		if s.Status != "scraping" {
-			break
-		}
-		time.Sleep(100 * time.Millisecond) // a client's poll interval, not a readiness wait
-	}
 	var got []string
 	for {
+		var s status
+		if err := c.call("GET", fmt.Sprintf("%s?skip=%d", path, len(got)), nil, &s); err != nil {
+			return "", nil, err
+		}
 		for _, d := range s.Data {
 			got = append(got, d.Metadata.SourceURL)
 		}
-		if s.Next == "" {
-			break
+		switch {
+		case s.Next != "":
+			continue // more documents are waiting already
+		case s.Status != "scraping":
+			return s.Status, got, nil
 		}
-		next := strings.TrimPrefix(s.Next, c.gate)
-		s = status{}
-		if err := c.call("GET", next, nil, &s); err != nil {
-			return "", nil, err
-		}
+		time.Sleep(200 * time.Millisecond) // a client's poll interval, not a readiness wait
 	}
-	return s.Status, got, nil
 }
 
 func (c *client) crawl(start string, limit int, out string) error {

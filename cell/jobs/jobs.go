@@ -1422,3 +1422,11 @@ func (m *Manager) Running(account string, shapePrefix []byte) []*Status {
 	sort.Slice(out, func(a, b int) bool { return out[a].CreatedAt.Before(out[b].CreatedAt) })
 	return out
 }
+
+// Exists reports whether job id is still kept (not swept).
+func (m *Manager) Exists(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.jobs[id]
+	return ok
+}

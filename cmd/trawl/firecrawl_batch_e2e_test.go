@@ -60,15 +60,7 @@ func TestFirecrawlSDKBatchScrape(t *testing.T) {
 		ExpiresAt   string `json:"expiresAt"`
 		Data        []doc  `json:"data"`
 	}
-	value := func(r fcResult, v any) {
-		t.Helper()
-		if r.Thrown != "" {
-			t.Fatalf("%s threw: %s (status %v)", r.Method, r.Thrown, deref(r.Status))
-		}
-		if err := json.Unmarshal(r.Value, v); err != nil {
-			t.Fatalf("%s: %v: %s", r.Method, err, r.Value)
-		}
-	}
+	value := func(r fcResult, v any) { t.Helper(); fcValue(t, r, v) }
 
 	// batchScrape: start, then poll until done.
 	pages := []string{site.URL + "/green", site.URL + "/black", site.URL + "/oolong"}

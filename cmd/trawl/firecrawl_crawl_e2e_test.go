@@ -7,15 +7,12 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
 
-	"github.com/trawlhq/trawl/gate/billing"
 	"github.com/trawlhq/trawl/internal/testwait"
 )
 
@@ -54,23 +51,10 @@ func crawlDocs(t *testing.T, n int) *httptest.Server {
 // crawl's clients (600 calls a minute), with 1,000 credits.
 func startCrawlDev(t *testing.T) *proc {
 	t.Helper()
-	p := billing.DefaultPrices()
-	free := p.Plans["free"]
-	free.RatePerMinute, free.Concurrency = 600, 10
-	p.Plans["free"] = free
-	p.Grants.Signup = billing.Amount(1000 * 1000)
-	b, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prices := filepath.Join(t.TempDir(), "prices.json")
-	if err := os.WriteFile(prices, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	gateAddr := fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1))
 	return launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey, "TRAWL_LEDGER_SECRET=crawl-e2e-secret"}, "gate serving", "dev",
 		"--listen", gateAddr, "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)),
-		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", prices)
+		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", devPrices(t, 600, 10, 1000))
 }
 
 // Firecrawl's site crawl through its JS SDK against `trawl dev`: crawl
@@ -95,15 +79,7 @@ func TestFirecrawlSDKCrawl(t *testing.T) {
 		CreditsUsed float64 `json:"creditsUsed"`
 		Data        []doc   `json:"data"`
 	}
-	value := func(r fcResult, v any) {
-		t.Helper()
-		if r.Thrown != "" {
-			t.Fatalf("%s threw: %s (status %v)", r.Method, r.Thrown, deref(r.Status))
-		}
-		if err := json.Unmarshal(r.Value, v); err != nil {
-			t.Fatalf("%s: %v: %s", r.Method, err, r.Value)
-		}
-	}
+	value := func(r fcResult, v any) { t.Helper(); fcValue(t, r, v) }
 	start := site.URL + "/manual/index.html"
 
 	// crawl: start and poll until completed.

@@ -61,6 +61,8 @@ type fcExtractStatus struct {
 	InvalidURLs []string            `json:"invalidURLs"`
 }
 
+// fcValue decodes an SDK call's value into v, failing the test if the
+// call threw.
 func fcValue(t *testing.T, r fcResult, v any) {
 	t.Helper()
 	if r.Thrown != "" {

@@ -45,13 +45,18 @@ func mcpClients(t *testing.T) string {
 // mcpPrices: the free plan at 40 calls a minute and 4 in flight, and 80
 // credits at sign-up, so one test meets both the rate limit and the end of
 // its credit.
-func mcpPrices(t *testing.T) string {
+func mcpPrices(t *testing.T) string { return devPrices(t, 40, 4, 80) }
+
+// devPrices writes a price table whose free plan allows rate calls a
+// minute and concurrency at once, with signup credits at sign-up, and
+// returns its path (trawl dev --prices).
+func devPrices(t *testing.T, rate, concurrency, signup int) string {
 	t.Helper()
 	p := billing.DefaultPrices()
 	free := p.Plans["free"]
-	free.RatePerMinute, free.Concurrency = 40, 4
+	free.RatePerMinute, free.Concurrency = rate, concurrency
 	p.Plans["free"] = free
-	p.Grants.Signup = billing.Amount(80 * 1000)
+	p.Grants.Signup = billing.Amount(signup * 1000)
 	b, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
