@@ -7,12 +7,14 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/fcapi"
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/routes"
@@ -100,6 +102,13 @@ func (c *Cell) Handler() http.Handler {
 		mux.Handle(pattern, h)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v2/") {
+			// Firecrawl's clients read their envelope's sentence
+			// (docs/firecrawl.md: the routes trawl does not serve).
+			fcapi.WriteError(w, &fcapi.Error{Status: http.StatusNotFound, Code: fcapi.CodeNotFound,
+				Message: "trawl does not serve " + r.Method + " " + r.URL.Path + " (docs/firecrawl.md lists the Firecrawl routes it serves)"})
+			return
+		}
 		httpjson.Error(w, http.StatusNotFound, "not_found", "no such route: "+r.URL.Path)
 	})
 	return traced(c.fromGate(c.recoverer(mux)))

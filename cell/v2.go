@@ -49,6 +49,10 @@ func (c *Cell) handleV2Scrape(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	plan, err := req.Compile("")
+	if err == nil && plan.Summary && c.extractor.Model == nil {
+		// Refused before the page is fetched for nothing.
+		err = firecrawl.Unsupported("formats.summary", "the summary format needs the operator's model (trawl cell --llm-provider)")
+	}
 	if err != nil {
 		firecrawl.WriteError(w, err)
 		return
@@ -58,7 +62,7 @@ func (c *Cell) handleV2Scrape(w http.ResponseWriter, r *http.Request) {
 		return // the client is gone
 	}
 	if err != nil {
-		c.logFailure(r, req.URL, err)
+		c.logFailure(r, req.URL, v2JobError(err)) // logged with its own status
 		firecrawl.WriteError(w, err)
 		return
 	}

@@ -315,6 +315,7 @@ func TestV2CrawlRefusals(t *testing.T) {
 		{`{"url": "https://a.example/", "prompt": "only the blog"}`, "UNSUPPORTED_FEATURE", "prompt"},
 		{`{"url": "https://a.example/", "ignoreRobotsTxt": true}`, "UNSUPPORTED_FEATURE", "ignoreRobotsTxt"},
 		{`{"url": "https://a.example/", "scrapeOptions": {"formats": ["summary"]}}`, "UNSUPPORTED_FEATURE", "scrapeOptions.formats"},
+		{`{"url": "https://a.example/", "scrapeOptions": {"headers": {"Cookie": "s=1"}}}`, "UNSUPPORTED_FEATURE", "scrapeOptions.headers"},
 	} {
 		resp, b := tc.do(t, "POST", "/v2/crawl", c.body, "", nil)
 		r := decode[batchStarted](t, b)

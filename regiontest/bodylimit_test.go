@@ -72,3 +72,27 @@ func TestEveryRouteBodyLimitAtTheGate(t *testing.T) {
 		t.Fatalf("monitors after refused bodies: %d %s", r.status, r.body)
 	}
 }
+
+// A body sent where no row takes it (a method its path does not take, a
+// path no row has) is not read: the request is answered 405 or 404, not
+// 413.
+func TestBodyWhereNoRowTakesIt(t *testing.T) {
+	g := operatorGate(t, 1)
+	key := g.Account(t, ledger.PlanSupporter, 100)
+	for _, c := range []struct {
+		method, path string
+		status       int
+	}{
+		{"POST", "/v2/crawl/params-preview", http.StatusMethodNotAllowed},
+		{"PUT", "/v2/crawl/j_nope", http.StatusMethodNotAllowed},
+		{"POST", "/v2/parse", http.StatusNotFound},
+	} {
+		r := call(t, c.method, g.URL+c.path, key, `{"url": "https://example.com/", "prompt": "`+strings.Repeat("x", 70000)+`"}`)
+		if r.status != c.status {
+			t.Errorf("%s %s with a body: %d %s, want %d", c.method, c.path, r.status, r.body, c.status)
+		}
+		if c.status == http.StatusNotFound && !strings.Contains(r.body, `"success":false`) {
+			t.Errorf("%s %s: %s, not in Firecrawl's envelope", c.method, c.path, r.body)
+		}
+	}
+}

@@ -53,6 +53,14 @@ func (b *Body) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return next.ServeHTTP(w, r)
 	}
 	m := b.routes.Match(r)
+	if !m.Allowed || m.Pattern == "/" {
+		// No row takes this request (a method its path does not take,
+		// or a path no row has): it is answered 405 or 404 further on,
+		// which a body must not turn into a 413. Its body is not read.
+		r.Body.Close()
+		r.Body, r.ContentLength = http.NoBody, 0
+		return next.ServeHTTP(w, r)
+	}
 	limit := m.BodyLimit
 	switch {
 	case r.ContentLength > limit:

@@ -141,6 +141,11 @@ func (r *CrawlRequest) Compile() (*CrawlPlan, error) {
 	if r.ScrapeOptions != nil {
 		p.Options = *r.ScrapeOptions
 	}
+	if len(p.Options.Headers) > 0 {
+		// As a batch's: the crawl would keep them (a cookie, a token)
+		// until it expires.
+		return nil, Unsupported("scrapeOptions.headers", "headers are not supported in a crawl (the crawl would keep them until it expires); use POST /v2/scrape for each page")
+	}
 	if p.Scrape, err = p.Options.Compile("scrapeOptions."); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,8 @@ const r = JSON.parse(fs.readFileSync(file, "utf8"));
 
 const rows = [];
 const perFile = new Map();
-for (const suite of r.testResults) {
+const suites = [...r.testResults].sort((a, b) => a.name.localeCompare(b.name));
+for (const suite of suites) {
   const name = path.basename(suite.name);
   const counts = perFile.get(name) || { passed: 0, failed: 0, skipped: 0 };
   perFile.set(name, counts);

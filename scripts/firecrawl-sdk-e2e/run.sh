@@ -36,6 +36,7 @@ workers=${JEST_WORKERS:-3}
 
 command -v node >/dev/null || { echo "run.sh: node (18+) is required" >&2; exit 1; }
 command -v npm >/dev/null || { echo "run.sh: npm is required" >&2; exit 1; }
+command -v curl >/dev/null || { echo "run.sh: curl is required" >&2; exit 1; }
 
 # The SDK's version is the one trawl's own tests pin (internal/fcclient).
 pin=$(sed -n 's/.*"@mendable\/firecrawl-js": "\([^"]*\)".*/\1/p' "$root/internal/fcclient/package.json")
@@ -56,7 +57,7 @@ if [[ ! -f $cache/.installed || $(cat "$cache/.installed") != "$lock_sum" ]]; th
 fi
 sdk="$cache/node_modules/@mendable/firecrawl-js"
 
-work=$(mktemp -d /tmp/trawl-sdk-e2e.XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}/trawl-sdk-e2e.XXXXXX")
 pids=()
 cleanup() {
   local rc=$?
@@ -66,7 +67,9 @@ cleanup() {
     for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
     kill -9 "$p" 2>/dev/null || true
   done
-  if [[ ${KEEP:-} == 1 || $rc -ne 0 ]]; then
+  # Failing tests are the report's business; a run that broke before
+  # jest reported keeps its logs.
+  if [[ ${KEEP:-} == 1 || ! -s $work/results.json ]]; then
     echo "run.sh: logs and report in $work"
   else
     rm -rf "$work"
@@ -121,6 +124,13 @@ echo "run.sh: trawl dev at $api; sites: docs $docs, home $home, github $github, 
 "$trawl" index crawl --gate "$api" --key "$key" --data "$work/index" --delay 20ms --depth 2 \
   "$wiki/" "$docs/" "$home/" >"$work/index.log" 2>&1 || { cat "$work/index.log" >&2; exit 1; }
 echo "run.sh: index: $(tail -1 "$work/index.log")"
+# The index answers for a page a moment after it was archived: wait until
+# it knows the encyclopedia (a query no test asks).
+for i in $(seq 1 60); do
+  curl -fsS "$api/search?q=encyclopedia+articles" -H "Authorization: Bearer $key" | grep -q '"url"' && break
+  [[ $i == 60 ]] && { echo "run.sh: the search index did not answer for the stand-in web in 60 s" >&2; exit 1; }
+  sleep 1
+done
 
 # 6. The SDK's tests, their target URLs replaced. Only these quoted URL
 #    strings change; queries (site:docs.firecrawl.dev) and assertions stay.
