@@ -27,6 +27,7 @@ import (
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/cell/search"
 	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/monstore"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/webhook"
@@ -182,6 +183,9 @@ type Cell struct {
 	crawlRuns      sync.Map // job id → *crawlRun
 	crawlWatch     watchers
 	crawlCreditsMu sync.Mutex
+	// tracks keeps the snapshots of Firecrawl's change tracking
+	// (cell/v2_change.go): the region's monitor store.
+	tracks monstore.Store
 
 	// The search index of the archived pages (cell/search.go).
 	index       *search.Index
@@ -304,6 +308,12 @@ func New(cfg Config) (*Cell, error) {
 		return nil, err
 	}
 	c.store, c.engine, c.pool, c.ladder, c.scrape, c.jobs = st, engine, pool, lad, svc, mgr
+	// Firecrawl's change tracking keeps its snapshots where the region's
+	// monitors are (cell/v2_change.go).
+	c.tracks = cfg.Monitor.Shared
+	if c.tracks == nil {
+		c.tracks = monstore.NewLocal(st, monstore.LocalConfig{})
+	}
 	c.gate, c.stop, c.done = regionauth.NewVerifier(cfg.RegionKeys, nil), make(chan struct{}), make(chan struct{})
 	if cfg.Model != nil && cfg.Model.Client != nil {
 		c.extractor.Model = extract.NewModel(*cfg.Model)

@@ -58,6 +58,9 @@ func (c *Cell) handleV2Scrape(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	doc, usage, err := c.v2Scrape(r.Context(), req.URL, plan)
+	if err == nil {
+		err = c.v2Track(r.Context(), accountOf(r), req.URL, plan, doc) // cell/v2_change.go
+	}
 	if r.Context().Err() != nil {
 		return // the client is gone
 	}

@@ -299,6 +299,9 @@ func (c *Cell) v2JobScrape(ctx context.Context, t jobs.Target, raw json.RawMessa
 		return jobs.Produced{}, v2JobError(err)
 	}
 	doc, _, err := c.v2Scrape(ctx, t.URL, plan)
+	if err == nil {
+		err = c.v2Track(ctx, t.Account, t.URL, plan, doc)
+	}
 	if err != nil {
 		return jobs.Produced{}, v2JobError(err)
 	}

@@ -208,6 +208,9 @@ func (c *Cell) v2CrawlPage(ctx context.Context, t jobs.Target, raw json.RawMessa
 			Message: "the site's robots.txt does not allow trawl to fetch this URL"}
 	}
 	doc, usage, err := c.v2Scrape(ctx, t.URL, run.plan)
+	if err == nil {
+		err = c.v2Track(ctx, t.Account, t.URL, run.plan, doc)
+	}
 	if err != nil {
 		return jobs.Produced{}, v2JobError(err)
 	}

@@ -73,6 +73,10 @@ func CheckHeaders(h map[string]string) (http.Header, error) {
 			return nil, &HeaderError{Name: k, Reason: "set by trawl's engines, not by a caller"}
 		case out[ck] != nil:
 			return nil, &HeaderError{Name: k, Reason: "given twice (header names are case-insensitive)"}
+		case ck == "Cookie" && !validCookies(v):
+			// The browser takes the cookies one by one (ladder): what it
+			// could not read would be dropped without a word.
+			return nil, &HeaderError{Name: k, Reason: "not a list of name=value cookies"}
 		}
 		out[ck] = []string{v}
 	}
@@ -80,4 +84,9 @@ func CheckHeaders(h map[string]string) (http.Header, error) {
 		return nil, &HeaderError{Reason: fmt.Sprintf("headers are at most %d bytes of names and values together (got %d)", MaxHeaderBytes, size)}
 	}
 	return out, nil
+}
+
+func validCookies(line string) bool {
+	_, err := http.ParseCookie(line)
+	return err == nil
 }

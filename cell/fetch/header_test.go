@@ -44,6 +44,7 @@ func TestCheckHeaders(t *testing.T) {
 		{map[string]string{"X-Nl": "a\nb"}, "X-Nl"},
 		{map[string]string{"X-Nul": "a\x00b"}, "X-Nul"},
 		{map[string]string{"A": "1", "a": "2"}, "a"},
+		{map[string]string{"Cookie": "no equals sign"}, "Cookie"},
 		{map[string]string{"X-Big": strings.Repeat("v", MaxHeaderBytes)}, ""},
 		{many, ""},
 	} {

@@ -28,6 +28,9 @@ type Document struct {
 	Screenshot string   `json:"screenshot,omitempty"`
 	JSON       any      `json:"json,omitempty"`
 	Summary    *string  `json:"summary,omitempty"`
+	// ChangeTracking compares the page with the caller's last tracked
+	// scrape of it (change.go); only with the changeTracking format.
+	ChangeTracking *ChangeTracking `json:"changeTracking,omitempty"`
 	// Actions is what the request's actions produced; only with actions.
 	Actions  *Actions `json:"actions,omitempty"`
 	Metadata Metadata `json:"metadata"`

@@ -76,6 +76,9 @@ type Format struct {
 		Height int `json:"height"`
 	} `json:"viewport,omitempty"`
 	Quality *int `json:"quality,omitempty"`
+	// Modes and Tag are the changeTracking format's.
+	Modes []string `json:"modes,omitempty"`
+	Tag   string   `json:"tag,omitempty"`
 }
 
 // UnmarshalJSON takes a string or an object.
@@ -107,6 +110,8 @@ type Plan struct {
 	Markdown, HTML, RawHTML, Links, Images, Screenshot, Summary bool
 	// JSON is the json format, when asked for.
 	JSON *Format
+	// Track is the changeTracking format, when asked for (change.go).
+	Track *Format
 	// MainOnly is onlyMainContent (default true).
 	MainOnly bool
 	// IncludeTags and ExcludeTags are CSS selectors the content is cut
@@ -301,13 +306,22 @@ func (p *Plan) formats(fs []Format, field string) error {
 			p.JSON = &ff
 		case "summary":
 			p.Summary = true
+		case "changeTracking":
+			if err := checkTrack(f, name); err != nil {
+				return err
+			}
+			ff := f
+			p.Track = &ff
 		case "":
 			return BadRequest(name, "a format needs a type")
-		case "changeTracking", "attributes", "branding", "product", "menu", "audio", "video", "question", "highlights", "query":
+		case "attributes", "branding", "product", "menu", "audio", "video", "question", "highlights", "query":
 			return Unsupported(name, fmt.Sprintf("the %s format is not supported by trawl", f.Type))
 		default:
 			return BadRequest(name, fmt.Sprintf("unknown format %q", f.Type))
 		}
+	}
+	if p.Track != nil && !p.Markdown {
+		return BadRequest(field+"formats", "the changeTracking format needs the markdown format too (it compares the page's Markdown)")
 	}
 	return nil
 }

@@ -768,7 +768,7 @@ func (m *Manager) run(t task) {
 	cancelled := j.isCancelled()
 	opts, shape, grow := j.meta.Options, j.meta.Shape, j.meta.Grow != nil
 	j.mu.Unlock()
-	target := Target{Job: j.meta.ID, URL: t.url}
+	target := Target{Job: j.meta.ID, Account: j.meta.Account, URL: t.url}
 	if grow && !cancelled {
 		rec, err := m.record(j.meta.ID, t.seq)
 		if err != nil {

@@ -25,7 +25,9 @@ type ShapedFunc func(ctx context.Context, t Target, shape json.RawMessage) (Prod
 // Target is the URL of a job a ShapedFunc produces.
 type Target struct {
 	Job string
-	URL string
+	// Account owns the job.
+	Account string
+	URL     string
 	// Depth is how many links away from a submitted URL it was found
 	// (Extra.Grow): 0 for a submitted URL.
 	Depth int

@@ -54,6 +54,10 @@ const (
 	EventPrefix = store.PrefixMonitor + "e/"
 	// ChargePrefix + %020d time + "/" + id: a charge for the gate.
 	ChargePrefix = store.PrefixMonitor + "c/"
+	// TrackPrefix is Firecrawl's change tracking: the last snapshot of a
+	// page per account and tag (cell/v2_change.go), kept here so every
+	// cell of the region compares with the same one.
+	TrackPrefix = store.PrefixMonitor + "t/"
 	// HookPrefix + delivery id: a pending webhook delivery
 	// (internal/webhook's Delivery as JSON).
 	HookPrefix = store.PrefixMonitorHook

@@ -214,10 +214,14 @@ func (p *Pool) runOn(ctx context.Context, inst *instance, sess *Session, spec *p
 	// it, evaluate included, since playwright has no timeout for those.
 	// If even that does not end the request within CloseGrace, the
 	// browser is killed.
+	// The watchdog and the request's own end both close the context:
+	// once (playwright's Close is not safe to call from two goroutines).
 	var (
-		mu   sync.Mutex
-		bctx playwright.BrowserContext
+		mu        sync.Mutex
+		bctx      playwright.BrowserContext
+		closeOnce sync.Once
 	)
+	closeCtx := func(c playwright.BrowserContext) { closeOnce.Do(func() { c.Close() }) }
 	finished := make(chan struct{})
 	defer close(finished)
 	stop := context.AfterFunc(pctx, func() {
@@ -225,7 +229,7 @@ func (p *Pool) runOn(ctx context.Context, inst *instance, sess *Session, spec *p
 		c := bctx
 		mu.Unlock()
 		if c != nil {
-			go c.Close()
+			go closeCtx(c)
 		}
 		t := time.NewTimer(p.cfg.CloseGrace)
 		defer t.Stop()
@@ -246,7 +250,7 @@ func (p *Pool) runOn(ctx context.Context, inst *instance, sess *Session, spec *p
 	mu.Lock()
 	bctx = c
 	mu.Unlock()
-	defer p.closeContext(inst, c)
+	defer p.closeWithin(inst, "a context did not close", func() { closeCtx(c) })
 	if crashed, err := p.prepareContext(ctx, pctx, inst, c, spec); err != nil {
 		return crashed, err
 	}
