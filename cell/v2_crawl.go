@@ -76,7 +76,19 @@ func (c *Cell) v2CrawlHandlers() map[string]http.HandlerFunc {
 		"DELETE /v2/crawl/{id}":     c.withV2Crawl(c.handleV2BatchCancel),
 		"GET /v2/crawl/{id}/errors": c.withV2Crawl(c.v2JobErrors),
 		"GET /crawls/active":        c.handleCrawlsActive,
+		"GET /jobs/queue":           c.handleJobsQueue,
 	}
+}
+
+// handleJobsQueue serves GET /jobs/queue to the gate, which merges every
+// live cell's answer for GET /v2/team/queue-status.
+func (c *Cell) handleJobsQueue(w http.ResponseWriter, r *http.Request) {
+	active, waiting, last := c.jobs.Queue(accountOf(r))
+	out := map[string]any{"active": active, "waiting": waiting}
+	if !last.IsZero() {
+		out["last"] = last.UTC().Format(time.RFC3339Nano)
+	}
+	httpjson.Write(w, http.StatusOK, out)
 }
 
 func (c *Cell) withV2Crawl(h func(http.ResponseWriter, *http.Request, *jobs.Status)) http.HandlerFunc {

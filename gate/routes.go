@@ -59,15 +59,17 @@ func (rt *Runtime) Handler() (http.Handler, error) {
 			Region: rt.cfg.Region, Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
 		}),
 		"operator": rt.operatorHandlers(), // gate/operator.go
+		// POST /v2/search scrapes its results through the gate's pipeline
+		// with scrapeOptions (each the caller's own /v2/scrape call).
 		"search": search.Handlers(search.Config{
 			Cells: rt.Cells, Keys: rt.cfg.RegionKeys, Private: rt.cfg.AllowPrivateNetworks, Now: rt.cfg.Now, Logger: rt.cfg.Logger,
-			Account: account,
+			Account: account, Pipeline: PipelineFrom,
 		}),
 		// The tool server: each tool call goes through the gate's
 		// pipeline again (trawl_api puts it in the request's context).
-		"mcp":    mcp.Handlers(mcp.Config{Region: rt.cfg.Region, Pipeline: PipelineFrom, Logger: rt.cfg.Logger}),
-		"issues": issues.Handlers(issues.Config{Store: rt.st, Region: rt.cfg.Region, Now: rt.cfg.Now, Account: account}),
-		"crawls": rt.crawlsHandlers(account), // gate/crawls.go
+		"mcp":       mcp.Handlers(mcp.Config{Region: rt.cfg.Region, Pipeline: PipelineFrom, Logger: rt.cfg.Logger}),
+		"issues":    issues.Handlers(issues.Config{Store: rt.st, Region: rt.cfg.Region, Now: rt.cfg.Now, Account: account}),
+		"firecrawl": rt.firecrawlHandlers(), // gate/firecrawl.go
 	}
 	return gateMux(rt.Routes().Rows(), services)
 }

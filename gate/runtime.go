@@ -124,16 +124,19 @@ var nameRe = regexp.MustCompile(`^[a-z0-9]{1,16}$`)
 // the cell membership. It outlives config reloads (the app module keeps it
 // in a caddy.UsagePool).
 type Runtime struct {
-	cfg     Config
-	node    *ledger.Node
-	holds   *ledger.HoldsClient
-	st      *store.Store
-	members *members.Cluster
-	billing billing.Config
-	replica *replicaCache
-	usage   *usage.Log
-	obs     *estimate.Observer
-	prices  *billing.Table // the table in force (gate/operator.go: operators change it)
+	cfg Config
+	// inflight reads an account's requests in flight (SetInFlight).
+	inflightMu sync.RWMutex
+	inflight   func(account, plan string) (n, max int)
+	node       *ledger.Node
+	holds      *ledger.HoldsClient
+	st         *store.Store
+	members    *members.Cluster
+	billing    billing.Config
+	replica    *replicaCache
+	usage      *usage.Log
+	obs        *estimate.Observer
+	prices     *billing.Table // the table in force (gate/operator.go: operators change it)
 	// priceVer is the ledger version of the table in force (0: the file's
 	// or the built-in one); priceMu orders its updates.
 	priceVer atomic.Uint64

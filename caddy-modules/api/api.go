@@ -65,12 +65,11 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.H
 	if !m.Place(r, a.rt.Region()).Local {
 		return next.ServeHTTP(w, r)
 	}
-	if m.Relay {
-		// The tool server: its calls go through this server again, from
-		// the top of the chain (as Caddy's invoke handler finds it).
-		if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
-			r = r.WithContext(gate.WithPipeline(r.Context(), srv))
-		}
+	// The gate's own services may call the gate again from the top of
+	// the chain (as Caddy's invoke handler finds it): the tool server
+	// (Relay rows) and a search that scrapes its results.
+	if srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+		r = r.WithContext(gate.WithPipeline(r.Context(), srv))
 	}
 	w.Header().Set("X-Svc-Region", a.rt.Region())
 	// The client's address as Caddy found it (behind trusted_proxies, the

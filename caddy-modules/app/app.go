@@ -233,6 +233,17 @@ func Runtime(ctx caddy.Context) (*gate.Runtime, error) {
 	return a.rt, nil
 }
 
+// RuntimeIfConfigured is Runtime when the config has the trawl app, and
+// nil (no error) when it has not: a module that works without the app
+// and uses it when it is there.
+func RuntimeIfConfigured(ctx caddy.Context) *gate.Runtime {
+	v, err := ctx.AppIfConfigured("trawl")
+	if err != nil || v == nil {
+		return nil
+	}
+	return v.(*App).rt
+}
+
 // Interface guards.
 var (
 	_ caddy.App          = (*App)(nil)

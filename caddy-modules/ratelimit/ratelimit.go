@@ -189,6 +189,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	}
 	h.fallback = h.plans[ledger.PlanFree]
 	h.fallback.upgrade = h.plans[ledger.PlanSupporter]
+	if rt := app.RuntimeIfConfigured(ctx); rt != nil {
+		// The gate's GET /v2/concurrency-check and queue-status read
+		// what this handler counts.
+		rt.SetInFlight(func(account, plan string) (int, int) {
+			p, ok := h.plans[plan]
+			if !ok {
+				p = h.fallback
+			}
+			return h.zone.inflight.inFlight(account), p.concurrency
+		})
+	}
 	return nil
 }
 

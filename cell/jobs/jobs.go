@@ -247,6 +247,8 @@ type job struct {
 	// concurrency (meta.Concurrency) when one of its URLs finishes.
 	slot chan struct{}
 	gone bool // swept
+	// lastDone is when a URL of the job last finished well (Queue).
+	lastDone time.Time
 }
 
 // isCancelled reports whether the job was cancelled; j.mu is held.
@@ -917,6 +919,7 @@ func (m *Manager) complete(t task, line []byte, made Produced, serr *httpjson.HT
 		j.failed++
 	} else {
 		j.done++
+		j.lastDone = rec.At
 	}
 	m.committed(evs...)
 	if j.pending == 0 || added > 0 {
@@ -1429,4 +1432,30 @@ func (m *Manager) Exists(id string) bool {
 	defer m.mu.Unlock()
 	_, ok := m.jobs[id]
 	return ok
+}
+
+// Queue is account's work waiting in the cell's jobs: URLs being fetched
+// (active), URLs still to fetch (waiting), and when a URL of its jobs last
+// finished well (zero: never, or not since the cell started).
+func (m *Manager) Queue(account string) (active, waiting int, last time.Time) {
+	m.mu.Lock()
+	var js []*job
+	for _, j := range m.jobs {
+		if account != "" && subtle.ConstantTimeCompare([]byte(j.meta.Account), []byte(account)) == 1 {
+			js = append(js, j)
+		}
+	}
+	m.mu.Unlock()
+	for _, j := range js {
+		j.mu.Lock()
+		if j.meta.Hold == "" && !j.isCancelled() && !j.gone {
+			active += len(j.inflight)
+			waiting += j.pending - len(j.inflight)
+		}
+		if j.lastDone.After(last) {
+			last = j.lastDone
+		}
+		j.mu.Unlock()
+	}
+	return active, waiting, last
 }

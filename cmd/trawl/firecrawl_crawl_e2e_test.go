@@ -134,7 +134,22 @@ func TestFirecrawlSDKCrawl(t *testing.T) {
 		fcCall{"startCrawl", []any{start, map[string]any{"delay": 2, "sitemap": "skip"}}})
 	var slow crawlJob
 	value(res[0], &slow)
-	res = firecrawlSDK(t, dev.base, e2eKey, fcCall{"getActiveCrawls", nil}, fcCall{"cancelCrawl", []any{slow.ID}}, fcCall{"getCrawlStatus", []any{slow.ID}})
+	res = firecrawlSDK(t, dev.base, e2eKey, fcCall{"getActiveCrawls", nil}, fcCall{"getQueueStatus", nil}, fcCall{"getConcurrency", nil},
+		fcCall{"cancelCrawl", []any{slow.ID}}, fcCall{"getCrawlStatus", []any{slow.ID}})
+	var queue struct {
+		Success                                                            bool
+		JobsInQueue, ActiveJobsInQueue, WaitingJobsInQueue, MaxConcurrency int
+	}
+	value(res[1], &queue)
+	if !queue.Success || queue.WaitingJobsInQueue < 1 || queue.JobsInQueue != queue.ActiveJobsInQueue+queue.WaitingJobsInQueue || queue.MaxConcurrency != 10 {
+		t.Errorf("getQueueStatus: %s", res[1].Value)
+	}
+	var conc struct{ Concurrency, MaxConcurrency int }
+	value(res[2], &conc)
+	if conc.Concurrency != 1 || conc.MaxConcurrency != 10 {
+		t.Errorf("getConcurrency: %s (the call itself is the one in flight)", res[2].Value)
+	}
+	res = append(res[:1], res[3:]...)
 	var active struct {
 		Success bool `json:"success"`
 		Crawls  []struct {

@@ -67,6 +67,15 @@ type Config struct {
 	// archive price (default 1 minute; negative: never); an answer
 	// without results is not kept.
 	Archive time.Duration
+	// Pipeline returns the gate's handler chain for a request's context
+	// (the gate's whole pipeline, from trawl_trace): POST /v2/search with
+	// scrapeOptions.formats scrapes each result through it as the
+	// caller's POST /v2/scrape. nil, or nil returned: such a search is
+	// refused (500).
+	Pipeline func(context.Context) http.Handler
+	// Scrapes is how many results of one search are scraped at once
+	// (default 4).
+	Scrapes int
 	Now     func() time.Time
 	Logger  *slog.Logger
 }
@@ -89,6 +98,12 @@ func Handlers(cfg Config) routes.Handlers {
 	}
 	if cfg.Account == nil {
 		cfg.Account = func(*http.Request) string { return "" }
+	}
+	if cfg.Pipeline == nil {
+		cfg.Pipeline = func(context.Context) http.Handler { return nil }
+	}
+	if cfg.Scrapes <= 0 {
+		cfg.Scrapes = 4
 	}
 	s := &server{cfg: cfg, archive: newLRU(1024), popular: newPopular()}
 	if s.cfg.Model == nil {
@@ -317,13 +332,19 @@ func marshal(v any) []byte {
 
 // write answers body with the call's usage report.
 func (s *server) write(w http.ResponseWriter, kind, cache string, in, out int, body []byte) {
+	s.start(w, kind, cache, in, out)
+	w.Write(body)
+	w.Write([]byte("\n"))
+}
+
+// start starts a 200 answer with the call's usage report: the meter
+// charges the call as the answer starts.
+func (s *server) start(w http.ResponseWriter, kind, cache string, in, out int) {
 	u := metering.Usage{Kind: kind, Engine: EngineIndex, Cache: cache, InTokens: in, OutTokens: out, Boxes: []string{EngineIndex}}
 	h := w.Header()
 	h.Set(metering.Header, u.String())
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
-	w.Write(body)
-	w.Write([]byte("\n"))
 }
 
 func (s *server) unavailable(w http.ResponseWriter, err error) {
