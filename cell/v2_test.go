@@ -224,7 +224,7 @@ func TestV2ScrapeErrors(t *testing.T) {
 		{"an unknown action", `{"url":"` + site.URL + `/a","actions":[{"type":"teleport"}]}`, 400, "BAD_REQUEST"},
 		{"actions without a browser", `{"url":"` + site.URL + `/a","actions":[{"type":"wait","milliseconds":10}]}`, 400, "BAD_REQUEST"},
 		{"the pdf action", `{"url":"` + site.URL + `/a","actions":[{"type":"pdf"}]}`, 400, "UNSUPPORTED_FEATURE"},
-		{"change tracking", `{"url":"` + site.URL + `/a","formats":["markdown","changeTracking"]}`, 400, "UNSUPPORTED_FEATURE"},
+		{"change tracking json mode", `{"url":"` + site.URL + `/a","formats":["markdown",{"type":"changeTracking","modes":["json"]}]}`, 400, "UNSUPPORTED_FEATURE"},
 		{"summary without a model", `{"url":"` + site.URL + `/a","formats":["summary"]}`, 400, "UNSUPPORTED_FEATURE"},
 		{"not a web url", `{"url":"ftp://example.com/x"}`, 400, "UNSUPPORTED_URL"},
 		{"timeout", `{"url":"` + site.URL + `/slow","timeout":1000}`, 408, "SCRAPE_TIMEOUT"},
