@@ -487,7 +487,11 @@ func (c *Cell) handleJobRelease(w http.ResponseWriter, r *http.Request) {
 		httpjson.Write(w, http.StatusOK, map[string]any{"job_id": id, "dropped": true})
 		return
 	}
-	if err := c.jobs.Release(id, accountOf(r), r.Header.Get(metering.HoldHeader)); err != nil {
+	charged := int64(-1) // the gate did not say
+	if mc, ok := milliCredits(r.Header.Get(metering.ChargedHeader)); ok {
+		charged = mc
+	}
+	if err := c.jobs.ReleaseCharged(id, accountOf(r), r.Header.Get(metering.HoldHeader), charged); err != nil {
 		httpjson.WriteError(w, jobError(err))
 		return
 	}

@@ -188,10 +188,10 @@ func (c *Cell) withV2Job(kind, message string, h func(http.ResponseWriter, *http
 // next page's URL when more are waiting.
 func (c *Cell) handleV2BatchStatus(w http.ResponseWriter, r *http.Request, st *jobs.Status) {
 	if isWebSocket(r) {
-		c.serveJobSocket(w, r, st, func(string) float64 { return float64(st.Charged) })
+		c.serveJobSocket(w, r, st, func(string) float64 { return batchCredits(st) })
 		return
 	}
-	c.v2JobStatus(w, r, st, "/v2/batch/scrape/", float64(st.Charged))
+	c.v2JobStatus(w, r, st, "/v2/batch/scrape/", batchCredits(st))
 }
 
 // v2JobStatus writes the status of a batch scrape or crawl (its documents
@@ -317,4 +317,14 @@ func v2JobError(err error) error {
 		return &httpjson.HTTPError{Status: fe.Status, Code: fe.Code, Message: fe.Message}
 	}
 	return err
+}
+
+// batchCredits is a batch's creditsUsed: what the gate charged for its
+// start and retries, as each release said; the units charged when a
+// release did not say (a gate of an older version).
+func batchCredits(st *jobs.Status) float64 {
+	if st.CreditsKnown {
+		return float64(st.CreditsMC) / 1000
+	}
+	return float64(st.Charged)
 }

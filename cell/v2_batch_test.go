@@ -130,7 +130,7 @@ type batchStatus struct {
 	Status      string  `json:"status"`
 	Total       int     `json:"total"`
 	Completed   int     `json:"completed"`
-	CreditsUsed int     `json:"creditsUsed"`
+	CreditsUsed float64 `json:"creditsUsed"`
 	ExpiresAt   string  `json:"expiresAt"`
 	Next        string  `json:"next"`
 	Data        []v2Doc `json:"data"`
@@ -460,5 +460,27 @@ func TestV2BatchRefusals(t *testing.T) {
 	tc.store.Scan([]byte("ji/"), nil, func(_, _ []byte) (bool, error) { n++; return true, nil })
 	if n != 0 {
 		t.Fatalf("%d jobs stored after refusals", n)
+	}
+}
+
+// A batch's creditsUsed is what the gate said it charged when it released
+// the batch (Trawl-Charged), whatever its price table.
+func TestV2BatchCreditsFromTheGate(t *testing.T) {
+	site := newBatchSite(t)
+	tc := newTestCell(t, nil)
+	resp, r, u := tc.startBatch(t, `{"urls": ["`+site.URL+`/a", "`+site.URL+`/b"]}`)
+	if resp.StatusCode != 200 || u.Hold == "" {
+		t.Fatalf("start: %d %+v", resp.StatusCode, r)
+	}
+	rel, _ := tc.do(t, "POST", "/scrape/jobs/"+u.Job+"/release", "", "", map[string]string{metering.HoldHeader: u.Hold, metering.ChargedHeader: "7.500"})
+	if rel.StatusCode != 200 {
+		t.Fatalf("release: %d", rel.StatusCode)
+	}
+	tc.waitBatch(t, r.ID, func(s batchStatus) bool { return s.Status == "completed" })
+	_, b := tc.get(t, "/v2/batch/scrape/"+r.ID)
+	var s struct{ CreditsUsed float64 }
+	json.Unmarshal(b, &s)
+	if s.CreditsUsed != 7.5 {
+		t.Errorf("creditsUsed %v, want the 7.500 the gate charged", s.CreditsUsed)
 	}
 }

@@ -227,7 +227,7 @@ func TestV2Crawl(t *testing.T) {
 	}
 	s = tc.batchStatus(t, "/v2/crawl/"+r.ID)
 	if s.CreditsUsed != 8 {
-		t.Errorf("creditsUsed %d after the gate charged 8 pages", s.CreditsUsed)
+		t.Errorf("creditsUsed %v after the gate charged 8 pages", s.CreditsUsed)
 	}
 	// Another account sees no such crawl.
 	if resp, b := tc.do(t, "GET", "/v2/crawl/"+r.ID, "", "acct_other", nil); resp.StatusCode != 404 || !strings.Contains(string(b), "NOT_FOUND") {

@@ -22,6 +22,9 @@ type PendingRelease struct {
 	Job     string    `json:"job"`
 	Token   string    `json:"token"`
 	At      time.Time `json:"at"` // when it was charged
+	// Credits is what the hold was charged ("3.000"; empty in records of
+	// an older gate).
+	Credits string `json:"credits,omitempty"`
 }
 
 func keyRelease(job, token string) []byte {

@@ -371,7 +371,7 @@ func (w *writer) bill(raw string, status int) (ledger.MC, *usage.Line, error) {
 	}
 	if u.Hold != "" {
 		// Charged (or nothing to charge): now the cell may start it.
-		w.m.release(w.r.Context(), w.id.Account.ID, u.Job, u.Hold)
+		w.m.release(w.r.Context(), w.id.Account.ID, u.Job, u.Hold, price.String())
 	}
 	return price, line, nil
 }

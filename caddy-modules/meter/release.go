@@ -30,8 +30,8 @@ var releaseBackoff = []time.Duration{0, 200 * time.Millisecond, time.Second}
 // owe records a charged hold's release before it is tried, so a gate that
 // stops before the cell confirms it still makes it when it starts again
 // (resume).
-func (m *Meter) owe(account, job, token string) {
-	p := gate.PendingRelease{Account: account, Job: job, Token: token, At: m.rt.Now()}
+func (m *Meter) owe(account, job, token, credits string) {
+	p := gate.PendingRelease{Account: account, Job: job, Token: token, At: m.rt.Now(), Credits: credits}
 	if err := m.rt.OweRelease(p); err != nil {
 		m.rt.Logger().Error("meter: could not record a release owed; a crash before it is made would leave a charged job unstarted", "job", job, "err", err)
 	}
@@ -61,41 +61,42 @@ func (m *Meter) resume() {
 			continue
 		}
 		m.rt.Logger().Info("meter: resuming a release owed since before the gate started", "job", p.Job)
-		go m.retryRelease(p.Account, p.Job, p.Token, left)
+		go m.retryRelease(p.Account, p.Job, p.Token, p.Credits, left)
 	}
 }
 
-// release starts the held job or retry of account that token names,
-// trying again as above; it reports whether the cell confirmed it within
-// the call. The release is owed (recorded) until the cell confirms it.
-func (m *Meter) release(ctx context.Context, account, job, token string) bool {
-	m.owe(account, job, token)
+// release starts the held job or retry of account that token names, which
+// was charged credits, trying again as above; it reports whether the cell
+// confirmed it within the call. The release is owed (recorded) until the
+// cell confirms it.
+func (m *Meter) release(ctx context.Context, account, job, token, credits string) bool {
+	m.owe(account, job, token, credits)
 	for _, d := range releaseBackoff {
 		select {
 		case <-time.After(d):
 		case <-ctx.Done():
 			return false
 		}
-		err := m.releaseOnce(ctx, account, job, token, false)
+		err := m.releaseOnce(ctx, account, job, token, credits, false)
 		if err == nil {
 			m.released(job, token)
 			return true
 		}
 		m.rt.Logger().Warn("meter: release of a charged job failed; trying again", "job", job, "err", err)
 	}
-	go m.retryRelease(account, job, token, releaseFor)
+	go m.retryRelease(account, job, token, credits, releaseFor)
 	return false
 }
 
 // retryRelease tries a release every releaseEvery for up to d. When the
 // module stops first (a reload, a shutdown) the release stays owed and the
 // next start resumes it.
-func (m *Meter) retryRelease(account, job, token string, d time.Duration) {
+func (m *Meter) retryRelease(account, job, token, credits string, d time.Duration) {
 	deadline := time.Now().Add(d)
 	t := time.NewTicker(releaseEvery)
 	defer t.Stop()
 	for time.Now().Before(deadline) {
-		if err := m.releaseOnce(m.ctx, account, job, token, false); err == nil {
+		if err := m.releaseOnce(m.ctx, account, job, token, credits, false); err == nil {
 			m.rt.Logger().Info("meter: released a charged job late", "job", job)
 			m.released(job, token)
 			return
@@ -114,7 +115,7 @@ func (m *Meter) retryRelease(account, job, token string, d time.Duration) {
 // refused), so a retry of it need not wait for the hold to expire. Once:
 // the expiry covers a drop that does not arrive.
 func (m *Meter) drop(ctx context.Context, account, job, token string) {
-	if err := m.releaseOnce(ctx, account, job, token, true); err != nil {
+	if err := m.releaseOnce(ctx, account, job, token, "", true); err != nil {
 		m.rt.Logger().Warn("meter: a refused hold was not dropped; it expires", "job", job, "err", err)
 	}
 }
@@ -123,9 +124,9 @@ func (m *Meter) drop(ctx context.Context, account, job, token string) {
 var errNoCell = errors.New("the job's cell is not reachable")
 
 // releaseOnce sends POST /scrape/jobs/{job}/release (?drop=1 with drop)
-// to the job's cell, signed as every request to a cell, and checks the
-// cell's signed answer.
-func (m *Meter) releaseOnce(ctx context.Context, account, job, token string, drop bool) error {
+// to the job's cell, signed as every request to a cell, with the credits
+// the hold was charged, and checks the cell's signed answer.
+func (m *Meter) releaseOnce(ctx context.Context, account, job, token, credits string, drop bool) error {
 	_, cell, ok := jobid.Parse(job)
 	if !ok {
 		return fmt.Errorf("release: bad job id %q", job)
@@ -150,6 +151,9 @@ func (m *Meter) releaseOnce(ctx context.Context, account, job, token string, dro
 		return err
 	}
 	req.Header.Set(metering.HoldHeader, token)
+	if credits != "" {
+		req.Header.Set(metering.ChargedHeader, credits)
+	}
 	a, err := m.rt.RegionKeys().Do(m.client, req, regionauth.Claims{Account: account, Private: m.rt.AllowPrivateNetworks()}, m.rt.Now(), 4096)
 	if err == nil {
 		err = a.OK()

@@ -208,6 +208,20 @@ type meta struct {
 	// Failure is why the job was stopped rather than cancelled by its
 	// owner (Stop); its status is failed.
 	Failure string `json:"failure,omitempty"`
+	// CreditsMC is what the gate charged for the job's released holds
+	// (ReleaseCharged), in thousandths; Uncounted says a release did not
+	// say (an older gate).
+	CreditsMC int64 `json:"credits_mc,omitempty"`
+	Uncounted bool  `json:"uncounted,omitempty"`
+}
+
+// addCredits adds what a release was charged (-1: unknown).
+func (mt *meta) addCredits(mc int64) {
+	if mc < 0 {
+		mt.Uncounted = true
+		return
+	}
+	mt.CreditsMC += mc
 }
 
 type urlRecord struct {
@@ -531,6 +545,13 @@ func (m *Manager) putMeta(j *job) error {
 // itself (Hold) or its held retry (HoldRetry). Releasing again with the
 // same token changes nothing; an unknown or expired token is ErrNoHold.
 func (m *Manager) Release(id, account, token string) error {
+	return m.ReleaseCharged(id, account, token, -1)
+}
+
+// ReleaseCharged is Release of a hold the gate charged creditsMC
+// thousandths of a credit for (-1: it did not say), which the job adds to
+// what it has been charged (Status.CreditsMC).
+func (m *Manager) ReleaseCharged(id, account, token string, creditsMC int64) error {
 	j, err := m.get(id, account)
 	if err != nil {
 		return err
@@ -550,6 +571,7 @@ func (m *Manager) Release(id, account, token string) error {
 		}
 		nm := j.meta
 		nm.Hold, nm.HeldUntil, nm.Released = "", time.Time{}, token
+		nm.addCredits(creditsMC)
 		b := m.st.NewBatch()
 		mb, _ := json.Marshal(nm)
 		b.Set(metaKey(id), mb)
@@ -575,7 +597,7 @@ func (m *Manager) Release(id, account, token string) error {
 		if j.isCancelled() {
 			to = urlCancelled
 		}
-		n, err := m.moveHeldLocked(j, to, token)
+		n, err := m.moveHeldLocked(j, to, token, creditsMC)
 		if err != nil {
 			return err
 		}
@@ -614,7 +636,7 @@ func (m *Manager) Drop(id, account, token string) error {
 			return err
 		}
 	case token == j.meta.RetryHold:
-		_, err := m.moveHeldLocked(j, urlError, "")
+		_, err := m.moveHeldLocked(j, urlError, "", -1)
 		return err
 	}
 	return nil
@@ -623,7 +645,7 @@ func (m *Manager) Drop(id, account, token string) error {
 // moveHeldLocked moves the job's held URLs to state to (pending: queued
 // again; cancelled: released into a cancelled job; error: the retry
 // undone) and ends the retry hold, in one batch; j.mu is held.
-func (m *Manager) moveHeldLocked(j *job, to, token string) (int, error) {
+func (m *Manager) moveHeldLocked(j *job, to, token string, creditsMC int64) (int, error) {
 	id := j.meta.ID
 	b := m.st.NewBatch()
 	n := 0
@@ -653,6 +675,7 @@ func (m *Manager) moveHeldLocked(j *job, to, token string) (int, error) {
 	if to != urlError {
 		nm.RetryReleased = token
 		nm.RetryUnits += n
+		nm.addCredits(creditsMC)
 	}
 	mb, _ := json.Marshal(nm)
 	b.Set(metaKey(id), mb)
@@ -1116,6 +1139,10 @@ type Status struct {
 	Failure string `json:"-"`
 	// Held: the gate has not released the job yet (Hold).
 	Held bool `json:"-"`
+	// CreditsMC is what the gate charged for the job's releases, in
+	// thousandths of a credit; CreditsKnown whether every release said.
+	CreditsMC    int64 `json:"-"`
+	CreditsKnown bool  `json:"-"`
 }
 
 // URLStatus is the per-URL detail of ?full=1.
@@ -1157,6 +1184,7 @@ func (m *Manager) Status(id, account string, full bool) (*Status, error) {
 		s.Charged += j.meta.Units
 	}
 	s.Held = j.meta.Hold != ""
+	s.CreditsMC, s.CreditsKnown = j.meta.CreditsMC, !j.meta.Uncounted
 	switch {
 	case j.meta.Failure != "":
 		s.Status, s.Failure = StatusFailed, j.meta.Failure
@@ -1280,7 +1308,7 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 		if !m.cfg.Now().After(j.meta.RetryUntil) {
 			return 0, "", ErrRetryHeld
 		}
-		if _, err := m.moveHeldLocked(j, urlError, ""); err != nil {
+		if _, err := m.moveHeldLocked(j, urlError, "", -1); err != nil {
 			return 0, "", err
 		}
 	}
@@ -1337,7 +1365,7 @@ func (m *Manager) Sweep() (int, error) {
 	for _, j := range retries {
 		j.mu.Lock()
 		if j.meta.RetryHold != "" && now.After(j.meta.RetryUntil) {
-			if _, err := m.moveHeldLocked(j, urlError, ""); err != nil {
+			if _, err := m.moveHeldLocked(j, urlError, "", -1); err != nil {
 				j.mu.Unlock()
 				return 0, err
 			}

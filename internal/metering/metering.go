@@ -117,6 +117,10 @@ type Usage struct {
 // HoldHeader carries a hold's token on the gate's release call.
 const HoldHeader = "Trawl-Hold"
 
+// ChargedHeader carries, on a release, the credits the gate charged for
+// the hold ("3.000"): a Firecrawl batch answers them as its creditsUsed.
+const ChargedHeader = "Trawl-Charged"
+
 // ReleasePath is the cell route that releases a held job or retry.
 const ReleasePath = "/release"
 
