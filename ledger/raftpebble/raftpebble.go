@@ -355,10 +355,17 @@ func (s *Store) deleteRange(lo, hi, first, last uint64) error {
 		return err
 	}
 
+	// The bounds move before the entries go: a reader that sees the old
+	// bounds still finds every entry in them until the commit, and one
+	// that sees the new ones never asks for a deleted entry. (Published
+	// after the commit, a reader could read the old first, find an entry
+	// inside it gone, and take the log for broken.)
+	wasEmpty := s.empty
+	s.setBounds(empty, newFirst, newLast)
 	if err := b.Commit(s.write); err != nil {
+		s.setBounds(wasEmpty, first, last)
 		return err
 	}
-	s.setBounds(empty, newFirst, newLast)
 	return nil
 }
 
