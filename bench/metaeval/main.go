@@ -1,0 +1,694 @@
+// Command metaeval measures headline, author and publish-date extraction
+// (issue 31, "Extract metadata and fields"): trawl's deterministic
+// extractor (cell/extract, what POST /extract runs without a model) beside
+// go-trafilatura's own metadata, in the same run, on real article pages.
+//
+//	go run ./bench/metaeval [-trafilatura DIR] [-aeb DIR] [-misses N]
+//
+// Corpus: go-trafilatura's test pages (test-files/{comparison,mock,simple}
+// of the module in go.mod) and the article-extraction benchmark's pages
+// (/work/shared/data/aeb), deduplicated by content. The truth of a page is
+// read from its own JSON-LD (headline, author, datePublished) and meta
+// tags (og:title, article:published_time and kin, author and kin) before
+// they are removed; a field is scored only on pages that state it. The
+// extractors then read the page twice: "stripped" (every <meta> and
+// JSON-LD script removed) and "intact" (as fetched). Pages are split by
+// a hash of the file name: one in three is held out.
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	trafilatura "github.com/markusmobius/go-trafilatura"
+	"golang.org/x/net/html"
+
+	"github.com/trawlhq/trawl/cell/extract"
+)
+
+func main() {
+	trafDir := flag.String("trafilatura", "", "go-trafilatura's module directory (default: `go list -m` of the one in go.mod)")
+	aebDir := flag.String("aeb", "/work/shared/data/aeb", "the article-extraction benchmark's directory (empty: skip)")
+	misses := flag.Int("misses", 0, "print up to N of trawl's misses per field (stripped setting)")
+	workers := flag.Int("workers", 2, "pages read at once")
+	flag.Parse()
+	if err := run(*trafDir, *aebDir, *misses, *workers); err != nil {
+		fmt.Fprintln(os.Stderr, "bench/metaeval:", err)
+		os.Exit(1)
+	}
+}
+
+// doc is one corpus page.
+type doc struct {
+	name    string // corpus/file, the split key
+	url     string // the page's address, when known
+	src     string
+	heldOut bool
+}
+
+type truth struct {
+	headline string
+	authors  []string
+	date     string // YYYY-MM-DD
+}
+
+// got is what one extractor read.
+type got struct{ headline, author, date string }
+
+type result struct {
+	d      doc
+	t      truth
+	vals   map[string]got // key: setting + "/" + extractor
+	millis map[string]float64
+}
+
+var (
+	settings   = []string{"stripped", "intact"}
+	extractors = []string{"trawl", "go-trafilatura"}
+)
+
+func run(trafDir, aebDir string, misses, workers int) error {
+	if trafDir == "" {
+		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/markusmobius/go-trafilatura").Output()
+		if err != nil {
+			return fmt.Errorf("find go-trafilatura's module directory: %w", err)
+		}
+		trafDir = strings.TrimSpace(string(out))
+	}
+	docs, err := loadTrafilatura(trafDir)
+	if err != nil {
+		return err
+	}
+	if aebDir != "" {
+		a, err := loadAEB(aebDir)
+		if err != nil {
+			return err
+		}
+		docs = append(docs, a...)
+	}
+	// One copy of each page.
+	seen := map[[32]byte]bool{}
+	var uniq []doc
+	for _, d := range docs {
+		h := sha256.Sum256([]byte(d.src))
+		if seen[h] {
+			continue
+		}
+		seen[h] = true
+		f := fnv.New32a()
+		f.Write([]byte(d.name))
+		d.heldOut = f.Sum32()%3 == 0
+		uniq = append(uniq, d)
+	}
+	sort.Slice(uniq, func(i, j int) bool { return uniq[i].name < uniq[j].name })
+
+	plan, err := (&extract.Request{URL: "http://x/", Schema: json.RawMessage(
+		`{"type":"object","properties":{"headline":{"type":"string"},"author":{"type":"string"},"date_published":{"type":"string","format":"date"}}}`)}).Check()
+	if err != nil {
+		return err
+	}
+
+	var results []result
+	var mu sync.Mutex
+	jobs := make(chan doc)
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Go(func() {
+			for d := range jobs {
+				t := pageTruth(d.src, d.url)
+				if t.headline == "" && len(t.authors) == 0 && t.date == "" {
+					continue
+				}
+				r := result{d: d, t: t, vals: map[string]got{}, millis: map[string]float64{}}
+				for _, s := range settings {
+					page := d.src
+					if s == "stripped" {
+						page = strip(d.src)
+					}
+					start := time.Now()
+					r.vals[s+"/trawl"] = readTrawl(plan, d.url, page)
+					r.millis[s+"/trawl"] = float64(time.Since(start).Microseconds()) / 1000
+					start = time.Now()
+					r.vals[s+"/go-trafilatura"] = readTrafilatura(d.url, page)
+					r.millis[s+"/go-trafilatura"] = float64(time.Since(start).Microseconds()) / 1000
+				}
+				mu.Lock()
+				results = append(results, r)
+				mu.Unlock()
+			}
+		})
+	}
+	for _, d := range uniq {
+		jobs <- d
+	}
+	close(jobs)
+	wg.Wait()
+	sort.Slice(results, func(i, j int) bool { return results[i].d.name < results[j].d.name })
+	report(os.Stdout, len(uniq), results)
+	if misses > 0 {
+		showMisses(os.Stdout, results, misses)
+	}
+	return nil
+}
+
+func readTrawl(plan *extract.Plan, pageURL, page string) got {
+	data, _ := extract.Deterministic(extract.Page{URL: pageURL, HTML: page}, plan).(map[string]any)
+	var g got
+	g.headline, _ = data["headline"].(string)
+	g.author, _ = data["author"].(string)
+	g.date, _ = data["date_published"].(string)
+	return g
+}
+
+func readTrafilatura(pageURL, page string) got {
+	var opts trafilatura.Options
+	if u, err := url.Parse(pageURL); err == nil && pageURL != "" {
+		opts.OriginalURL = u
+	}
+	res, err := trafilatura.Extract(strings.NewReader(page), opts)
+	if err != nil || res == nil {
+		return got{}
+	}
+	g := got{headline: res.Metadata.Title, author: res.Metadata.Author}
+	if !res.Metadata.Date.IsZero() {
+		g.date = res.Metadata.Date.Format("2006-01-02")
+	}
+	return g
+}
+
+// Corpora.
+
+var (
+	reCompEntry = regexp.MustCompile(`"(https?://[^"]+)":\s*\{\s*File:\s*"([^"]+)"`)
+	reMockEntry = regexp.MustCompile(`"(https?://[^"]+)":\s*"([^"]+\.html)"`)
+)
+
+// loadTrafilatura reads go-trafilatura's test pages; their addresses come
+// from its comparison data and its real-world mock table.
+func loadTrafilatura(dir string) ([]doc, error) {
+	urls := map[string]string{}
+	for _, f := range []string{"scripts/comparison/data.go", "realworld-mock_test.go"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			continue
+		}
+		for _, re := range []*regexp.Regexp{reCompEntry, reMockEntry} {
+			for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+				if _, ok := urls[m[2]]; !ok {
+					urls[m[2]] = m[1]
+				}
+			}
+		}
+	}
+	var docs []doc
+	for _, sub := range []string{"comparison", "mock", "simple"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "test-files", sub, "*"))
+		sort.Strings(files)
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil || !bytes.Contains(bytes.ToLower(b[:min(len(b), 4096)]), []byte("<")) {
+				continue
+			}
+			base := filepath.Base(f)
+			docs = append(docs, doc{name: "trafilatura/" + sub + "/" + base, url: urls[base], src: string(b)})
+		}
+	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("no test pages under %s/test-files", dir)
+	}
+	return docs, nil
+}
+
+func loadAEB(dir string) ([]doc, error) {
+	var gt map[string]struct {
+		URL string `json:"url"`
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "ground-truth.json"))
+	if err != nil {
+		return nil, fmt.Errorf("read aeb ground truth: %w", err)
+	}
+	if err := json.Unmarshal(raw, &gt); err != nil {
+		return nil, fmt.Errorf("aeb ground truth: %w", err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "html", "*.html.gz"))
+	sort.Strings(files)
+	var docs []doc
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return nil, err
+		}
+		zr, err := gzip.NewReader(fh)
+		if err != nil {
+			fh.Close()
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		b, err := io.ReadAll(zr)
+		fh.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		id := strings.TrimSuffix(filepath.Base(f), ".html.gz")
+		docs = append(docs, doc{name: "aeb/" + id, url: gt[id].URL, src: string(b)})
+	}
+	return docs, nil
+}
+
+// Truth: the page's own JSON-LD first, then its meta tags.
+
+func pageTruth(src, pageURL string) truth {
+	var pageHost string
+	if u, err := url.Parse(pageURL); err == nil {
+		pageHost = u.Hostname()
+	}
+	root, err := html.Parse(strings.NewReader(src))
+	if err != nil {
+		return truth{}
+	}
+	var t truth
+	var scripts []string
+	metas := map[string][]string{}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			switch n.Data {
+			case "script":
+				if strings.Contains(strings.ToLower(attr(n, "type")), "ld+json") && n.FirstChild != nil {
+					scripts = append(scripts, n.FirstChild.Data)
+				}
+			case "meta":
+				c := strings.TrimSpace(attr(n, "content"))
+				for _, k := range []string{"property", "name", "itemprop"} {
+					if v := strings.ToLower(strings.TrimSpace(attr(n, k))); v != "" && c != "" {
+						metas[v] = append(metas[v], c)
+						break
+					}
+				}
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(root)
+	for _, s := range scripts {
+		var v any
+		if json.Unmarshal([]byte(cleanJSON(s)), &v) == nil {
+			visitLD(v, &t)
+		}
+	}
+	first := func(keys ...string) string {
+		for _, k := range keys {
+			for _, v := range metas[k] {
+				if v = strings.TrimSpace(html.UnescapeString(v)); v != "" {
+					return v
+				}
+			}
+		}
+		return ""
+	}
+	if t.headline == "" {
+		t.headline = first("og:title", "twitter:title", "headline", "dc.title")
+	}
+	if len(t.authors) == 0 {
+		for _, k := range []string{"author", "article:author", "dc.creator", "parsely-author", "sailthru.author", "byl"} {
+			for _, v := range metas[k] {
+				if a := cleanAuthor(v); a != "" {
+					t.authors = append(t.authors, a)
+				}
+			}
+			if len(t.authors) > 0 {
+				break
+			}
+		}
+	}
+	if t.date == "" {
+		if d := first("article:published_time", "datepublished", "date", "pubdate", "publishdate", "dc.date", "dc.date.issued", "dcterms.date", "og:published_time", "sailthru.date", "parsely-pub-date"); d != "" {
+			t.date, _ = day(d)
+		}
+	}
+	site := first("og:site_name", "application-name", "twitter:site")
+	t.headline = dropSite(collapse(t.headline), site, pageHost)
+	var people []string
+	for _, a := range t.authors {
+		// "Amy Kuperinsky | NJ Advance Media for NJ.com": the person.
+		a = strings.TrimSpace(strings.Split(a, "|")[0])
+		if a != "" && !isSite(a, site, pageHost) {
+			people = append(people, a)
+		}
+	}
+	t.authors = people
+	return t
+}
+
+var reTitleSep = regexp.MustCompile(`\s+[|–—·:»-]\s+`)
+
+// dropSite removes a site name before or after a title ("Headline |
+// TheHill", "Opinion | Headline" stays as it is: only site names go).
+func dropSite(title, site, host string) string {
+	for range 2 {
+		loc := reTitleSep.FindAllStringIndex(title, -1)
+		if len(loc) == 0 {
+			return title
+		}
+		last := loc[len(loc)-1]
+		if isSite(title[last[1]:], site, host) {
+			title = strings.TrimSpace(title[:last[0]])
+			continue
+		}
+		if isSite(title[:loc[0][0]], site, host) {
+			title = strings.TrimSpace(title[loc[0][1]:])
+			continue
+		}
+		return title
+	}
+	return title
+}
+
+// isSite: s names the site (its og:site_name, or its host without dots).
+func isSite(s, site, host string) bool {
+	n := strings.ReplaceAll(normName(s), " ", "")
+	if n == "" {
+		return false
+	}
+	if site != "" && n == strings.ReplaceAll(normName(strings.TrimPrefix(site, "@")), " ", "") {
+		return true
+	}
+	h := strings.ReplaceAll(normName(strings.TrimPrefix(host, "www.")), " ", "")
+	return h != "" && (h == n || strings.HasPrefix(h, n) && len(n) >= 3 && len(h)-len(n) <= 4)
+}
+
+// cleanJSON drops what some sites wrap JSON-LD in.
+func cleanJSON(s string) string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimPrefix(s, "<![CDATA[")
+	s = strings.TrimSuffix(s, "]]>")
+	s = strings.TrimPrefix(s, "//<![CDATA[")
+	s = strings.TrimSuffix(s, "//]]>")
+	return strings.TrimSpace(s)
+}
+
+var articleTypes = regexp.MustCompile(`(?i)article|posting|report|blog|review|webpage`)
+
+func visitLD(v any, t *truth) {
+	switch x := v.(type) {
+	case []any:
+		for _, e := range x {
+			visitLD(e, t)
+		}
+	case map[string]any:
+		if g, ok := x["@graph"]; ok {
+			visitLD(g, t)
+		}
+		typ := fmt.Sprint(x["@type"])
+		if !articleTypes.MatchString(typ) {
+			return
+		}
+		if h, _ := x["headline"].(string); h != "" && t.headline == "" {
+			t.headline = html.UnescapeString(h)
+		}
+		if d, _ := x["datePublished"].(string); d != "" && t.date == "" {
+			t.date, _ = day(d)
+		}
+		if len(t.authors) == 0 {
+			var name func(a any)
+			name = func(a any) {
+				switch y := a.(type) {
+				case string:
+					if c := cleanAuthor(y); c != "" {
+						t.authors = append(t.authors, c)
+					}
+				case map[string]any:
+					if strings.Contains(fmt.Sprint(y["@type"]), "Organization") {
+						return
+					}
+					if s, ok := y["name"].(string); ok {
+						if c := cleanAuthor(s); c != "" {
+							t.authors = append(t.authors, c)
+						}
+					}
+				case []any:
+					for _, z := range y {
+						name(z)
+					}
+				}
+			}
+			name(x["author"])
+		}
+	}
+}
+
+// cleanAuthor: a person's name, not an address or a profile link.
+func cleanAuthor(s string) string {
+	s = collapse(html.UnescapeString(s))
+	if s == "" || strings.Contains(s, "://") || strings.HasPrefix(s, "www.") || strings.Contains(s, "@") || len(s) > 120 {
+		return ""
+	}
+	return s
+}
+
+var (
+	reISODay = regexp.MustCompile(`^\s*(\d{4})-(\d{1,2})-(\d{1,2})`)
+	dayForms = []string{time.RFC1123Z, time.RFC1123, "2006/01/02", "20060102", "January 2, 2006", "Jan 2, 2006", "2 January 2006", "02.01.2006"}
+)
+
+// day is the calendar day a date string names, as written (no zone
+// conversion: "2019-06-30T23:30:00-05:00" is 2019-06-30).
+func day(s string) (string, bool) {
+	if m := reISODay.FindStringSubmatch(s); m != nil {
+		var y, mo, d int
+		fmt.Sscanf(m[1]+" "+m[2]+" "+m[3], "%d %d %d", &y, &mo, &d)
+		if y >= 1990 && y <= 2100 && mo >= 1 && mo <= 12 && d >= 1 && d <= 31 {
+			return fmt.Sprintf("%04d-%02d-%02d", y, mo, d), true
+		}
+		return "", false
+	}
+	s = strings.TrimSpace(s)
+	for _, f := range dayForms {
+		if t, err := time.Parse(f, s); err == nil && t.Year() >= 1990 && t.Year() <= 2100 {
+			return t.Format("2006-01-02"), true
+		}
+	}
+	return "", false
+}
+
+// strip removes every <meta> tag and JSON-LD script.
+func strip(src string) string {
+	root, err := html.Parse(strings.NewReader(src))
+	if err != nil {
+		return src
+	}
+	var drop []*html.Node
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			switch {
+			case n.Data == "meta":
+				drop = append(drop, n)
+			case n.Data == "script" && strings.Contains(strings.ToLower(attr(n, "type")), "ld+json"):
+				drop = append(drop, n)
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(root)
+	for _, n := range drop {
+		n.Parent.RemoveChild(n)
+	}
+	var b bytes.Buffer
+	if err := html.Render(&b, root); err != nil {
+		return src
+	}
+	return b.String()
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if strings.EqualFold(a.Key, key) {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+// Scoring.
+
+func collapse(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func normHeadline(s string) string {
+	s = strings.NewReplacer("’", "'", "‘", "'", "“", `"`, "”", `"`, "\u00a0", " ").Replace(html.UnescapeString(s))
+	return strings.ToLower(collapse(s))
+}
+
+var reTok = regexp.MustCompile(`[\p{L}\p{N}_]+`)
+
+func tokens(s string) []string { return reTok.FindAllString(strings.ToLower(s), -1) }
+
+func tokenF1(got, want string) float64 {
+	g, w := tokens(got), tokens(want)
+	if len(g) == 0 || len(w) == 0 {
+		return 0
+	}
+	count := map[string]int{}
+	for _, x := range w {
+		count[x]++
+	}
+	common := 0
+	for _, x := range g {
+		if count[x] > 0 {
+			count[x]--
+			common++
+		}
+	}
+	if common == 0 {
+		return 0
+	}
+	p, r := float64(common)/float64(len(g)), float64(common)/float64(len(w))
+	return 2 * p * r / (p + r)
+}
+
+func normName(s string) string { return strings.Join(tokens(s), " ") }
+
+var (
+	reNameSep = regexp.MustCompile(`(?i)\s*(?:,|;|&|\||\band\b|\bund\b)\s*`)
+	reBy      = regexp.MustCompile(`(?i)^\s*(?:by|von|par|por)\s+`)
+)
+
+// authorMatch: one name the extractor gave is one of the authors.
+func authorMatch(got string, want []string) bool {
+	if normName(got) == "" {
+		return false
+	}
+	w := map[string]bool{}
+	for _, a := range want {
+		w[normName(reBy.ReplaceAllString(a, ""))] = true
+	}
+	if w[normName(got)] {
+		return true
+	}
+	for _, p := range reNameSep.Split(got, -1) {
+		if n := normName(reBy.ReplaceAllString(p, "")); n != "" && w[n] {
+			return true
+		}
+	}
+	return false
+}
+
+// fields scored; each a test of one value against the truth, and whether
+// the page has a truth for it.
+var fields = []struct {
+	name string
+	has  func(truth) bool
+	ok   func(got, truth) bool
+}{
+	{"headline exact", func(t truth) bool { return t.headline != "" }, func(g got, t truth) bool {
+		return normHeadline(g.headline) == normHeadline(t.headline)
+	}},
+	{"headline F1≥0.9", func(t truth) bool { return t.headline != "" }, func(g got, t truth) bool {
+		return tokenF1(g.headline, t.headline) >= 0.9
+	}},
+	{"author", func(t truth) bool { return len(t.authors) > 0 }, func(g got, t truth) bool { return authorMatch(g.author, t.authors) }},
+	{"date (day)", func(t truth) bool { return t.date != "" }, func(g got, t truth) bool {
+		d, _ := day(g.date)
+		return d != "" && d == t.date
+	}},
+}
+
+func report(w io.Writer, pages int, rs []result) {
+	var tune, held int
+	for _, r := range rs {
+		if r.d.heldOut {
+			held++
+		} else {
+			tune++
+		}
+	}
+	fmt.Fprintf(w, "%d unique pages read; %d state at least one of headline, author, date in JSON-LD or meta tags (tuning %d, held-out %d)\n\n", pages, len(rs), tune, held)
+	fmt.Fprintln(w, "| setting | field | extractor | tuning | held-out | all |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	for _, s := range settings {
+		for _, f := range fields {
+			for _, e := range extractors {
+				var k, n [2]int
+				for _, r := range rs {
+					if !f.has(r.t) {
+						continue
+					}
+					i := 0
+					if r.d.heldOut {
+						i = 1
+					}
+					n[i]++
+					if f.ok(r.vals[s+"/"+e], r.t) {
+						k[i]++
+					}
+				}
+				cell := func(k, n int) string {
+					if n == 0 {
+						return "–"
+					}
+					return fmt.Sprintf("%.3f (%d/%d)", float64(k)/float64(n), k, n)
+				}
+				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", s, f.name, e, cell(k[0], n[0]), cell(k[1], n[1]), cell(k[0]+k[1], n[0]+n[1]))
+			}
+		}
+	}
+	fmt.Fprintln(w)
+	for _, s := range settings {
+		for _, e := range extractors {
+			var total float64
+			for _, r := range rs {
+				total += r.millis[s+"/"+e]
+			}
+			fmt.Fprintf(w, "%s %s: %.1f ms per page\n", s, e, total/float64(max(len(rs), 1)))
+		}
+	}
+}
+
+// showMisses prints trawl's misses on tuning pages (stripped), with
+// go-trafilatura's value beside.
+func showMisses(w io.Writer, rs []result, limit int) {
+	for _, f := range fields {
+		fmt.Fprintf(w, "\n## trawl misses: %s (stripped, tuning pages)\n", f.name)
+		n := 0
+		for _, r := range rs {
+			if r.d.heldOut || !f.has(r.t) {
+				continue
+			}
+			g := r.vals["stripped/trawl"]
+			if f.ok(g, r.t) {
+				continue
+			}
+			b := r.vals["stripped/go-trafilatura"]
+			want := fmt.Sprintf("%q", r.t.headline)
+			gv, bv := g.headline, b.headline
+			switch {
+			case strings.HasPrefix(f.name, "author"):
+				want, gv, bv = fmt.Sprintf("%q", r.t.authors), g.author, b.author
+			case strings.HasPrefix(f.name, "date"):
+				want, gv, bv = r.t.date, g.date, b.date
+			}
+			fmt.Fprintf(w, "- %s (%s)\n  truth %s | trawl %q | go-trafilatura %q (ok=%v)\n", r.d.name, r.d.url, want, gv, bv, f.ok(b, r.t))
+			if n++; n >= limit {
+				break
+			}
+		}
+	}
+}
