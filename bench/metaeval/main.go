@@ -35,6 +35,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/textscore"
+
 	trafilatura "github.com/markusmobius/go-trafilatura"
 	"golang.org/x/net/html"
 
@@ -382,14 +384,14 @@ func dropSite(title, site, host string) string {
 
 // isSite: s names the site (its og:site_name, or its host without dots).
 func isSite(s, site, host string) bool {
-	n := strings.ReplaceAll(normName(s), " ", "")
+	n := strings.ReplaceAll(textscore.NormName(s), " ", "")
 	if n == "" {
 		return false
 	}
-	if site != "" && n == strings.ReplaceAll(normName(strings.TrimPrefix(site, "@")), " ", "") {
+	if site != "" && n == strings.ReplaceAll(textscore.NormName(strings.TrimPrefix(site, "@")), " ", "") {
 		return true
 	}
-	h := strings.ReplaceAll(normName(strings.TrimPrefix(host, "www.")), " ", "")
+	h := strings.ReplaceAll(textscore.NormName(strings.TrimPrefix(host, "www.")), " ", "")
 	return h != "" && (h == n || strings.HasPrefix(h, n) && len(n) >= 3 && len(h)-len(n) <= 4)
 }
 
@@ -537,35 +539,6 @@ func normHeadline(s string) string {
 	return strings.ToLower(collapse(s))
 }
 
-var reTok = regexp.MustCompile(`[\p{L}\p{N}_]+`)
-
-func tokens(s string) []string { return reTok.FindAllString(strings.ToLower(s), -1) }
-
-func tokenF1(got, want string) float64 {
-	g, w := tokens(got), tokens(want)
-	if len(g) == 0 || len(w) == 0 {
-		return 0
-	}
-	count := map[string]int{}
-	for _, x := range w {
-		count[x]++
-	}
-	common := 0
-	for _, x := range g {
-		if count[x] > 0 {
-			count[x]--
-			common++
-		}
-	}
-	if common == 0 {
-		return 0
-	}
-	p, r := float64(common)/float64(len(g)), float64(common)/float64(len(w))
-	return 2 * p * r / (p + r)
-}
-
-func normName(s string) string { return strings.Join(tokens(s), " ") }
-
 var (
 	reNameSep = regexp.MustCompile(`(?i)\s*(?:,|;|&|\||\band\b|\bund\b)\s*`)
 	reBy      = regexp.MustCompile(`(?i)^\s*(?:by|von|par|por)\s+`)
@@ -573,18 +546,18 @@ var (
 
 // authorMatch: one name the extractor gave is one of the authors.
 func authorMatch(got string, want []string) bool {
-	if normName(got) == "" {
+	if textscore.NormName(got) == "" {
 		return false
 	}
 	w := map[string]bool{}
 	for _, a := range want {
-		w[normName(reBy.ReplaceAllString(a, ""))] = true
+		w[textscore.NormName(reBy.ReplaceAllString(a, ""))] = true
 	}
-	if w[normName(got)] {
+	if w[textscore.NormName(got)] {
 		return true
 	}
 	for _, p := range reNameSep.Split(got, -1) {
-		if n := normName(reBy.ReplaceAllString(p, "")); n != "" && w[n] {
+		if n := textscore.NormName(reBy.ReplaceAllString(p, "")); n != "" && w[n] {
 			return true
 		}
 	}
@@ -602,7 +575,7 @@ var fields = []struct {
 		return normHeadline(g.headline) == normHeadline(t.headline)
 	}},
 	{"headline F1≥0.9", func(t truth) bool { return t.headline != "" }, func(g got, t truth) bool {
-		return tokenF1(g.headline, t.headline) >= 0.9
+		return textscore.TokenF1(g.headline, t.headline) >= 0.9
 	}},
 	{"author", func(t truth) bool { return len(t.authors) > 0 }, func(g got, t truth) bool { return authorMatch(g.author, t.authors) }},
 	{"date (day)", func(t truth) bool { return t.date != "" }, func(g got, t truth) bool {

@@ -32,6 +32,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/textscore"
+
 	trafilatura "github.com/markusmobius/go-trafilatura"
 	"golang.org/x/net/html"
 )
@@ -157,46 +159,17 @@ func strip(src string) string {
 	return b.String()
 }
 
-var reTok = regexp.MustCompile(`[\p{L}\p{N}_]+`)
-
-func tokens(s string) []string { return reTok.FindAllString(strings.ToLower(s), -1) }
-
-func tokenF1(got, want string) float64 {
-	g, w := tokens(got), tokens(want)
-	if len(g) == 0 || len(w) == 0 {
-		return 0
-	}
-	count := map[string]int{}
-	for _, x := range w {
-		count[x]++
-	}
-	common := 0
-	for _, x := range g {
-		if count[x] > 0 {
-			count[x]--
-			common++
-		}
-	}
-	if common == 0 {
-		return 0
-	}
-	p, r := float64(common)/float64(len(g)), float64(common)/float64(len(w))
-	return 2 * p * r / (p + r)
-}
-
-func normName(s string) string { return strings.Join(tokens(s), " ") }
-
 var reNameSep = regexp.MustCompile(`\s*(?:,|;|&|\band\b)\s*`)
 
 // authorMatch: the value names one of the authors, or all of them.
 func authorMatch(got string, want []string) bool {
-	g := normName(got)
+	g := textscore.NormName(got)
 	if g == "" {
 		return false
 	}
 	all := make([]string, len(want))
 	for i, w := range want {
-		all[i] = normName(w)
+		all[i] = textscore.NormName(w)
 		if g == all[i] {
 			return true
 		}
@@ -204,7 +177,7 @@ func authorMatch(got string, want []string) bool {
 	parts := reNameSep.Split(strings.ToLower(got), -1)
 	var ps []string
 	for _, p := range parts {
-		if n := normName(p); n != "" {
+		if n := textscore.NormName(p); n != "" {
 			ps = append(ps, n)
 		}
 	}
@@ -282,7 +255,7 @@ func TestEvalMetadata(t *testing.T) {
 		baseTime += time.Since(start)
 
 		add := func(s *evalScore, h, a, d string) {
-			s.f1 += tokenF1(h, tr.headline)
+			s.f1 += textscore.TokenF1(h, tr.headline)
 			if authorMatch(a, tr.authors) {
 				s.author++
 			}

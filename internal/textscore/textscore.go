@@ -1,0 +1,42 @@
+// Package textscore scores extracted text against a truth, the one way
+// trawl's quality measurements do: the metadata evaluation
+// (cell/extract's TestEvalMetadata) and bench/metaeval.
+package textscore
+
+import (
+	"regexp"
+	"strings"
+)
+
+var reTok = regexp.MustCompile(`[\p{L}\p{N}_]+`)
+
+// Tokens are s's words (letters, digits, underscore), case folded.
+func Tokens(s string) []string { return reTok.FindAllString(strings.ToLower(s), -1) }
+
+// TokenF1 is the F1 of got's tokens against want's (a bag of words); 0
+// when either has none.
+func TokenF1(got, want string) float64 {
+	g, w := Tokens(got), Tokens(want)
+	if len(g) == 0 || len(w) == 0 {
+		return 0
+	}
+	count := map[string]int{}
+	for _, x := range w {
+		count[x]++
+	}
+	common := 0
+	for _, x := range g {
+		if count[x] > 0 {
+			count[x]--
+			common++
+		}
+	}
+	if common == 0 {
+		return 0
+	}
+	p, r := float64(common)/float64(len(g)), float64(common)/float64(len(w))
+	return 2 * p * r / (p + r)
+}
+
+// NormName is a person's name as compared: its tokens, space separated.
+func NormName(s string) string { return strings.Join(Tokens(s), " ") }
