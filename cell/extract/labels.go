@@ -60,8 +60,13 @@ func cleanByline(s string) string {
 func authorName(text string) string {
 	for line := range strings.SplitSeq(text, "\n") {
 		line = strings.TrimSpace(line)
-		if l := strings.ToLower(strings.TrimRight(line, ":")); l == "" || l == "by" || l == "author" || l == "written by" || l == "posted by" {
-			continue
+		if l := strings.ToLower(strings.TrimRight(line, ":")); l == "" || l == "by" || l == "author" || l == "written by" || l == "posted by" || nameStop[words(l)] || strings.HasPrefix(l, "@") {
+			continue // a label, a role or a handle on a line of its own
+		}
+		// "Monday November 18, 2019 7:45 am PST by Joe Rossignol": the
+		// name follows the "by".
+		if i := strings.LastIndex(strings.ToLower(line), " by "); i > 0 {
+			line = line[i+4:]
 		}
 		if i := strings.IndexAny(line, "@|/•·"); i > 0 {
 			line = line[:i]

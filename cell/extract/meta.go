@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/PuerkitoBio/goquery"
+	"golang.org/x/net/html"
 
 	"github.com/trawlhq/trawl/internal/htmlread"
 )
@@ -58,6 +59,7 @@ func (p *page) headings(doc *goquery.Document) {
 	// The heading is the <h1> that says what the title says; without a
 	// title, the first <h1> of the article, else of the page.
 	var best string
+	var bestNode *html.Node
 	bestScore := -1.0
 	doc.Find("h1").EachWithBreak(func(i int, h *goquery.Selection) bool {
 		t := htmlread.Collapse(visibleText(h))
@@ -69,13 +71,14 @@ func (p *page) headings(doc *goquery.Document) {
 			s += 0.05
 		}
 		if s > bestScore {
-			best, bestScore = t, s
+			best, bestScore, bestNode = t, s, h.Nodes[0]
 		}
 		return i < 20
 	})
 	switch {
 	case best != "" && (title == "" || bestScore >= 0.3):
 		p.add("heading", best, srcHeading)
+		p.headingNode = bestNode
 	case short != "":
 		p.add("heading", short, srcHeading)
 		best = short
