@@ -82,8 +82,8 @@ type got struct{ headline, author, date string }
 
 type result struct {
 	d      doc
-	t      truth // the page's own JSON-LD and meta tags
-	p      truth // a person's marking (go-trafilatura's comparison data), when there is one
+	t      truth          // the page's own JSON-LD and meta tags
+	p      truth          // a person's marking (go-trafilatura's comparison data), when there is one
 	vals   map[string]got // key: setting + "/" + extractor
 	millis map[string]float64
 }
