@@ -116,7 +116,21 @@ func run(trafDir, aebDir string, misses, workers int) error {
 		}
 		docs = append(docs, a...)
 	}
-	// One copy of each page.
+	uniq := dedup(docs)
+	results, err := evaluate(uniq, people, settings, workers)
+	if err != nil {
+		return err
+	}
+	report(os.Stdout, len(uniq), results)
+	if misses > 0 {
+		showMisses(os.Stdout, results, misses)
+	}
+	return nil
+}
+
+// dedup keeps one copy of each page (by content) and marks the held-out
+// third: FNV-32a of the page's name mod 3 == 0.
+func dedup(docs []doc) []doc {
 	seen := map[[32]byte]bool{}
 	var uniq []doc
 	for _, d := range docs {
@@ -131,13 +145,17 @@ func run(trafDir, aebDir string, misses, workers int) error {
 		uniq = append(uniq, d)
 	}
 	sort.Slice(uniq, func(i, j int) bool { return uniq[i].name < uniq[j].name })
+	return uniq
+}
 
+// evaluate reads each page that states a field (in its tags or in the
+// person's truth) with each extractor in each of sets.
+func evaluate(docs []doc, people map[string]truth, sets []string, workers int) ([]result, error) {
 	plan, err := (&extract.Request{URL: "http://x/", Schema: json.RawMessage(
 		`{"type":"object","properties":{"headline":{"type":"string"},"author":{"type":"string"},"date_published":{"type":"string","format":"date"}}}`)}).Check()
 	if err != nil {
-		return err
+		return nil, err
 	}
-
 	var results []result
 	var mu sync.Mutex
 	jobs := make(chan doc)
@@ -150,17 +168,20 @@ func run(trafDir, aebDir string, misses, workers int) error {
 					continue
 				}
 				r := result{d: d, t: t, p: pt, vals: map[string]got{}, millis: map[string]float64{}}
-				for _, s := range settings {
+				for _, s := range sets {
 					page := d.src
 					if s == "stripped" {
 						page = strip(d.src)
 					}
-					start := time.Now()
-					r.vals[s+"/trawl"] = readTrawl(plan, d.url, page)
-					r.millis[s+"/trawl"] = float64(time.Since(start).Microseconds()) / 1000
-					start = time.Now()
-					r.vals[s+"/go-trafilatura"] = readTrafilatura(d.url, page)
-					r.millis[s+"/go-trafilatura"] = float64(time.Since(start).Microseconds()) / 1000
+					for _, e := range extractors {
+						start := time.Now()
+						if e == "trawl" {
+							r.vals[s+"/"+e] = readTrawl(plan, d.url, page)
+						} else {
+							r.vals[s+"/"+e] = readTrafilatura(d.url, page)
+						}
+						r.millis[s+"/"+e] = float64(time.Since(start).Microseconds()) / 1000
+					}
 				}
 				mu.Lock()
 				results = append(results, r)
@@ -168,17 +189,13 @@ func run(trafDir, aebDir string, misses, workers int) error {
 			}
 		})
 	}
-	for _, d := range uniq {
+	for _, d := range docs {
 		jobs <- d
 	}
 	close(jobs)
 	wg.Wait()
 	sort.Slice(results, func(i, j int) bool { return results[i].d.name < results[j].d.name })
-	report(os.Stdout, len(uniq), results)
-	if misses > 0 {
-		showMisses(os.Stdout, results, misses)
-	}
-	return nil
+	return results, nil
 }
 
 func readTrawl(plan *extract.Plan, pageURL, page string) got {
@@ -678,6 +695,28 @@ var truths = []struct {
 	{"person", func(r result) truth { return r.p }},
 }
 
+// tally counts, over rs, the pages with a truth for field f (by the
+// truth tr) and those an extractor read right, tuning [0] and held-out
+// [1].
+func tally(rs []result, of func(result) truth, setting, extractor string, fieldIdx int) (k, n [2]int) {
+	f := fields[fieldIdx]
+	for _, r := range rs {
+		t := of(r)
+		if !f.has(t) {
+			continue
+		}
+		i := 0
+		if r.d.heldOut {
+			i = 1
+		}
+		n[i]++
+		if f.ok(r.vals[setting+"/"+extractor], t) {
+			k[i]++
+		}
+	}
+	return k, n
+}
+
 func report(w io.Writer, pages int, rs []result) {
 	var tune, held, person int
 	for _, r := range rs {
@@ -695,23 +734,9 @@ func report(w io.Writer, pages int, rs []result) {
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, tr := range truths {
 		for _, s := range settings {
-			for _, f := range fields {
+			for fi, f := range fields {
 				for _, e := range extractors {
-					var k, n [2]int
-					for _, r := range rs {
-						t := tr.of(r)
-						if !f.has(t) {
-							continue
-						}
-						i := 0
-						if r.d.heldOut {
-							i = 1
-						}
-						n[i]++
-						if f.ok(r.vals[s+"/"+e], t) {
-							k[i]++
-						}
-					}
+					k, n := tally(rs, tr.of, s, e, fi)
 					cell := func(k, n int) string {
 						if n == 0 {
 							return "–"
@@ -738,29 +763,32 @@ func report(w io.Writer, pages int, rs []result) {
 // showMisses prints trawl's misses on tuning pages (stripped), with
 // go-trafilatura's value beside.
 func showMisses(w io.Writer, rs []result, limit int) {
-	for _, f := range fields {
-		fmt.Fprintf(w, "\n## trawl misses: %s (stripped, tuning pages)\n", f.name)
-		n := 0
-		for _, r := range rs {
-			if r.d.heldOut || !f.has(r.t) { // the page-tag truth
-				continue
-			}
-			g := r.vals["stripped/trawl"]
-			if f.ok(g, r.t) {
-				continue
-			}
-			b := r.vals["stripped/go-trafilatura"]
-			want := fmt.Sprintf("%q", r.t.headline)
-			gv, bv := g.headline, b.headline
-			switch {
-			case strings.HasPrefix(f.name, "author"):
-				want, gv, bv = fmt.Sprintf("%q", r.t.authors), g.author, b.author
-			case strings.HasPrefix(f.name, "date"):
-				want, gv, bv = r.t.date, g.date, b.date
-			}
-			fmt.Fprintf(w, "- %s (%s)\n  truth %s | trawl %q | go-trafilatura %q (ok=%v)\n", r.d.name, r.d.url, want, gv, bv, f.ok(b, r.t))
-			if n++; n >= limit {
-				break
+	for _, tr := range truths {
+		for _, f := range fields {
+			fmt.Fprintf(w, "\n## trawl misses: %s (%s truth, stripped, tuning pages)\n", f.name, tr.name)
+			n := 0
+			for _, r := range rs {
+				t := tr.of(r)
+				if r.d.heldOut || !f.has(t) {
+					continue
+				}
+				g := r.vals["stripped/trawl"]
+				if f.ok(g, t) {
+					continue
+				}
+				b := r.vals["stripped/go-trafilatura"]
+				want := fmt.Sprintf("%q", t.headline)
+				gv, bv := g.headline, b.headline
+				switch {
+				case strings.HasPrefix(f.name, "author"):
+					want, gv, bv = fmt.Sprintf("%q", t.authors), g.author, b.author
+				case strings.HasPrefix(f.name, "date"):
+					want, gv, bv = t.date, g.date, b.date
+				}
+				fmt.Fprintf(w, "- %s (%s)\n  truth %s | trawl %q | go-trafilatura %q (ok=%v)\n", r.d.name, r.d.url, want, gv, bv, f.ok(b, t))
+				if n++; n >= limit {
+					break
+				}
 			}
 		}
 	}

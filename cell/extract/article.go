@@ -82,6 +82,9 @@ func (tp *textPos) walk(n *html.Node) {
 // article adds the "date published", "date modified" and "author" facts
 // read around the headline, and the URL's date.
 func (p *page) article(doc *goquery.Document, fetched time.Time) {
+	if lang, ok := doc.Find("html").First().Attr("lang"); ok {
+		p.dayFirst = dayFirstLang(lang)
+	}
 	if p.base != nil {
 		if d, ok := dateFromURL(p.base.Path); ok {
 			// A date in the path is the day the site filed the story
@@ -168,7 +171,7 @@ func (p *page) collect(n *html.Node, tp *textPos, fetched time.Time, dates, name
 				return
 			}
 			at := tp.start[n]
-			d, ok := parseDate(t)
+			d, ok := parseDateIn(t, p.dayFirst)
 			if !ok && !fetched.IsZero() {
 				d, ok = relativeDate(t, fetched)
 			}
@@ -210,7 +213,7 @@ func (p *page) collect(n *html.Node, tp *textPos, fetched time.Time, dates, name
 			case n.Data == "time":
 				d, ok := parseDate(attrOf(n, "datetime"))
 				if !ok {
-					d, ok = parseDate(htmlread.InnerText(n))
+					d, ok = parseDateIn(htmlread.InnerText(n), p.dayFirst)
 				}
 				if ok {
 					ctx := h + " " + contextWords(n.Parent) + " " + prevText(n)
@@ -225,7 +228,7 @@ func (p *page) collect(n *html.Node, tp *textPos, fetched time.Time, dates, name
 				return
 			case hasWord(" "+words(h)+" ", "author", "byline", "writer", "autor", "auteur", "autore", "reporter", "by line"):
 				if !hasWord(" "+words(h)+" ", "bio", "avatar", "image", "photo", "description", "img") && !hasInnerAuthor(n) {
-					if name := authorName(htmlread.InnerText(n)); name != "" {
+					if name := authorName(htmlread.VisibleText(n)); name != "" {
 						if name = personName(name, true); name != "" {
 							*names = append(*names, candidate{val: name, at: at, strong: true})
 						}
@@ -331,6 +334,8 @@ var reByline = regexp.MustCompile(`^(?i:by|written by|posted by|words by|story b
 
 var reBylineWord = regexp.MustCompile(`^(?i:by|written by|posted by|von|par|por|di|door|autor:?|autorin:?|auteur ?:?|text:|av|от)$`)
 
+var reWeekday = regexp.MustCompile(`(?i)^(?:mon|tues|wednes|thurs|fri|satur|sun)day\b|^(?:montag|dienstag|mittwoch|donnerstag|freitag|samstag|sonntag)$`)
+
 // nameStop are texts an author element or a byline may show that are
 // no names: labels of forms and widgets, roles, the words of a byline.
 var nameStop = map[string]bool{
@@ -341,6 +346,9 @@ var nameStop = map[string]bool{
 	"view all posts": true, "all posts": true, "posts": true, "contact": true, "about": true, "about the author": true,
 	"staff writer": true, "staff reporter": true, "contributor": true, "contributors": true, "editor": true,
 	"reporter": true, "columnist": true, "correspondent": true, "guest author": true, "admin": false,
+	"follow us": true, "posted": true, "published": true, "publiziert": true, "publiziert am": true, "quelle": true, "source": true,
+	"autoreninfo": true, "artikel": true, "rezept": true, "beitrag": true, "auteurs": true, "autoren": true, "autores": true,
+	"erstellt": true, "updated": true, "by line": true, "byline": true, "redakteur": true, "editorial": true,
 	"имя": true, "nombre": true, "nom": true, "nome": true, "anonymous": true, "anonym": true, "audio": true, "video": true,
 }
 
@@ -360,7 +368,12 @@ func personName(s string, lower bool) string {
 		f = f[:len(f)-1]
 		s = strings.Join(f, " ")
 	}
-	if len(f) > 8 || nameStop[strings.ToLower(words(s))] {
+	w := strings.ToLower(words(s))
+	if len(f) > 8 || nameStop[w] || months[w] != 0 || reWeekday.MatchString(s) {
+		return ""
+	}
+	// "Aylin sagt", "Jane says": a commenter.
+	if l := f[len(f)-1]; len(f) > 1 && (strings.EqualFold(l, "sagt") || strings.EqualFold(l, "says") || strings.EqualFold(l, "said") || strings.EqualFold(l, "schreibt") || strings.EqualFold(l, "dit")) {
 		return ""
 	}
 	r, _ := utf8.DecodeRuneInString(s)

@@ -24,6 +24,8 @@ type page struct {
 	// headingNode its element (nil when the headline is the <title>'s).
 	heading     string
 	headingNode *html.Node
+	// dayFirst: the page's language writes d/m/y (its <html lang>).
+	dayFirst bool
 }
 
 // recordList is a run of like records: a JSON-LD list, items of one

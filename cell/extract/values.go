@@ -191,7 +191,13 @@ var (
 // returns it in ISO 8601: "2019-11-19", or with its time and offset when
 // s has them ("2019-11-19T10:30:00-05:00"). Numeric d/m/y dates are read
 // as month first when the first number cannot be a day otherwise.
-func parseDate(s string) (string, bool) {
+func parseDate(s string) (string, bool) { return parseDateIn(s, false) }
+
+// parseDateIn is parseDate for a page whose language writes the day
+// first in d/m/y ("03/05/2022" is 3 May in Spanish, German, French…):
+// dayFirst reads a slashed date so unless its first number cannot be a
+// day.
+func parseDateIn(s string, dayFirst bool) (string, bool) {
 	best, bestAt := "", -1
 	try := func(at int, iso string) {
 		if iso != "" && (bestAt < 0 || at < bestAt) {
@@ -242,7 +248,7 @@ func parseDate(s string) (string, bool) {
 			try(m[0], ymd(atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]])))
 		} else {
 			a, b, y := atoi(s[m[8]:m[9]]), atoi(s[m[10]:m[11]]), atoi(s[m[12]:m[13]])
-			if a > 12 { // day first
+			if a > 12 || dayFirst && b <= 12 { // day first
 				a, b = b, a
 			}
 			try(m[0], ymd(y, a, b))
@@ -360,4 +366,22 @@ func absURL(base *url.URL, ref string) string {
 		return ""
 	}
 	return u.String()
+}
+
+// dayFirstLang: a page in this language (<html lang>) writes d/m/y.
+// English is month first unless it is British, Irish, Australian,
+// New Zealand, Indian or South African English.
+func dayFirstLang(lang string) bool {
+	l := strings.ToLower(strings.TrimSpace(lang))
+	if l == "" {
+		return false
+	}
+	if l == "en" || strings.HasPrefix(l, "en-") || strings.HasPrefix(l, "en_") {
+		switch strings.TrimLeft(l[2:], "-_") {
+		case "gb", "uk", "ie", "au", "nz", "in", "za":
+			return true
+		}
+		return false
+	}
+	return true
 }
