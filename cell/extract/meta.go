@@ -70,10 +70,17 @@ func (p *page) headings(doc *goquery.Document) {
 	var best string
 	var bestNode *html.Node
 	bestScore := -1.0
-	doc.Find("h1").EachWithBreak(func(i int, h *goquery.Selection) bool {
+	doc.Find("h1, h2, h3").EachWithBreak(func(i int, h *goquery.Selection) bool {
+		// An <h2> or <h3> is a candidate when the page calls it the
+		// title ("entry-title", itemprop=headline): blogs put the site's
+		// name in the <h1>.
+		titled := reTitleClass.MatchString(hintAttrs(h.Nodes[0]))
+		if goquery.NodeName(h) != "h1" && !titled {
+			return i < 60
+		}
 		t := headingText(h.Nodes[0])
 		if t == "" || len(t) > 400 {
-			return i < 20
+			return i < 60
 		}
 		var s float64
 		if informative {
@@ -91,10 +98,13 @@ func (p *page) headings(doc *goquery.Document) {
 		if h.Closest("article, main, [role=main]").Length() > 0 {
 			s += 0.05
 		}
+		if titled {
+			s += 0.05
+		}
 		if s > bestScore {
 			best, bestScore, bestNode = t, s, h.Nodes[0]
 		}
-		return i < 20
+		return i < 60
 	})
 	switch {
 	case best != "" && (title == "" || bestScore >= 0.3):
@@ -121,6 +131,10 @@ func (p *page) headings(doc *goquery.Document) {
 		p.add("page title", short, srcText)
 	}
 }
+
+// reTitleClass: a class, id or itemprop that calls a heading the page's
+// title.
+var reTitleClass = regexp.MustCompile(`(?i)entry-title|post-title|post__title|article-title|article__title|headline|page-title|story-title|\btitle\b`)
 
 // namesHost: s is the name of the site at host, "Quanta Magazine" of
 // www.quantamagazine.org, "PepTalks" of peptalks.de (letters and digits
