@@ -79,8 +79,11 @@ func (tp *textPos) walk(n *html.Node) {
 	}
 }
 
-// article adds the "date published", "date modified" and "author" facts
-// read around the headline, and the URL's date.
+// article adds the "published", "modified" and "byline" facts read
+// around the headline, and the URL's date. Their keys are synonyms of
+// date_published, date_modified and author, not the names themselves: a
+// meta tag under a synonym ("pubdate", "article:published_time") must
+// still win, and across sources an exact name would outrank it.
 func (p *page) article(doc *goquery.Document, fetched time.Time) {
 	if lang, ok := doc.Find("html").First().Attr("lang"); ok {
 		p.dayFirst = dayFirstLang(lang)
@@ -89,7 +92,7 @@ func (p *page) article(doc *goquery.Document, fetched time.Time) {
 		if d, ok := dateFromURL(p.base.Path); ok {
 			// A date in the path is the day the site filed the story
 			// under: what it published, whatever it updated since.
-			p.add("date published", d, srcHeading)
+			p.add("published", d, srcHeading)
 		}
 	}
 	if p.headingNode == nil {
@@ -134,17 +137,17 @@ func (p *page) article(doc *goquery.Document, fetched time.Time) {
 		return bestVal, bestD >= 0
 	}
 	if d, ok := best(dates, func(c candidate) bool { return c.kind != dateUpdated }); ok {
-		p.add("date published", d, srcHeading)
+		p.add("published", d, srcHeading)
 	} else if d, ok := best(dates, func(c candidate) bool { return true }); ok {
 		// Only an "updated" date near the headline: the best the page
 		// says about when the article is from.
-		p.add("date published", d, srcHeading)
+		p.add("published", d, srcHeading)
 	}
 	if d, ok := best(dates, func(c candidate) bool { return c.kind == dateUpdated }); ok {
-		p.add("date modified", d, srcHeading)
+		p.add("modified", d, srcHeading)
 	}
 	if a, ok := best(names, func(candidate) bool { return true }); ok {
-		p.add("author", a, srcHeading)
+		p.add("byline", a, srcHeading)
 	}
 }
 

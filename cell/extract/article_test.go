@@ -193,3 +193,16 @@ func TestDayFirstPages(t *testing.T) {
 		t.Errorf("a US page's 03/05/2022 = %v, want 2022-03-05", got)
 	}
 }
+
+// Where meta tags state the date and author, they stay the first source,
+// whatever the page shows.
+func TestArticleMetaFirst(t *testing.T) {
+	page := `<head><meta name="pubdate" content="2019-11-07"><meta name="author" content="Ann Lee"></head>
+<h1>Rates rise again</h1><p>By Jane Doe</p><p>Published November 8, 2019</p>`
+	if got := article(t, "https://news.example/2019/11/9/rates", page, time.Time{}, "date_published"); got != "2019-11-07" {
+		t.Errorf("date_published = %v, want the meta tag's 2019-11-07", got)
+	}
+	if got := article(t, "https://news.example/2019/11/9/rates", page, time.Time{}, "author"); got != "Ann Lee" {
+		t.Errorf("author = %v, want the meta tag's Ann Lee", got)
+	}
+}
