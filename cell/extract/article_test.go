@@ -206,3 +206,12 @@ func TestArticleMetaFirst(t *testing.T) {
 		t.Errorf("author = %v, want the meta tag's Ann Lee", got)
 	}
 }
+
+// An author item's type is not its name.
+func TestAuthorItemType(t *testing.T) {
+	page := `<article itemscope itemtype="https://schema.org/NewsArticle"><h1>Prison to close</h1>
+<div itemprop="author" itemscope itemtype="https://schema.org/Person"><span class="author-name">James Whittaker</span></div></article>`
+	if got := article(t, "https://news.example/story", page, time.Time{}, "author"); got != "James Whittaker" {
+		t.Errorf("author = %v, want James Whittaker", got)
+	}
+}
