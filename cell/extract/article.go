@@ -174,7 +174,11 @@ func (p *page) collect(n *html.Node, tp *textPos, fetched time.Time, dates, name
 				return
 			}
 			at := tp.start[n]
-			d, ok := parseDateIn(t, p.dayFirst)
+			var d string
+			var ok bool
+			if strings.ContainsAny(t, "0123456789") {
+				d, ok = parseDateIn(t, p.dayFirst)
+			}
 			if !ok && !fetched.IsZero() {
 				d, ok = relativeDate(t, fetched)
 			}

@@ -198,60 +198,67 @@ func parseDate(s string) (string, bool) { return parseDateIn(s, false) }
 // dayFirst reads a slashed date so unless its first number cannot be a
 // day.
 func parseDateIn(s string, dayFirst bool) (string, bool) {
+	if !strings.ContainsAny(s, "0123456789") {
+		return "", false // every form has digits: most text has none
+	}
 	best, bestAt := "", -1
 	try := func(at int, iso string) {
 		if iso != "" && (bestAt < 0 || at < bestAt) {
 			best, bestAt = iso, at
 		}
 	}
-	if m := reISODate.FindStringSubmatchIndex(s); m != nil {
-		g := func(i int) string {
-			if m[2*i] < 0 {
-				return ""
-			}
-			return s[m[2*i]:m[2*i+1]]
-		}
-		y, mo, d := atoi(g(1)), atoi(g(2)), atoi(g(3))
-		iso := ymd(y, mo, d)
-		if iso != "" && g(4) != "" {
-			sec := g(6)
-			if sec == "" {
-				sec = "00"
-			}
-			iso += "T" + pad2(g(4)) + ":" + g(5) + ":" + pad2(sec)
-			if z := g(7); z == "Z" {
-				iso += "Z"
-			} else if z != "" {
-				if !strings.Contains(z, ":") {
-					z = z[:3] + ":" + z[3:]
+	// Every form but m/d/yy has a four-digit year: text without one
+	// skips the costlier expressions (the month names' alternation).
+	if hasYear(s) {
+		if m := reISODate.FindStringSubmatchIndex(s); m != nil {
+			g := func(i int) string {
+				if m[2*i] < 0 {
+					return ""
 				}
-				iso += z
+				return s[m[2*i]:m[2*i+1]]
+			}
+			y, mo, d := atoi(g(1)), atoi(g(2)), atoi(g(3))
+			iso := ymd(y, mo, d)
+			if iso != "" && g(4) != "" {
+				sec := g(6)
+				if sec == "" {
+					sec = "00"
+				}
+				iso += "T" + pad2(g(4)) + ":" + g(5) + ":" + pad2(sec)
+				if z := g(7); z == "Z" {
+					iso += "Z"
+				} else if z != "" {
+					if !strings.Contains(z, ":") {
+						z = z[:3] + ":" + z[3:]
+					}
+					iso += z
+				}
+			}
+			try(m[0], iso)
+		}
+		if m := reMDY.FindStringSubmatchIndex(s); m != nil {
+			try(m[2], ymd(atoi(s[m[6]:m[7]]), monthOf(s[m[2]:m[3]]), atoi(s[m[4]:m[5]])))
+		}
+		if m := reDMY.FindStringSubmatchIndex(s); m != nil {
+			try(m[0], ymd(atoi(s[m[6]:m[7]]), monthOf(s[m[4]:m[5]]), atoi(s[m[2]:m[3]])))
+		}
+		if m := reDotDate.FindStringSubmatchIndex(s); m != nil {
+			if m[2] >= 0 {
+				try(m[0], ymd(atoi(s[m[6]:m[7]]), atoi(s[m[4]:m[5]]), atoi(s[m[2]:m[3]])))
+			} else {
+				try(m[0], ymd(atoi(s[m[12]:m[13]]), atoi(s[m[10]:m[11]]), atoi(s[m[8]:m[9]])))
 			}
 		}
-		try(m[0], iso)
-	}
-	if m := reMDY.FindStringSubmatchIndex(s); m != nil {
-		try(m[2], ymd(atoi(s[m[6]:m[7]]), monthOf(s[m[2]:m[3]]), atoi(s[m[4]:m[5]])))
-	}
-	if m := reDMY.FindStringSubmatchIndex(s); m != nil {
-		try(m[0], ymd(atoi(s[m[6]:m[7]]), monthOf(s[m[4]:m[5]]), atoi(s[m[2]:m[3]])))
-	}
-	if m := reDotDate.FindStringSubmatchIndex(s); m != nil {
-		if m[2] >= 0 {
-			try(m[0], ymd(atoi(s[m[6]:m[7]]), atoi(s[m[4]:m[5]]), atoi(s[m[2]:m[3]])))
-		} else {
-			try(m[0], ymd(atoi(s[m[12]:m[13]]), atoi(s[m[10]:m[11]]), atoi(s[m[8]:m[9]])))
-		}
-	}
-	if m := reSlashDate.FindStringSubmatchIndex(s); m != nil {
-		if m[2] >= 0 {
-			try(m[0], ymd(atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]])))
-		} else {
-			a, b, y := atoi(s[m[8]:m[9]]), atoi(s[m[10]:m[11]]), atoi(s[m[12]:m[13]])
-			if a > 12 || dayFirst && b <= 12 { // day first
-				a, b = b, a
+		if m := reSlashDate.FindStringSubmatchIndex(s); m != nil {
+			if m[2] >= 0 {
+				try(m[0], ymd(atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]])))
+			} else {
+				a, b, y := atoi(s[m[8]:m[9]]), atoi(s[m[10]:m[11]]), atoi(s[m[12]:m[13]])
+				if a > 12 || dayFirst && b <= 12 { // day first
+					a, b = b, a
+				}
+				try(m[0], ymd(y, a, b))
 			}
-			try(m[0], ymd(y, a, b))
 		}
 	}
 	if bestAt < 0 {
@@ -384,4 +391,19 @@ func dayFirstLang(lang string) bool {
 		return false
 	}
 	return true
+}
+
+// hasYear: s has four digits in a row.
+func hasYear(s string) bool {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			if n++; n == 4 {
+				return true
+			}
+		} else {
+			n = 0
+		}
+	}
+	return false
 }
