@@ -23,6 +23,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"hash/fnv"
 	"io"
 	"net/url"
@@ -31,6 +34,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,7 +52,11 @@ func main() {
 	aebDir := flag.String("aeb", "/work/shared/data/aeb", "the article-extraction benchmark's directory (empty: skip)")
 	misses := flag.Int("misses", 0, "print up to N of trawl's misses per field (stripped setting)")
 	workers := flag.Int("workers", 2, "pages read at once")
+	only := flag.String("only", "", "run one extractor only (trawl or go-trafilatura), stripped setting only: a quick look while tuning")
 	flag.Parse()
+	if *only != "" {
+		extractors, settings = []string{*only}, []string{"stripped"}
+	}
 	if err := run(*trafDir, *aebDir, *misses, *workers); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/metaeval:", err)
 		os.Exit(1)
@@ -74,7 +82,8 @@ type got struct{ headline, author, date string }
 
 type result struct {
 	d      doc
-	t      truth
+	t      truth          // the page's own JSON-LD and meta tags
+	p      truth          // a person's marking (go-trafilatura's comparison data), when there is one
 	vals   map[string]got // key: setting + "/" + extractor
 	millis map[string]float64
 }
@@ -96,6 +105,10 @@ func run(trafDir, aebDir string, misses, workers int) error {
 	if err != nil {
 		return err
 	}
+	people, err := personTruth(trafDir)
+	if err != nil {
+		return err
+	}
 	if aebDir != "" {
 		a, err := loadAEB(aebDir)
 		if err != nil {
@@ -103,7 +116,21 @@ func run(trafDir, aebDir string, misses, workers int) error {
 		}
 		docs = append(docs, a...)
 	}
-	// One copy of each page.
+	uniq := dedup(docs)
+	results, err := evaluate(uniq, people, settings, workers)
+	if err != nil {
+		return err
+	}
+	report(os.Stdout, len(uniq), results)
+	if misses > 0 {
+		showMisses(os.Stdout, results, misses)
+	}
+	return nil
+}
+
+// dedup keeps one copy of each page (by content) and marks the held-out
+// third: FNV-32a of the page's name mod 3 == 0.
+func dedup(docs []doc) []doc {
 	seen := map[[32]byte]bool{}
 	var uniq []doc
 	for _, d := range docs {
@@ -118,13 +145,17 @@ func run(trafDir, aebDir string, misses, workers int) error {
 		uniq = append(uniq, d)
 	}
 	sort.Slice(uniq, func(i, j int) bool { return uniq[i].name < uniq[j].name })
+	return uniq
+}
 
+// evaluate reads each page that states a field (in its tags or in the
+// person's truth) with each extractor in each of sets.
+func evaluate(docs []doc, people map[string]truth, sets []string, workers int) ([]result, error) {
 	plan, err := (&extract.Request{URL: "http://x/", Schema: json.RawMessage(
 		`{"type":"object","properties":{"headline":{"type":"string"},"author":{"type":"string"},"date_published":{"type":"string","format":"date"}}}`)}).Check()
 	if err != nil {
-		return err
+		return nil, err
 	}
-
 	var results []result
 	var mu sync.Mutex
 	jobs := make(chan doc)
@@ -132,22 +163,25 @@ func run(trafDir, aebDir string, misses, workers int) error {
 	for range max(workers, 1) {
 		wg.Go(func() {
 			for d := range jobs {
-				t := pageTruth(d.src, d.url)
-				if t.headline == "" && len(t.authors) == 0 && t.date == "" {
+				t, pt := pageTruth(d.src, d.url), people[d.name]
+				if empty(t) && empty(pt) {
 					continue
 				}
-				r := result{d: d, t: t, vals: map[string]got{}, millis: map[string]float64{}}
-				for _, s := range settings {
+				r := result{d: d, t: t, p: pt, vals: map[string]got{}, millis: map[string]float64{}}
+				for _, s := range sets {
 					page := d.src
 					if s == "stripped" {
 						page = strip(d.src)
 					}
-					start := time.Now()
-					r.vals[s+"/trawl"] = readTrawl(plan, d.url, page)
-					r.millis[s+"/trawl"] = float64(time.Since(start).Microseconds()) / 1000
-					start = time.Now()
-					r.vals[s+"/go-trafilatura"] = readTrafilatura(d.url, page)
-					r.millis[s+"/go-trafilatura"] = float64(time.Since(start).Microseconds()) / 1000
+					for _, e := range extractors {
+						start := time.Now()
+						if e == "trawl" {
+							r.vals[s+"/"+e] = readTrawl(plan, d.url, page)
+						} else {
+							r.vals[s+"/"+e] = readTrafilatura(d.url, page)
+						}
+						r.millis[s+"/"+e] = float64(time.Since(start).Microseconds()) / 1000
+					}
 				}
 				mu.Lock()
 				results = append(results, r)
@@ -155,17 +189,13 @@ func run(trafDir, aebDir string, misses, workers int) error {
 			}
 		})
 	}
-	for _, d := range uniq {
+	for _, d := range docs {
 		jobs <- d
 	}
 	close(jobs)
 	wg.Wait()
 	sort.Slice(results, func(i, j int) bool { return results[i].d.name < results[j].d.name })
-	report(os.Stdout, len(uniq), results)
-	if misses > 0 {
-		showMisses(os.Stdout, results, misses)
-	}
-	return nil
+	return results, nil
 }
 
 func readTrawl(plan *extract.Plan, pageURL, page string) got {
@@ -269,6 +299,77 @@ func loadAEB(dir string) ([]doc, error) {
 		docs = append(docs, doc{name: "aeb/" + id, url: gt[id].URL, src: string(b)})
 	}
 	return docs, nil
+}
+
+func empty(t truth) bool { return t.headline == "" && len(t.authors) == 0 && t.date == "" }
+
+// personTruth reads the expected metadata a person wrote for
+// go-trafilatura's comparison pages (scripts/comparison/data.go: Title,
+// Authors, Date), keyed by the page's name in this corpus. It is parsed
+// as Go, not matched with patterns, so that every entry is read.
+func personTruth(dir string) (map[string]truth, error) {
+	path := filepath.Join(dir, "scripts/comparison/data.go")
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		return nil, fmt.Errorf("person truth: %w", err)
+	}
+	str := func(e ast.Expr) string {
+		if b, ok := e.(*ast.BasicLit); ok && b.Kind == token.STRING {
+			if s, err := strconv.Unquote(b.Value); err == nil {
+				return s
+			}
+		}
+		return ""
+	}
+	out := map[string]truth{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		kv, ok := n.(*ast.KeyValueExpr)
+		if !ok {
+			return true
+		}
+		entry, ok := kv.Value.(*ast.CompositeLit)
+		if !ok || str(kv.Key) == "" {
+			return true
+		}
+		var file string
+		var t truth
+		for _, e := range entry.Elts {
+			fkv, ok := e.(*ast.KeyValueExpr)
+			if !ok {
+				continue
+			}
+			id, _ := fkv.Key.(*ast.Ident)
+			if id == nil {
+				continue
+			}
+			switch id.Name {
+			case "File":
+				file = str(fkv.Value)
+			case "Title":
+				t.headline = collapse(str(fkv.Value))
+			case "Date":
+				// "2022-01.26", "2022-11-1": as the person typed it.
+				d := strings.NewReplacer(".", "-").Replace(str(fkv.Value))
+				t.date, _ = day(d)
+			case "Authors":
+				if l, ok := fkv.Value.(*ast.CompositeLit); ok {
+					for _, a := range l.Elts {
+						if s := collapse(str(a)); s != "" {
+							t.authors = append(t.authors, s)
+						}
+					}
+				}
+			}
+		}
+		if file != "" && !empty(t) {
+			out["trafilatura/comparison/"+file] = t
+		}
+		return false
+	})
+	if len(out) == 0 {
+		return nil, fmt.Errorf("person truth: no entries in %s", path)
+	}
+	return out, nil
 }
 
 // Truth: the page's own JSON-LD first, then its meta tags.
@@ -584,42 +685,66 @@ var fields = []struct {
 	}},
 }
 
+// truths a page is scored against: its own tags, and a person's
+// marking where go-trafilatura's comparison data has one.
+var truths = []struct {
+	name string
+	of   func(result) truth
+}{
+	{"page tags", func(r result) truth { return r.t }},
+	{"person", func(r result) truth { return r.p }},
+}
+
+// tally counts, over rs, the pages with a truth for field f (by the
+// truth tr) and those an extractor read right, tuning [0] and held-out
+// [1].
+func tally(rs []result, of func(result) truth, setting, extractor string, fieldIdx int) (k, n [2]int) {
+	f := fields[fieldIdx]
+	for _, r := range rs {
+		t := of(r)
+		if !f.has(t) {
+			continue
+		}
+		i := 0
+		if r.d.heldOut {
+			i = 1
+		}
+		n[i]++
+		if f.ok(r.vals[setting+"/"+extractor], t) {
+			k[i]++
+		}
+	}
+	return k, n
+}
+
 func report(w io.Writer, pages int, rs []result) {
-	var tune, held int
+	var tune, held, person int
 	for _, r := range rs {
 		if r.d.heldOut {
 			held++
 		} else {
 			tune++
 		}
+		if !empty(r.p) {
+			person++
+		}
 	}
-	fmt.Fprintf(w, "%d unique pages read; %d state at least one of headline, author, date in JSON-LD or meta tags (tuning %d, held-out %d)\n\n", pages, len(rs), tune, held)
-	fmt.Fprintln(w, "| setting | field | extractor | tuning | held-out | all |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
-	for _, s := range settings {
-		for _, f := range fields {
-			for _, e := range extractors {
-				var k, n [2]int
-				for _, r := range rs {
-					if !f.has(r.t) {
-						continue
+	fmt.Fprintf(w, "%d unique pages read; %d state at least one of headline, author, date in JSON-LD or meta tags or in the person-written truth (tuning %d, held-out %d; %d with a person's truth)\n\n", pages, len(rs), tune, held, person)
+	fmt.Fprintln(w, "| truth | setting | field | extractor | tuning | held-out | all |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	for _, tr := range truths {
+		for _, s := range settings {
+			for fi, f := range fields {
+				for _, e := range extractors {
+					k, n := tally(rs, tr.of, s, e, fi)
+					cell := func(k, n int) string {
+						if n == 0 {
+							return "–"
+						}
+						return fmt.Sprintf("%.3f (%d/%d)", float64(k)/float64(n), k, n)
 					}
-					i := 0
-					if r.d.heldOut {
-						i = 1
-					}
-					n[i]++
-					if f.ok(r.vals[s+"/"+e], r.t) {
-						k[i]++
-					}
+					fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", tr.name, s, f.name, e, cell(k[0], n[0]), cell(k[1], n[1]), cell(k[0]+k[1], n[0]+n[1]))
 				}
-				cell := func(k, n int) string {
-					if n == 0 {
-						return "–"
-					}
-					return fmt.Sprintf("%.3f (%d/%d)", float64(k)/float64(n), k, n)
-				}
-				fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s |\n", s, f.name, e, cell(k[0], n[0]), cell(k[1], n[1]), cell(k[0]+k[1], n[0]+n[1]))
 			}
 		}
 	}
@@ -638,29 +763,32 @@ func report(w io.Writer, pages int, rs []result) {
 // showMisses prints trawl's misses on tuning pages (stripped), with
 // go-trafilatura's value beside.
 func showMisses(w io.Writer, rs []result, limit int) {
-	for _, f := range fields {
-		fmt.Fprintf(w, "\n## trawl misses: %s (stripped, tuning pages)\n", f.name)
-		n := 0
-		for _, r := range rs {
-			if r.d.heldOut || !f.has(r.t) {
-				continue
-			}
-			g := r.vals["stripped/trawl"]
-			if f.ok(g, r.t) {
-				continue
-			}
-			b := r.vals["stripped/go-trafilatura"]
-			want := fmt.Sprintf("%q", r.t.headline)
-			gv, bv := g.headline, b.headline
-			switch {
-			case strings.HasPrefix(f.name, "author"):
-				want, gv, bv = fmt.Sprintf("%q", r.t.authors), g.author, b.author
-			case strings.HasPrefix(f.name, "date"):
-				want, gv, bv = r.t.date, g.date, b.date
-			}
-			fmt.Fprintf(w, "- %s (%s)\n  truth %s | trawl %q | go-trafilatura %q (ok=%v)\n", r.d.name, r.d.url, want, gv, bv, f.ok(b, r.t))
-			if n++; n >= limit {
-				break
+	for _, tr := range truths {
+		for _, f := range fields {
+			fmt.Fprintf(w, "\n## trawl misses: %s (%s truth, stripped, tuning pages)\n", f.name, tr.name)
+			n := 0
+			for _, r := range rs {
+				t := tr.of(r)
+				if r.d.heldOut || !f.has(t) {
+					continue
+				}
+				g := r.vals["stripped/trawl"]
+				if f.ok(g, t) {
+					continue
+				}
+				b := r.vals["stripped/go-trafilatura"]
+				want := fmt.Sprintf("%q", t.headline)
+				gv, bv := g.headline, b.headline
+				switch {
+				case strings.HasPrefix(f.name, "author"):
+					want, gv, bv = fmt.Sprintf("%q", t.authors), g.author, b.author
+				case strings.HasPrefix(f.name, "date"):
+					want, gv, bv = t.date, g.date, b.date
+				}
+				fmt.Fprintf(w, "- %s (%s)\n  truth %s | trawl %q | go-trafilatura %q (ok=%v)\n", r.d.name, r.d.url, want, gv, bv, f.ok(b, t))
+				if n++; n >= limit {
+					break
+				}
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/yuin/goldmark"
 	"github.com/yuin/goldmark/extension"
@@ -189,6 +190,9 @@ type Page struct {
 	// Markdown is the page's main content as Markdown, for a model; when
 	// empty the model gets the text of HTML.
 	Markdown string
+	// Fetched is when the page was fetched: relative dates on it ("3
+	// hours ago") are read against it. Zero: they are not read.
+	Fetched time.Time
 }
 
 // Deterministic fills plan's schema from the page with no model: the
@@ -198,7 +202,7 @@ func Deterministic(pg Page, plan *Plan) any {
 	if pg.URL == "" {
 		base = nil
 	}
-	p := readHTML(pg.HTML, base, needsLists(plan.Schema.Root))
+	p := readHTMLAt(pg.HTML, base, needsLists(plan.Schema.Root), pg.Fetched)
 	data := p.fill(plan.Schema.Root)
 	return plan.Schema.Validate(data)
 }

@@ -84,8 +84,17 @@ func (p *page) prop(name string, n *Node, facts []fact, top bool) any {
 		}
 		return nil
 	}
+	author := groupOf[words(name)] == groupOf["author"]
 	for _, f := range candidates(name, facts) {
-		if v := coerce(f.val, n, name, p.base); v != nil {
+		v := coerce(f.val, n, name, p.base)
+		if s, ok := v.(string); ok && author && f.src >= srcHeading {
+			// What the page shows as a byline, not what its tags state:
+			// a name, not a label, a role, a month or a commenter.
+			if v = nil; personName(s, true) != "" {
+				v = personName(s, true)
+			}
+		}
+		if v != nil {
 			return v
 		}
 	}

@@ -2,6 +2,7 @@ package extract
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/PuerkitoBio/goquery"
 
@@ -106,7 +107,12 @@ func (p *page) addEntity(prefix string, m map[string]any, src, depth int) {
 		}
 		p.add(key, v, src)
 		if prefix != "" {
-			p.add(k, v, src+1) // the bare name, a little less sure
+			bare := src + 1 // the bare name, a little less sure
+			if nameOfParty(prefix, k) {
+				// The author's or publisher's name is not the page's.
+				bare = srcWeak
+			}
+			p.add(k, v, bare)
 		}
 		switch x := v.(type) {
 		case map[string]any:
@@ -120,3 +126,22 @@ func (p *page) addEntity(prefix string, m map[string]any, src, depth int) {
 		}
 	}
 }
+
+// nameOfParty: k is the name of an entity that stands beside the page's
+// subject (its author, publisher, brand), under prefix: "author name" is
+// not the article's name, nor its headline.
+func nameOfParty(prefix, k string) bool {
+	switch k {
+	case "name", "headline", "title", "alternate name":
+	default:
+		return false
+	}
+	// Only a main entity's name stands for the page's; an author's, a
+	// breadcrumb's, a list item's does not.
+	f := strings.Fields(prefix)
+	return f[len(f)-1] != "entity"
+}
+
+// party are the entities beside a page's subject: their names and
+// titles are not the subject's.
+var party = map[string]bool{"author": true, "creator": true, "publisher": true, "editor": true, "contributor": true, "brand": true, "manufacturer": true, "seller": true, "provider": true, "organizer": true, "performer": true, "holder": true, "organization": true, "logo": true, "image": true, "person": true}

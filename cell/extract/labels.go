@@ -3,6 +3,8 @@ package extract
 import (
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/trawlhq/trawl/internal/htmlread"
 )
@@ -40,17 +42,30 @@ func (p *page) labels(text string) {
 	}
 }
 
-// cleanByline trims what follows a name in a byline.
+// reBylinePrefix is what comes before a name in a byline, in the
+// languages of monthNames: "By", "Von", "Erstellt von", "Artikel von",
+// "Autor:", "责任编辑：", and the same glued to the name ("ByJ.R. Stone",
+// "porRedaccion").
+var reBylinePrefix = regexp.MustCompile(`^(?i:(?:written|posted|story|words|photos?|text|erstellt|geschrieben|verfasst|artikel|beitrag|rezept|ein beitrag|publié|publicado|scritto|article)\s*(?:by|von|par|por|da|di)\s*|(?:by|von|par|por|di|door|av|от)\s+|(?:by|von|por)(?:\p{Lu})|(?:autor|autorin|author|auteur|autore|text|texto|redaktion|quelle)\s*[:：]\s*|责任编辑\s*[:：]\s*|作者\s*[:：]\s*)`)
+
+// cleanByline trims what comes before and after a name in a byline.
 func cleanByline(s string) string {
 	s = htmlread.Collapse(s)
-	for _, cut := range []string{" | ", " – ", " — ", " - ", " Updated", " Published", " Posted", " on ", " at "} {
+	for _, cut := range []string{" | ", " – ", " — ", " - ", " Updated", " Published", " Posted", " on ", " at ", " am ", " um ", " le ", " el ", " il ", " op ", ", den "} {
 		if i := strings.Index(s, cut); i > 0 {
 			s = s[:i]
 		}
 	}
 	s = strings.TrimSpace(strings.TrimRight(s, ",;:|&"))
-	for _, pre := range []string{"By ", "by ", "BY ", "Written by ", "Posted by "} {
-		s = strings.TrimPrefix(s, pre)
+	for range 2 {
+		if m := reBylinePrefix.FindStringIndex(s); m != nil {
+			// A prefix glued to the name keeps the name's capital.
+			end := m[1]
+			if r, size := utf8.DecodeLastRuneInString(s[:end]); unicode.IsUpper(r) && end > size {
+				end -= size
+			}
+			s = strings.TrimSpace(s[end:])
+		}
 	}
 	return strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(s, " and"), ","))
 }
@@ -60,8 +75,13 @@ func cleanByline(s string) string {
 func authorName(text string) string {
 	for line := range strings.SplitSeq(text, "\n") {
 		line = strings.TrimSpace(line)
-		if l := strings.ToLower(strings.TrimRight(line, ":")); l == "" || l == "by" || l == "author" || l == "written by" || l == "posted by" {
-			continue
+		if l := strings.ToLower(strings.TrimRight(line, ":")); l == "" || l == "by" || l == "author" || l == "written by" || l == "posted by" || nameStop[words(l)] || strings.HasPrefix(l, "@") {
+			continue // a label, a role or a handle on a line of its own
+		}
+		// "Monday November 18, 2019 7:45 am PST by Joe Rossignol": the
+		// name follows the "by".
+		if i := strings.LastIndex(strings.ToLower(line), " by "); i > 0 {
+			line = line[i+4:]
 		}
 		if i := strings.IndexAny(line, "@|/•·"); i > 0 {
 			line = line[:i]

@@ -116,6 +116,12 @@ func score(prop, key string) int {
 	if len(pw) == 0 || len(kw) == 0 {
 		return 0
 	}
+	if kw[len(kw)-1] == "type" && !strings.Contains(" "+prop+" ", " type ") {
+		return 0 // "author type" (an item's type, "Person") is no author
+	}
+	if groupOf[prop] == groupOf["name"] && len(kw) > 1 && party[kw[len(kw)-2]] && !strings.Contains(" "+prop+" ", " "+kw[len(kw)-2]+" ") {
+		return 0 // "author name" is not the article's "headline" or "name"
+	}
 	if strings.HasSuffix(" "+key, " "+prop) {
 		return 60 // "offers price" for "price"
 	}

@@ -4,8 +4,10 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"golang.org/x/net/html"
 
 	"github.com/trawlhq/trawl/internal/htmlread"
 )
@@ -18,8 +20,12 @@ type page struct {
 	facts []fact
 	lists []recordList
 	text  string // visible text, one block a line
-	// heading is the page's headline, where the article starts.
-	heading string
+	// heading is the page's headline, where the article starts, and
+	// headingNode its element (nil when the headline is the <title>'s).
+	heading     string
+	headingNode *html.Node
+	// dayFirst: the page's language writes d/m/y (its <html lang>).
+	dayFirst bool
 }
 
 // recordList is a run of like records: a JSON-LD list, items of one
@@ -36,6 +42,12 @@ const maxLDBytes = 4 << 20
 // lists asks for the repeated blocks too (a schema with arrays of
 // objects): the costliest reading, skipped when nothing needs it.
 func readHTML(src string, base *url.URL, lists bool) *page {
+	return readHTMLAt(src, base, lists, time.Time{})
+}
+
+// readHTMLAt is readHTML for a page fetched at fetched, against which
+// relative dates ("3 hours ago") are read; zero reads none.
+func readHTMLAt(src string, base *url.URL, lists bool, fetched time.Time) *page {
 	doc, err := goquery.NewDocumentFromReader(strings.NewReader(src))
 	if err != nil {
 		return &page{base: base}
@@ -51,6 +63,7 @@ func readHTML(src string, base *url.URL, lists bool) *page {
 	p.rdfa(doc)
 	p.meta(doc)
 	p.headings(doc)
+	p.article(doc, fetched)
 	p.tables(doc)
 	p.text = visibleText(doc.Selection)
 	p.labels(p.text)

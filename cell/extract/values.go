@@ -4,6 +4,7 @@ import (
 	"math"
 	"net/url"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -121,75 +122,143 @@ func currencyAt(s string, from int) int {
 
 func isLetter(b byte) bool { b |= 0x20; return b >= 'a' && b <= 'z' }
 
-var months = map[string]time.Month{
-	"jan": 1, "january": 1, "feb": 2, "february": 2, "mar": 3, "march": 3, "apr": 4, "april": 4,
-	"may": 5, "jun": 6, "june": 6, "jul": 7, "july": 7, "aug": 8, "august": 8, "sep": 9, "sept": 9,
-	"september": 9, "oct": 10, "october": 10, "nov": 11, "november": 11, "dec": 12, "december": 12,
+// monthNames are the months' names and their usual abbreviations in
+// the languages of the pages trawl reads most: English, German, French,
+// Spanish, Italian, Portuguese, Dutch, and the genitive forms Polish and
+// Russian write a date with ("15 października 2023", "15 октября 2023").
+var monthNames = [12][]string{
+	{"january", "jan", "januar", "jänner", "janvier", "janv", "enero", "ene", "gennaio", "gen", "janeiro", "januari", "stycznia", "styczeń", "января", "янв"},
+	{"february", "feb", "februar", "février", "févr", "fevrier", "febrero", "febbraio", "fevereiro", "fev", "februari", "lutego", "luty", "февраля", "фев"},
+	{"march", "mar", "märz", "mär", "maerz", "mars", "marzo", "março", "marco", "maart", "mrt", "marca", "marzec", "марта", "мар"},
+	{"april", "apr", "avril", "avr", "abril", "abr", "aprile", "kwietnia", "kwiecień", "апреля", "апр"},
+	{"may", "mai", "mayo", "maggio", "mag", "maio", "mei", "maja", "maj", "мая"},
+	{"june", "jun", "juni", "juin", "junio", "giugno", "giu", "junho", "czerwca", "czerwiec", "июня", "июн"},
+	{"july", "jul", "juli", "juillet", "juil", "julio", "luglio", "lug", "julho", "lipca", "lipiec", "июля", "июл"},
+	{"august", "aug", "août", "aout", "agosto", "ago", "augustus", "sierpnia", "sierpień", "августа", "авг"},
+	{"september", "sep", "sept", "septembre", "septiembre", "setiembre", "settembre", "set", "setembro", "września", "wrzesień", "сентября", "сен"},
+	{"october", "oct", "oktober", "okt", "octobre", "octubre", "ottobre", "ott", "outubro", "out", "października", "październik", "октября", "окт"},
+	{"november", "nov", "novembre", "noviembre", "novembro", "listopada", "listopad", "ноября", "ноя"},
+	{"december", "dec", "dezember", "dez", "décembre", "decembre", "déc", "diciembre", "dic", "dicembre", "dezembro", "grudnia", "grudzień", "декабря", "дек"},
 }
 
-const monthRe = `(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?`
+var months = func() map[string]time.Month {
+	m := map[string]time.Month{}
+	for i, names := range monthNames {
+		for _, n := range names {
+			m[n] = time.Month(i + 1)
+		}
+	}
+	return m
+}()
+
+// monthRe matches any name of monthNames, longest first, with an
+// optional abbreviation dot. Go's \b is ASCII only: the expressions
+// that use it check the letters around a name themselves.
+var monthRe = func() string {
+	var all []string
+	for n := range months {
+		all = append(all, regexp.QuoteMeta(n))
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if len(all[i]) != len(all[j]) {
+			return len(all[i]) > len(all[j])
+		}
+		return all[i] < all[j]
+	})
+	return `(` + strings.Join(all, "|") + `)\.?`
+}()
+
+// monthOf is the month a matched name stands for.
+func monthOf(name string) int {
+	return int(months[strings.TrimSuffix(strings.ToLower(name), ".")])
+}
 
 var (
-	reISODate   = regexp.MustCompile(`\b(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?\s*(Z|[+-]\d{2}:?\d{2})?)?`)
-	reMDY       = regexp.MustCompile(`(?i)\b` + monthRe + `\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b`)
-	reDMY       = regexp.MustCompile(`(?i)\b(\d{1,2})(?:st|nd|rd|th)?\.?\s+(?:of\s+)?` + monthRe + `,?\s+(\d{4})\b`)
-	reSlashDate = regexp.MustCompile(`\b(\d{4})[/.](\d{1,2})[/.](\d{1,2})\b|\b(\d{1,2})[/.](\d{1,2})[/.](\d{4})\b`)
+	reISODate = regexp.MustCompile(`\b(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?\s*(Z|[+-]\d{2}:?\d{2})?)?`)
+	reMDY     = regexp.MustCompile(`(?i)(?:^|[^\p{L}])` + monthRe + `\s+(\d{1,2})(?:st|nd|rd|th)?,?\s+(\d{4})\b`)
+	// "19 November 2019", "15. Oktober 2023", "12 de marzo de 2019",
+	// "1er mars 2020", "3rd of March 2024".
+	reDMY       = regexp.MustCompile(`(?i)\b(\d{1,2})(?:st|nd|rd|th|er|º|ª)?\.?\s+(?:of\s+|de\s+)?` + monthRe + `,?\s+(?:de\s+|del\s+)?(\d{4})\b`)
+	reSlashDate = regexp.MustCompile(`\b(\d{4})[/.](\d{1,2})[/.](\d{1,2})\b|\b(\d{1,2})/(\d{1,2})/(\d{4})\b`)
+	// "06.11.2023", "01. 11. 2023", "6-11-2023": day first wherever it
+	// is written with dots or dashes.
+	reDotDate   = regexp.MustCompile(`\b(\d{1,2})\.\s?(\d{1,2})\.\s?(\d{4})\b|\b(\d{1,2})-(\d{1,2})-(\d{4})\b`)
 	reShortDate = regexp.MustCompile(`\b(\d{1,2})/(\d{1,2})/(\d{2})\b`)
-	rePathDate  = regexp.MustCompile(`/(20\d{2}|19\d{2})/(\d{1,2})/(\d{1,2})/`)
+	rePathDate  = regexp.MustCompile(`/(20\d{2}|19\d{2})[/-](\d{1,2})[/-](\d{1,2})(?:/|[-_][^/\d]|$)`)
 )
 
 // parseDate reads the first date of s in a common written form and
 // returns it in ISO 8601: "2019-11-19", or with its time and offset when
 // s has them ("2019-11-19T10:30:00-05:00"). Numeric d/m/y dates are read
 // as month first when the first number cannot be a day otherwise.
-func parseDate(s string) (string, bool) {
+func parseDate(s string) (string, bool) { return parseDateIn(s, false) }
+
+// parseDateIn is parseDate for a page whose language writes the day
+// first in d/m/y ("03/05/2022" is 3 May in Spanish, German, French…):
+// dayFirst reads a slashed date so unless its first number cannot be a
+// day.
+func parseDateIn(s string, dayFirst bool) (string, bool) {
+	if !strings.ContainsAny(s, "0123456789") {
+		return "", false // every form has digits: most text has none
+	}
 	best, bestAt := "", -1
 	try := func(at int, iso string) {
 		if iso != "" && (bestAt < 0 || at < bestAt) {
 			best, bestAt = iso, at
 		}
 	}
-	if m := reISODate.FindStringSubmatchIndex(s); m != nil {
-		g := func(i int) string {
-			if m[2*i] < 0 {
-				return ""
-			}
-			return s[m[2*i]:m[2*i+1]]
-		}
-		y, mo, d := atoi(g(1)), atoi(g(2)), atoi(g(3))
-		iso := ymd(y, mo, d)
-		if iso != "" && g(4) != "" {
-			sec := g(6)
-			if sec == "" {
-				sec = "00"
-			}
-			iso += "T" + pad2(g(4)) + ":" + g(5) + ":" + pad2(sec)
-			if z := g(7); z == "Z" {
-				iso += "Z"
-			} else if z != "" {
-				if !strings.Contains(z, ":") {
-					z = z[:3] + ":" + z[3:]
+	// Every form but m/d/yy has a four-digit year: text without one
+	// skips the costlier expressions (the month names' alternation).
+	if hasYear(s) {
+		if m := reISODate.FindStringSubmatchIndex(s); m != nil {
+			g := func(i int) string {
+				if m[2*i] < 0 {
+					return ""
 				}
-				iso += z
+				return s[m[2*i]:m[2*i+1]]
+			}
+			y, mo, d := atoi(g(1)), atoi(g(2)), atoi(g(3))
+			iso := ymd(y, mo, d)
+			if iso != "" && g(4) != "" {
+				sec := g(6)
+				if sec == "" {
+					sec = "00"
+				}
+				iso += "T" + pad2(g(4)) + ":" + g(5) + ":" + pad2(sec)
+				if z := g(7); z == "Z" {
+					iso += "Z"
+				} else if z != "" {
+					if !strings.Contains(z, ":") {
+						z = z[:3] + ":" + z[3:]
+					}
+					iso += z
+				}
+			}
+			try(m[0], iso)
+		}
+		if m := reMDY.FindStringSubmatchIndex(s); m != nil {
+			try(m[2], ymd(atoi(s[m[6]:m[7]]), monthOf(s[m[2]:m[3]]), atoi(s[m[4]:m[5]])))
+		}
+		if m := reDMY.FindStringSubmatchIndex(s); m != nil {
+			try(m[0], ymd(atoi(s[m[6]:m[7]]), monthOf(s[m[4]:m[5]]), atoi(s[m[2]:m[3]])))
+		}
+		if m := reDotDate.FindStringSubmatchIndex(s); m != nil {
+			if m[2] >= 0 {
+				try(m[0], ymd(atoi(s[m[6]:m[7]]), atoi(s[m[4]:m[5]]), atoi(s[m[2]:m[3]])))
+			} else {
+				try(m[0], ymd(atoi(s[m[12]:m[13]]), atoi(s[m[10]:m[11]]), atoi(s[m[8]:m[9]])))
 			}
 		}
-		try(m[0], iso)
-	}
-	if m := reMDY.FindStringSubmatchIndex(s); m != nil {
-		try(m[0], ymd(atoi(s[m[6]:m[7]]), int(months[strings.ToLower(s[m[2]:m[3]])]), atoi(s[m[4]:m[5]])))
-	}
-	if m := reDMY.FindStringSubmatchIndex(s); m != nil {
-		try(m[0], ymd(atoi(s[m[6]:m[7]]), int(months[strings.ToLower(s[m[4]:m[5]])]), atoi(s[m[2]:m[3]])))
-	}
-	if m := reSlashDate.FindStringSubmatchIndex(s); m != nil {
-		if m[2] >= 0 {
-			try(m[0], ymd(atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]])))
-		} else {
-			a, b, y := atoi(s[m[8]:m[9]]), atoi(s[m[10]:m[11]]), atoi(s[m[12]:m[13]])
-			if a > 12 { // day first
-				a, b = b, a
+		if m := reSlashDate.FindStringSubmatchIndex(s); m != nil {
+			if m[2] >= 0 {
+				try(m[0], ymd(atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]])))
+			} else {
+				a, b, y := atoi(s[m[8]:m[9]]), atoi(s[m[10]:m[11]]), atoi(s[m[12]:m[13]])
+				if a > 12 || dayFirst && b <= 12 { // day first
+					a, b = b, a
+				}
+				try(m[0], ymd(y, a, b))
 			}
-			try(m[0], ymd(y, a, b))
 		}
 	}
 	if bestAt < 0 {
@@ -304,4 +373,37 @@ func absURL(base *url.URL, ref string) string {
 		return ""
 	}
 	return u.String()
+}
+
+// dayFirstLang: a page in this language (<html lang>) writes d/m/y.
+// English is month first unless it is British, Irish, Australian,
+// New Zealand, Indian or South African English.
+func dayFirstLang(lang string) bool {
+	l := strings.ToLower(strings.TrimSpace(lang))
+	if l == "" {
+		return false
+	}
+	if l == "en" || strings.HasPrefix(l, "en-") || strings.HasPrefix(l, "en_") {
+		switch strings.TrimLeft(l[2:], "-_") {
+		case "gb", "uk", "ie", "au", "nz", "in", "za":
+			return true
+		}
+		return false
+	}
+	return true
+}
+
+// hasYear: s has four digits in a row.
+func hasYear(s string) bool {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] >= '0' && s[i] <= '9' {
+			if n++; n == 4 {
+				return true
+			}
+		} else {
+			n = 0
+		}
+	}
+	return false
 }
