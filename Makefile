@@ -53,6 +53,11 @@ test: deps-test lint build
 	cd terraform && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 	# The crawl server's memory bound, measured without the race detector.
 	TRAWL_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 10m -run 'TestLoad100Concurrent$$' ./cell/crawl/
+	# Issue 31's quality floors (search ranking and answers against SQLite
+	# FTS5 on a held-out documentation package, article metadata against
+	# go-trafilatura), without the race detector: they check figures, not
+	# concurrency, and skip themselves under it.
+	$(GO) test -count=1 -timeout 20m -run 'Floor$$' ./bench/metaeval/ ./cell/search/eval/
 
 bench: deps-bench build
 	bash bench/run.sh

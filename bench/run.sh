@@ -33,6 +33,13 @@
 #      through the gate  vs  SQLite FTS5 over the same pages in process;
 #      the cell's indexing rate beside a running job  vs  FTS5's on the
 #      same (already converted) pages; index size and RSS
+#   8b. searchq (regiontest TestSearchQuality): ranking quality through the
+#      gate on documentation packages never tuned on (known-item queries
+#      from each package's own back-of-book index), MRR@10 and success@10
+#      vs  SQLite FTS5 bm25 (title weighted) over the same pages, same run
+#   8c. metaq (bench/metaeval): headline, author and publish date read from
+#      article pages with their JSON-LD and meta tags removed, held-out
+#      pages  vs  go-trafilatura's metadata on the same pages, same run
 #
 # A cell answers only requests its region's gate signed (internal/regionauth).
 # Every `trawl cell` and `trawl dev` here runs with one bench key in
@@ -53,7 +60,7 @@ BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
 AEB=${BENCH_AEB:-$REPO/../shared/data/aeb}   # the article extraction benchmark (articles part)
-ALL_PARTS=pipeline,articles,scrape,job,ledger,gate,browser,extract,crawl,search
+ALL_PARTS=pipeline,articles,scrape,job,ledger,gate,browser,extract,crawl,search,searchq,metaq
 ONLY=${BENCH_ONLY:-$ALL_PARTS}                   # comma list of parts to run
 PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
@@ -697,6 +704,25 @@ if want search; then
 	R[s_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
 fi
 
+if want searchq; then
+	SEARCHQ_CORPORA=${BENCH_SEARCHQ_CORPORA:-python:/usr/share/doc/python3.11/html,sqlalchemy:/usr/share/doc/python-sqlalchemy-doc/html,celery:/usr/share/doc/python-celery-doc/html}
+	log "8b search quality: known-item queries through the gate on $SEARCHQ_CORPORA, beside SQLite FTS5 (regiontest TestSearchQuality)"
+	R[sq_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
+	TRAWL_SEARCH_QUALITY="$SEARCHQ_CORPORA" TRAWL_SEARCH_QUALITY_OUT="$WORK/searchq.json" \
+		go test ./regiontest -run '^TestSearchQuality$' -count=1 -v -timeout 90m >"$WORK/searchq.log" 2>&1 ||
+		{ grep -E 'search_quality|FAIL|panic' "$WORK/searchq.log" | tail -n 20 >&2; die "search quality test failed"; }
+	grep -E 'search_quality' "$WORK/searchq.log" >&2 || true
+	R[sq_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
+fi
+
+if want metaq; then
+	log "8c metadata: headline, author, date of article pages without JSON-LD and meta, beside go-trafilatura (bench/metaeval)"
+	R[mq_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
+	go run ./bench/metaeval -json "$WORK/metaq.json" >"$WORK/metaq.log" 2>&1 ||
+		{ tail -n 20 "$WORK/metaq.log" >&2; die "bench/metaeval failed"; }
+	R[mq_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
+fi
+
 # ------------------------------------------------ table
 
 # ratio A B: A/B to 2 decimals
@@ -839,6 +865,24 @@ if want search; then
 	rows+=("| Index on disk, MiB ($n pages) / process RSS (gate, ledger, cell, test in one; peak $(sj .rss_peak)) | $(sj .index_mib) / $(sj .rss) | — | — | reported | — |")
 fi
 
+if want searchq; then
+	while read -r run; do
+		rj() { jq -r "$1" <<<"$run"; }
+		d=$(awk -v a="$(rj .trawl_mrr10)" -v b="$(rj .fts5_mrr10)" 'BEGIN{printf "%+.3f", a-b}')
+		rows+=("| Search ranking, $(rj .name) (held out: $(rj .pages) pages, $(rj .queries) known-item queries from its index), MRR@10 through the gate | $(rj .trawl_mrr10) | $(rj .fts5_mrr10) (SQLite FTS5 bm25, title weighted, same pages) | $d | ≥ FTS5 + 0.05 (goal 0.85) | $(check "$(rj .trawl_mrr10) >= $(rj .fts5_mrr10) + 0.05") |")
+		rows+=("| Search ranking, $(rj .name), success@10 | $(rj .trawl_success10) | $(rj .fts5_success10) | $(awk -v a="$(rj .trawl_success10)" -v b="$(rj .fts5_success10)" 'BEGIN{printf "%+.3f", a-b}') | ≥ FTS5 | $(check "$(rj .trawl_success10) >= $(rj .fts5_success10)") |")
+	done < <(jq -c '.corpora[]' "$WORK/searchq.json")
+fi
+if want metaq; then
+	while read -r row; do
+		mj() { jq -r "$1" <<<"$row"; }
+		[[ $(mj .field) != "headline F1≥0.9" ]] || continue
+		t=$(mj .trawl) b=$(mj .trafilatura)
+		if [[ $(mj .setting) == stripped ]]; then how=removed target="≥ go-trafilatura (goal 0.95)" res=$(check "$t >= $b"); else how=kept target="reported" res="—"; fi
+		rows+=("| Extract $(mj .field), article pages with JSON-LD and meta $how, held out ($(mj .pages) pages; truth: $(mj .truth)) | $t | $b (go-trafilatura's metadata) | $(awk -v a="$t" -v b="$b" 'BEGIN{printf "%+.3f", a-b}') | $target | $res |")
+	done < <(jq -c '.heldout[]' "$WORK/metaq.json")
+fi
+
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)
 git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 {
@@ -893,6 +937,12 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 	fi
 	if want search; then
 		echo "Search rows (regiontest TestSearchSpeed): one gate, one cell, in the test's process; the corpora's pages served under as many path prefixes as make $(jq .pages "$WORK/search.json") URLs (copies are near-duplicates: indexed each, collapsed in answers); queries are words of the pages' file names, each once (none from the gate's archive of results). FTS5: modernc.org/sqlite, \`porter unicode61\`, bm25 with the title weighted 10. Load average at the part's start ${R[s_load_start]}, at its end ${R[s_load_end]}."
+	fi
+	if want searchq; then
+		echo "Search ranking rows (regiontest TestSearchQuality): per corpus a fresh gate and cell in the test's process; the package's pages (its index pages left out) served from loopback, fetched by one job through the gate, archived and indexed; queries are the terms of the package's own back-of-book index (Sphinx genindex), up to 1,000 taken evenly, relevant = the pages the entry points to; asked at GET /search. None of these corpora was tuned on (docs/search.md). Load average at the part's start ${R[sq_load_start]}, at its end ${R[sq_load_end]}."
+	fi
+	if want metaq; then
+		echo "Metadata rows (bench/metaeval): go-trafilatura's test pages and the article extraction benchmark's; truth \"page tags\" = each page's own JSON-LD and meta tags, read before they are removed; \"person\" = the expected metadata a person wrote for go-trafilatura's comparison pages; held out = FNV-32a of the page's name mod 3 == 0; both extractors in one process on the same pages (bench/metaeval/README.md). Load average at the part's start ${R[mq_load_start]}, at its end ${R[mq_load_end]}."
 	fi
 	if [[ $ONLY == "$ALL_PARTS" ]]; then
 		echo "Command: \`make bench\` (= \`bash bench/run.sh\`)."

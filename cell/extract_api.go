@@ -139,6 +139,7 @@ func (c *Cell) extractPage(rawURL string, out *scrape.Outcome, withModel bool) (
 		if ap.URL != "" {
 			pg.URL = ap.URL
 		}
+		pg.Fetched = ap.FetchedAt // relative dates ("3 hours ago") are read against it
 		if ct := strings.ToLower(ap.ContentType); strings.HasPrefix(ct, "text/plain") || strings.HasPrefix(ct, "text/markdown") {
 			kind := extract.Text
 			if strings.HasPrefix(ct, "text/markdown") {
@@ -160,6 +161,7 @@ func (c *Cell) extractPage(rawURL string, out *scrape.Outcome, withModel bool) (
 			pg.URL = fu.String()
 		}
 	}
+	pg.Fetched = res.FetchedAt
 	if res.HTML != nil {
 		pg.HTML = *res.HTML
 	}

@@ -199,7 +199,7 @@ const summarySchema = `{"type":"object","properties":{"summary":{"type":"string"
 // deterministic one, or the operator's model), adding their steps to
 // usage as /extract does.
 func (c *Cell) v2Extract(ctx context.Context, plan *firecrawl.Plan, pg *firecrawl.Page, doc *firecrawl.Document, usage *metering.Usage) error {
-	page := extract.Page{URL: pg.Result.FinalURL}
+	page := extract.Page{URL: pg.Result.FinalURL, Fetched: pg.Result.FetchedAt}
 	switch {
 	case pg.IsPDF():
 		// The PDF's text, not its bytes.

@@ -28,6 +28,7 @@ import (
 	"go/token"
 	"hash/fnv"
 	"io"
+	"math"
 	"net/url"
 	"os"
 	"os/exec"
@@ -52,12 +53,13 @@ func main() {
 	aebDir := flag.String("aeb", "/work/shared/data/aeb", "the article-extraction benchmark's directory (empty: skip)")
 	misses := flag.Int("misses", 0, "print up to N of trawl's misses per field (stripped setting)")
 	workers := flag.Int("workers", 2, "pages read at once")
+	jsonOut := flag.String("json", "", "also write the held-out figures to this file as JSON (bench/run.sh's metaq rows)")
 	only := flag.String("only", "", "run one extractor only (trawl or go-trafilatura), stripped setting only: a quick look while tuning")
 	flag.Parse()
 	if *only != "" {
 		extractors, settings = []string{*only}, []string{"stripped"}
 	}
-	if err := run(*trafDir, *aebDir, *misses, *workers); err != nil {
+	if err := run(*trafDir, *aebDir, *misses, *workers, *jsonOut); err != nil {
 		fmt.Fprintln(os.Stderr, "bench/metaeval:", err)
 		os.Exit(1)
 	}
@@ -93,7 +95,7 @@ var (
 	extractors = []string{"trawl", "go-trafilatura"}
 )
 
-func run(trafDir, aebDir string, misses, workers int) error {
+func run(trafDir, aebDir string, misses, workers int, jsonOut string) error {
 	if trafDir == "" {
 		out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/markusmobius/go-trafilatura").Output()
 		if err != nil {
@@ -122,6 +124,11 @@ func run(trafDir, aebDir string, misses, workers int) error {
 		return err
 	}
 	report(os.Stdout, len(uniq), results)
+	if jsonOut != "" {
+		if err := writeJSON(jsonOut, results); err != nil {
+			return err
+		}
+	}
 	if misses > 0 {
 		showMisses(os.Stdout, results, misses)
 	}
@@ -758,6 +765,48 @@ func report(w io.Writer, pages int, rs []result) {
 			fmt.Fprintf(w, "%s %s: %.1f ms per page\n", s, e, total/float64(max(len(rs), 1)))
 		}
 	}
+}
+
+// writeJSON writes the held-out figures of every truth, setting and field
+// with both extractors: one row each, for bench/run.sh.
+func writeJSON(path string, rs []result) error {
+	type row struct {
+		Truth       string  `json:"truth"`
+		Setting     string  `json:"setting"`
+		Field       string  `json:"field"`
+		Pages       int     `json:"pages"`
+		Trawl       float64 `json:"trawl"`
+		Trafilatura float64 `json:"trafilatura"`
+	}
+	var rows []row
+	for _, tr := range truths {
+		for _, s := range settings {
+			for fi, f := range fields {
+				r := row{Truth: tr.name, Setting: s, Field: f.name}
+				for _, e := range extractors {
+					k, n := tally(rs, tr.of, s, e, fi)
+					if n[1] == 0 {
+						continue
+					}
+					r.Pages = n[1]
+					v := math.Round(float64(k[1])/float64(n[1])*1000) / 1000
+					if e == "trawl" {
+						r.Trawl = v
+					} else {
+						r.Trafilatura = v
+					}
+				}
+				if r.Pages > 0 {
+					rows = append(rows, r)
+				}
+			}
+		}
+	}
+	b, err := json.MarshalIndent(map[string]any{"heldout": rows}, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
 
 // showMisses prints trawl's misses on tuning pages (stripped), with
