@@ -2,8 +2,9 @@ package search
 
 import "github.com/trawlhq/trawl/internal/searchapi"
 
-// Passages are the best passages of the results hits, best first.
-func Passages(hits []Hit) []searchapi.Passage {
+// Passages are the best passages of the results hits for the question
+// q, best first.
+func Passages(q string, hits []Hit) []searchapi.Passage {
 	var out []searchapi.Passage
 	for i, h := range hits {
 		if h.passage.text == "" {

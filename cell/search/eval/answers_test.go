@@ -1,0 +1,130 @@
+package eval
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/internal/searchapi"
+)
+
+func init() {
+	// Held out for answers with python: never tuned on, failures never
+	// looked at (apt-get install python-sqlalchemy-doc python-celery-doc).
+	corpora["sqlalchemy"] = "/usr/share/doc/python-sqlalchemy-doc/html"
+	corpora["celery"] = "/usr/share/doc/python-celery-doc/html"
+}
+
+// unanswerableFrom names the corpus whose entries make a corpus's
+// unanswerable questions (names it never mentions).
+var unanswerableFrom = map[string]string{
+	"python":     "postgresql",
+	"sqlalchemy": "django",
+	"celery":     "django",
+	"django":     "postgresql",
+	"postgresql": "django",
+}
+
+// tunedOn are the corpora the answer was tuned on: only their failures
+// may be shown (TRAWL_SEARCH_ANSWERS_SHOW=1).
+var tunedOn = map[string]bool{"django": true, "postgresql": true}
+
+// answerSet is a corpus's questions: n answerable, u unanswerable.
+func answerSet(t *testing.T, name string, c *Corpus, n, u int) []Question {
+	t.Helper()
+	es, err := Entries(corpora[name])
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := Questions(es, n)
+	if other := unanswerableFrom[name]; other != "" {
+		if _, err := os.Stat(corpora[other]); err != nil {
+			t.Logf("%s not installed: no unanswerable questions on %s", corpora[other], name)
+		} else {
+			oes, err := Entries(corpora[other])
+			if err != nil {
+				t.Fatal(err)
+			}
+			bodies := make([]string, len(c.Docs))
+			for i, d := range c.Docs {
+				bodies[i] = d.Title + "\n" + d.Body
+			}
+			qs = append(qs, Unanswerable(oes, bodies, u)...)
+		}
+	}
+	t.Logf("%s: %d described names, %d questions", name, len(es), len(qs))
+	return qs
+}
+
+// quoted is the quoted answer's own text and its page ("", "" for none):
+// the answer is “text” — title (url).
+func quoted(a *searchapi.Answer) (string, string) {
+	if a == nil {
+		return "", ""
+	}
+	text := strings.TrimPrefix(a.Text, "“")
+	if i := strings.LastIndex(text, "” — "); i >= 0 {
+		text = text[:i]
+	}
+	url := ""
+	if len(a.Sources) > 0 {
+		url = a.Sources[0].URL
+	}
+	return text, url
+}
+
+// ask answers qs as GET /answer does without a model on one cell: the
+// cell's passages (search.Passages), the gate's choice among them
+// (searchapi.Quote).
+func ask(t *testing.T, ix *search.Index, qs []Question, show bool) Tally {
+	t.Helper()
+	var tally Tally
+	for _, q := range qs {
+		res, err := ix.Search(context.Background(), q.Text, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, url := quoted(searchapi.Quote(search.Passages(q.Text, res.Hits)))
+		v := Judge(q, text, url)
+		tally.Add(q, v)
+		if show && (v == Wrong || v == Abstained && q.URL != "") {
+			want := ""
+			if len(q.Sentences) > 0 {
+				want = q.Sentences[0]
+			}
+			t.Logf("%v %q (%s)\n\tgot  %q %s\n\twant %q", map[Verdict]string{Wrong: "WRONG", Abstained: "ABSTAINED"}[v], q.Text, q.URL, text, url, want)
+		}
+	}
+	return tally
+}
+
+// TestAnswers measures the quoted answer (no model) on questions made
+// from the corpora's API entries (docs/search.md, "Answer"):
+//
+//	TRAWL_SEARCH_ANSWERS=django,postgresql go test ./cell/search/eval -run TestAnswers -v -timeout 30m
+//	TRAWL_SEARCH_ANSWERS=python,sqlalchemy,celery go test ./cell/search/eval -run TestAnswers -v -timeout 30m
+//
+// TRAWL_SEARCH_ANSWERS_SHOW=1 lists the failures, on the tuning corpora
+// (django, postgresql) only: the others are held out.
+func TestAnswers(t *testing.T) {
+	list := os.Getenv("TRAWL_SEARCH_ANSWERS")
+	if list == "" {
+		t.Skip("set TRAWL_SEARCH_ANSWERS=django,postgresql (tuning) or python,sqlalchemy,celery (held out)")
+	}
+	for name := range strings.SplitSeq(list, ",") {
+		if corpora[name] == "" {
+			t.Fatalf("no corpus %q", name)
+		}
+		t.Run(name, func(t *testing.T) {
+			c := load(t, name)
+			qs := answerSet(t, name, c, 200, 50)
+			ix := index(t, c)
+			start := time.Now()
+			tally := ask(t, ix, qs, tunedOn[name] && os.Getenv("TRAWL_SEARCH_ANSWERS_SHOW") == "1")
+			t.Logf("%s answers (%.1f ms/question): %v", name, float64(time.Since(start).Microseconds())/1000/float64(len(qs)), tally)
+		})
+	}
+}
