@@ -79,6 +79,21 @@ func Passages(q string, hits []Hit) []searchapi.Passage {
 	return out
 }
 
+// ProximityPassages are the hits' best passages by the proximity rule
+// alone, best first: the passages ranking scored, which were the
+// model-less answer's before definitions (the answer evaluation's
+// baseline, cell/search/eval).
+func ProximityPassages(hits []Hit) []searchapi.Passage {
+	var out []searchapi.Passage
+	for i, h := range hits {
+		if h.passage.text != "" {
+			out = append(out, searchapi.Passage{Title: h.Title, URL: h.URL, Text: h.passage.text, Score: h.passage.score, Rank: i})
+		}
+	}
+	searchapi.SortPassages(out)
+	return out
+}
+
 // name is what a question asks about: "os.getcwd", "QuerySet.filter",
 // "work_mem", "capital of france".
 type name struct {
@@ -171,7 +186,7 @@ func (n *name) definition(d *Doc) (string, float64) {
 		if score <= best {
 			continue
 		}
-		if text := describedAfter(line, lines[i+1:]); text != "" {
+		if text := n.describedAfter(line, lines[i+1:]); text != "" {
 			bestText, best = text, score
 			if best == scoreDefExact {
 				break
@@ -215,7 +230,9 @@ func defName(line string) string {
 				}
 			}
 		}
-		if end < 0 {
+		// A signature's parameters hold no call ("f(g(x))" is code),
+		// and its name no assignment ("buffer = io.BytesIO()").
+		if end < 0 || strings.IndexByte(line[i+1:end], '(') >= 0 || strings.Contains(line[:i], " = ") {
 			return ""
 		}
 		rest := strings.TrimSpace(line[end+1:])
@@ -252,7 +269,7 @@ func defName(line string) string {
 // return type, before the example); otherwise the first prose line of
 // the next few, past further signatures (overloads); "" when another
 // kind of line comes first.
-func describedAfter(line string, next []string) string {
+func (n *name) describedAfter(line string, next []string) string {
 	if i := strings.Index(line, " → "); i > 0 && strings.Contains(line[:i], "(") {
 		// A function table row: its description is on it, or nowhere.
 		return rowDescription(line[i+len(" → "):])
@@ -264,7 +281,7 @@ func describedAfter(line string, next []string) string {
 		l = strings.TrimSpace(l)
 		switch {
 		case l == "" || isVersionNote(l):
-		case defName(l) != "":
+		case n.defines(l):
 			// Another signature of the same entry, or the entry under
 			// its heading.
 		default:
@@ -275,6 +292,12 @@ func describedAfter(line string, next []string) string {
 		}
 	}
 	return ""
+}
+
+// defines reports whether line defines a name whose last part is n's.
+func (n *name) defines(line string) bool {
+	k := defKey(defName(line))
+	return k != "" && k[strings.LastIndexByte(k, '.')+1:] == n.last
 }
 
 // isVersionNote: "New in Django 3.2.", "Changed in version 3.6: …" say
@@ -401,7 +424,7 @@ func sentenceEnd(s string, from int) int {
 }
 
 func isAbbrev(s string) bool {
-	w := s[strings.LastIndexByte(s, ' ')+1:]
+	w := strings.TrimLeft(s[strings.LastIndexByte(s, ' ')+1:], "([\"'“")
 	switch strings.ToLower(w) {
 	case "e.g.", "i.e.", "etc.", "vs.", "cf.", "approx.", "no.", "fig.":
 		return true

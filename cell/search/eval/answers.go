@@ -124,9 +124,10 @@ func Norm(s string) string {
 
 // descSentences are a description's sentences as Norm has them, those of
 // four words or more ("Availability: Unix." says nothing of the name).
-// The cut is a full stop before white space and a capital letter, but
-// not after "e.g.", "i.e." or "etc.": generous to a quote, which must
-// hold a whole sentence.
+// The cut is a full stop, question or exclamation mark before white
+// space and a letter or digit (a sentence may start with a lower-case
+// identifier: "fieldsets is a list …"), but not after "e.g.", "i.e.",
+// "etc." or "vs.": generous to a quote, which must hold a whole sentence.
 func descSentences(desc string) []string {
 	var out []string
 	add := func(s string) {
@@ -136,9 +137,9 @@ func descSentences(desc string) []string {
 	}
 	start := 0
 	for i := 0; i+2 < len(desc); i++ {
-		if (desc[i] == '.' || desc[i] == '?' || desc[i] == '!') && desc[i+1] == ' ' && unicode.IsUpper(rune(desc[i+2])) {
-			before := strings.ToLower(desc[max(0, i-4) : i+1])
-			if strings.HasSuffix(before, "e.g.") || strings.HasSuffix(before, "i.e.") || strings.HasSuffix(before, "etc.") {
+		if (desc[i] == '.' || desc[i] == '?' || desc[i] == '!') && desc[i+1] == ' ' && (unicode.IsLetter(rune(desc[i+2])) || unicode.IsDigit(rune(desc[i+2]))) {
+			w := strings.ToLower(desc[strings.LastIndexByte(desc[:i+1], ' ')+1 : i+1])
+			if w = strings.TrimLeft(w, "(\"'"); w == "e.g." || w == "i.e." || w == "etc." || w == "vs." {
 				continue
 			}
 			add(desc[start : i+1])

@@ -78,18 +78,20 @@ func quoted(a *searchapi.Answer) (string, string) {
 
 // ask answers qs as GET /answer does without a model on one cell: the
 // cell's passages (search.Passages), the gate's choice among them
-// (searchapi.Quote).
-func ask(t *testing.T, ix *search.Index, qs []Question, show bool) Tally {
+// (searchapi.Quote); and, beside it, as it did before definitions (the
+// proximity rule: search.ProximityPassages).
+func ask(t *testing.T, ix *search.Index, qs []Question, show bool) (now, before Tally) {
 	t.Helper()
-	var tally Tally
 	for _, q := range qs {
 		res, err := ix.Search(context.Background(), q.Text, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
+		btext, burl := quoted(searchapi.Quote(search.ProximityPassages(res.Hits)))
+		before.Add(q, Judge(q, btext, burl))
 		text, url := quoted(searchapi.Quote(search.Passages(q.Text, res.Hits)))
 		v := Judge(q, text, url)
-		tally.Add(q, v)
+		now.Add(q, v)
 		if show && (v == Wrong || v == Abstained && q.URL != "") {
 			want := ""
 			if len(q.Sentences) > 0 {
@@ -98,7 +100,7 @@ func ask(t *testing.T, ix *search.Index, qs []Question, show bool) Tally {
 			t.Logf("%v %q (%s)\n\tgot  %q %s\n\twant %q", map[Verdict]string{Wrong: "WRONG", Abstained: "ABSTAINED"}[v], q.Text, q.URL, text, url, want)
 		}
 	}
-	return tally
+	return now, before
 }
 
 // TestAnswers measures the quoted answer (no model) on questions made
@@ -123,8 +125,8 @@ func TestAnswers(t *testing.T) {
 			qs := answerSet(t, name, c, 200, 50)
 			ix := index(t, c)
 			start := time.Now()
-			tally := ask(t, ix, qs, tunedOn[name] && os.Getenv("TRAWL_SEARCH_ANSWERS_SHOW") == "1")
-			t.Logf("%s answers (%.1f ms/question): %v", name, float64(time.Since(start).Microseconds())/1000/float64(len(qs)), tally)
+			now, before := ask(t, ix, qs, tunedOn[name] && os.Getenv("TRAWL_SEARCH_ANSWERS_SHOW") == "1")
+			t.Logf("%s answers (%.1f ms/question, both rules):\n\tdefinitions: %v\n\tproximity (before): %v", name, float64(time.Since(start).Microseconds())/1000/float64(len(qs)), now, before)
 		})
 	}
 }
