@@ -30,12 +30,14 @@ const answerDepth = 3
 // Scores of a passage that answers a question about a name: a line that
 // defines the name whole, one that defines it under the asked qualifier
 // (class), one whose last part is the name asked without a qualifier,
-// and a page titled by the name. All are above searchapi.Confident; a
+// one whose last part is the name asked with a qualifier (a module, a
+// class) the page names elsewhere, and a page titled by the name. All are above searchapi.Confident; a
 // better kind wins over a better place in the results.
 const (
 	scoreDefExact = 1.0
 	scoreDefClass = 0.97
 	scoreDefShort = 0.95
+	scoreDefQual  = 0.93
 	scoreDefTitle = 0.9
 	// notConfident is the most a passage that must not be quoted keeps
 	// (it is still offered to a model, in its order).
@@ -158,6 +160,7 @@ func (n *name) definition(d *Doc) (string, float64) {
 	bestText, best := "", 0.0
 	lines := strings.Split(d.Body, "\n")
 	class := "" // the last part of the class the lines are under
+	qualOnPage := -1 // whether the page names n.qual: unknown yet
 	for i, line := range lines {
 		line = strings.TrimSpace(line)
 		if strings.HasPrefix(line, "class ") {
@@ -182,6 +185,16 @@ func (n *name) definition(d *Doc) (string, float64) {
 			score = scoreDefClass
 		case n.qual == "":
 			score = scoreDefShort
+		default:
+			if qualOnPage < 0 {
+				qualOnPage = 0
+				if hasWord(d.Title, n.qual) || hasWord(d.Body, n.qual) {
+					qualOnPage = 1
+				}
+			}
+			if qualOnPage == 1 {
+				score = scoreDefQual
+			}
 		}
 		if score <= best {
 			continue
@@ -203,6 +216,28 @@ func (n *name) definition(d *Doc) (string, float64) {
 		}
 	}
 	return bestText, best
+}
+
+// hasWord reports whether s holds w (lower case) in any case as a word
+// of its own or a part of a dotted name.
+func hasWord(s, w string) bool {
+	for from := 0; from < len(s); {
+		i := indexASCIIFold(s[from:], w)
+		if i < 0 {
+			return false
+		}
+		i += from
+		j := i + len(w)
+		if (i == 0 || !isNameByte(s[i-1])) && (j == len(s) || !isNameByte(s[j])) {
+			return true
+		}
+		from = i + 1
+	}
+	return false
+}
+
+func isNameByte(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_'
 }
 
 // defName is the name a line defines, or "" when the line is not a
@@ -272,7 +307,7 @@ func defName(line string) string {
 func (n *name) describedAfter(line string, next []string) string {
 	if i := strings.Index(line, " → "); i > 0 && strings.Contains(line[:i], "(") {
 		// A function table row: its description is on it, or nowhere.
-		return rowDescription(line[i+len(" → "):])
+		return rowDescription(line[i+len(" → "):], n.last)
 	}
 	for j, l := range next {
 		if j >= 6 {
@@ -313,8 +348,10 @@ func isVersionNote(l string) bool {
 
 // rowDescription is the prose of a function table row after its
 // signature's arrow: past the return type's words (lower case: "text",
-// "setof record"), up to the last full stop before the example's arrow.
-func rowDescription(s string) string {
+// "setof record"), up to the example (a call of the function, fn, and an
+// arrow), its first sentence(s). A row's description may end without a
+// full stop ("Create date from year, month and day fields").
+func rowDescription(s, fn string) string {
 	ws := strings.Fields(s)
 	start := -1
 	at := 0
@@ -332,17 +369,36 @@ func rowDescription(s string) string {
 	}
 	d := s[start:]
 	if i := strings.Index(d, " → "); i >= 0 {
-		// The example: from the last full stop before its arrow.
-		j := strings.LastIndex(d[:i], ". ")
-		if j < 0 {
+		// The example: from the call before its arrow, else from the
+		// last full stop.
+		if j := lastIndexASCIIFold(d[:i], fn+"("); j > 0 {
+			d = strings.TrimSpace(d[:j])
+		} else if j := strings.LastIndex(d[:i], ". "); j > 0 {
+			d = d[:j+1]
+		} else {
 			return ""
 		}
-		d = d[:j+1]
 	}
-	if d = firstSentences(d); !isProse(d) {
+	d = firstSentences(d)
+	if !isProseText(d) {
 		return ""
 	}
 	return d
+}
+
+// lastIndexASCIIFold is the last index of key (lower case) in s, any
+// case; -1 when none.
+func lastIndexASCIIFold(s, key string) int {
+	last := -1
+	for from := 0; from <= len(s); {
+		i := indexASCIIFold(s[from:], key)
+		if i < 0 {
+			break
+		}
+		last = from + i
+		from += i + 1
+	}
+	return last
 }
 
 func isLowerWord(s string) bool {
@@ -358,11 +414,10 @@ func isLowerWord(s string) bool {
 // a line of code seldom does.
 var functionWords = map[string]bool{"the": true, "a": true, "an": true, "of": true, "to": true, "is": true, "are": true, "in": true, "and": true, "or": true, "for": true, "by": true, "with": true, "as": true, "if": true, "from": true, "this": true, "that": true, "be": true, "it": true, "on": true, "not": true, "can": true, "will": true, "which": true}
 
-// isProse reports whether a line reads as sentences: four words or more,
-// one of them a function word, few that look like code, ending as a
-// sentence does.
+// isProse reports whether a line reads as sentences: it ends as a
+// sentence does, and isProseText.
 func isProse(line string) bool {
-	line = strings.TrimSpace(line)
+	line = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(line), ")"))
 	if line == "" {
 		return false
 	}
@@ -371,6 +426,13 @@ func isProse(line string) bool {
 	default:
 		return false
 	}
+	return isProseText(line)
+}
+
+// isProseText: four words or more starting with a letter or digit, one
+// of them a function word, few that look like code, no arrow (a table
+// row's signature or example).
+func isProseText(line string) bool {
 	r, _ := utf8.DecodeRuneInString(line)
 	if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '"' && r != '\'' && r != '“' {
 		return false
@@ -411,7 +473,7 @@ func sentenceEnd(s string, from int) int {
 		if c != '.' && c != '?' && c != '!' || s[i+1] != ' ' {
 			continue
 		}
-		r, _ := utf8.DecodeRuneInString(s[i+2:])
+		r, _ := utf8.DecodeRuneInString(strings.TrimLeft(s[i+2:], "(\"'“"))
 		if !unicode.IsUpper(r) && !unicode.IsDigit(r) {
 			continue
 		}
