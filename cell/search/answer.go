@@ -102,6 +102,9 @@ type name struct {
 	key  string // as defKey has it: "queryset.filter", "capital+of+france"
 	last string // the last dotted part: "filter"
 	qual string // the part before it: "queryset" ("" when none)
+	// class: the qualifier is a class ("QuerySet"), which the entry
+	// must be under, not a module ("gdal"), which the page must name.
+	class bool
 }
 
 // Words that frame a question about a name, before and after it.
@@ -148,6 +151,12 @@ func askedName(q string) *name {
 		if j := strings.LastIndexByte(n.qual, '.'); j >= 0 {
 			n.qual = n.qual[j+1:]
 		}
+		// A qualifier in CapWords is a class (Python's convention).
+		if lq := strings.ToLower(q); len(lq) == len(q) {
+			if at := strings.Index(lq, n.qual+"."+n.last); at >= 0 {
+				n.class = unicode.IsUpper(rune(q[at]))
+			}
+		}
 	}
 	return n
 }
@@ -159,7 +168,7 @@ func askedName(q string) *name {
 func (n *name) definition(d *Doc) (string, float64) {
 	bestText, best := "", 0.0
 	lines := strings.Split(d.Body, "\n")
-	class := "" // the last part of the class the lines are under
+	class := ""      // the last part of the class the lines are under
 	qualOnPage := -1 // whether the page names n.qual: unknown yet
 	for i, line := range lines {
 		line = strings.TrimSpace(line)
@@ -185,7 +194,7 @@ func (n *name) definition(d *Doc) (string, float64) {
 			score = scoreDefClass
 		case n.qual == "":
 			score = scoreDefShort
-		default:
+		case !n.class:
 			if qualOnPage < 0 {
 				qualOnPage = 0
 				if hasWord(d.Title, n.qual) || hasWord(d.Body, n.qual) {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/PuerkitoBio/goquery"
 )
@@ -125,7 +126,8 @@ func Norm(s string) string {
 // descSentences are a description's sentences as Norm has them, those of
 // four words or more ("Availability: Unix." says nothing of the name).
 // The cut is a full stop, question or exclamation mark before white
-// space and a letter or digit (a sentence may start with a lower-case
+// space and a letter or digit, or an opening parenthesis or quote before
+// one (a sentence may start with a lower-case
 // identifier: "fieldsets is a list …"), but not after "e.g.", "i.e.",
 // "etc." or "vs.": generous to a quote, which must hold a whole sentence.
 func descSentences(desc string) []string {
@@ -137,7 +139,8 @@ func descSentences(desc string) []string {
 	}
 	start := 0
 	for i := 0; i+2 < len(desc); i++ {
-		if (desc[i] == '.' || desc[i] == '?' || desc[i] == '!') && desc[i+1] == ' ' && (unicode.IsLetter(rune(desc[i+2])) || unicode.IsDigit(rune(desc[i+2]))) {
+		next, _ := utf8.DecodeRuneInString(strings.TrimLeft(desc[i+2:], "(\"'“"))
+		if (desc[i] == '.' || desc[i] == '?' || desc[i] == '!') && desc[i+1] == ' ' && (unicode.IsLetter(next) || unicode.IsDigit(next)) {
 			w := strings.ToLower(desc[strings.LastIndexByte(desc[:i+1], ' ')+1 : i+1])
 			if w = strings.TrimLeft(w, "(\"'"); w == "e.g." || w == "i.e." || w == "etc." || w == "vs." {
 				continue
