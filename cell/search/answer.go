@@ -329,7 +329,14 @@ func (n *name) describedAfter(line string, next []string) string {
 			// Another signature of the same entry, or the entry under
 			// its heading.
 		default:
-			if s := firstSentences(l); isProse(s) {
+			// A description's first sentence may end with a colon
+			// before its list ("Returns a 4-tuple with enough
+			// information to recreate the field:").
+			s := firstSentences(l)
+			if strings.HasSuffix(s, ":") && len(strings.Fields(s)) >= 6 {
+				s = strings.TrimSuffix(s, ":") + "."
+			}
+			if isProse(s) {
 				return s
 			}
 			return ""

@@ -104,14 +104,14 @@ func pageEntries(doc *goquery.Document, url string) []Entry {
 }
 
 // paragraphs is the text of the first two paragraphs of ps, its white
-// space collapsed.
+// space collapsed, joined by a line end (a sentence ends there).
 func paragraphs(ps *goquery.Selection) string {
 	var parts []string
 	ps.EachWithBreak(func(i int, p *goquery.Selection) bool {
 		parts = append(parts, strings.Join(strings.Fields(p.Text()), " "))
 		return i < 1
 	})
-	return strings.Join(parts, " ")
+	return strings.Join(parts, "\n")
 }
 
 // Norm is a text as its lower-cased words (letters and digits) joined by
@@ -123,13 +123,14 @@ func Norm(s string) string {
 	}), " ")
 }
 
-// descSentences are a description's sentences as Norm has them, those of
-// four words or more ("Availability: Unix." says nothing of the name).
-// The cut is a full stop, question or exclamation mark before white
-// space and a letter or digit, or an opening parenthesis or quote before
-// one (a sentence may start with a lower-case
-// identifier: "fieldsets is a list …"), but not after "e.g.", "i.e.",
-// "etc." or "vs.": generous to a quote, which must hold a whole sentence.
+// descSentences are a description's sentences (each paragraph apart) as
+// Norm has them, those of four words or more ("Availability: Unix." says
+// nothing of the name). The cut is a full stop, question or exclamation
+// mark before white space and a letter or digit, or an opening
+// parenthesis or quote before one (a sentence may start with a
+// lower-case identifier: "fieldsets is a list …"), but not after
+// "e.g.", "i.e.", "etc." or "vs.": generous to a quote, which must hold
+// a whole sentence.
 func descSentences(desc string) []string {
 	var out []string
 	add := func(s string) {
@@ -137,6 +138,14 @@ func descSentences(desc string) []string {
 			out = append(out, n)
 		}
 	}
+	for p := range strings.SplitSeq(desc, "\n") {
+		sentencesOf(p, add)
+	}
+	return out
+}
+
+// sentencesOf calls add with each sentence of a paragraph.
+func sentencesOf(desc string, add func(string)) {
 	start := 0
 	for i := 0; i+2 < len(desc); i++ {
 		next, _ := utf8.DecodeRuneInString(strings.TrimLeft(desc[i+2:], "(\"'“"))
@@ -150,7 +159,6 @@ func descSentences(desc string) []string {
 		}
 	}
 	add(desc[start:])
-	return out
 }
 
 // displayName is how a user would write an Entry's name: a long dotted
