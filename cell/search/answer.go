@@ -208,6 +208,9 @@ func (n *name) definition(d *Doc) (string, float64) {
 		if score <= best {
 			continue
 		}
+		if n.inList(line, lines[:i]) {
+			continue
+		}
 		if text := n.describedAfter(line, lines[i+1:]); text != "" {
 			bestText, best = text, score
 			if best == scoreDefExact {
@@ -343,6 +346,32 @@ func (n *name) describedAfter(line string, next []string) string {
 		}
 	}
 	return ""
+}
+
+// inList reports whether line, after before, is one of a list of names
+// ("Storage.size()", "Storage.url()", then prose about them all): it and
+// the line before it (past blank ones) are bare names, without
+// parameters, the one before another name. Signatures with parameters
+// in a row are entries sharing one description ("ngettext_lazy(…)",
+// "npgettext_lazy(…)"); a line with " = " is code or a value.
+func (n *name) inList(line string, before []string) bool {
+	if !isBareName(line) {
+		return false
+	}
+	for j := len(before) - 1; j >= 0 && j >= len(before)-4; j-- {
+		l := strings.TrimSpace(before[j])
+		if l == "" {
+			continue
+		}
+		return isBareName(l) && !n.defines(l)
+	}
+	return false
+}
+
+// isBareName: a line that is one name, with "()" or without.
+func isBareName(l string) bool {
+	l = strings.TrimSuffix(strings.TrimSpace(l), "()")
+	return l != "" && !strings.ContainsAny(l, " ()=") && defKey(l) != ""
 }
 
 // defines reports whether line defines a name whose last part is n's.
