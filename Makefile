@@ -53,6 +53,9 @@ test: deps-test lint build
 	cd terraform && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 	# The crawl server's memory bound, measured without the race detector.
 	TRAWL_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 10m -run 'TestLoad100Concurrent$$' ./cell/crawl/
+	# The model-less answer's floors on python3.11-doc, without the race
+	# detector (converting 500 pages under it takes minutes).
+	$(GO) test -count=1 -timeout 10m -run 'TestAnswerFloor$$' ./cell/search/eval/
 
 bench: deps-bench build
 	bash bench/run.sh
