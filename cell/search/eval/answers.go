@@ -305,6 +305,10 @@ func Judge(q Question, text, url string) Verdict {
 type Tally struct {
 	Answerable, Right, Wrong, Abstained int
 	Unanswerable, FalseAnswers          int
+	// InTop3 counts the answerable questions whose describing page is
+	// among the first three results (those a quote may come from): the
+	// most any rule can get right, as ranking stands.
+	InTop3 int
 }
 
 // Add counts v on q.
@@ -344,6 +348,6 @@ func (t Tally) Coverage() float64 {
 }
 
 func (t Tally) String() string {
-	return fmt.Sprintf("answerable %d: right %d, wrong %d, abstained %d (precision %.3f, coverage %.3f); unanswerable %d: false answers %d",
-		t.Answerable, t.Right, t.Wrong, t.Abstained, t.Precision(), t.Coverage(), t.Unanswerable, t.FalseAnswers)
+	return fmt.Sprintf("answerable %d (describing page in the top 3: %d): right %d, wrong %d, abstained %d (precision %.3f, coverage %.3f); unanswerable %d: false answers %d",
+		t.Answerable, t.InTop3, t.Right, t.Wrong, t.Abstained, t.Precision(), t.Coverage(), t.Unanswerable, t.FalseAnswers)
 }

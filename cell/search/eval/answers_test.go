@@ -95,6 +95,13 @@ func ask(t *testing.T, ix *search.Index, qs []Question, show bool) (now, before 
 		text, url := quoted(searchapi.Quote(search.Passages(q.Text, res.Hits)))
 		v := Judge(q, text, url)
 		now.Add(q, v)
+		// Whether a quote could come from the describing page at all.
+		for i := range min(3, len(res.Hits)) {
+			if q.URL != "" && res.Hits[i].URL == q.URL {
+				now.InTop3++
+				before.InTop3++
+			}
+		}
 		if show && (v == Wrong || v == Abstained && q.URL != "") {
 			want := ""
 			if len(q.Sentences) > 0 {
