@@ -23,10 +23,6 @@ import (
 // word close together) on the page's prose only: never a table row, a
 // heading or a line of code.
 
-// answerDepth is how many of the first hits a quote may come from (as
-// searchapi.Quote).
-const answerDepth = 3
-
 // Scores of a passage that answers a question about a name: a line that
 // defines the name whole, one that defines it under the asked qualifier
 // (class), one whose last part is the name asked without a qualifier,
@@ -54,7 +50,10 @@ func Passages(q string, hits []Hit) []searchapi.Passage {
 	var out []searchapi.Passage
 	for i, h := range hits {
 		p := searchapi.Passage{Title: h.Title, URL: h.URL, Text: h.passage.text, Score: h.passage.score, Rank: i}
-		if i < answerDepth && h.doc != nil {
+		// Every hit, not only a cell's first three: the gate quotes from
+		// the first three of the merged results, where a cell's fifth
+		// may be second.
+		if h.doc != nil {
 			switch {
 			case name != nil:
 				if text, score := name.definition(h.doc); text != "" {

@@ -2,6 +2,7 @@ package search
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -44,16 +45,34 @@ func TestAnswerQuotesTheDefinitionNotAMention(t *testing.T) {
 }
 
 func TestAnswerNotFromAPageThatOnlyMentionsTheName(t *testing.T) {
-	ix := testIndex(t,
-		md("http://d/heapq", "heapq — Heap queue algorithm",
-			"# heapq — Heap queue algorithm\n\nheapq.merge(*iterables)\n\nMerge sorted inputs into a single sorted output, like itertools chain but sorted; what itertools chain does, returns an iterator.\n"),
-	)
-	now, before := quote(t, ix, "what does itertools.chain do")
+	docs := []*Doc{md("http://d/heapq", "heapq — Heap queue algorithm",
+		"# heapq — Heap queue algorithm\n\nheapq.merge(*iterables)\n\nMerge sorted inputs into a single sorted output, like itertools chain but sorted; what itertools chain does, returns an iterator.\n")}
+	for i := range 5 {
+		docs = append(docs, md(fmt.Sprintf("http://d/howto%d", i), fmt.Sprintf("How-to %d", i),
+			fmt.Sprintf("# How-to %d\n\nWhat itertools chain does here, in recipe %d, is chain the lists.\n", i, i)))
+	}
+	ix := testIndex(t, docs...)
+	q := "what does itertools.chain do"
+	now, before := quote(t, ix, q)
 	if before == nil {
 		t.Fatal("the fixture no longer tempts the proximity rule")
 	}
 	if now != nil {
 		t.Errorf("answered from a page that does not define itertools.chain: %+v", now)
+	}
+	// No passage a cell sends may be quotable: the gate quotes from the
+	// merged results' first three, where this cell's sixth may be.
+	res, err := ix.Search(context.Background(), q, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hits) < 4 {
+		t.Fatalf("only %d hits", len(res.Hits))
+	}
+	for _, p := range Passages(q, res.Hits) {
+		if p.Score >= searchapi.Confident {
+			t.Errorf("rank %d passage quotable: %+v", p.Rank, p)
+		}
 	}
 }
 
