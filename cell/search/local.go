@@ -39,7 +39,7 @@ func (ix *Index) Local(ctx context.Context, q string, o searchapi.Options) (*sea
 		out.Rich = r
 	}
 	if o.Passages || o.Rich {
-		out.Passages = Passages(res.Hits)
+		out.Passages = Passages(q, res.Hits)
 		if len(out.Passages) > 5 {
 			out.Passages = out.Passages[:5]
 		}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/cell/search"
-	"github.com/trawlhq/trawl/internal/searchapi"
 )
 
 // The corpora: Debian documentation packages (apt-get install
@@ -202,52 +201,4 @@ func TestTune(t *testing.T) {
 		}
 	}
 	fmt.Printf("best on %s: %+v %v\n", name, bestB, best)
-}
-
-// answerQuestions are questions on python3.11-doc whose answer sentence
-// is known (a part of it that any right answer quotes).
-var answerQuestions = []struct{ q, want string }{
-	{"what does os.getcwd return", "current working directory"},
-	{"what does str.strip remove", "leading and trailing characters"},
-	{"what does math.floor return", "less than or equal to"},
-	{"what does json.dumps serialize", "Serialize"},
-	{"what does shutil.rmtree delete", "directory tree"},
-	{"what does time.sleep suspend", "Suspend execution"},
-	{"what does os.path.join join", "path"},
-	{"what does itertools.chain return", "returns elements from the first iterable"},
-	{"how to read a file line by line", "for line in f"},
-	{"what is the capital of france", ""}, // not in the corpus: answered false is right
-}
-
-// TestAnswers checks the quoted answer on questions whose answer sentence
-// is known:
-//
-//	TRAWL_SEARCH_EVAL=python go test ./cell/search/eval -run TestAnswers -v
-func TestAnswers(t *testing.T) {
-	if os.Getenv("TRAWL_SEARCH_EVAL") != "python" {
-		t.Skip("set TRAWL_SEARCH_EVAL=python")
-	}
-	c := load(t, "python")
-	ix := index(t, c)
-	answered, right := 0, 0
-	for _, aq := range answerQuestions {
-		res, err := ix.Search(context.Background(), aq.q, 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a := searchapi.Quote(search.Passages(res.Hits))
-		ok := (a == nil && aq.want == "") || (a != nil && aq.want != "" && strings.Contains(a.Text, aq.want))
-		if a != nil {
-			answered++
-		}
-		if ok {
-			right++
-		}
-		text := "answered: false"
-		if a != nil {
-			text = a.Text
-		}
-		t.Logf("%v %q → %s", ok, aq.q, text)
-	}
-	t.Logf("answers: %d of %d questions answered, %d of %d right (a wrong answer, or an answer where none is right, counts against)", answered, len(answerQuestions), right, len(answerQuestions))
 }

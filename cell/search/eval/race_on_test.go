@@ -1,0 +1,6 @@
+//go:build race
+
+package eval
+
+// raceEnabled: the binary runs under the race detector.
+const raceEnabled = true
