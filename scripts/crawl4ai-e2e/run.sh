@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Runs Crawl4AI's own Docker-API tests and client against `trawl crawl` on
+# loopback. Nothing of Crawl4AI is committed here: the files are exported
+# from a bare clone at run time into a temporary directory. See README.md.
+#
+#   scripts/crawl4ai-e2e/run.sh [pytest args...]
+#
+# Env: C4A_REPO (bare clone, default /work/.mirror/unclecode+crawl4ai/repo),
+# C4A_REF (default v0.7.7), TRAWL (binary; default: go build into the temp dir),
+# PORT (crawl server, default 18235), SITE_PORT (stand-in site, default 18236),
+# KEEP=1 keeps the temp dir.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+repo=${C4A_REPO:-/work/.mirror/unclecode+crawl4ai/repo}
+ref=${C4A_REF:-v0.7.7}
+port=${PORT:-18235}
+site_port=${SITE_PORT:-18236}
+py=/usr/bin/python3 # Debian's: the packages below are Debian's
+
+for m in httpx pytest pytest_asyncio pydantic lxml bs4 dotenv aiofiles psutil PIL numpy requests aiohttp rich nltk yaml xxhash aiosqlite snowballstemmer lark OpenSSL cssselect; do
+  "$py" -c "import $m" 2>/dev/null || { echo "run.sh: python module $m missing; install the Debian packages listed in README.md" >&2; exit 2; }
+done
+
+tmp=$(mktemp -d /tmp/crawl4ai-e2e.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  [[ ${KEEP:-} == 1 ]] && echo "kept $tmp" || rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Crawl4AI's package, tests and examples at $ref.
+git -C "$repo" archive "$ref" crawl4ai tests/docker/test_server_requests.py | tar -x -C "$tmp"
+
+# Import stubs for modules not in Debian (README.md says why each is safe).
+stub() {
+  local d="$tmp/stubs/$1"
+  mkdir -p "$d"
+  cp "$here/stub.py" "$d/__init__.py"
+}
+for m in rank_bm25 fake_useragent tiktoken playwright playwright/async_api litellm; do stub "$m"; done
+
+# The loopback stand-in site: python's http.server over site/.
+"$py" -m http.server "$site_port" --bind 127.0.0.1 --directory "$here/site" >"$tmp/site.log" 2>&1 &
+pids+=($!)
+site="http://127.0.0.1:$site_port"
+
+# trawl crawl on loopback, its data in the temp dir.
+bin=${TRAWL:-}
+if [[ -z $bin ]]; then
+  bin="$tmp/trawl"
+  (cd "$root" && nice -n 10 go build -o "$bin" ./cmd/trawl)
+fi
+"$bin" crawl --listen "127.0.0.1:$port" --data "$tmp/data" --allow-private-networks >"$tmp/server.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 120); do
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+  sleep 0.5
+done
+curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "run.sh: trawl crawl did not start"; cat "$tmp/server.log"; exit 1; }
+
+# The tests, with their internet targets pointed at the stand-ins (the only
+# edits): httpbin's /html and /links/10/0, books.toscrape.com, python.org
+# (whose domain also appears in a DomainFilter and an assertion).
+t="$tmp/tests/docker/test_server_requests.py"
+sed -i \
+  -e "s#\"https://httpbin.org/html\"#\"$site/html.html\"#" \
+  -e "s#\"https://httpbin.org/links/10/0\"#\"$site/links.html\"#" \
+  -e "s#\"http://books.toscrape.com/\"#\"$site/books/\"#" \
+  -e "s#^DEEP_CRAWL_URL = \"https://python.org\"#DEEP_CRAWL_URL = \"$site/py/\"#" \
+  -e "s#\"docs.python.org\"#\"docs.127.0.0.1\"#" \
+  -e "s#\"python.org\"#\"127.0.0.1\"#g" \
+  "$t"
+
+cd "$tmp"
+set +e
+CRAWL4AI_TEST_URL="http://127.0.0.1:$port" PYTHONPATH="$tmp/stubs:$tmp" PYTHONDONTWRITEBYTECODE=1 \
+  "$py" -m pytest -p no:cacheprovider -q -rA "$t" "$@" 2>&1 | tee "$tmp/pytest.log"
+rc=${PIPESTATUS[0]}
+set -e
+CRAWL4AI_TEST_URL="http://127.0.0.1:$port" SITE="$site" PYTHONPATH="$tmp/stubs:$tmp" \
+  "$py" "$here/client_check.py" 2>&1 | tee "$tmp/client.log" || rc=1
+exit $rc
