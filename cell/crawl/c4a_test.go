@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -405,4 +406,53 @@ func TestC4ARoutes(t *testing.T) {
 			t.Fatalf("after restart: %d %v", code, again)
 		}
 	})
+}
+
+func TestNetBytes(t *testing.T) {
+	f := t.TempDir() + "/dev"
+	os.WriteFile(f, []byte(`Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo: 8138069060 3174724    0    0    0     0          0         0 8138069060 3174724    0    0    0     0       0          0
+  eth0: 2097152     100    0    0    0     0          0         0  1048576      50    0    0    0     0       0          0
+  eth1: 1048576     100    0    0    0     0          0         0  1048576      50    0    0    0     0       0          0
+`), 0o644)
+	rx, tx, err := netBytes(f)
+	if err != nil || rx != 3<<20 || tx != 2<<20 {
+		t.Fatalf("netBytes: %d %d %v", rx, tx, err)
+	}
+}
+
+// TestC4AMonitorFields: what Crawl4AI 0.7.7's release demo reads from the
+// monitor and the task API lacked.
+func TestC4AMonitorFields(t *testing.T) {
+	ts := startServer(t, Config{})
+	var h map[string]any
+	if code := call(t, "GET", ts.URL+"/monitor/health", "", nil, &h); code != 200 {
+		t.Fatalf("/monitor/health: %d", code)
+	}
+	c := h["container"].(map[string]any)
+	pool := h["pool"].(map[string]any)
+	for _, k := range []string{"network_rx_mb", "network_tx_mb"} {
+		if _, ok := c[k].(float64); !ok {
+			t.Errorf("container.%s: %v", k, c[k])
+		}
+	}
+	for _, tier := range []string{"permanent", "hot", "cold"} {
+		if _, ok := pool[tier].(map[string]any)["total_requests"].(float64); !ok {
+			t.Errorf("pool.%s.total_requests missing", tier)
+		}
+	}
+	ts.takeSample()
+	var tl map[string]any
+	if code := call(t, "GET", ts.URL+"/monitor/timeline?minutes=5", "", nil, &tl); code != 200 {
+		t.Fatalf("/monitor/timeline: %d", code)
+	}
+	mem, _ := tl["memory"].([]any)
+	if len(mem) == 0 {
+		t.Fatalf("timeline memory: %v", tl)
+	}
+	last := mem[len(mem)-1].(map[string]any)
+	if v, _ := last["value"].(float64); v <= 0 || last["timestamp"] == nil {
+		t.Fatalf("timeline memory point: %v", last)
+	}
 }
