@@ -18,7 +18,7 @@ port=${PORT:-18235}
 site_port=${SITE_PORT:-18236}
 py=/usr/bin/python3 # Debian's: the packages below are Debian's
 
-for m in httpx pytest pytest_asyncio pydantic lxml bs4 dotenv aiofiles psutil PIL numpy requests aiohttp rich nltk yaml xxhash aiosqlite snowballstemmer lark OpenSSL cssselect; do
+for m in httpx pytest pytest_asyncio pydantic lxml bs4 dotenv aiofiles psutil PIL numpy requests aiohttp rich nltk yaml xxhash aiosqlite snowballstemmer lark OpenSSL cssselect websockets; do
   "$py" -c "import $m" 2>/dev/null || { echo "run.sh: python module $m missing; install the Debian packages listed in README.md" >&2; exit 2; }
 done
 
@@ -32,7 +32,8 @@ cleanup() {
 trap cleanup EXIT
 
 # Crawl4AI's package, tests and examples at $ref.
-git -C "$repo" archive "$ref" crawl4ai tests/docker/test_server_requests.py | tar -x -C "$tmp"
+git -C "$repo" archive "$ref" crawl4ai tests/docker/test_server_requests.py \
+  docs/examples/docker/demo_docker_api.py docs/releases_review/demo_v0.7.7.py | tar -x -C "$tmp"
 
 # Import stubs for modules not in Debian (README.md says why each is safe).
 stub() {
@@ -82,4 +83,41 @@ rc=${PIPESTATUS[0]}
 set -e
 CRAWL4AI_TEST_URL="http://127.0.0.1:$port" SITE="$site" PYTHONPATH="$tmp/stubs:$tmp" \
   "$py" "$here/client_check.py" 2>&1 | tee "$tmp/client.log" || rc=1
+
+# docs/examples/docker/demo_docker_api.py: every demo, targets on the stand-ins.
+d="$tmp/docs/examples/docker/demo_docker_api.py"
+sed -i \
+  -e "s#\"https://httpbin.org/html\"#\"$site/html.html\"#" \
+  -e "s#\"https://httpbin.org/links/10/0\"#\"$site/links.html\"#" \
+  -e "s#\"https://httpbin.org/forms/post\"#\"$site/forms.html\"#" \
+  -e "s#\"https://httpbin.org/ip\"#\"$site/ip.html\"#" \
+  -e "s#\"http://books.toscrape.com/\"#\"$site/books/\"#" \
+  -e "s#\"https://python.org\"#\"$site/py/\"#" \
+  -e "s#\"https://example.com/page\([0-9]\)\"#\"$site/example/page\1.html\"#" \
+  -e "s#\"https://example.com\"#\"$site/example.html\"#g" \
+  -e "s#^DEEP_CRAWL_DOMAIN = \"docs.crawl4ai.com\"#DEEP_CRAWL_DOMAIN = \"127.0.0.1\"#" \
+  "$d"
+echo "--- docs/examples/docker/demo_docker_api.py"
+CRAWL4AI_TEST_URL="http://127.0.0.1:$port" DEEP_CRAWL_TEST_SITE="$site/deepcrawl/" PYTHONPATH="$tmp/stubs:$tmp" \
+  "$py" "$here/examples_check.py" "$d" 2>&1 | tee "$tmp/examples.log" || rc=1
+
+# docs/releases_review/demo_v0.7.7.py (the monitor release demo), as is
+# but for the server's address and its three internet pages. It catches
+# each demo's exception and prints "Demo N error"; any such line fails.
+r="$tmp/docs/releases_review/demo_v0.7.7.py"
+sed -i \
+  -e "s#localhost:11235#127.0.0.1:$port#g" \
+  -e "s#https://httpbin.org/html#$site/html.html#g" \
+  -e "s#https://httpbin.org/json#$site/json.json#g" \
+  -e "s#\"https://example.com\"#\"$site/example.html\"#g" \
+  "$r"
+echo "--- docs/releases_review/demo_v0.7.7.py"
+(cd "$tmp" && timeout 600 "$py" "$r" >"$tmp/demo077.log" 2>&1) || true
+if grep -E "Demo [0-9]+ error|Demo failed|Cannot connect" "$tmp/demo077.log"; then
+  echo "FAIL demo_v0.7.7.py"; rc=1
+elif grep -q "Demo completed" "$tmp/demo077.log"; then
+  echo "PASS demo_v0.7.7.py (8 demos, no error)"
+else
+  echo "FAIL demo_v0.7.7.py: did not complete"; tail -5 "$tmp/demo077.log"; rc=1
+fi
 exit $rc
