@@ -13,6 +13,7 @@ import (
 	"github.com/temoto/robotstxt"
 
 	"github.com/trawlhq/trawl/cell/fetch"
+	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
 // Deep crawls (Crawl4AI's BFSDeepCrawlStrategy, DFSDeepCrawlStrategy and
@@ -401,6 +402,9 @@ func (s *Server) deepCrawl(ctx context.Context, cp *c4aPlan, taskID string, each
 				k := deepKey(lu)
 				if seen[k] || !d.passes(lu) {
 					continue
+				}
+				if _, err := urlpolicy.Validate(lu.String(), s.cfg.AllowPrivateNetworks); err != nil {
+					continue // a page may link anywhere; the server fetches only what it may
 				}
 				seen[k] = true
 				if !s.robotsAllow(ctx, robots, lu) {

@@ -144,7 +144,16 @@ func (s *Server) compileC4A(body []byte) (*c4aPlan, error) {
 	req.urlList = true
 	p, err := s.compile(req)
 	if err != nil {
-		return nil, err
+		// The task API's field names, in this API's terms.
+		msg := err.Error()
+		for old, new := range map[string]string{"extraction_config: ": "crawler_config.extraction_strategy: ",
+			"crawler_params.": "", "extra.": "", "browser_config.": "BrowserConfig."} {
+			if strings.HasPrefix(msg, old) {
+				msg = new + strings.TrimPrefix(msg, old)
+				break
+			}
+		}
+		return nil, bad("%s", msg)
 	}
 	cp.p = p
 	if cp.deep != nil {

@@ -456,3 +456,27 @@ func TestC4AMonitorFields(t *testing.T) {
 		t.Fatalf("timeline memory point: %v", last)
 	}
 }
+
+// TestC4AToken: with a token set, /token hands it only to a caller who
+// already sends it; Crawl4AI's routes need it like every other.
+func TestC4AToken(t *testing.T) {
+	ts := startServer(t, Config{Token: "s3cret"})
+	var e errorBody
+	if code := call(t, "POST", ts.URL+"/token", "", map[string]any{"email": "a@b.example"}, &e); code != 401 {
+		t.Fatalf("/token without the token: %d", code)
+	}
+	var tok map[string]any
+	if code := call(t, "POST", ts.URL+"/token", "s3cret", map[string]any{"email": "a@b.example"}, &tok); code != 200 || tok["access_token"] != "s3cret" || tok["token_type"] != "bearer" {
+		t.Fatalf("/token: %d %v", code, tok)
+	}
+	if code := call(t, "POST", ts.URL+"/md", "", map[string]any{"url": "http://127.0.0.1/"}, &e); code != 401 {
+		t.Fatalf("/md without the token: %d", code)
+	}
+	if code := call(t, "GET", ts.URL+"/llm/http://127.0.0.1/?q=x", "", nil, &e); code != 401 {
+		t.Fatalf("/llm without the token: %d", code)
+	}
+	var body map[string]any
+	if code := call(t, "POST", ts.URL+"/crawl", "s3cret", c4aReq([]string{"http://127.0.0.1:1/"}, `{"type":"CrawlerRunConfig","params":{"page_timeout":-5}}`), &body); code != 400 || !strings.Contains(fmt.Sprint(body["detail"]), "page_timeout") {
+		t.Fatalf("bad page_timeout: %d %v", code, body)
+	}
+}

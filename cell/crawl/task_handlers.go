@@ -393,6 +393,15 @@ func (s *Server) deliverWebhook(t *Task, p *plan) {
 	if wc.DataInPayload && t.Status == StatusCompleted {
 		data := map[string]any{}
 		putResults(data, t.URLList, t.Results)
+		if t.API == apiC4A { // Crawl4AI's payload: the job's result
+			if cp, err := s.compileC4A(t.Request); err == nil {
+				res := make([]*c4aResult, len(t.Results))
+				for i, x := range t.Results {
+					res[i] = cp.toC4A(x)
+				}
+				data = c4aAnswer(res, time.Duration((float64(t.FinishedAt)-float64(t.StartedAt))*float64(time.Second)), 0, 0)
+			}
+		}
 		body["data"] = data
 	}
 	b, err := json.Marshal(body)
