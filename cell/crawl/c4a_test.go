@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/testwait"
 )
 
 // Crawl4AI 0.5+'s API (issue 32): the typed-config parser, the body-shape
@@ -363,6 +365,17 @@ func TestC4ARoutes(t *testing.T) {
 		if got != "/@0 /docs/@1 /docs/tutorial@2 /docs/tutorial/advanced@3" {
 			t.Fatalf("DFS: %s", got)
 		}
+		// Streamed: the same pages, one line each, then the end marker.
+		b, _ := json.Marshal(c4aReq([]string{ds.URL + "/"}, `{"type":"CrawlerRunConfig","params":{"stream":true,"deep_crawl_strategy":{"type":"BFSDeepCrawlStrategy","params":{"max_depth":1,`+filters+`}}}}`))
+		resp, err := http.Post(ts.URL+"/crawl/stream", "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if lines := strings.Split(strings.TrimSpace(string(raw)), "\n"); len(lines) != 4 || !strings.Contains(lines[3], `"completed"`) || !strings.Contains(lines[1], `"depth":1`) {
+			t.Fatalf("deep stream: %d lines\n%s", len(lines), raw)
+		}
 		got = strings.Join(paths(run("BestFirstCrawlingStrategy", `{"max_depth":1,"max_pages":2,`+filters+`,
 			"url_scorer":{"type":"KeywordRelevanceScorer","params":{"keywords":["news"]}}}`)), " ")
 		if got != "/@0 /news@1" {
@@ -398,12 +411,31 @@ func TestC4ARoutes(t *testing.T) {
 		if code := call(t, "GET", ts.URL+"/crawl/job/nope", "", nil, &e); code != 404 {
 			t.Fatalf("unknown job: %d", code)
 		}
+		// A job cut off by the shutdown runs again after the restart.
+		if code := call(t, "POST", ts.URL+"/crawl/job", "", c4aReq([]string{st.URL + "/slow"}, `{"type":"CrawlerRunConfig","params":{}}`), &sub); code != 202 {
+			t.Fatalf("/crawl/job slow: %d %v", code, sub)
+		}
+		cut := sub["task_id"].(string)
+		testwait.Until(t, 30*time.Second, "the slow job runs", func() bool {
+			tk, err := ts.tasks.get(cut)
+			return err == nil && tk.Status == StatusProcessing
+		})
 		dir := ts.cfg.DataDir
 		ts.stop()
 		ts2 := startServer(t, Config{DataDir: dir})
 		var again map[string]any
 		if code := call(t, "GET", ts2.URL+"/crawl/job/"+id, "", nil, &again); code != 200 || again["status"] != StatusCompleted || again["result"] == nil {
 			t.Fatalf("after restart: %d %v", code, again)
+		}
+		st.release()
+		testwait.Until(t, time.Minute, "the cut-off job completes after the restart", func() bool {
+			call(t, "GET", ts2.URL+"/crawl/job/"+cut, "", nil, &again)
+			return again["status"] == StatusCompleted
+		})
+		res, _ = again["result"].(map[string]any)
+		rs, _ := res["results"].([]any)
+		if len(rs) != 1 || !strings.Contains(fmt.Sprint(rs[0].(map[string]any)["markdown"]), "It came at last") {
+			t.Fatalf("resumed job: %v", again)
 		}
 	})
 }
