@@ -341,6 +341,29 @@ func (s *Server) handleMD(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_input", "Invalid URL format. Must start with http:// or https://")
 		return
 	}
+	s.markdown(w, r, in)
+}
+
+// handleMDGet is Crawl4AI 0.5's GET /md/{url}?f=&q=&c= (its REST example
+// still calls it): a URL without a scheme gets https://, as there.
+func (s *Server) handleMDGet(w http.ResponseWriter, r *http.Request) {
+	qv := r.URL.Query()
+	in := &oneURL{URL: strings.TrimPrefix(r.URL.Path, "/md/"), F: qv.Get("f"), Provider: qv.Get("provider")}
+	if !strings.HasPrefix(in.URL, "http://") && !strings.HasPrefix(in.URL, "https://") {
+		in.URL = "https://" + in.URL
+	}
+	if qv.Has("q") {
+		q := qv.Get("q")
+		in.Q = &q
+	}
+	if qv.Has("c") {
+		c := qv.Get("c")
+		in.C = &c
+	}
+	s.markdown(w, r, in)
+}
+
+func (s *Server) markdown(w http.ResponseWriter, r *http.Request, in *oneURL) {
 	f := strings.ToLower(in.F)
 	if f == "" {
 		f = "fit"
@@ -553,7 +576,9 @@ func (s *Server) handleLLM(w http.ResponseWriter, r *http.Request) {
 // (SERVICE_API_TOKEN); it is never handed to a caller who does not hold
 // it (the route is behind the token like every other), so a client that
 // authenticates gets back the token it sent, in Crawl4AI's shape. Without
-// a token the server is open and the answer's access_token is empty.
+// a token the server is open and the answer's access_token is
+// openServerToken, which says so (Crawl4AI's client sends it back as a
+// bearer; an empty one is an illegal header to it).
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	body, ok := readBody(w, r)
 	if !ok {
@@ -566,8 +591,16 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, "bad_input", "want {\"email\": \"you@example.org\"}")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"email": in.Email, "access_token": s.cfg.Token, "token_type": "bearer"})
+	tok := s.cfg.Token
+	if tok == "" {
+		// An open server accepts any bearer; clients refuse an empty one.
+		tok = openServerToken
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"email": in.Email, "access_token": tok, "token_type": "bearer"})
 }
+
+// openServerToken is /token's answer when the server has no token.
+const openServerToken = "open-server-no-token-needed"
 
 // handleSchema is GET /schema: the configurations' defaults as this
 // server reads them, in Crawl4AI's serialized form, and the types it

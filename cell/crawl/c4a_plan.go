@@ -186,9 +186,13 @@ func browserParams(req *Request, bc *c4aObject) error {
 		return err
 	}
 	if vp, ok := bc.Params["viewport"].(map[string]any); ok {
-		vw, _ := vp["width"].(float64)
-		vh, _ := vp["height"].(float64)
-		w, h, okW, okH = vw, vh, true, true
+		// {"width": 1200} alone keeps the default height, as Crawl4AI.
+		if vw, ok := vp["width"].(float64); ok {
+			w, okW = vw, true
+		}
+		if vh, ok := vp["height"].(float64); ok {
+			h, okH = vh, true
+		}
 	}
 	if okW || okH {
 		if !okW {

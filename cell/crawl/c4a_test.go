@@ -268,6 +268,12 @@ func TestC4ARoutes(t *testing.T) {
 		if code := call(t, "POST", ts.URL+"/md", "", map[string]any{"url": st.URL + "/article.html", "f": "llm"}, &e); code != 400 || !strings.Contains(e.Detail, "no model") {
 			t.Fatalf("/md llm without a model: %d %+v", code, e)
 		}
+		if code := call(t, "GET", ts.URL+"/md/"+st.URL+"/article.html?f=raw", "", nil, &md); code != 200 || md["markdown"] != raw {
+			t.Fatalf("GET /md/{url}: %d %v", code, md)
+		}
+		if code := call(t, "GET", ts.URL+"/md/"+st.URL+"/article.html?f=nope", "", nil, &e); code != 422 {
+			t.Fatalf("GET /md/{url} bad f: %d", code)
+		}
 		var h map[string]any
 		if code := call(t, "POST", ts.URL+"/html", "", map[string]any{"url": page}, &h); code != 200 || !strings.Contains(fmt.Sprint(h["html"]), "product") || strings.Contains(fmt.Sprint(h["html"]), "<script") {
 			t.Fatalf("/html: %d %v", code, h)
@@ -306,7 +312,6 @@ func TestC4ARoutes(t *testing.T) {
 		if code := call(t, "GET", ts.URL+"/llm/"+page+"?q=what", "", nil, &e); code != 503 || !strings.Contains(e.Detail, "no model") {
 			t.Fatalf("/llm without a model: %d %+v", code, e)
 		}
-		_ = raw
 	})
 
 	t.Run("token schema ask config dump", func(t *testing.T) {

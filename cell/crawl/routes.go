@@ -62,10 +62,16 @@ func (s *Server) Handler() http.Handler {
 	})
 	// /llm/{url} carries a URL in its path ("/llm/https://example.org"),
 	// which the mux would clean and redirect: it is routed before.
+	// So does Crawl4AI 0.5's GET /md/{url}.
 	llmRoute := s.only(http.MethodGet, s.tracked("/llm", s.handleLLM))
+	mdRoute := s.only(http.MethodGet, s.tracked("/md", s.handleMDGet))
 	top := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/llm/") {
 			llmRoute.ServeHTTP(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/md/") {
+			mdRoute.ServeHTTP(w, r)
 			return
 		}
 		mux.ServeHTTP(w, r)

@@ -33,7 +33,8 @@ trap cleanup EXIT
 
 # Crawl4AI's package, tests and examples at $ref.
 git -C "$repo" archive "$ref" crawl4ai tests/docker/test_server_requests.py \
-  docs/examples/docker/demo_docker_api.py docs/releases_review/demo_v0.7.7.py | tar -x -C "$tmp"
+  docs/examples/docker/demo_docker_api.py docs/releases_review/demo_v0.7.7.py \
+  docs/examples/docker_python_sdk.py docs/examples/docker_config_obj.py docs/examples/docker_python_rest_api.py | tar -x -C "$tmp"
 
 # Import stubs for modules not in Debian (README.md says why each is safe).
 stub() {
@@ -120,4 +121,30 @@ elif grep -q "Demo completed" "$tmp/demo077.log"; then
 else
   echo "FAIL demo_v0.7.7.py: did not complete"; tail -5 "$tmp/demo077.log"; rc=1
 fi
+# docs/examples/docker_python_sdk.py, docker_config_obj.py (interactive:
+# Enter is fed), docker_python_rest_api.py: run as scripts against the
+# server (their localhost:8000) and the stand-ins. The first two pass on
+# exit status 0 with no error printed; the REST one catches its errors and
+# prints "Error: ..." lines, each listed.
+for ex in docker_python_sdk docker_config_obj docker_python_rest_api; do
+  f="$tmp/docs/examples/$ex.py"
+  sed -i \
+    -e "s#http://localhost:8000#http://127.0.0.1:$port#g" \
+    -e "s#\"https://example.com/page\([0-9]\)\"#\"$site/example/page\1.html\"#g" \
+    -e "s#\"https://example.com\"#\"$site/example.html\"#g" \
+    -e "s#\"https://python.org\"#\"$site/py/\"#g" \
+    -e "s#\"https://www.python.org\"#\"$site/py/\"#g" \
+    -e "s#\"https://news.ycombinator.com/news\"#\"$site/links.html\"#g" \
+    -e "s#\"https://github.com/trending\"#\"$site/books/\"#g" \
+    "$f"
+  echo "--- docs/examples/$ex.py"
+  ex_rc=0
+  (cd "$tmp" && printf '\n\n\n\n\n\n\n\n' | PYTHONPATH="$tmp/stubs:$tmp" timeout 600 "$py" "$f" >"$tmp/$ex.log" 2>&1) || ex_rc=$?
+  errs=$(grep -E "^Error|Error: |Traceback|Exception" "$tmp/$ex.log" | sort | uniq -c || true)
+  if [[ $ex_rc == 0 && -z $errs ]]; then
+    echo "PASS $ex.py"
+  else
+    echo "FAIL $ex.py (exit $ex_rc)"; echo "$errs" | head -20; rc=1
+  fi
+done
 exit $rc
