@@ -18,7 +18,9 @@ type c4aBody struct {
 	BrowserConfig json.RawMessage `json:"browser_config"`
 	CrawlerConfig json.RawMessage `json:"crawler_config"`
 	Hooks         json.RawMessage `json:"hooks"`
-	WebhookConfig *WebhookConfig  `json:"webhook_config"`
+	// CrawlerConfigs is Crawl4AI 0.8+'s per-URL list: refused (400).
+	CrawlerConfigs json.RawMessage `json:"crawler_configs"`
+	WebhookConfig  *WebhookConfig  `json:"webhook_config"`
 }
 
 // legacyMarkers are the top-level fields only the task API's bodies have:
@@ -44,8 +46,10 @@ func bodyShape(body []byte) string {
 	if _, ok := top["crawler_config"]; ok {
 		return "c4a"
 	}
-	if _, ok := top["hooks"]; ok {
-		return "c4a"
+	for _, k := range []string{"hooks", "crawler_configs"} {
+		if _, ok := top[k]; ok {
+			return "c4a"
+		}
 	}
 	if bc, ok := top["browser_config"]; ok {
 		var probe struct {
@@ -106,6 +110,9 @@ func (s *Server) compileC4A(body []byte) (*c4aPlan, error) {
 	}
 	if len(bytes.TrimSpace(b.Hooks)) > 0 && !bytes.Equal(bytes.TrimSpace(b.Hooks), []byte("null")) {
 		return nil, bad("hooks are Python code run on the server; this server runs none (use js_code, wait_for or the session_id of CrawlerRunConfig)")
+	}
+	if c := bytes.TrimSpace(b.CrawlerConfigs); len(c) > 0 && !bytes.Equal(c, []byte("null")) {
+		return nil, bad("crawler_configs (per-URL configurations, Crawl4AI 0.8+) is not supported: send one crawler_config")
 	}
 	bc, err := parseConfig(b.BrowserConfig, "browser_config", "BrowserConfig")
 	if err != nil {

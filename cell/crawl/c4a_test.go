@@ -76,8 +76,9 @@ func TestC4ABodyShape(t *testing.T) {
 		`{"urls":["x"],"crawler_params":{},"crawler_config":{}}`:                "legacy",
 		`{"urls":["x"],"crawler_config":{}}`:                                    "c4a",
 		`{"urls":["x"],"browser_config":{"type":"BrowserConfig","params":{}}}`:  "c4a",
-		`{"urls":[]}`: "c4a",
-		`not json`:    "legacy",
+		`{"urls":[]}`:                           "c4a",
+		`{"urls":["x"],"crawler_configs":[{}]}`: "c4a",
+		`not json`:                              "legacy",
 	} {
 		if got := bodyShape([]byte(body)); got != want {
 			t.Errorf("%s: %s, want %s", body, got, want)
