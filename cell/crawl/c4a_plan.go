@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/urlpolicy"
 )
 
@@ -77,6 +78,9 @@ type c4aPlan struct {
 	pdf    bool
 	// fit is the markdown generator's content filter: "" (none: no
 	// fit_markdown, as Crawl4AI), "pruning" or "bm25".
+	// captureJS: js_code's values are read back after the page ran them,
+	// for js_execution_result.
+	captureJS     bool
 	fit           string
 	bm25Query     string
 	bm25Threshold float64
@@ -163,6 +167,7 @@ func (s *Server) compileC4A(body []byte) (*c4aPlan, error) {
 		return nil, bad("%s", msg)
 	}
 	cp.p = p
+	captureJS(cp, req)
 	if cp.deep != nil {
 		p.urlList = true
 	}
@@ -419,4 +424,35 @@ func extractionStrategy(req *Request, cc *c4aObject) error {
 	}
 	req.ExtractionConfig = &ExtractionConfig{Type: typ, Params: raw}
 	return nil
+}
+
+// captureJS rebuilds the page script of a request with js_code so that
+// each snippet's value (what it returns, as in Crawl4AI, which runs each
+// in an async function too) is kept in the page, and adds an action that
+// reads them back: js_execution_result {success, results}. The snippets
+// run where the task API runs them (after load, before wait_for).
+func captureJS(cp *c4aPlan, req *Request) {
+	var code []string
+	for _, c := range req.JSCode {
+		if strings.TrimSpace(c) != "" {
+			code = append(code, c)
+		}
+	}
+	if len(code) == 0 {
+		return
+	}
+	var js []string
+	if req.CrawlerParams.RemoveOverlayElements {
+		js = append(js, removeOverlaysJS)
+	}
+	js = append(js, "window.__trawlJS = [];")
+	for _, c := range code {
+		js = append(js, "const v = await (async () => {\n"+c+"\n})();\nwindow.__trawlJS.push(v === undefined ? null : v);")
+	}
+	if req.Extra.ProcessIframes {
+		js = append(js, inlineIframesJS)
+	}
+	cp.p.opts.JS = joinScripts(js)
+	cp.p.opts.Actions = append(cp.p.opts.Actions, fetch.Action{Type: fetch.ActionScript, Script: "() => window.__trawlJS || []"})
+	cp.captureJS = true
 }

@@ -1,6 +1,7 @@
 package crawl
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
@@ -70,6 +71,12 @@ func (cp *c4aPlan) toC4A(r *Result) *c4aResult {
 	}
 	if r.HTML == "" && !r.Success {
 		return out
+	}
+	if cp.captureJS && len(r.scripts) > 0 {
+		var vals []any
+		if json.Unmarshal(r.scripts[len(r.scripts)-1].Value, &vals) == nil {
+			out.JSExecutionResult = map[string]any{"success": true, "results": vals}
+		}
 	}
 	cleaned := r.CleanedHTML
 	out.CleanedHTML = &cleaned

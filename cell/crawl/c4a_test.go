@@ -198,6 +198,21 @@ func TestC4ARoutes(t *testing.T) {
 		}
 	})
 
+	t.Run("js_code values", func(t *testing.T) {
+		var a c4aAnswerT
+		code := call(t, "POST", ts.URL+"/crawl", "", c4aReq([]string{page}, `{"type":"CrawlerRunConfig","params":{
+			"js_code":["document.querySelector('h1').innerText = 'Changed'; return 6 * 7;", "(() => 1)();"]}}`), &a)
+		if code != 200 || len(a.Results) != 1 {
+			t.Fatalf("status %d, %+v", code, a)
+		}
+		r := a.Results[0]
+		jr, _ := r["js_execution_result"].(map[string]any)
+		vals, _ := jr["results"].([]any)
+		if len(vals) != 2 || vals[0] != 42.0 || vals[1] != nil || !strings.Contains(r["html"].(string), "Changed") {
+			t.Fatalf("js_execution_result %v", r["js_execution_result"])
+		}
+	})
+
 	t.Run("every URL failing is a 500", func(t *testing.T) {
 		var a c4aAnswerT
 		if code := call(t, "POST", ts.URL+"/crawl", "", c4aReq([]string{"ftp://x.example/"}, `{"type":"CrawlerRunConfig","params":{}}`), &a); code != 500 || !strings.HasPrefix(a.Detail, "Crawl request failed:") {
