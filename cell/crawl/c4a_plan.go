@@ -149,7 +149,7 @@ func (s *Server) compileC4A(body []byte) (*c4aPlan, error) {
 		valid = append(valid, u)
 	}
 	if len(valid) == 0 {
-		valid = []string{"http://127.0.0.1/"} // compiled for its checks only; nothing is crawled
+		valid = []string{"https://example.org/"} // compiled for its checks only; nothing is crawled
 	}
 	req.URLs = valid
 	req.urlList = true

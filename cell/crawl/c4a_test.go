@@ -86,6 +86,24 @@ func TestC4ABodyShape(t *testing.T) {
 	}
 }
 
+// TestC4ACompilePublic: without --allow-private-networks, a private URL
+// is one failed result among the others (as Crawl4AI answers a URL it
+// cannot crawl), and a request with nothing crawlable still compiles.
+func TestC4ACompilePublic(t *testing.T) {
+	s := &Server{cfg: Config{DataDir: t.TempDir()}}
+	s.cfg.defaults()
+	cp, err := s.compileC4A([]byte(`{"urls":["http://127.0.0.1/","example.org/a"],"crawler_config":{"stream":true}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cp.p.urls) != 1 || cp.p.urls[0].String() != "https://example.org/a" || cp.urlErr[0] == "" || cp.urlErr[1] != "" || !cp.stream {
+		t.Fatalf("plan: urls %v, errors %q, stream %v", cp.p.urls, cp.urlErr, cp.stream)
+	}
+	if _, err := s.compileC4A([]byte(`{"urls":["http://10.0.0.1/"],"crawler_config":{}}`)); err != nil {
+		t.Fatalf("all private: %v", err)
+	}
+}
+
 func TestC4AConfigDump(t *testing.T) {
 	out, err := dumpConfig(`CrawlerRunConfig(stream=True, cache_mode=CacheMode.BYPASS, js_code=["a()", 'b'], word_count_threshold=10, extra={"k": None})`)
 	if err != nil {
