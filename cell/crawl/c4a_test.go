@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/crawl/extract"
+	"github.com/trawlhq/trawl/cell/llm/llmtest"
 	"github.com/trawlhq/trawl/internal/testwait"
 )
 
@@ -549,5 +551,49 @@ func TestC4AToken(t *testing.T) {
 	var body map[string]any
 	if code := call(t, "POST", ts.URL+"/crawl", "s3cret", c4aReq([]string{"http://127.0.0.1:1/"}, `{"type":"CrawlerRunConfig","params":{"page_timeout":-5}}`), &body); code != 400 || !strings.Contains(fmt.Sprint(body["detail"]), "page_timeout") {
 		t.Fatalf("bad page_timeout: %d %v", code, body)
+	}
+}
+
+// TestC4AOperatorModel: /llm/{url}, /md f=llm and LLMExtractionStrategy
+// reach the operator's model with the page. The model is the project's
+// loopback stand-in (cell/llm/llmtest), the one thing not real here.
+func TestC4AOperatorModel(t *testing.T) {
+	cs := llmtest.NewServer(t, func(n int, r llmtest.Request, w http.ResponseWriter) {
+		prompt := ""
+		for _, m := range r.Body.Messages {
+			prompt += m.Content
+		}
+		switch {
+		case strings.Contains(prompt, "Question: what is sold?"):
+			llmtest.Completion(w, fmt.Sprintf("seen the page: %v", strings.Contains(prompt, "Ridge Tent")))
+		case strings.Contains(prompt, "Instruction: only the prices"):
+			llmtest.Completion(w, "# Prices\n\n- rewritten from a page with Ridge Tent: "+fmt.Sprint(strings.Contains(prompt, "Ridge Tent")))
+		default:
+			llmtest.Completion(w, `{"items":[{"name":"Ridge Tent"}]}`)
+		}
+	})
+	ts := startServer(t, Config{Extract: extract.Config{DefaultProvider: "openai/gpt-test",
+		Getenv:   func(k string) string { return map[string]string{"OPENAI_API_KEY": "sk-test"}[k] },
+		BaseURLs: map[string]string{"openai": cs.URL + "/v1"}}})
+	st := startSite(t)
+	page := st.URL + "/products.html"
+	var ans map[string]any
+	if code := call(t, "GET", ts.URL+"/llm/"+page+"?q=what+is+sold%3F", "", nil, &ans); code != 200 || ans["answer"] != "seen the page: true" {
+		t.Fatalf("/llm: %d %v", code, ans)
+	}
+	var md map[string]any
+	if code := call(t, "POST", ts.URL+"/md", "", map[string]any{"url": page, "f": "llm", "q": "only the prices"}, &md); code != 200 || md["markdown"] != "# Prices\n\n- rewritten from a page with Ridge Tent: true" {
+		t.Fatalf("/md llm: %d %v", code, md)
+	}
+	var a c4aAnswerT
+	if code := call(t, "POST", ts.URL+"/crawl", "", c4aReq([]string{page}, `{"type":"CrawlerRunConfig","params":{"extraction_strategy":{"type":"LLMExtractionStrategy","params":{
+		"instruction":"the products","llm_config":{"type":"LLMConfig","params":{"provider":"openai/gpt-test"}}}}}}`), &a); code != 200 || len(a.Results) != 1 {
+		t.Fatalf("LLMExtractionStrategy: %d %+v", code, a)
+	}
+	if ec := fmt.Sprint(a.Results[0]["extracted_content"]); !strings.Contains(ec, "Ridge Tent") {
+		t.Fatalf("extracted_content: %s", ec)
+	}
+	if cs.Calls() != 3 {
+		t.Fatalf("model calls: %d", cs.Calls())
 	}
 }
