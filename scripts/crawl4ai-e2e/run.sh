@@ -35,6 +35,14 @@ trap cleanup EXIT
 git -C "$repo" archive "$ref" crawl4ai tests/docker/test_server_requests.py \
   docs/examples/docker/demo_docker_api.py docs/releases_review/demo_v0.7.7.py \
   docs/examples/docker_python_sdk.py docs/examples/docker_config_obj.py docs/examples/docker_python_rest_api.py | tar -x -C "$tmp"
+# A mirror without its largest blobs makes git archive complain about one
+# it does not export; check that what is needed arrived.
+for f in crawl4ai/__init__.py crawl4ai/docker_client.py tests/docker/test_server_requests.py \
+  docs/examples/docker/demo_docker_api.py docs/releases_review/demo_v0.7.7.py; do
+  [[ -s $tmp/$f ]] || { echo "run.sh: $f was not exported from $repo at $ref" >&2; exit 2; }
+done
+[[ $(git -C "$repo" ls-tree -r --name-only "$ref" crawl4ai | wc -l) == $(find "$tmp/crawl4ai" -type f | wc -l) ]] ||
+  { echo "run.sh: crawl4ai/ was not exported whole" >&2; exit 2; }
 
 # Import stubs for modules not in Debian (README.md says why each is safe).
 stub() {
