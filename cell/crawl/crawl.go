@@ -49,6 +49,8 @@ type Result struct {
 	Engine     string `json:"engine"`
 	BrowserID  string `json:"browser_id,omitempty"`
 	DurationMS Number `json:"duration_ms"`
+	// scripts are the values of /execute_js's scripts (not stored).
+	scripts []fetch.ScriptResult
 }
 
 // Links are the page's links, split as Crawl4AI does.
@@ -209,6 +211,9 @@ func (s *Server) toResult(ctx context.Context, p *plan, u *url.URL, resp *fetch.
 	r.ResponseHeaders = map[string]string{}
 	for k, v := range resp.Header {
 		r.ResponseHeaders[strings.ToLower(k)] = strings.Join(v, ", ")
+	}
+	if resp.Actions != nil {
+		r.scripts = resp.Actions.Scripts
 	}
 	if len(resp.Screenshot) > 0 {
 		r.Screenshot = nullString(base64.StdEncoding.EncodeToString(resp.Screenshot))

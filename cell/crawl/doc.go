@@ -15,6 +15,11 @@
 //     workers and writes one NDJSON line per URL as it completes.
 //   - Legacy routes: POST /crawl_sync (a task, waited for up to 60 s) and
 //     POST /crawl_direct (a crawl outside the queue), as Crawl4AI v0.4.
+//   - Crawl4AI 0.5+'s API (issue 32): a /crawl or /crawl/stream body with
+//     typed browser_config/crawler_config is answered synchronously in
+//     CrawlResult's shape; /crawl/job (a task of that API), /md, /html,
+//     /screenshot, /pdf, /execute_js, /llm/{url}, /token, /schema, /ask,
+//     /config/dump; BFS, DFS and best-first deep crawls.
 //   - Crawling: a URL whose request needs a browser (a script, a wait, a
 //     screenshot, a viewport...) is rendered by a pool browser; any other
 //     is served by the page cache or the cell's engine ladder (plain HTTP
@@ -51,5 +56,10 @@
 //   - jsonvalues.go: JSON forms v0.4 clients expect (floats that stay
 //     floats, null for empty fields).
 //   - pool.go: the browser pool tiers and the sessions.
+//   - c4a_config.go: Crawl4AI's serialized configurations, parsed
+//     against an allow-list; c4a_plan.go: a body of that API into a plan
+//     (and bodyShape, which API a body is); c4a_result.go: CrawlResult,
+//     citations, the BM25 filter; c4a_deep.go: deep crawls;
+//     c4a_handlers.go and c4a_dump.go: that API's routes.
 //   - monitor.go: the monitor's counters, rings and timeline.
 package crawl

@@ -53,6 +53,9 @@ type ErrorEntry struct {
 	URL       string `json:"url,omitempty"`
 	TaskID    string `json:"task_id,omitempty"`
 	Status    int    `json:"status_code,omitempty"`
+	// ErrorType classifies the error as Crawl4AI 0.7.7's log does:
+	// http_error (the site answered 4xx/5xx) or crawl_error.
+	ErrorType string `json:"error_type"`
 }
 
 // EndpointStats are one endpoint's figures since the last reset.
@@ -160,6 +163,12 @@ func (m *monitor) finish(a *ActiveRequest, success bool, status int, errMsg stri
 }
 
 func (m *monitor) logError(e ErrorEntry) {
+	if e.ErrorType == "" {
+		e.ErrorType = "crawl_error"
+		if e.Status >= 400 {
+			e.ErrorType = "http_error"
+		}
+	}
 	m.mu.Lock()
 	m.errors = appendRing(m.errors, e, keepErrors)
 	m.mu.Unlock()
@@ -296,16 +305,32 @@ type TimelinePayload struct {
 	Minutes         int             `json:"minutes"`
 	IntervalSeconds Number          `json:"interval_seconds"`
 	Points          []TimelinePoint `json:"points"`
+	// Memory (memory_percent), Requests and Browsers are the same
+	// samples as series of {timestamp, value}: what Crawl4AI 0.7.7's
+	// release demo reads (timeline['memory'][-1]['value']).
+	Memory   []SeriesPoint `json:"memory"`
+	Requests []SeriesPoint `json:"requests"`
+	Browsers []SeriesPoint `json:"browsers"`
+}
+
+// SeriesPoint is one sample of one timeline series.
+type SeriesPoint struct {
+	Timestamp Number `json:"timestamp"`
+	Value     Number `json:"value"`
 }
 
 func (m *monitor) timelineSince(minutes int) TimelinePayload {
 	cut := unixSeconds(m.now().Add(-time.Duration(minutes) * time.Minute))
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := TimelinePayload{Minutes: minutes, IntervalSeconds: Number(timelineStep.Seconds()), Points: []TimelinePoint{}}
+	out := TimelinePayload{Minutes: minutes, IntervalSeconds: Number(timelineStep.Seconds()), Points: []TimelinePoint{},
+		Memory: []SeriesPoint{}, Requests: []SeriesPoint{}, Browsers: []SeriesPoint{}}
 	for _, p := range m.timeline {
 		if p.Timestamp >= cut {
 			out.Points = append(out.Points, p)
+			out.Memory = append(out.Memory, SeriesPoint{p.Timestamp, p.MemoryPercent})
+			out.Requests = append(out.Requests, SeriesPoint{p.Timestamp, Number(p.Requests)})
+			out.Browsers = append(out.Browsers, SeriesPoint{p.Timestamp, Number(p.Browsers)})
 		}
 	}
 	return out

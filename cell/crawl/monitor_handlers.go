@@ -6,7 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -22,17 +26,27 @@ type healthPayload struct {
 		MemoryLimitMB Number `json:"memory_limit_mb"`
 		UptimeSeconds Number `json:"uptime_seconds"`
 		Processes     int    `json:"processes"`
+		// The network namespace's traffic since boot (every interface
+		// but loopback), under Crawl4AI 0.7.7's release demo's names
+		// (rx, tx) and its server's (recv, sent).
+		NetworkRxMB   Number `json:"network_rx_mb"`
+		NetworkTxMB   Number `json:"network_tx_mb"`
+		NetworkRecvMB Number `json:"network_recv_mb"`
+		NetworkSentMB Number `json:"network_sent_mb"`
 	} `json:"container"`
 	Pool struct {
 		Permanent struct {
-			Active    bool   `json:"active"`
-			BrowserID string `json:"browser_id"`
+			Active        bool   `json:"active"`
+			BrowserID     string `json:"browser_id"`
+			TotalRequests int64  `json:"total_requests"`
 		} `json:"permanent"`
 		Hot struct {
-			Count int `json:"count"`
+			Count         int   `json:"count"`
+			TotalRequests int64 `json:"total_requests"`
 		} `json:"hot"`
 		Cold struct {
-			Count int `json:"count"`
+			Count         int   `json:"count"`
+			TotalRequests int64 `json:"total_requests"`
 		} `json:"cold"`
 	} `json:"pool"`
 	Stats stats `json:"stats"`
@@ -49,8 +63,19 @@ func (s *Server) health() healthPayload {
 	h.Container.Processes = smp.Processes
 	active, id := s.pool.PermanentActive()
 	h.Pool.Permanent.Active, h.Pool.Permanent.BrowserID = active, id
-	_, hot, cold, _ := s.pool.Browsers()
+	perm, hot, cold, _ := s.pool.Browsers()
 	h.Pool.Hot.Count, h.Pool.Cold.Count = len(hot), len(cold)
+	sum := func(l []BrowserInfo) (n int64) {
+		for _, b := range l {
+			n += b.RequestCount
+		}
+		return n
+	}
+	h.Pool.Permanent.TotalRequests, h.Pool.Hot.TotalRequests, h.Pool.Cold.TotalRequests = sum(perm), sum(hot), sum(cold)
+	if rx, tx, err := netBytes("/proc/self/net/dev"); err == nil {
+		h.Container.NetworkRxMB, h.Container.NetworkTxMB = Number(math.Round(mbOf(int64(rx))*100)/100), Number(math.Round(mbOf(int64(tx))*100)/100)
+		h.Container.NetworkRecvMB, h.Container.NetworkSentMB = h.Container.NetworkRxMB, h.Container.NetworkTxMB
+	}
 	h.Stats = s.mon.stats()
 	h.Stats.QueuedTasks, h.Stats.RunningTasks = s.sched.counts()
 	h.Status = "ok"
@@ -234,4 +259,32 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		case <-t.C:
 		}
 	}
+}
+
+// netBytes sums the received and sent bytes of every interface but
+// loopback in a /proc/net/dev file (the process's network namespace: the
+// container's traffic).
+func netBytes(path string) (rx, tx uint64, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(name) == "lo" {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) < 9 {
+			continue
+		}
+		r, err1 := strconv.ParseUint(f[0], 10, 64)
+		t, err2 := strconv.ParseUint(f[8], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		rx += r
+		tx += t
+	}
+	return rx, tx, nil
 }

@@ -23,6 +23,19 @@ func (s *Server) Handler() http.Handler {
 	route("/crawl_direct", http.MethodPost, s.tracked("/crawl_direct", s.handleCrawlDirect))
 	route("/crawl/stream", http.MethodPost, s.handleStream)
 	route("/task/{task_id}", http.MethodGet, s.polled("/task/{task_id}", s.handleTask))
+	// Crawl4AI 0.5+'s routes (c4a_handlers.go); /crawl and /crawl/stream
+	// serve both APIs, by the body's shape.
+	route("/crawl/job", http.MethodPost, s.tracked("/crawl/job", s.handleCrawlJob))
+	route("/crawl/job/{task_id}", http.MethodGet, s.polled("/crawl/job/{task_id}", s.handleCrawlJobStatus))
+	route("/md", http.MethodPost, s.tracked("/md", s.handleMD))
+	route("/html", http.MethodPost, s.tracked("/html", s.handleHTML))
+	route("/screenshot", http.MethodPost, s.tracked("/screenshot", s.handleScreenshot))
+	route("/pdf", http.MethodPost, s.tracked("/pdf", s.handlePDF))
+	route("/execute_js", http.MethodPost, s.tracked("/execute_js", s.handleExecuteJS))
+	route("/token", http.MethodPost, s.handleToken)
+	route("/schema", http.MethodGet, s.handleSchema)
+	route("/ask", http.MethodGet, s.handleAsk)
+	route("/config/dump", http.MethodPost, s.handleConfigDump)
 	route("/monitor/health", http.MethodGet, s.handleMonitorHealth)
 	route("/monitor/requests", http.MethodGet, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.mon.requests()) })
 	route("/monitor/browsers", http.MethodGet, func(w http.ResponseWriter, r *http.Request) { writeJSON(w, 200, s.browsersPayload()) })
@@ -47,7 +60,23 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no route %s %s; see docs/crawl-server.md", r.Method, r.URL.Path))
 	})
-	return s.cors(s.auth(mux))
+	// /llm/{url} carries a URL in its path ("/llm/https://example.org"),
+	// which the mux would clean and redirect: it is routed before.
+	// So does Crawl4AI 0.5's GET /md/{url}.
+	llmRoute := s.only(http.MethodGet, s.tracked("/llm", s.handleLLM))
+	mdRoute := s.only(http.MethodGet, s.tracked("/md", s.handleMDGet))
+	top := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/llm/") {
+			llmRoute.ServeHTTP(w, r)
+			return
+		}
+		if strings.HasPrefix(r.URL.Path, "/md/") {
+			mdRoute.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	return s.cors(s.auth(top))
 }
 
 // cors answers cross-origin calls as Crawl4AI v0.4 did (any origin, any

@@ -14,8 +14,9 @@ import (
 	"github.com/trawlhq/trawl/internal/webhook"
 )
 
-// readPlan reads and validates a crawl request body.
-func (s *Server) readPlan(w http.ResponseWriter, r *http.Request) (*Request, *plan, []byte, bool) {
+// readBody reads a request body of at most maxRequestBytes; false means
+// the answer (413 or 400) was written.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -24,8 +25,22 @@ func (s *Server) readPlan(w http.ResponseWriter, r *http.Request) (*Request, *pl
 		} else {
 			writeError(w, http.StatusBadRequest, "bad_input", "request body could not be read")
 		}
+		return nil, false
+	}
+	return body, true
+}
+
+// readPlan reads and validates a crawl request body.
+func (s *Server) readPlan(w http.ResponseWriter, r *http.Request) (*Request, *plan, []byte, bool) {
+	body, ok := readBody(w, r)
+	if !ok {
 		return nil, nil, nil, false
 	}
+	return s.planOf(w, body)
+}
+
+// planOf validates a task-API body; false means the 400 was written.
+func (s *Server) planOf(w http.ResponseWriter, body []byte) (*Request, *plan, []byte, bool) {
 	req, err := decodeRequest(body)
 	var p *plan
 	if err == nil {
@@ -39,7 +54,15 @@ func (s *Server) readPlan(w http.ResponseWriter, r *http.Request) (*Request, *pl
 }
 
 func (s *Server) handleCrawl(w http.ResponseWriter, r *http.Request) {
-	_, p, body, ok := s.readPlan(w, r)
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	if bodyShape(body) == "c4a" {
+		s.c4aCrawl(w, r, body, false)
+		return
+	}
+	_, p, body, ok := s.planOf(w, body)
 	if !ok {
 		return
 	}
@@ -54,13 +77,22 @@ func (s *Server) handleCrawl(w http.ResponseWriter, r *http.Request) {
 // 500) was written and nothing is stored. done, when not nil, is closed
 // when the task finishes.
 func (s *Server) submit(w http.ResponseWriter, p *plan, body []byte, done chan struct{}) (*Task, bool) {
+	return s.submitAs(w, p, body, done, "")
+}
+
+// submitAPI stores and queues a task of another API (apiC4A).
+func (s *Server) submitAPI(w http.ResponseWriter, p *plan, body []byte, api string) (*Task, bool) {
+	return s.submitAs(w, p, body, nil, api)
+}
+
+func (s *Server) submitAs(w http.ResponseWriter, p *plan, body []byte, done chan struct{}, api string) (*Task, bool) {
 	if !s.sched.reserve() {
 		refused.Add(context.Background(), 1) // cell/crawl/metrics.go
 		writeError(w, http.StatusServiceUnavailable, "no_slots", ErrNoSlots.Error())
 		return nil, false
 	}
 	t := &Task{ID: newTaskID(), Status: StatusPending, Priority: p.priority, TTL: int64(p.ttl / time.Second),
-		CreatedAt: unixSeconds(s.cfg.Now()), Request: json.RawMessage(body), Seq: s.sched.nextSeq(), URLList: p.urlList}
+		CreatedAt: unixSeconds(s.cfg.Now()), Request: json.RawMessage(body), Seq: s.sched.nextSeq(), URLList: p.urlList, API: api}
 	for _, u := range p.urls {
 		t.URLs = append(t.URLs, u.String())
 	}
@@ -195,9 +227,17 @@ func (s *Server) runTask(id string) {
 		s.notifyFinished(id)
 		s.deliverWebhook(t, p)
 	}
-	req, err := decodeRequest(t.Request)
-	if err == nil {
-		p, err = s.compile(req)
+	var cp *c4aPlan
+
+	if t.API == apiC4A {
+		if cp, err = s.compileC4A(t.Request); err == nil {
+			p = cp.p
+		}
+	} else {
+		var req *Request
+		if req, err = decodeRequest(t.Request); err == nil {
+			p, err = s.compile(req)
+		}
 	}
 	if err != nil {
 		t.Status, t.Error = StatusFailed, "the stored request is no longer valid: "+err.Error()
@@ -212,9 +252,16 @@ func (s *Server) runTask(id string) {
 		}
 	}
 	a := s.mon.begin("/crawl (task)", first, id)
-	ctx, cancel := context.WithTimeout(s.life, deadlineFor(p))
-	defer cancel()
-	results := s.crawlAll(ctx, p, id, nil)
+	var results []*Result
+	if cp != nil {
+		ctx, cancel := context.WithTimeout(s.life, c4aDeadline(cp))
+		defer cancel()
+		results = s.c4aRun(ctx, cp, id, nil)
+	} else {
+		ctx, cancel := context.WithTimeout(s.life, deadlineFor(p))
+		defer cancel()
+		results = s.crawlAll(ctx, p, id, nil)
+	}
 	if s.life.Err() != nil {
 		// Shutting down: the task stays processing and runs again after
 		// the restart.
@@ -277,7 +324,14 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stream(w *statusWriter, r *http.Request) (bool, string) {
-	_, p, _, ok := s.readPlan(w, r)
+	body, ok := readBody(w, r)
+	if !ok {
+		return true, ""
+	}
+	if bodyShape(body) == "c4a" {
+		return s.c4aCrawl(w, r, body, true)
+	}
+	_, p, _, ok := s.planOf(w, body)
 	if !ok {
 		return true, ""
 	}
@@ -339,6 +393,15 @@ func (s *Server) deliverWebhook(t *Task, p *plan) {
 	if wc.DataInPayload && t.Status == StatusCompleted {
 		data := map[string]any{}
 		putResults(data, t.URLList, t.Results)
+		if t.API == apiC4A { // Crawl4AI's payload: the job's result
+			if cp, err := s.compileC4A(t.Request); err == nil {
+				res := make([]*c4aResult, len(t.Results))
+				for i, x := range t.Results {
+					res[i] = cp.toC4A(x)
+				}
+				data = c4aAnswer(res, time.Duration((float64(t.FinishedAt)-float64(t.StartedAt))*float64(time.Second)), 0, 0)
+			}
+		}
 		body["data"] = data
 	}
 	b, err := json.Marshal(body)

@@ -48,7 +48,14 @@ type Task struct {
 	// URLList records that urls came as a JSON array (which is answered
 	// with results even for one URL).
 	URLList bool `json:"url_list,omitempty"`
+	// API is the API the task was submitted through: "" (the task API's
+	// POST /crawl) or apiC4A (Crawl4AI 0.5+'s POST /crawl/job), whose
+	// request is compiled and answered in that API's shapes.
+	API string `json:"api,omitempty"`
 }
+
+// apiC4A marks a task of POST /crawl/job.
+const apiC4A = "c4a"
 
 func taskKey(id string) []byte { return append(append([]byte{}, taskPrefix...), id...) }
 
