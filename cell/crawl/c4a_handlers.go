@@ -469,19 +469,16 @@ func (s *Server) handleScreenshot(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// handlePDF is POST /pdf. The browser engine (cell/fetch/browser) prints
-// no PDFs yet: a URL that cannot be crawled is Crawl4AI's 500, any other
-// is 501.
+// handlePDF is POST /pdf: the page printed by Chromium (backgrounds
+// included), base64, as Crawl4AI's.
 func (s *Server) handlePDF(w http.ResponseWriter, r *http.Request) {
 	in, ok := readOneURL(w, r)
 	if !ok {
 		return
 	}
-	if _, err := urlpolicy.Validate(in.URL, s.cfg.AllowPrivateNetworks); err != nil {
-		writeError(w, http.StatusInternalServerError, "crawl_failed", fmt.Sprintf("invalid URL %q: %v", in.URL, err))
-		return
+	if res := s.pageOr500(w, r, in.URL, &Request{PDF: true}, nil); res != nil {
+		writeJSON(w, http.StatusOK, map[string]any{"success": true, "pdf": res.PDF})
 	}
-	writeError(w, http.StatusNotImplemented, "not_implemented", "PDF output is not implemented: the browser engine prints no PDFs yet (use /screenshot)")
 }
 
 // handleExecuteJS is POST /execute_js: {url, scripts}; each script runs in

@@ -75,7 +75,6 @@ type c4aPlan struct {
 	urls   []string
 	urlErr []string
 	stream bool
-	pdf    bool
 	// fit is the markdown generator's content filter: "" (none: no
 	// fit_markdown, as Crawl4AI), "pruning" or "bm25".
 	// captureJS: js_code's values are read back after the page ran them,
@@ -267,7 +266,7 @@ func crawlerParams(req *Request, cp *c4aPlan, cc *c4aObject) error {
 	if cp.stream, err = cc.boolean("stream"); err != nil {
 		return err
 	}
-	if cp.pdf, err = cc.boolean("pdf"); err != nil {
+	if req.PDF, err = cc.boolean("pdf"); err != nil {
 		return err
 	}
 	if req.Screenshot, err = cc.boolean("screenshot"); err != nil {

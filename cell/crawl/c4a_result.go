@@ -62,7 +62,7 @@ type c4aMarkdown struct {
 // the plan's content filter asks for.
 func (cp *c4aPlan) toC4A(r *Result) *c4aResult {
 	out := &c4aResult{URL: r.URL, HTML: r.HTML, Success: r.Success, Media: r.Media, Links: r.Links,
-		Screenshot: r.Screenshot, ExtractedContent: r.ExtractedContent, Metadata: r.Metadata,
+		Screenshot: r.Screenshot, PDF: r.PDF, ExtractedContent: r.ExtractedContent, Metadata: r.Metadata,
 		ErrorMessage: r.ErrorMessage, SessionID: r.SessionID, ResponseHeaders: r.ResponseHeaders,
 		StatusCode: r.StatusCode, RedirectedURL: r.RedirectedURL, Tables: []any{}, Engine: r.Engine,
 		BrowserID: r.BrowserID, DurationMS: r.DurationMS}

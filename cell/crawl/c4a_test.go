@@ -339,8 +339,12 @@ func TestC4ARoutes(t *testing.T) {
 				t.Fatalf("%s invalid-url: %d", route, code)
 			}
 		}
-		if code := call(t, "POST", ts.URL+"/pdf", "", map[string]any{"url": page}, &e); code != 501 {
-			t.Fatalf("/pdf: %d", code)
+		var pdf map[string]any
+		if code := call(t, "POST", ts.URL+"/pdf", "", map[string]any{"url": page}, &pdf); code != 200 || pdf["success"] != true {
+			t.Fatalf("/pdf: %d %v", code, pdf)
+		}
+		if b, _ := base64.StdEncoding.DecodeString(fmt.Sprint(pdf["pdf"])); !bytes.HasPrefix(b, []byte("%PDF-")) {
+			t.Fatalf("/pdf is not a PDF (%d bytes)", len(b))
 		}
 		if code := call(t, "GET", ts.URL+"/llm/"+page, "", nil, &e); code != 422 {
 			t.Fatalf("/llm without q: %d", code)

@@ -218,6 +218,9 @@ func (s *Server) toResult(ctx context.Context, p *plan, u *url.URL, resp *fetch.
 	if len(resp.Screenshot) > 0 {
 		r.Screenshot = nullString(base64.StdEncoding.EncodeToString(resp.Screenshot))
 	}
+	if len(resp.PDF) > 0 {
+		r.PDF = nullString(base64.StdEncoding.EncodeToString(resp.PDF))
+	}
 	page := resp.Body
 	r.HTML = string(page)
 	scoped := page

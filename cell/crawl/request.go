@@ -52,7 +52,10 @@ type Request struct {
 	JSCode           stringOrList      `json:"js_code,omitempty"`
 	WaitFor          string            `json:"wait_for,omitempty"`
 	Screenshot       bool              `json:"screenshot,omitempty"`
-	BrowserConfig    *BrowserConfig    `json:"browser_config,omitempty"`
+	// PDF asks for the page printed as a PDF (base64 in the result's pdf),
+	// as Crawl4AI's CrawlerRunConfig.pdf; it needs the browser.
+	PDF           bool           `json:"pdf,omitempty"`
+	BrowserConfig *BrowserConfig `json:"browser_config,omitempty"`
 	// SessionID (or crawler_params.session_id) names a browser context
 	// kept between requests, as Crawl4AI's: cookies and storage stay
 	// (docs/crawl-server.md, "Sessions").
@@ -291,7 +294,7 @@ func (s *Server) compile(r *Request) (*plan, error) {
 	if err := compileWordCount(p, r); err != nil {
 		return nil, err
 	}
-	p.needsBrowser = p.opts.JS != "" || p.opts.WaitFor != "" || p.opts.Screenshot || p.opts.Delay > 0 || bc.Viewport != nil ||
+	p.needsBrowser = p.opts.JS != "" || p.opts.WaitFor != "" || p.opts.Screenshot || p.opts.PDF || p.opts.Delay > 0 || bc.Viewport != nil ||
 		len(sig) > 0 || len(p.header) > 0 || p.session != ""
 	sort.Strings(sig)
 	p.sig = strings.Join(sig, " ")
@@ -466,6 +469,7 @@ func compileScripts(p *plan, r *Request, cp *CrawlerParams) error {
 	}
 	p.opts.WaitFor = waitFor
 	p.opts.Screenshot = r.Screenshot
+	p.opts.PDF = r.PDF
 	return nil
 }
 

@@ -57,6 +57,9 @@ type BrowserOptions struct {
 	JS string
 	// Screenshot asks for a full-page PNG in Response.Screenshot.
 	Screenshot bool
+	// PDF asks for the page printed as a PDF (Chromium's print to PDF, the
+	// page's backgrounds included) in Response.PDF.
+	PDF bool
 	// Viewport is the window size in CSS pixels; zero means the engine's
 	// default (1280x720).
 	Viewport Viewport
@@ -163,6 +166,8 @@ type Response struct {
 	// Screenshot is a full-page PNG, when BrowserOptions.Screenshot asked
 	// for one.
 	Screenshot []byte
+	// PDF is the page printed, when BrowserOptions.PDF asked for it.
+	PDF []byte
 	// Actions is what BrowserOptions.Actions produced; nil without them.
 	Actions *ActionResults
 }

@@ -352,6 +352,13 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 			return nil, e.failed(ctx, pctx, "screenshot", fetch.ErrUnreachable, err)
 		}
 	}
+	var pdf []byte
+	if o.PDF {
+		pdf, err = page.PDF(playwright.PagePdfOptions{PrintBackground: playwright.Bool(true)})
+		if err != nil {
+			return nil, e.failed(ctx, pctx, "pdf", fetch.ErrUnreachable, err)
+		}
+	}
 	navMu.Lock()
 	if lastDoc != nil {
 		main = lastDoc
@@ -382,6 +389,7 @@ func (e *Engine) render(ctx, pctx context.Context, s *session, u *url.URL, o *fe
 		Engine:      "browser",
 		Redirects:   redirects,
 		Screenshot:  shot,
+		PDF:         pdf,
 		Actions:     acts,
 	}
 	if err := e.document(page, resp); err != nil {
