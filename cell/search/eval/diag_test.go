@@ -24,7 +24,11 @@ func TestFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fts.Close()
-	fr := fts.Ranker()
+	v, _, _, err := fts.Best(qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := fts.Ranker(v)
 	shown := 0
 	for _, q := range qs {
 		res, err := ix.Search(context.Background(), q.Text, 80)
