@@ -99,9 +99,20 @@ func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
 	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC(), Fetched: fetched.UTC()}
 	body := make([]byte, 0, len(md)+len(md)/16)
 	var raw []byte // appendPlain's scratch, one for the page
+	fence := ""    // the fence of the code block the line is in
 	for line := range strings.SplitSeq(md, "\n") {
 		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, "#") {
+		// A line of code that starts with # is a comment (Python, shell),
+		// not a heading: read as a heading, every commented line of a
+		// page's examples weighed as a heading and was taken for a name
+		// the page defines.
+		if f := codeFence(t); f != "" && (fence == "" || strings.HasPrefix(t, fence) && strings.TrimLeft(t, f[:1]) == "") {
+			if fence == "" {
+				fence = f
+			} else {
+				fence = ""
+			}
+		} else if fence == "" && strings.HasPrefix(t, "#") {
 			at := len(body)
 			h := strings.TrimSpace(strings.TrimLeft(t, "#"))
 			body, raw = appendPlain(body, raw, h)
@@ -119,6 +130,18 @@ func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
 		d.Title = d.Headings[0]
 	}
 	return d
+}
+
+// codeFence is the fence a Markdown line opens or closes a code block
+// with (three or more ` or ~), or "".
+func codeFence(t string) string {
+	for _, c := range []string{"`", "~"} {
+		n := len(t) - len(strings.TrimLeft(t, c))
+		if n >= 3 {
+			return t[:n]
+		}
+	}
+	return ""
 }
 
 // appendPlain appends s to dst stripped of the Markdown that would
@@ -151,9 +174,16 @@ func appendPlain(dst, raw []byte, s string) ([]byte, []byte) {
 					continue
 				}
 			}
+			// A bracket that is text separates words: Sphinx's
+			// "Builder[source]" (a name and its source link) is two words,
+			// not "Buildersource".
+			raw = append(raw, ' ')
 			continue
-		case '[', '!':
-			if c == '!' && (i+1 >= len(s) || s[i+1] != '[') {
+		case '[':
+			raw = append(raw, ' ')
+			continue
+		case '!':
+			if i+1 >= len(s) || s[i+1] != '[' {
 				raw = append(raw, c)
 			}
 			continue

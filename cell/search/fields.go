@@ -264,7 +264,10 @@ func definitions(d *Doc) []string {
 		lower := strings.ToLower(line)
 		for _, p := range defPrefixes {
 			if strings.HasPrefix(lower, p) {
-				line = line[len(p):]
+				// After "class ", "method "…, the name is the next word:
+				// what follows is not part of it (Sphinx's "source" link
+				// of a class without arguments, a type).
+				line, _, _ = strings.Cut(strings.TrimSpace(line[len(p):]), " ")
 				break
 			}
 		}

@@ -194,6 +194,7 @@ func TestTune(t *testing.T) {
 		{"candidates", []float64{20, 40, 80}, func(b *search.Boosts, v float64) { b.Candidates = int(v) }},
 		{"ident", []float64{0, 2, 5, 10, 20}, func(b *search.Boosts, v float64) { b.Ident = v }},
 		{"def", []float64{0, 1, 2, 5, 10}, func(b *search.Boosts, v float64) { b.Def = v }},
+		{"defines", []float64{0, 2, 4, 8, 12, 16, 24}, func(b *search.Boosts, v float64) { b.Defines = v }},
 		{"authority", []float64{0, 0.5, 1, 2, 4}, func(b *search.Boosts, v float64) { b.Authority = v }},
 	}
 	only := os.Getenv("TRAWL_SEARCH_TUNE_ONLY") // comma list of step names
