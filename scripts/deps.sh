@@ -17,7 +17,7 @@ want() { dpkg -s "$1" >/dev/null 2>&1 || need_apt+=("$1"); }
 case "$what" in
 driver-version) echo "$pw_version"; exit 0 ;;
 build) ;;
-test) want postgresql-doc-15; want chromium; want tinyproxy; want systemd; want pdns-server; want pdns-backend-bind; want pdns-backend-geoip ;;
+test) want postgresql-doc-15; want python3.11-doc; want chromium; want tinyproxy; want systemd; want pdns-server; want pdns-backend-bind; want pdns-backend-geoip ;;
 browser) want chromium ;;
 bench) want postgresql-doc-15; want python3.11-doc; want wrk; want jq; want curl ;;
 *) echo "deps.sh: unknown target $what" >&2; exit 2 ;;

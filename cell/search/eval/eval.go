@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -50,6 +51,14 @@ const Base = "http://docs.test/"
 // cell's own conversion (search.DocOf: main content, headings, links),
 // and the judgments of its index pages.
 func Load(name, root string, workers int) (*Corpus, error) {
+	return LoadSample(name, root, workers, 0, 0)
+}
+
+// LoadSample is Load of a sample: n queries at most (Sample), the pages
+// they point to, and other pages taken evenly up to pages in all (0: all
+// the queries, all the pages). Both rankers are measured on the same
+// sample, which is smaller and so easier than the whole corpus.
+func LoadSample(name, root string, workers, n, pages int) (*Corpus, error) {
 	c := &Corpus{Name: name, Root: root}
 	var paths []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -70,6 +79,16 @@ func Load(name, root string, workers int) (*Corpus, error) {
 		return nil, err
 	}
 	sort.Strings(paths)
+	qs, err := judgments(root)
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		qs = Sample(qs, n)
+	}
+	if pages > 0 && pages < len(paths) {
+		paths = samplePaths(paths, qs, pages)
+	}
 	docs := make([]*search.Doc, len(paths))
 	var wg sync.WaitGroup
 	next := make(chan int)
@@ -82,10 +101,7 @@ func Load(name, root string, workers int) (*Corpus, error) {
 				if err != nil {
 					continue
 				}
-				// A page Debian compressed (changelog.html.gz) is the
-				// page its index links to (changelog.html).
-				u := Base + strings.TrimSuffix(filepath.ToSlash(paths[i]), ".gz")
-				docs[i] = search.DocOf(search.Page{URL: u, ContentType: "text/html", Body: b, Fetched: time.Unix(0, 0)})
+				docs[i] = search.DocOf(search.Page{URL: pageURL(paths[i]), ContentType: "text/html", Body: b, Fetched: time.Unix(0, 0)})
 			}
 		}()
 	}
@@ -98,10 +114,6 @@ func Load(name, root string, workers int) (*Corpus, error) {
 		if d != nil {
 			c.Docs = append(c.Docs, d)
 		}
-	}
-	qs, err := judgments(root)
-	if err != nil {
-		return nil, err
 	}
 	// A term whose pages are none of the pages read (a module's source
 	// under _modules, an index page) cannot be found by any ranker: out.
@@ -120,6 +132,38 @@ func Load(name, root string, workers int) (*Corpus, error) {
 		}
 	}
 	return c, nil
+}
+
+// pageURL is the URL of a page's file (rel, under the corpus's root): a
+// page Debian compressed (changelog.html.gz) is the page its index links
+// to (changelog.html).
+func pageURL(rel string) string {
+	return Base + strings.TrimSuffix(filepath.ToSlash(rel), ".gz")
+}
+
+// samplePaths are the paths of the pages qs point to, and others taken
+// evenly, up to n in all (sorted).
+func samplePaths(paths []string, qs []Query, n int) []string {
+	keep := map[string]bool{}
+	var others []string
+	for _, p := range paths {
+		u := pageURL(p)
+		for _, q := range qs {
+			if q.Relevant[u] {
+				keep[p] = true
+				break
+			}
+		}
+		if !keep[p] {
+			others = append(others, p)
+		}
+	}
+	out := slices.Collect(maps.Keys(keep))
+	if len(out) < n {
+		out = append(out, SampleStrings(others, n-len(out))...)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // readPage reads an HTML page, gunzipped when its name ends in .gz.

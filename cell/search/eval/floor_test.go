@@ -1,0 +1,57 @@
+package eval
+
+import (
+	"os"
+	"testing"
+	"time"
+)
+
+// The floor's sample of python3.11-doc, and the lead over FTS5 it must
+// keep: a little under the lead measured on this sample when it was set
+// (docs/search.md, "Evaluation").
+const (
+	floorQueries = 300
+	floorPages   = 300
+	floorMargin  = 0.05
+)
+
+// TestRankingFloor runs in make test (scripts/deps.sh test installs
+// python3.11-doc): on a sample of python3.11-doc, a corpus the ranking
+// was never tuned on, trawl's MRR@10 must lead the best FTS5 setup's
+// (FTS5Variants, in the same run) by floorMargin, and its success@10 be
+// at least FTS5's. A change that loses the lead fails here.
+func TestRankingFloor(t *testing.T) {
+	root := corpora["python"]
+	if _, err := os.Stat(root); err != nil {
+		t.Skipf("python3.11-doc is not installed (bash scripts/deps.sh test installs it): %v", err)
+	}
+	start := time.Now()
+	c, err := LoadSample("python", root, 2, floorQueries, floorPages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Queries) < floorQueries*9/10 || len(c.Docs) < floorPages*9/10 {
+		t.Fatalf("python3.11-doc gave %d queries and %d pages, want about %d and %d: its index was not read as expected", len(c.Queries), len(c.Docs), floorQueries, floorPages)
+	}
+	ix := index(t, c)
+	fts, err := NewFTS5(t.TempDir(), c.Docs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fts.Close()
+	ours, err := Score(c.Queries, Bleve(ix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, base, _, err := fts.Best(c.Queries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("python3.11-doc sample (%d pages): trawl %v; FTS5 (%v) %v; %v", len(c.Docs), ours, v, base, time.Since(start).Round(time.Second))
+	if ours.MRR < base.MRR+floorMargin {
+		t.Errorf("MRR@10 %.3f, want at least FTS5's %.3f + %.2f", ours.MRR, base.MRR, floorMargin)
+	}
+	if ours.Success < base.Success {
+		t.Errorf("success@10 %.3f, want at least FTS5's %.3f", ours.Success, base.Success)
+	}
+}
