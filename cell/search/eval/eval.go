@@ -574,6 +574,15 @@ func (f *FTS5) Ranker(v FTS5Variant) Ranker {
 	}
 }
 
+// BestSuccess is the highest success@10 of all, whichever variant has it.
+func BestSuccess(all map[FTS5Variant]Scores) float64 {
+	best := 0.0
+	for _, s := range all {
+		best = max(best, s.Success)
+	}
+	return best
+}
+
 // Best scores qs with every variant of the baseline and returns the best
 // (by MRR@10, then success@10) with its scores, and all the scores.
 func (f *FTS5) Best(qs []Query) (FTS5Variant, Scores, map[FTS5Variant]Scores, error) {

@@ -7,11 +7,13 @@ import (
 )
 
 // The floor's sample of python3.11-doc, and the lead over FTS5 it must
-// keep: a little under the lead measured on this sample when it was set
-// (docs/search.md, "Evaluation").
+// keep: the bar (0.05), under the lead measured on this sample
+// when it was set (+0.080: 0.942 against 0.862; a small sample has fewer
+// pages to confuse, and FTS5 gains most from that) and on the whole
+// corpus (+0.257; docs/search.md, "Evaluation").
 const (
-	floorQueries = 300
-	floorPages   = 300
+	floorQueries = 200
+	floorPages   = 200
 	floorMargin  = 0.05
 )
 
@@ -19,20 +21,25 @@ const (
 // python3.11-doc): on a sample of python3.11-doc, a corpus the ranking
 // was never tuned on, trawl's MRR@10 must lead the best FTS5 setup's
 // (FTS5Variants, in the same run) by floorMargin, and its success@10 be
-// at least FTS5's. A change that loses the lead fails here.
+// at least the best of FTS5's. A change that loses the lead fails here.
 func TestRankingFloor(t *testing.T) {
 	root := corpora["python"]
 	if _, err := os.Stat(root); err != nil {
 		t.Skipf("python3.11-doc is not installed (bash scripts/deps.sh test installs it): %v", err)
 	}
 	start := time.Now()
-	c, err := LoadSample("python", root, 2, floorQueries, floorPages)
+	nq, np := floorQueries, floorPages
+	if raceEnabled {
+		nq, np = 80, 80
+	}
+	c, err := LoadSample("python", root, 2, nq, np)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Queries) < floorQueries*9/10 || len(c.Docs) < floorPages*9/10 {
-		t.Fatalf("python3.11-doc gave %d queries and %d pages, want about %d and %d: its index was not read as expected", len(c.Queries), len(c.Docs), floorQueries, floorPages)
+	if len(c.Queries) < nq*9/10 || len(c.Docs) < np*9/10 {
+		t.Fatalf("python3.11-doc gave %d queries and %d pages, want about %d and %d: its index was not read as expected", len(c.Queries), len(c.Docs), nq, np)
 	}
+	t.Logf("python3.11-doc sample read in %v", time.Since(start).Round(time.Millisecond))
 	ix := index(t, c)
 	fts, err := NewFTS5(t.TempDir(), c.Docs)
 	if err != nil {
@@ -43,7 +50,7 @@ func TestRankingFloor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, base, _, err := fts.Best(c.Queries)
+	v, base, all, err := fts.Best(c.Queries)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +58,7 @@ func TestRankingFloor(t *testing.T) {
 	if ours.MRR < base.MRR+floorMargin {
 		t.Errorf("MRR@10 %.3f, want at least FTS5's %.3f + %.2f", ours.MRR, base.MRR, floorMargin)
 	}
-	if ours.Success < base.Success {
-		t.Errorf("success@10 %.3f, want at least FTS5's %.3f", ours.Success, base.Success)
+	if bs := BestSuccess(all); ours.Success < bs {
+		t.Errorf("success@10 %.3f, want at least FTS5's best %.3f", ours.Success, bs)
 	}
 }
