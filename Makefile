@@ -53,6 +53,9 @@ test: deps-test lint build
 	cd terraform && $(GO) vet ./... && $(GO) test -count=1 -timeout 20m ./...
 	# The crawl server's memory bound, measured without the race detector.
 	TRAWL_REQUIRE_BROWSER=1 $(GO) test -count=1 -timeout 10m -run 'TestLoad100Concurrent$$' ./cell/crawl/
+	# The search ranking's floor against SQLite FTS5 (python3.11-doc),
+	# without the race detector too: its page conversion is too slow under it.
+	$(GO) test -count=1 -timeout 10m -run 'TestRankingFloor$$' ./cell/search/eval/
 
 bench: deps-bench build
 	bash bench/run.sh

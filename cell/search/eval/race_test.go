@@ -2,6 +2,5 @@
 
 package eval
 
-// raceEnabled: the race detector slows the page conversion about tenfold,
-// so the floor's sample is smaller under it (make test).
+// raceEnabled: the test binary runs under the race detector.
 const raceEnabled = true
