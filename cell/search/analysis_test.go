@@ -249,9 +249,12 @@ func TestAnalyzersAsChains(t *testing.T) {
 func fromMarkdownOf(pageURL, title, md string, fetched time.Time) *Doc {
 	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC(), Fetched: fetched.UTC()}
 	var body strings.Builder
+	inCode := false
 	for line := range strings.SplitSeq(md, "\n") {
 		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, "#") {
+		if strings.HasPrefix(t, "```") || strings.HasPrefix(t, "~~~") {
+			inCode = !inCode
+		} else if !inCode && strings.HasPrefix(t, "#") {
 			h := strings.TrimSpace(strings.TrimLeft(t, "#"))
 			if h != "" {
 				d.Headings = append(d.Headings, plainOf(h))
@@ -279,7 +282,7 @@ func plainOf(s string) string {
 			b.WriteByte(' ')
 			continue
 		case '_':
-			if i > 0 && i+1 < len(s) && isWord(rune(s[i-1])) && isWord(rune(s[i+1])) {
+			if wordBefore(s, i) && i+1 < len(s) && isWord(rune(s[i+1])) {
 				b.WriteByte(c)
 			} else {
 				b.WriteByte(' ')
@@ -292,9 +295,13 @@ func plainOf(s string) string {
 					continue
 				}
 			}
+			b.WriteByte(' ')
 			continue
-		case '[', '!':
-			if c == '!' && (i+1 >= len(s) || s[i+1] != '[') {
+		case '[':
+			b.WriteByte(' ')
+			continue
+		case '!':
+			if i+1 >= len(s) || s[i+1] != '[' {
 				b.WriteByte(c)
 			}
 			continue
@@ -310,7 +317,7 @@ func plainOf(s string) string {
 
 func TestFromMarkdownAsDefined(t *testing.T) {
 	mds := []string{"", "\n\n", "# \n## **\n", "- item one\n-  item\u00a0two  \n* star", "# Title\n\nSome *emphasis* and `code` | a | b |\n> quote [link](http://x/y) ![img](i.png) \\escaped",
-		"snake_case _emph_ __init__ a_ _b x_y_z é_ü", "bad \xff\xfe utf8 \xc3 [x](", "tabs\tand\u2003em\u3000spaces\u0085next", "!! ![ [a] ]( ) ](x)", "  - - dash\n- ", "# -  heading bullet"}
+		"snake_case _emph_ __init__ a_ _b x_y_z é_ü c\\_extra\\_keywords \\_x", "bad \xff\xfe utf8 \xc3 [x](", "tabs\tand\u2003em\u3000spaces\u0085next", "!! ![ [a] ]( ) ](x)", "  - - dash\n- ", "# -  heading bullet", "```python\n# a comment\nx = 1\n```\n# Heading\n~~~~\n# shell\n~~~~"}
 	pages, _ := filepath.Glob("../content/testdata/*.html")
 	for _, p := range pages {
 		b, err := os.ReadFile(p)

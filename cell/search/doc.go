@@ -53,6 +53,15 @@ type Doc struct {
 	// words are the page's distinct words, lower-cased (Prepare), for the
 	// did_you_mean dictionary.
 	words []string
+	// notDefs are the body's lines (by number) that define no name
+	// (FromMarkdown): a line that is one link (a table of contents, a
+	// menu: a name there points to where it is defined) and a line of
+	// code (an example uses names).
+	notDefs map[int]bool
+	// defs are the definitions read back from the index (docOf), for
+	// indexing the page again without its Markdown (nav is gone then).
+	defs      []string
+	defsKnown bool
 }
 
 // FromHTML builds the Doc of an HTML page fetched from pageURL (its final
@@ -99,9 +108,22 @@ func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
 	d := &Doc{URL: pageURL, Title: strings.TrimSpace(title), Date: fetched.UTC(), Fetched: fetched.UTC()}
 	body := make([]byte, 0, len(md)+len(md)/16)
 	var raw []byte // appendPlain's scratch, one for the page
+	fence := ""    // the fence of the code block the line is in
+	n := -1        // the line's number
 	for line := range strings.SplitSeq(md, "\n") {
+		n++
 		t := strings.TrimSpace(line)
-		if strings.HasPrefix(t, "#") {
+		// A line of code that starts with # is a comment (Python, shell),
+		// not a heading: read as a heading, every commented line of a
+		// page's examples weighed as a heading and was taken for a name
+		// the page defines.
+		if f := codeFence(t); f != "" && (fence == "" || strings.HasPrefix(t, fence) && strings.TrimLeft(t, f[:1]) == "") {
+			if fence == "" {
+				fence = f
+			} else {
+				fence = ""
+			}
+		} else if fence == "" && strings.HasPrefix(t, "#") {
 			at := len(body)
 			h := strings.TrimSpace(strings.TrimLeft(t, "#"))
 			body, raw = appendPlain(body, raw, h)
@@ -111,6 +133,12 @@ func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
 			body = append(body, ".\n"...)
 			continue
 		}
+		if fence != "" || linkLine(t) {
+			if d.notDefs == nil {
+				d.notDefs = map[int]bool{}
+			}
+			d.notDefs[n] = true
+		}
 		body, raw = appendPlain(body, raw, t)
 		body = append(body, '\n')
 	}
@@ -119,6 +147,34 @@ func FromMarkdown(pageURL, title, md string, fetched time.Time) *Doc {
 		d.Title = d.Headings[0]
 	}
 	return d
+}
+
+// wordBefore reports whether s[i] follows a letter or digit, past a
+// Markdown escape's backslash.
+func wordBefore(s string, i int) bool {
+	if i > 0 && s[i-1] == '\\' {
+		i--
+	}
+	return i > 0 && isWord(rune(s[i-1]))
+}
+
+// linkLine reports whether a Markdown line is one link, alone or as a
+// list item: "- [`XMLBuilder`](builders.html#XMLBuilder)".
+func linkLine(t string) bool {
+	t = strings.TrimLeft(t, "-*+0123456789. ")
+	return strings.HasPrefix(t, "[") && strings.HasSuffix(t, ")") && strings.Count(t, "](") == 1
+}
+
+// codeFence is the fence a Markdown line opens or closes a code block
+// with (three or more ` or ~), or "".
+func codeFence(t string) string {
+	for _, c := range []string{"`", "~"} {
+		n := len(t) - len(strings.TrimLeft(t, c))
+		if n >= 3 {
+			return t[:n]
+		}
+	}
+	return ""
 }
 
 // appendPlain appends s to dst stripped of the Markdown that would
@@ -136,8 +192,9 @@ func appendPlain(dst, raw []byte, s string) ([]byte, []byte) {
 			raw = append(raw, ' ')
 			continue
 		case '_':
-			// Keep identifiers (snake_case); drop emphasis at word edges.
-			if i > 0 && i+1 < len(s) && isWord(rune(s[i-1])) && isWord(rune(s[i+1])) {
+			// Keep identifiers (snake_case, and c\_extra\_keywords as
+			// Markdown escapes it); drop emphasis at word edges.
+			if wordBefore(s, i) && i+1 < len(s) && isWord(rune(s[i+1])) {
 				raw = append(raw, c)
 			} else {
 				raw = append(raw, ' ')
@@ -151,9 +208,16 @@ func appendPlain(dst, raw []byte, s string) ([]byte, []byte) {
 					continue
 				}
 			}
+			// A bracket that is text separates words: Sphinx's
+			// "Builder[source]" (a name and its source link) is two words,
+			// not "Buildersource".
+			raw = append(raw, ' ')
 			continue
-		case '[', '!':
-			if c == '!' && (i+1 >= len(s) || s[i+1] != '[') {
+		case '[':
+			raw = append(raw, ' ')
+			continue
+		case '!':
+			if i+1 >= len(s) || s[i+1] != '[' {
 				raw = append(raw, c)
 			}
 			continue

@@ -56,7 +56,13 @@ func indexMapping() mapping.IndexMapping {
 	idents.Analyzer = identAnalyzer
 	idents.Store, idents.IncludeInAll, idents.DocValues, idents.IncludeTermVectors = false, false, false, false
 	dm.AddFieldMappingsAt("idents", idents)
-	dm.AddFieldMappingsAt("defs", idents)
+	// defs is stored too: a page indexed again from its stored fields
+	// (the anchor-text refresh) no longer has the Markdown that told its
+	// navigation lines from its definitions.
+	defs := bleve.NewTextFieldMapping()
+	defs.Analyzer = identAnalyzer
+	defs.Store, defs.IncludeInAll, defs.DocValues, defs.IncludeTermVectors = true, false, false, false
+	dm.AddFieldMappingsAt("defs", defs)
 	dm.AddFieldMappingsAt("title", text(true))
 	dm.AddFieldMappingsAt("headings", text(true))
 	dm.AddFieldMappingsAt("body", text(true))
@@ -84,11 +90,15 @@ func (d *Doc) Prepare() {
 	}
 	heads := strings.Join(d.Headings, "\n")
 	d.words = distinctWords(d.Title, heads, d.Body)
+	defs := d.defs
+	if !d.defsKnown {
+		defs = definitions(d)
+	}
 	d.prepared = map[string]any{
 		"url":      d.URL,
 		"urlwords": urlWords(d.URL),
 		"idents":   strings.Join(identifiers(d.Title, heads, d.Body), " "),
-		"defs":     strings.Join(definitions(d), " "),
+		"defs":     strings.Join(defs, " "),
 		"title":    d.Title,
 		"headings": heads,
 		"body":     d.Body,
@@ -109,7 +119,7 @@ func (d *Doc) fields() map[string]any {
 	return f
 }
 
-var storedFields = []string{"url", "title", "headings", "body", "anchors", "type", "lang", "desc", "jsonld", "sim", "date"}
+var storedFields = []string{"url", "title", "headings", "body", "anchors", "type", "lang", "desc", "jsonld", "sim", "date", "defs"}
 
 func docOf(f map[string]any) *Doc {
 	s := func(k string) string { v, _ := f[k].(string); return v }
@@ -119,6 +129,9 @@ func docOf(f map[string]any) *Doc {
 	}
 	if a := s("anchors"); a != "" {
 		d.Anchors = strings.Split(a, "\n")
+	}
+	if defs, ok := f["defs"].(string); ok {
+		d.defs, d.defsKnown = strings.Fields(defs), true
 	}
 	if t, err := time.Parse(time.RFC3339, s("date")); err == nil {
 		d.Date = t
@@ -227,7 +240,10 @@ var defPrefixes = []string{"class ", "exception ", "function ", "method ", "attr
 
 // definitions are the keys (defKey) of the names a page's lines define:
 // a short line that is a name, or starts with a name and "(" (an API
-// entry), and its headings; a dotted name also by its last part.
+// entry), and its headings; a dotted name also by its last part. A line
+// that is a link (a table of contents, which Sphinx fills with every
+// object's name: it points to the definition) or a line of code defines
+// nothing (notDefs).
 func definitions(d *Doc) []string {
 	seen := map[string]bool{}
 	var out []string
@@ -248,9 +264,11 @@ func definitions(d *Doc) []string {
 	for _, h := range d.Headings {
 		add(h)
 	}
+	n := -1 // the line's number
 	for line := range strings.SplitSeq(d.Body, "\n") {
+		n++
 		line = strings.TrimSpace(line)
-		if line == "" || len(line) > 400 {
+		if line == "" || len(line) > 400 || d.notDefs[n] {
 			continue
 		}
 		if i := strings.IndexByte(line, '('); i > 0 {
@@ -264,7 +282,10 @@ func definitions(d *Doc) []string {
 		lower := strings.ToLower(line)
 		for _, p := range defPrefixes {
 			if strings.HasPrefix(lower, p) {
-				line = line[len(p):]
+				// After "class ", "method "…, the name is the next word:
+				// what follows is not part of it (Sphinx's "source" link
+				// of a class without arguments, a type).
+				line, _, _ = strings.Cut(strings.TrimSpace(line[len(p):]), " ")
 				break
 			}
 		}

@@ -172,7 +172,7 @@ func openPages(dir string) (b bleve.Index, fresh bool, err error) {
 // Format names the index's mapping; a change of indexMapping (a field
 // added, an analyzer changed) takes a new one, and an index on disk of
 // another format is rebuilt from the archive when the cell opens it.
-const Format = "6" // 3: the idents and defs fields; 4: url, type, lang and date stored only, words without term vectors, the stem cache; 5: the one-pass analyzers, the words in a dictionary of their own (words.go); 6: the anchor text in a store of its own (anchors.go)
+const Format = "7" // 3: the idents and defs fields; 4: url, type, lang and date stored only, words without term vectors, the stem cache; 5: the one-pass analyzers, the words in a dictionary of their own (words.go); 6: the anchor text in a store of its own (anchors.go); 7: a page's code comments no longer headings, words no longer glued at brackets, a definition's name without what follows it, a line that is a link no definition, defs stored
 
 func formatPath(dir string) string { return filepath.Clean(dir) + ".format" }
 

@@ -1,8 +1,10 @@
 package search
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,6 +44,13 @@ type Boosts struct {
 	// defines (a definition term, an API entry: "username",
 	// "os.getcwd()", "create_user(username, …)"), or a heading.
 	Def float64
+	// Defines is added, in the second stage, to a candidate that
+	// defines the query (whole) or one of its identifiers: a match of the
+	// defs field counted once, however many names the page defines (in
+	// BM25 the page that defines a hundred functions, which is where a
+	// function is documented, weighs a hundredth of a page that defines
+	// one).
+	Defines float64
 	// Authority weighs the link-authority prior (PageRank over the
 	// archived link graph, in [0,1]) in the second stage.
 	Authority float64
@@ -52,7 +61,7 @@ type Boosts struct {
 }
 
 // DefaultBoosts are the tuned boosts (docs/search.md, "Tuning").
-var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80, Ident: 5, Def: 5, Authority: 0.5, Fresh: 2}
+var DefaultBoosts = Boosts{Title: 1, Headings: 3, URL: 3, Anchors: 5, Body: 1, Phrase: 1, Passage: 16, ExactTitle: 2, Candidates: 80, Ident: 5, Def: 5, Defines: 8, Authority: 0.5, Fresh: 2}
 
 // SetBoosts replaces the boosts (the evaluation's tuning).
 func (ix *Index) SetBoosts(b Boosts) { ix.boosts = b }
@@ -109,7 +118,7 @@ func firstStage(q string, b Boosts) query.Query {
 		}
 	}
 	if b.Def > 0 {
-		if k := defKey(q); k != "" {
+		for _, k := range defKeys(q) {
 			tq := bleve.NewTermQuery(k)
 			tq.SetField("defs")
 			tq.SetBoost(b.Def)
@@ -127,12 +136,51 @@ func firstStage(q string, b Boosts) query.Query {
 	return bleve.NewDisjunctionQuery(qs...)
 }
 
+// defKeys are the keys (defKey) of the names a query may ask for the
+// definition of: the query whole ("getcwd", "create user"), and each of
+// its identifiers ("enable_hashagg" of "enable_hashagg configuration
+// parameter").
+func defKeys(q string) []string {
+	var out []string
+	if k := defKey(q); k != "" {
+		out = append(out, k)
+	}
+	for _, id := range identifiers(q) {
+		if k := defKey(id); k != "" && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// definedBy are the pages whose defs field holds one of keys (at most
+// max of them).
+func (ix *Index) definedBy(ctx context.Context, keys []string, max int) (map[string]bool, error) {
+	qs := make([]query.Query, len(keys))
+	for i, k := range keys {
+		tq := bleve.NewTermQuery(k)
+		tq.SetField("defs")
+		qs[i] = tq
+	}
+	req := bleve.NewSearchRequestOptions(bleve.NewDisjunctionQuery(qs...), max, 0, false)
+	req.Score = "none"
+	res, err := ix.b.SearchInContext(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(res.Hits))
+	for _, h := range res.Hits {
+		out[h.ID] = true
+	}
+	return out, nil
+}
+
 // secondStage re-ranks the first stage's candidates (read with
 // rankFields), best first: each is a Hit with its best passage, scored
 // by rescore.
-func (ix *Index) secondStage(q string, terms []searchapi.Term, b Boosts, cands bsearch.DocumentMatchCollection) []Hit {
+func (ix *Index) secondStage(q string, terms []searchapi.Term, b Boosts, cands bsearch.DocumentMatchCollection, defined map[string]bool) []Hit {
 	hits := make([]Hit, 0, len(cands))
-	r := rescorer{b: b, nq: normalize(q), graph: ix.graph}
+	r := rescorer{b: b, nq: normalize(q), graph: ix.graph, defined: defined}
 	if len(cands) > 0 {
 		r.top = cands[0].Score
 	}
@@ -160,6 +208,9 @@ type rescorer struct {
 	fresh bool
 	now   time.Time
 	graph *graph
+	// defined are the pages that define the query or one of its
+	// identifiers (definedBy).
+	defined map[string]bool
 }
 
 // rescore is a candidate's score in the second stage: its first-stage
@@ -174,6 +225,9 @@ func (r *rescorer) rescore(score float64, d *Doc, p passage) float64 {
 		score += top * b.Passage * p.score
 		if nt := normalize(d.Title); nt != "" && (nt == r.nq || strings.HasPrefix(nt, r.nq+" ")) {
 			score += top * b.ExactTitle / 4
+		}
+		if r.defined[d.URL] {
+			score += top * b.Defines
 		}
 		if b.Authority > 0 {
 			score += top * b.Authority * r.graph.prior(d.URL)

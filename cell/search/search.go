@@ -51,8 +51,14 @@ func (ix *Index) Search(ctx context.Context, q string, n int) (*Results, error) 
 	if err != nil {
 		return nil, fmt.Errorf("search: %w", err)
 	}
+	var defined map[string]bool
+	if keys := defKeys(q); b.Defines > 0 && len(keys) > 0 {
+		if defined, err = ix.definedBy(ctx, keys, 1000); err != nil {
+			return nil, fmt.Errorf("search: %w", err)
+		}
+	}
 	terms := searchapi.QueryTerms(q)
-	hits := ix.secondStage(q, terms, b, res.Hits)
+	hits := ix.secondStage(q, terms, b, res.Hits, defined)
 	hits = searchapi.Collapse(hits)
 	if len(hits) > n {
 		hits = hits[:n]
