@@ -1,12 +1,15 @@
 package regiontest
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -73,7 +76,24 @@ func searchQuality(t *testing.T, name, root string, nq int) map[string]any {
 	qs := eval.Sample(c.Queries, nq)
 	t.Logf("%s: %d pages, %d index terms, %d queries", name, len(c.Docs), len(c.Queries), len(qs))
 
-	site := httptest.NewServer(http.FileServer(http.Dir(root)))
+	// The package's files as they are; a page Debian compressed
+	// (changelog.html.gz) at the URL its index links to (changelog.html),
+	// decompressed, as the evaluation reads it.
+	files := http.FileServer(http.Dir(root))
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := filepath.Join(root, filepath.FromSlash(path.Clean("/"+r.URL.Path)))
+		if _, err := os.Stat(name); err != nil {
+			if z, err := os.Open(name + ".gz"); err == nil {
+				defer z.Close()
+				if zr, err := gzip.NewReader(z); err == nil {
+					w.Header().Set("Content-Type", "text/html; charset=utf-8")
+					io.Copy(w, zr)
+					return
+				}
+			}
+		}
+		files.ServeHTTP(w, r)
+	}))
 	defer site.Close()
 	// The evaluation names pages under eval.Base; the job fetches them here.
 	urls := make([]string, len(c.Docs))
@@ -90,6 +110,8 @@ func searchQuality(t *testing.T, name, root string, nq int) map[string]any {
 	if r := call(t, "POST", g.URL+"/scrape/jobs", key, string(body)); r.status != 202 {
 		t.Fatalf("job: %d %s", r.status, r.body)
 	}
+	// Every page (a page the job could not fetch fails the test: the
+	// relevant pages must all be there).
 	deadline := time.Now().Add(20 * time.Minute)
 	for ix.Count() < uint64(len(urls)) || ix.Stale() > 0 {
 		if time.Now().After(deadline) {
