@@ -61,6 +61,11 @@ func (p *preparedBatch) commit() error {
 	ix := p.ix
 	p.turn.wait()
 	err := ix.commit(p.batch)
+	// The batch holds every page's analysis (its terms and their
+	// frequencies, the most memory a batch takes) until its segment is
+	// built: once it is, the rest of the commit (the dictionary's counts,
+	// the link graph) goes without it.
+	p.batch = nil
 	ix.inflight.finish(p.turn, latestFetch(p.docs), err == nil)
 	if err != nil {
 		return err

@@ -103,3 +103,40 @@ func TestIndexerKeepsTheLastVersion(t *testing.T) {
 		t.Errorf("watermark %v, want %v", w, want)
 	}
 }
+
+// A batch is cut at BatchBytes of text as well as at Batch pages: the
+// memory a batch's analysis takes follows its text, not its page count,
+// and a page larger than the budget is a batch of its own.
+func TestIndexerCutsBatchesAtBatchBytes(t *testing.T) {
+	ix, err := Open(t.TempDir(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	page := func(name string, words int) Page {
+		return Page{URL: "http://d/" + name, ContentType: "text/plain", Body: []byte(strings.Repeat(name+" words ", words)), Fetched: t0}
+	}
+	size := DocOf(page("p0", 100)).textSize()
+	// Flush is long: only a full batch is cut before Close.
+	x := NewIndexer(ix, IndexerConfig{BatchBytes: 3 * size, Workers: 1, Flush: time.Hour})
+	var pages []Page
+	for i := range 10 {
+		pages = append(pages, page(fmt.Sprintf("p%d", i), 100))
+		if i == 2 {
+			pages = append(pages, page("big", 1000))
+		}
+	}
+	for _, p := range pages {
+		if err := x.Put(context.Background(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	x.Close()
+	// p0-p2, big, p3-p5, p6-p8, and p9 at Close.
+	if got := ix.inflight.next; got != 5 {
+		t.Errorf("%d batches, want 5", got)
+	}
+	if got := ix.Count(); got != uint64(len(pages)) {
+		t.Errorf("%d pages indexed, want %d", got, len(pages))
+	}
+}

@@ -35,6 +35,9 @@ type IndexerConfig struct {
 	Flush time.Duration
 	Batch int
 	Queue int
+	// BatchBytes is the most text a batch holds (default DefaultBatchBytes):
+	// a batch is cut at Batch pages or BatchBytes, whichever comes first.
+	BatchBytes int
 	// Workers turn pages into documents in parallel (default one a core).
 	Workers int
 	// Commits is how many batches are committed at once (default
@@ -56,7 +59,8 @@ type IndexerConfig struct {
 // batch is a segment of the index, and segments are merged in the
 // background: larger batches cost less CPU a page (fewer, larger segments
 // to build and merge) and more memory at the peak (a batch's analysis is
-// held until its segment is built). docs/performance.md, "Search".
+// held until its segment is built). The Indexer's batches are bounded by
+// their text too (DefaultBatchBytes). docs/performance.md, "Search".
 const BatchSize = 1024
 
 // DefaultFlush is the longest a page waits for its batch. Each batch is a
@@ -73,6 +77,16 @@ const DefaultFlush = 3 * time.Second
 // machine. Two cost a second batch's analysis held at the peak
 // (docs/performance.md, "Search").
 const DefaultCommits = 2
+
+// DefaultBatchBytes is the most text (title, headings, body) a batch of
+// the Indexer holds. A batch's analysis (each field's terms and their
+// frequencies) and its segment being built are most of the memory the
+// indexer takes, many times the batch's text, and DefaultCommits batches
+// are built at once; the collector lets the heap grow to twice what it
+// found live. Bounding the text rather than the pages bounds that memory
+// whatever the pages' size: about 400 documentation pages, where BatchSize
+// pages of them were twice the peak (docs/performance.md, "Search").
+const DefaultBatchBytes = 4 << 20
 
 // prepared is how many documents the converting workers may have ready
 // ahead of the batch being gathered, so that the next batch is being
@@ -113,6 +127,9 @@ func NewIndexer(ix *Index, cfg IndexerConfig) *Indexer {
 	}
 	if cfg.Commits <= 0 {
 		cfg.Commits = DefaultCommits
+	}
+	if cfg.BatchBytes <= 0 {
+		cfg.BatchBytes = DefaultBatchBytes
 	}
 	if cfg.Queue <= 0 {
 		cfg.Queue = 4096
@@ -280,9 +297,25 @@ func DocOf(p Page) *Doc {
 	return nil
 }
 
+// textSize is the text of d that its analysis is made of (the anchor
+// text, given when its batch is prepared, aside).
+func (d *Doc) textSize() int {
+	n := len(d.Title) + len(d.Body)
+	for _, h := range d.Headings {
+		n += len(h) + 1
+	}
+	return n
+}
+
 func (x *Indexer) batcher() {
 	defer x.bwg.Done()
 	var batch []*Doc
+	size := 0 // batch's text
+	add := func(d *Doc) {
+		batch = append(batch, d)
+		size += d.textSize()
+	}
+	full := func() bool { return len(batch) >= x.cfg.Batch || size >= x.cfg.BatchBytes }
 	commits := make(chan struct{}, x.cfg.Commits)
 	defer func() { // the batches committing
 		for range x.cfg.Commits {
@@ -326,7 +359,7 @@ func (x *Indexer) batcher() {
 				}
 			}()
 		}
-		batch = nil
+		batch, size = nil, 0
 		x.maybeRecover()
 		if time.Since(lastRefresh) >= x.cfg.RefreshEvery {
 			refresh()
@@ -349,8 +382,8 @@ func (x *Indexer) batcher() {
 			if len(batch) == 0 {
 				t.Reset(x.cfg.Flush)
 			}
-			batch = append(batch, d)
-			if len(batch) >= x.cfg.Batch {
+			add(d)
+			if full() {
 				flush()
 				t.Reset(x.cfg.Flush)
 			}
@@ -358,14 +391,14 @@ func (x *Indexer) batcher() {
 			// Due: with what is already waiting, up to a batch.
 			closed := false
 		take:
-			for len(batch) > 0 && len(batch) < x.cfg.Batch {
+			for len(batch) > 0 && !full() {
 				select {
 				case d, ok := <-x.docs:
 					if !ok {
 						closed = true
 						break take
 					}
-					batch = append(batch, d)
+					add(d)
 				default:
 					break take
 				}

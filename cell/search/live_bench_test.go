@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,6 +34,12 @@ import (
 //
 //	TRAWL_LIVE_SPEED=/usr/share/doc/postgresql-doc-15/html:/usr/share/doc/python3.11/html \
 //	TRAWL_LIVE_PAGES=4000 go test ./cell/search -run TestLiveSpeed -v
+//
+// Knobs for a look at one setting: TRAWL_LIVE_BATCH (pages),
+// TRAWL_LIVE_BATCH_BYTES, TRAWL_LIVE_COMMITS (IndexerConfig),
+// TRAWL_LIVE_SCORCH (more scorch configuration, JSON); TRAWL_LIVE_HEAP, a
+// directory, gets a heap profile every second and a line of the memory
+// statistics (where the peak comes from).
 func TestLiveSpeed(t *testing.T) {
 	corpora := os.Getenv("TRAWL_LIVE_SPEED")
 	if corpora == "" {
@@ -64,13 +71,39 @@ func TestLiveSpeed(t *testing.T) {
 		t.Cleanup(func() { scorchConfig = old })
 	}
 	batch, _ := strconv.Atoi(os.Getenv("TRAWL_LIVE_BATCH"))
+	batchBytes, _ := strconv.Atoi(os.Getenv("TRAWL_LIVE_BATCH_BYTES"))
+	commits, _ := strconv.Atoi(os.Getenv("TRAWL_LIVE_COMMITS"))
 	ix, err := Open(t.TempDir()+"/live", Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if dir := os.Getenv("TRAWL_LIVE_HEAP"); dir != "" {
+		// A profile's in-use figures are the heap live at the last
+		// collection; the line beside it says how far the heap grew
+		// past it (next: the collector's goal).
+		stop := make(chan struct{})
+		t.Cleanup(func() { close(stop) })
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+				}
+				if f, err := os.Create(fmt.Sprintf("%s/heap-%03d.pb.gz", dir, i)); err == nil {
+					pprof.Lookup("heap").WriteTo(f, 0)
+					f.Close()
+				}
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				fmt.Printf("HEAP %d MiB: rss=%d alloc=%d inuse=%d sys=%d released=%d next=%d\n", i,
+					procKB("VmRSS")/1024, ms.HeapAlloc>>20, ms.HeapInuse>>20, ms.HeapSys>>20, ms.HeapReleased>>20, ms.NextGC>>20)
+			}
+		}()
+	}
 	cpu0 := cpuTime()
 	start := time.Now()
-	x := NewIndexer(ix, IndexerConfig{Batch: batch})
+	x := NewIndexer(ix, IndexerConfig{Batch: batch, BatchBytes: batchBytes, Commits: commits})
 	fetched := time.Now()
 	for i, u := range urls {
 		if err := x.Put(context.Background(), Page{URL: u, ContentType: "text/html", Content: convs[i%len(convs)], Fetched: fetched}); err != nil {
@@ -100,8 +133,8 @@ func TestLiveSpeed(t *testing.T) {
 	}
 	rest := cpuTime() - cpu0
 	st := ix.Stats()
-	t.Logf("scorch: %d segments at the root; %d segments merged in %v (%.0f MiB written)",
-		st.Segments, st.MergedSegments, st.MergeTime.Round(time.Millisecond), float64(st.MergedBytes)/(1<<20))
+	t.Logf("scorch: %d batches; %d segments at the root; %d segments merged in %v (%.0f MiB written)",
+		st.Batches, st.Segments, st.MergedSegments, st.MergeTime.Round(time.Millisecond), float64(st.MergedBytes)/(1<<20))
 	ix.Close()
 	t.Logf("live: %d pages searchable in %v, with the anchor text of %d pages in %v: %.0f pages/s; CPU %.2f ms/page (%.2f cores); peak RSS +%d MiB",
 		n, searchable.Round(time.Millisecond), stale, took.Round(time.Millisecond), float64(n)/took.Seconds(),
