@@ -123,11 +123,20 @@ func askedName(q string) *name {
 	if len(ws) < 2 || !(ws[0] == "what" || ws[0] == "what's" || ws[0] == "whats" || ws[0] == "define" || ws[0] == "explain") {
 		return nil
 	}
+	aux := false // "what does …": then the question ends with its verb
 	for len(ws) > 0 && askLead[ws[0]] {
+		aux = aux || ws[0] == "do" || ws[0] == "does"
 		ws = ws[1:]
 	}
+	trailed := false
 	for len(ws) > 0 && askTrail[ws[len(ws)-1]] {
 		ws = ws[:len(ws)-1]
+		trailed = true
+	}
+	if aux && !trailed {
+		// "what do magma chambers feed" asks about what the words do,
+		// not what a name is ("what does getcwd do", "… return").
+		return nil
 	}
 	if len(ws) > 1 && askKind[ws[len(ws)-1]] {
 		ws = ws[:len(ws)-1]

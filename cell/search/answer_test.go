@@ -154,6 +154,9 @@ func TestAskedName(t *testing.T) {
 		"what is the capital of france":              "capital+of+france",
 		"how to read a file line by line":            "",
 		"what is the best way to write a long query": "",
+		"what does getcwd return":                    "getcwd",
+		// What the words do, not what a name is: the proximity rule's.
+		"what do magma chambers feed": "",
 	} {
 		got := ""
 		if n := askedName(q); n != nil {

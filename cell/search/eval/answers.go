@@ -3,8 +3,6 @@ package eval
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode"
@@ -38,30 +36,23 @@ type Entry struct {
 // Entries reads the described names of every page of root (the pages
 // Load reads), in path order.
 func Entries(root string) ([]Entry, error) {
+	paths, err := pagePaths(root)
+	if err != nil {
+		return nil, err
+	}
 	var out []Entry
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	for _, rel := range paths {
+		b, err := readPage(filepath.Join(root, rel))
 		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if d.IsDir() && strings.HasPrefix(d.Name(), "_") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(p, ".html") || isIndexPage(rel) {
-			return nil
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
+			return nil, err
 		}
 		doc, err := goquery.NewDocumentFromReader(bytes.NewReader(b))
 		if err != nil {
-			return fmt.Errorf("%s: %w", rel, err)
+			return nil, fmt.Errorf("%s: %w", rel, err)
 		}
-		out = append(out, pageEntries(doc, Base+filepath.ToSlash(rel))...)
-		return nil
-	})
-	return out, err
+		out = append(out, pageEntries(doc, pageURL(rel))...)
+	}
+	return out, nil
 }
 
 // sphinxKinds are the Sphinx API entries asked about.

@@ -60,25 +60,10 @@ func Load(name, root string, workers int) (*Corpus, error) {
 // sample, which is smaller and so easier than the whole corpus.
 func LoadSample(name, root string, workers, n, pages int) (*Corpus, error) {
 	c := &Corpus{Name: name, Root: root}
-	var paths []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		if d.IsDir() && strings.HasPrefix(d.Name(), "_") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !(strings.HasSuffix(p, ".html") || strings.HasSuffix(p, ".html.gz")) || isIndexPage(rel) {
-			return nil
-		}
-		paths = append(paths, rel)
-		return nil
-	})
+	paths, err := pagePaths(root)
 	if err != nil {
 		return nil, err
 	}
-	sort.Strings(paths)
 	qs, err := judgments(root)
 	if err != nil {
 		return nil, err
@@ -132,6 +117,29 @@ func LoadSample(name, root string, workers, n, pages int) (*Corpus, error) {
 		}
 	}
 	return c, nil
+}
+
+// pagePaths are the corpus's pages (.html, and .html.gz Debian
+// compressed), relative to root and sorted: every page but the index pages
+// and Sphinx's own directories (_static, _sources, _modules).
+func pagePaths(root string) ([]string, error) {
+	var paths []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() && strings.HasPrefix(d.Name(), "_") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !(strings.HasSuffix(p, ".html") || strings.HasSuffix(p, ".html.gz")) || isIndexPage(rel) {
+			return nil
+		}
+		paths = append(paths, rel)
+		return nil
+	})
+	sort.Strings(paths)
+	return paths, err
 }
 
 // pageURL is the URL of a page's file (rel, under the corpus's root): a
