@@ -178,7 +178,7 @@ func evaluate(docs []doc, people map[string]truth, sets []string, workers int) (
 				for _, s := range sets {
 					page := d.src
 					if s == "stripped" {
-						page = strip(d.src)
+						page = textscore.StripTags(d.src)
 					}
 					for _, e := range extractors {
 						start := time.Now()
@@ -595,38 +595,6 @@ func day(s string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// strip removes every <meta> tag and JSON-LD script.
-func strip(src string) string {
-	root, err := html.Parse(strings.NewReader(src))
-	if err != nil {
-		return src
-	}
-	var drop []*html.Node
-	var walk func(n *html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode {
-			switch {
-			case n.Data == "meta":
-				drop = append(drop, n)
-			case n.Data == "script" && strings.Contains(strings.ToLower(attr(n, "type")), "ld+json"):
-				drop = append(drop, n)
-			}
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(root)
-	for _, n := range drop {
-		n.Parent.RemoveChild(n)
-	}
-	var b bytes.Buffer
-	if err := html.Render(&b, root); err != nil {
-		return src
-	}
-	return b.String()
 }
 
 func attr(n *html.Node, key string) string {

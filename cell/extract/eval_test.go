@@ -17,7 +17,6 @@ package extract
 // all of them), headline token F1 (\w+ tokens, case folded).
 
 import (
-	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"flag"
@@ -125,40 +124,6 @@ func pageTruth(src string) (truth, bool) {
 	return t, t.headline != ""
 }
 
-// strip removes the JSON-LD and every <meta> tag.
-func strip(src string) string {
-	doc, err := html.Parse(strings.NewReader(src))
-	if err != nil {
-		return src
-	}
-	var drop []*html.Node
-	var walk func(n *html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.ElementNode {
-			switch n.Data {
-			case "meta":
-				drop = append(drop, n)
-			case "script":
-				for _, a := range n.Attr {
-					if a.Key == "type" && strings.Contains(a.Val, "ld+json") {
-						drop = append(drop, n)
-					}
-				}
-			}
-		}
-		for c := n.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(doc)
-	for _, n := range drop {
-		n.Parent.RemoveChild(n)
-	}
-	var b bytes.Buffer
-	html.Render(&b, doc)
-	return b.String()
-}
-
 var reNameSep = regexp.MustCompile(`\s*(?:,|;|&|\band\b)\s*`)
 
 // authorMatch: the value names one of the authors, or all of them.
@@ -233,7 +198,7 @@ func TestEvalMetadata(t *testing.T) {
 			continue
 		}
 		n++
-		stripped := strip(src)
+		stripped := textscore.StripTags(src)
 		pageURL := gt[id].URL
 
 		start := time.Now()

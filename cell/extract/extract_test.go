@@ -9,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/trawlhq/trawl/internal/textscore"
 )
 
 func TestParseNumber(t *testing.T) {
@@ -205,7 +207,7 @@ func TestRealArticle(t *testing.T) {
 	if got := extractJSON(t, "https://www.macrumors.com/2019/11/18/13-inch-macbook-pro-scissor-keyboard-2020/", page, schema); got != want {
 		t.Errorf("with JSON-LD: %s", got)
 	}
-	if got := extractJSON(t, "https://www.macrumors.com/2019/11/18/13-inch-macbook-pro-scissor-keyboard-2020/", strip(page), schema); got != want {
+	if got := extractJSON(t, "https://www.macrumors.com/2019/11/18/13-inch-macbook-pro-scissor-keyboard-2020/", textscore.StripTags(page), schema); got != want {
 		t.Errorf("visible only: %s", got)
 	}
 }

@@ -4,8 +4,11 @@
 package textscore
 
 import (
+	"bytes"
 	"regexp"
 	"strings"
+
+	"golang.org/x/net/html"
 )
 
 var reTok = regexp.MustCompile(`[\p{L}\p{N}_]+`)
@@ -40,3 +43,43 @@ func TokenF1(got, want string) float64 {
 
 // NormName is a person's name as compared: its tokens, space separated.
 func NormName(s string) string { return strings.Join(Tokens(s), " ") }
+
+// StripTags is the page src with every <meta> tag and every JSON-LD
+// script removed: the page as the metadata evaluations read it when a
+// page's own structured data is not to be the answer (src when it does
+// not parse).
+func StripTags(src string) string {
+	root, err := html.Parse(strings.NewReader(src))
+	if err != nil {
+		return src
+	}
+	var drop []*html.Node
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			switch n.Data {
+			case "meta":
+				drop = append(drop, n)
+			case "script":
+				for _, a := range n.Attr {
+					if a.Key == "type" && strings.Contains(strings.ToLower(a.Val), "ld+json") {
+						drop = append(drop, n)
+						break
+					}
+				}
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(root)
+	for _, n := range drop {
+		n.Parent.RemoveChild(n)
+	}
+	var b bytes.Buffer
+	if err := html.Render(&b, root); err != nil {
+		return src
+	}
+	return b.String()
+}
