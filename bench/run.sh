@@ -40,6 +40,11 @@
 #   8c. metaq (bench/metaeval): headline, author and publish date read from
 #      article pages with their JSON-LD and meta tags removed, held-out
 #      pages  vs  go-trafilatura's metadata on the same pages, same run
+#   9. jobshare (cmd/trawl TestJobsScaleAcrossCells): one job of 10,000 URLs
+#      on a loopback site whose every page takes 200 ms, through the gate,
+#      on a region of three clustered cells (three cell processes sharing
+#      job URLs through JetStream)  vs  one cell (`trawl dev`), the same
+#      --job-concurrency per cell, same run
 #
 # A cell answers only requests its region's gate signed (internal/regionauth).
 # Every `trawl cell` and `trawl dev` here runs with one bench key in
@@ -60,7 +65,7 @@ BENCH=$REPO/bench
 
 CORPUS=${BENCH_CORPUS:-/usr/share/doc/postgresql-doc-15/html}
 AEB=${BENCH_AEB:-$REPO/../shared/data/aeb}   # the article extraction benchmark (articles part)
-ALL_PARTS=pipeline,articles,scrape,job,ledger,gate,browser,extract,crawl,search,searchq,metaq
+ALL_PARTS=pipeline,articles,scrape,job,ledger,gate,browser,extract,crawl,search,searchq,metaq,jobshare
 ONLY=${BENCH_ONLY:-$ALL_PARTS}                   # comma list of parts to run
 PIPELINE_WARMUP=${BENCH_PIPELINE_WARMUP:-100}    # pages before timing
 WRK_THREADS=${BENCH_WRK_THREADS:-2}
@@ -208,7 +213,7 @@ fi
 if want crawl; then
 	go build -o "$WORK/bin/" ./bench/crawl || die "bench/crawl does not build"
 fi
-if want scrape || want job || want gate || want browser || want extract || want crawl; then
+if want scrape || want job || want gate || want browser || want extract || want crawl || want jobshare; then
 	if [[ ! -x $TRAWL ]]; then
 		log "bin/trawl missing: make build"
 		make build
@@ -723,6 +728,21 @@ if want metaq; then
 	R[mq_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
 fi
 
+if want jobshare; then
+	JOBSHARE_URLS=${BENCH_JOBSHARE_URLS:-10000}
+	JOBSHARE_CONCURRENCY=${BENCH_JOBSHARE_CONCURRENCY:-16}
+	log "9 jobshare: one job of $JOBSHARE_URLS URLs at 200 ms a page on three clustered cells vs one, --job-concurrency $JOBSHARE_CONCURRENCY (cmd/trawl TestJobsScaleAcrossCells)"
+	R[js_load_start]=$(cut -d' ' -f1-3 /proc/loadavg)
+	# The test writes its figures once every URL is in the results exactly
+	# once, before it checks the ratio: a missed ratio is a row marked
+	# fail, anything else (no JSON) an error.
+	TRAWL_BIN="$TRAWL" TRAWL_JOBSHARE_URLS="$JOBSHARE_URLS" TRAWL_JOBSHARE_CONCURRENCY="$JOBSHARE_CONCURRENCY" TRAWL_JOBSHARE_OUT="$WORK/jobshare.json" \
+		go test ./cmd/trawl -run '^TestJobsScaleAcrossCells$' -count=1 -v -timeout 60m >"$WORK/jobshare.log" 2>&1 ||
+		[[ -s $WORK/jobshare.json ]] || { grep -E 'jobshare_e2e|FAIL|panic' "$WORK/jobshare.log" | tail -n 20 >&2; die "job sharing test failed"; }
+	grep -E 'jobshare_e2e_test' "$WORK/jobshare.log" | cut -c1-400 >&2 || true
+	R[js_load_end]=$(cut -d' ' -f1-3 /proc/loadavg)
+fi
+
 # ------------------------------------------------ table
 
 # ratio A B: A/B to 2 decimals
@@ -883,6 +903,13 @@ if want metaq; then
 	done < <(jq -c '.heldout[]' "$WORK/metaq.json")
 fi
 
+if want jobshare; then
+	J=$WORK/jobshare.json
+	jj() { jq -r "$1" "$J"; }
+	x=$(printf '%.2f' "$(jj .ratio)")
+	rows+=("| Job sharing: one job of $(jj .urls) URLs at $(jj .delay_ms) ms a page through the gate, seconds to done on three clustered cells (fetched per cell: $(jq -c .fetched_per_cell "$J")) | $(printf '%.1f' "$(jj .three_cells_s)") | $(printf '%.1f' "$(jj .one_cell_s)") (one cell, \`trawl dev\`) | ${x}x faster | ≥ 2.7x | $(check "$x >= 2.7") |")
+fi
+
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)
 git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 {
@@ -940,6 +967,9 @@ git -C "$REPO" diff --quiet HEAD 2>/dev/null || commit="$commit (dirty)"
 	fi
 	if want searchq; then
 		echo "Search ranking rows (regiontest TestSearchQuality): per corpus a fresh gate and cell in the test's process; the package's pages (its index pages left out) served from loopback, fetched by one job through the gate, archived and indexed; queries are the terms of the package's own back-of-book index (Sphinx genindex), up to 1,000 taken evenly, relevant = the pages the entry points to; asked at GET /search. None of these corpora was tuned on (docs/search.md). Load average at the part's start ${R[sq_load_start]}, at its end ${R[sq_load_end]}."
+	fi
+	if want jobshare; then
+		echo "Job sharing row (cmd/trawl TestJobsScaleAcrossCells, real processes on loopback): an httptest site whose every page (a title and a paragraph, distinct by its query) answers after 200 ms; one cell = \`trawl dev\` (the gate and one standalone cell, today's local path); three cells = \`trawl dev --route-listen\` (the gate and c1) and two \`trawl cell --route-listen --members-join\` processes, their JetStream nodes one cluster, every cell's /health saying jobs_shared before the submission; --job-concurrency $(jq .concurrency "$WORK/jobshare.json") per cell on both sides; the time is from the submission to the first status poll (every 50 ms) that says done, every URL then checked exactly once in the results. Load average at the part's start ${R[js_load_start]}, at its end ${R[js_load_end]}."
 	fi
 	if want metaq; then
 		echo "Metadata rows (bench/metaeval): go-trafilatura's test pages and the article extraction benchmark's; truth \"page tags\" = each page's own JSON-LD and meta tags, read before they are removed; \"person\" = the expected metadata a person wrote for go-trafilatura's comparison pages; held out = FNV-32a of the page's name mod 3 == 0; both extractors in one process on the same pages (bench/metaeval/README.md). Load average at the part's start ${R[mq_load_start]}, at its end ${R[mq_load_end]}."

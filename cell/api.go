@@ -135,6 +135,11 @@ func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
 	body := map[string]any{
 		"status":     "ok",
 		"store_disk": c.store.Metrics().DiskBytes,
+		"jetstream":  c.JetStreamHealth(),
+		// jobs_shared: this cell's job URLs go to the region's work
+		// queue, and it fetches the region's (cell/jobs/share.go).
+		"jobs_shared": c.jobs.Shared(),
+		"job_share":   c.jobs.ShareStats(),
 	}
 	if c.pool != nil {
 		st := c.pool.Stats()

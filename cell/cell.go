@@ -121,6 +121,11 @@ type Config struct {
 	// with 503 (a cell without a gate).
 	WebhookSecrets WebhookSecrets
 
+	// JetStream configures the cell's embedded NATS JetStream node, in
+	// DataDir/nats (cell/jetstream.go; nothing uses it yet). The zero
+	// value is a standalone node.
+	JetStream JetStreamConfig
+
 	Now    func() time.Time
 	Logger *slog.Logger
 
@@ -196,6 +201,9 @@ type Cell struct {
 	dropCtx    context.Context
 	dropCancel context.CancelFunc
 	dropped    atomic.Uint64
+
+	// The embedded JetStream node (cell/jetstream.go).
+	js *jsState
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -293,9 +301,13 @@ func New(cfg Config) (*Cell, error) {
 		Retention:   cfg.JobRetention,
 		Busy:        cfg.busy(),
 		Shaped:      c.v2Shaped, // Firecrawl's batch scrapes and crawls (cell/v2.go)
-		Events:      jobs.Observers{crawlEvents{c}, extractEvents{}, hooks},
-		Now:         cfg.Now,
-		Logger:      cfg.Logger,
+		// A clustered cell shares its jobs once its node is in the
+		// region (jetstream.go): until then its URLs wait, up to a
+		// minute, rather than run here and again from the queue.
+		AwaitShare: awaitShare(cfg.JetStream),
+		Events:     jobs.Observers{crawlEvents{c}, extractEvents{}, hooks},
+		Now:        cfg.Now,
+		Logger:     cfg.Logger,
 	})
 	if err != nil {
 		svc.Close()
@@ -343,6 +355,12 @@ func New(cfg Config) (*Cell, error) {
 		c.stopRecipes()
 		c.stopMonitors()
 		return fail("metrics", err)
+	}
+	if err := c.openJetStream(); err != nil {
+		c.gauges.Unregister()
+		c.stopRecipes()
+		c.stopMonitors()
+		return fail("jetstream", err)
 	}
 	c.startV2Hooks()
 	mgr.Start()
@@ -446,6 +464,7 @@ func (c *Cell) Close() error {
 		c.scrape.Close()
 		c.engine.Close()
 		var errs []error
+		errs = append(errs, c.closeJetStream())
 		errs = append(errs, c.closeSearch())
 		if c.pool != nil {
 			errs = append(errs, c.pool.Close())

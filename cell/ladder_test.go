@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/syncbuf"
+
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/internal/proxytest"
 )
@@ -240,24 +242,6 @@ func TestScrapeBrowserFields(t *testing.T) {
 	}
 }
 
-// syncBuffer collects a cell's log.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestScrapeThroughProxy routes requests through a real tinyproxy that
 // demands credentials, and checks its log; the credentials appear in no
 // answer and no log line of the cell.
@@ -267,7 +251,7 @@ func TestScrapeThroughProxy(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadProxy := "http://trawl:" + px.Password + "@" + l.Addr().String()
 	l.Close()
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	specs := func(raw ...string) []fetch.ProxySpec {
 		var out []fetch.ProxySpec
 		for _, r := range raw {

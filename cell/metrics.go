@@ -26,8 +26,16 @@ func (c *Cell) observe() (metric.Registration, error) {
 	backlogJobs, _ := m.Int64ObservableGauge("trawl.cell.jobs.backlog", metric.WithDescription("released jobs with URLs still to fetch"))
 	backlogURLs, _ := m.Int64ObservableGauge("trawl.cell.jobs.backlog_urls", metric.WithDescription("URLs of the cell's jobs still to fetch"))
 	jobAge, _ := m.Float64ObservableGauge("trawl.cell.jobs.oldest_age", metric.WithUnit("s"), metric.WithDescription("age of the oldest job with URLs still to fetch; 0 when none"))
+	// Job URLs shared across the region's cells (cell/jobs/share.go).
+	shQueued, _ := m.Int64ObservableGauge("trawl.cell.jobs.share.queued", metric.WithDescription("this cell's job URLs in the region's queue without an outcome"))
+	shFetching, _ := m.Int64ObservableGauge("trawl.cell.jobs.share.fetching", metric.WithDescription("work items this cell's pullers hold now"))
+	shBacklog, _ := m.Int64ObservableGauge("trawl.cell.jobs.share.backlog", metric.WithDescription("the region's job URLs waiting for a puller"))
+	shLag, _ := m.Int64ObservableGauge("trawl.cell.jobs.share.lag", metric.WithDescription("outcomes of this cell's job URLs not recorded yet"))
+	shFetched, _ := m.Int64ObservableCounter("trawl.cell.jobs.share.fetched", metric.WithDescription("job URLs this cell fetched for any cell of the region"))
+	shDup, _ := m.Int64ObservableCounter("trawl.cell.jobs.share.duplicates", metric.WithDescription("outcomes dropped: their URL had one already"))
+	shRedel, _ := m.Int64ObservableCounter("trawl.cell.jobs.share.redeliveries", metric.WithDescription("work items this cell took after an earlier delivery did not finish"))
 	attrs := metric.WithAttributes(attribute.String("trawl.region", c.cfg.Region), attribute.String("trawl.cell", c.cfg.Name))
-	work := []metric.Observable{backlogJobs, backlogURLs, jobAge}
+	work := []metric.Observable{backlogJobs, backlogURLs, jobAge, shQueued, shFetching, shBacklog, shLag, shFetched, shDup, shRedel}
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		if c.jobs != nil {
 			j, u, oldest := c.jobs.Backlog()
@@ -38,6 +46,15 @@ func (c *Cell) observe() (metric.Registration, error) {
 				age = max(0, c.cfg.Now().Sub(oldest).Seconds())
 			}
 			o.ObserveFloat64(jobAge, age, attrs)
+			if sh := c.jobs.ShareStats(); sh.Shared {
+				o.ObserveInt64(shQueued, int64(sh.Queued), attrs)
+				o.ObserveInt64(shFetching, sh.Fetching, attrs)
+				o.ObserveInt64(shBacklog, sh.Backlog, attrs)
+				o.ObserveInt64(shLag, sh.Lag, attrs)
+				o.ObserveInt64(shFetched, sh.Fetched, attrs)
+				o.ObserveInt64(shDup, sh.Duplicates, attrs)
+				o.ObserveInt64(shRedel, sh.Redelivered, attrs)
+			}
 		}
 		o.ObserveInt64(disk, int64(c.store.Metrics().DiskBytes), attrs)
 		if c.pool != nil {

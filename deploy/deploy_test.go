@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -134,6 +135,9 @@ func TestTrawlImage(t *testing.T) {
 	if !slices.Contains(rc.ports, "8081") || !slices.Contains(rc.ports, "7001") {
 		t.Errorf("ports %v: the gate (8081) and the Raft voter (7001) are not exposed", rc.ports)
 	}
+	if !slices.Contains(rc.ports, routePort) {
+		t.Errorf("ports %v: a clustered cell's NATS routes (%s) are not exposed", rc.ports, routePort)
+	}
 }
 
 func TestCrawlImages(t *testing.T) {
@@ -235,7 +239,7 @@ func TestCompose(t *testing.T) {
 		if !mounted {
 			t.Errorf("gate-%s does not mount its generated Caddyfile read-only: %+v", r.name, g.Volumes)
 		}
-		for _, n := range []string{"1", "2"} {
+		for _, n := range []string{"1", "2", "3"} {
 			c, err := p.GetService("cell-" + r.name + "-" + n)
 			if err != nil {
 				t.Fatal(err)
@@ -253,6 +257,7 @@ func TestCompose(t *testing.T) {
 			}
 		}
 	}
+	checkClusteredCells(t, p)
 	for _, s := range []string{"otel-collector", "prometheus"} {
 		if _, err := p.GetService(s); err != nil {
 			t.Error(err)
@@ -265,6 +270,94 @@ func TestCompose(t *testing.T) {
 				t.Errorf("%s does not export to the collector", s.Name)
 			}
 		}
+	}
+}
+
+// routePort is the NATS route port of a clustered cell in the deployment
+// files (docs/jetstream-design.md §8).
+const routePort = "7422"
+
+// cellFlags reads a cell's command ("cell" then --flag value pairs) into
+// its flags; a flag given twice or without a value is an error.
+func cellFlags(cmd []string) (map[string]string, error) {
+	if len(cmd) == 0 || cmd[0] != "cell" {
+		return nil, fmt.Errorf("not a cell command: %q", cmd)
+	}
+	flags := map[string]string{}
+	for i := 1; i < len(cmd); i += 2 {
+		name, ok := strings.CutPrefix(cmd[i], "--")
+		if !ok || i+1 >= len(cmd) || strings.HasPrefix(cmd[i+1], "--") {
+			return nil, fmt.Errorf("argument %q: want --flag value pairs", cmd[i])
+		}
+		if _, dup := flags[name]; dup {
+			return nil, fmt.Errorf("--%s given twice", name)
+		}
+		flags[name] = cmd[i+1]
+	}
+	return flags, nil
+}
+
+// checkClusteredCells: every cell service in compose is a clustered cell
+// of its region (docs/operations.md, "Deploying clustered cells"), and
+// every region has at least three of them, so it survives a dead cell.
+// Each cell routes on its own hostname and 7422 (the address it
+// advertises: 0.0.0.0 or loopback would send its peers to themselves),
+// joins its gate's membership, keeps its data (JetStream's in DATA/nats)
+// in a volume of its own, and has a name no other cell of the region has.
+func checkClusteredCells(t *testing.T, p *types.Project) {
+	t.Helper()
+	perRegion := map[string][]string{}
+	volumes := map[string]string{}
+	names := map[string]string{}
+	for _, s := range p.Services {
+		if !strings.HasPrefix(s.Name, "cell-") {
+			continue
+		}
+		f, err := cellFlags(s.Command)
+		if err != nil {
+			t.Errorf("%s: %v", s.Name, err)
+			continue
+		}
+		region := f["region"]
+		perRegion[region] = append(perRegion[region], s.Name)
+		if s.Hostname != s.Name {
+			t.Errorf("%s: hostname %q, want its service name (its peers dial it)", s.Name, s.Hostname)
+		}
+		switch want := s.Name + ":" + routePort; f["route-listen"] {
+		case want:
+		case "":
+			t.Errorf("%s: no --route-listen (want %s): the cell would run a standalone node and share no work", s.Name, want)
+		default:
+			t.Errorf("%s: --route-listen %q, want %q: the cell advertises that address to its peers", s.Name, f["route-listen"], want)
+		}
+		if want := "gate-" + region + ":7946"; f["members-join"] != want {
+			t.Errorf("%s: --members-join %q, want its gate's %q (a clustered cell finds its peers' routes there)", s.Name, f["members-join"], want)
+		}
+		if f["data"] != "/data" {
+			t.Errorf("%s: --data %q, want /data (the volume; JetStream's files go in /data/nats)", s.Name, f["data"])
+		}
+		if other, ok := names[region+"/"+f["name"]]; ok {
+			t.Errorf("%s and %s are both %s in %s", other, s.Name, f["name"], region)
+		}
+		names[region+"/"+f["name"]] = s.Name
+		for _, v := range s.Volumes {
+			if v.Target != "/data" {
+				continue
+			}
+			if other, ok := volumes[v.Source]; ok {
+				t.Errorf("%s and %s share the volume %s: each cell needs its own data", other, s.Name, v.Source)
+			}
+			volumes[v.Source] = s.Name
+		}
+	}
+	for _, r := range regions {
+		if n := len(perRegion[r.name]); n < 3 {
+			t.Errorf("region %s has %d cells %v, want at least 3 (a region of two loses its streams' quorum when one dies)", r.name, n, perRegion[r.name])
+		}
+		delete(perRegion, r.name)
+	}
+	for region, cells := range perRegion {
+		t.Errorf("cells %v are in region %q, which has no gate", cells, region)
 	}
 }
 
@@ -382,6 +475,80 @@ func TestSystemdUnits(t *testing.T) {
 	out, err := exec.Command(analyze, append([]string{"verify", "--man=no"}, args...)...).CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// unitDirectives are a unit file's Key=value lines (comments and section
+// headers left out), each key's values in order.
+func unitDirectives(t *testing.T, path string) (map[string][]string, string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := map[string][]string{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") || strings.HasPrefix(l, "[") {
+			continue
+		}
+		k, v, ok := strings.Cut(l, "=")
+		if !ok {
+			t.Fatalf("%s: %q is not Key=value", path, l)
+		}
+		d[k] = append(d[k], v)
+	}
+	return d, string(raw)
+}
+
+// The cell unit starts a clustered cell: --route-listen from
+// TRAWL_ROUTE_LISTEN in the instance's environment file (where its other
+// flags and its keys are), and a cell without it does not start (it would
+// run a standalone node that never joins its region). The refusal is run
+// here with sh as systemd would run it ($$ is a literal $, %i the
+// instance).
+func TestCellUnitIsClustered(t *testing.T) {
+	d, raw := unitDirectives(t, "systemd/trawl-cell@.service")
+	if !slices.Equal(d["EnvironmentFile"], []string{"/etc/trawl/cell-%i.env"}) {
+		t.Errorf("EnvironmentFile %q", d["EnvironmentFile"])
+	}
+	if len(d["ExecStart"]) != 1 {
+		t.Fatalf("ExecStart %q", d["ExecStart"])
+	}
+	words := strings.Fields(d["ExecStart"][0])
+	if i := slices.Index(words, "--route-listen"); i < 0 || i+1 >= len(words) || words[i+1] != "${TRAWL_ROUTE_LISTEN}" {
+		// ${VAR} (braces) is one argument even when empty; $VAR would
+		// vanish and hand --route-listen the next flag.
+		t.Errorf("ExecStart %q: want --route-listen ${TRAWL_ROUTE_LISTEN}", d["ExecStart"][0])
+	}
+	if !strings.Contains(raw, routePort+"/tcp between the region's") || !strings.Contains(raw, "TRAWL_ROUTE_LISTEN") {
+		t.Errorf("the unit's comment does not say which port to open between the cells and where the route address goes")
+	}
+	if len(d["ExecStartPre"]) != 1 {
+		t.Fatalf("ExecStartPre %q: want the one check of TRAWL_ROUTE_LISTEN", d["ExecStartPre"])
+	}
+	pre := strings.ReplaceAll(strings.ReplaceAll(d["ExecStartPre"][0], "$$", "$"), "%i", "c1")
+	script, ok := strings.CutPrefix(pre, "/bin/sh -c '")
+	if !ok || !strings.HasSuffix(script, "'") || strings.Count(script, "'") != 1 {
+		t.Fatalf("ExecStartPre %q: want /bin/sh -c '…'", d["ExecStartPre"][0])
+	}
+	script = strings.TrimSuffix(script, "'")
+	for _, c := range []struct {
+		env  string
+		fail bool
+	}{{"", true}, {"TRAWL_ROUTE_LISTEN=", true}, {"TRAWL_ROUTE_LISTEN=10.0.0.5:7422", false}} {
+		cmd := exec.Command("/bin/sh", "-c", script)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		if c.env != "" {
+			cmd.Env = append(cmd.Env, c.env)
+		}
+		out, err := cmd.CombinedOutput()
+		if failed := err != nil; failed != c.fail {
+			t.Errorf("ExecStartPre with %q: err %v, want failure %v\n%s", c.env, err, c.fail, out)
+		}
+		if c.fail && !strings.Contains(string(out), "set TRAWL_ROUTE_LISTEN") {
+			t.Errorf("ExecStartPre with %q says %q, not what to set", c.env, out)
+		}
 	}
 }
 

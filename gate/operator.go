@@ -57,6 +57,21 @@ type CellInfo struct {
 	// Drained: no new work is sent to it; its own objects (jobs,
 	// monitors) are still answered by it.
 	Drained bool `json:"drained"`
+	// JetStream is a live clustered cell's embedded JetStream node as its
+	// membership tells it (nil for a standalone node or a cell not live);
+	// the node's full state is in the cell's /health.
+	JetStream *CellJetStream `json:"jetstream,omitempty"`
+}
+
+// CellJetStream is a cell's JetStream route and join state (members.Meta).
+type CellJetStream struct {
+	Route string `json:"route"`
+	// State is waiting (for its turn to join the region's meta group),
+	// joining, or ready (in the meta group).
+	State string `json:"state"`
+	// Work is the cell's part of the region's job queue, once it shares
+	// job URLs (a few seconds old, from membership).
+	Work *members.Work `json:"work,omitempty"`
 }
 
 // CellList is GET /operator/v1/cells.
@@ -184,7 +199,11 @@ func (rt *Runtime) cellList() ([]CellInfo, error) {
 		return nil, err
 	}
 	for _, c := range rt.Cells() {
-		byName[c.Name] = &CellInfo{Name: c.Name, API: c.API, Live: true}
+		ci := &CellInfo{Name: c.Name, API: c.API, Live: true}
+		if c.Routes != "" {
+			ci.JetStream = &CellJetStream{Route: c.Routes, State: c.JS, Work: c.Work}
+		}
+		byName[c.Name] = ci
 	}
 	out := make([]CellInfo, 0, len(byName))
 	for _, name := range slices.Sorted(maps.Keys(byName)) {

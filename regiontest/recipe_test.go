@@ -14,10 +14,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/syncbuf"
 
 	"go.opentelemetry.io/otel"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -159,24 +160,6 @@ func TestRecipesBilledThroughTheGate(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log sink for concurrent handlers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Issue 19: a recipe run with the caller's session (a unique cookie value)
 // against a loopback site that needs it leaves no trace of the value: not
 // in any file under the gate's and the cell's data directories (archive,
@@ -191,7 +174,7 @@ func TestRecipeSessionLeavesNoTrace(t *testing.T) {
 		}
 	})
 	traceExp.Reset()
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	prev := slog.Default()
 	slog.SetDefault(logger)

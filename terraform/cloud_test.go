@@ -89,7 +89,7 @@ func TestCloudModules(t *testing.T) {
 	}
 	run(src, "fmt", "-check", "-recursive", "-no-color")
 	passed := regexp.MustCompile(`Success! (\d+) passed, 0 failed`)
-	for mod, min := range map[string]int{"address": 1, "region": 5, "dns": 4, "three-regions": 3, "geodns": 10} {
+	for mod, min := range map[string]int{"address": 1, "region": 6, "dns": 4, "three-regions": 4, "geodns": 10} {
 		d := filepath.Join(src, mod)
 		run(d, "init", "-input=false", "-no-color")
 		run(d, "validate", "-no-color")

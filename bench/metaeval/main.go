@@ -88,6 +88,7 @@ type result struct {
 	p      truth          // a person's marking (go-trafilatura's comparison data), when there is one
 	vals   map[string]got // key: setting + "/" + extractor
 	millis map[string]float64
+	shown  shown // what the stripped page shows (ceiling.go)
 }
 
 var (
@@ -124,6 +125,7 @@ func run(trafDir, aebDir string, misses, workers int, jsonOut string) error {
 		return err
 	}
 	report(os.Stdout, len(uniq), results)
+	reportCeiling(os.Stdout, results)
 	if jsonOut != "" {
 		if err := writeJSON(jsonOut, results); err != nil {
 			return err
@@ -175,6 +177,7 @@ func evaluate(docs []doc, people map[string]truth, sets []string, workers int) (
 					continue
 				}
 				r := result{d: d, t: t, p: pt, vals: map[string]got{}, millis: map[string]float64{}}
+				r.shown = shownBy(textscore.StripTags(d.src), d.url)
 				for _, s := range sets {
 					page := d.src
 					if s == "stripped" {

@@ -322,6 +322,29 @@ func TestTables(t *testing.T) {
 	}
 }
 
+// A reference page's definition lists are its content: PostgreSQL's
+// runtime-config-connection.html (testdata, from postgresql-doc-15) has
+// its settings in DocBook variablelists under three sections, and
+// Readability dropped the last two sections' lists, half the page.
+func TestDefinitionListsKept(t *testing.T) {
+	page, err := os.ReadFile("testdata/docbook_variablelist.html")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Process(page, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"listen_addresses", "authentication_timeout", "password_encryption", "ssl_crl_file", "ssl_prefer_server_ciphers"} {
+		if !strings.Contains(d.Markdown, w) {
+			t.Errorf("Markdown lacks the setting %q", w)
+		}
+	}
+	if strings.Contains(d.Markdown, "Prev") && strings.Contains(d.Markdown, "20.2. File Locations") && strings.Index(d.Markdown, "20.2. File Locations") < strings.Index(d.Markdown, "listen_addresses") {
+		t.Errorf("Markdown starts with the navigation header")
+	}
+}
+
 func TestKeepBoilerplate(t *testing.T) {
 	page, err := os.ReadFile("testdata/docs_nav.html")
 	if err != nil {

@@ -548,6 +548,12 @@ func protected(n *html.Node) bool {
 		return true
 	case atom.Table:
 		return isDataTable(n)
+	case atom.Dl:
+		// A definition list with its descriptions (DocBook's
+		// variablelist of settings, an API's entries) is the reference
+		// page's content: Readability's conditional cleaning drops
+		// whole ones it finds few commas in. A list of links is not.
+		return linkDensity(n) < 0.5
 	case atom.Div:
 		// Sphinx: <div class="highlight-python3"><div class="highlight"><pre>
 		var only *html.Node

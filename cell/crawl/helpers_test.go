@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/testlog"
+
 	"github.com/trawlhq/trawl/internal/browsertest"
 )
 
@@ -37,24 +39,6 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// testWriter sends a server's log to the test's, until the test ends.
-type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		w.t.Log(strings.TrimRight(string(p), "\n"))
-	}
-	return len(p), nil
-}
-
-func (w *testWriter) stop() { w.mu.Lock(); w.done = true; w.mu.Unlock() }
-
 // testServer is a crawl server on a loopback port with real Chromium.
 type testServer struct {
 	*Server
@@ -77,9 +61,7 @@ func startServer(t testing.TB, cfg Config) *testServer {
 		cfg.Browser.NodePath = p
 	}
 	if cfg.Logger == nil {
-		w := &testWriter{t: t}
-		t.Cleanup(w.stop)
-		cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		cfg.Logger = testlog.New(t, slog.LevelInfo)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/testlog"
+
 	"github.com/trawlhq/trawl/internal/browsertest"
 	"github.com/trawlhq/trawl/internal/sysstat"
 	"github.com/trawlhq/trawl/internal/testcorpus"
@@ -58,13 +60,11 @@ func TestLoad100Concurrent(t *testing.T) {
 	t.Logf("corpus: %s", corpus)
 
 	clock := newFakeClock()
-	w := &testWriter{t: t}
-	t.Cleanup(w.stop)
 	// The janitor sweeps every 2 s: soon enough after the clock moves, and
 	// not so often that its task expiry pass (which reads every stored task,
 	// results and all) takes the CPU the load needs.
 	ts := startServer(t, Config{Now: clock.Now, JanitorEvery: 2 * time.Second,
-		Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: testlog.New(t, slog.LevelWarn)})
 	sampler := sysstat.New()
 	// The test process is the server and its 100 clients at once: the
 	// clients' decoded results are garbage the Go runtime would hand back

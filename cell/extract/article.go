@@ -95,18 +95,22 @@ func (p *page) article(doc *goquery.Document, fetched time.Time) {
 			p.add("published", d, srcHeading)
 		}
 	}
-	if p.headingNode == nil {
+	anchor := p.headingNode
+	if anchor == nil {
+		anchor = mainHeading(doc)
+	}
+	if anchor == nil {
 		return
 	}
 	tp := &textPos{start: map[*html.Node]int{}, end: map[*html.Node]int{}}
 	for _, n := range doc.Nodes {
 		tp.walk(n)
 	}
-	hs, ok := tp.start[p.headingNode]
+	hs, ok := tp.start[anchor]
 	if !ok {
 		return
 	}
-	he := tp.end[p.headingNode]
+	he := tp.end[anchor]
 	dist := func(at int) int {
 		switch {
 		case at >= he:
@@ -151,6 +155,20 @@ func (p *page) article(doc *goquery.Document, fetched time.Time) {
 	}
 }
 
+// mainHeading is where the byline and the date are looked for when no
+// heading says what the <title> says (an SEO title over a different
+// <h1>, a kicker and a headline in one <h2>): the article's first <h1>,
+// else the page's, else the article's first <h2>. It is an anchor only;
+// the headline stays the title's.
+func mainHeading(doc *goquery.Document) *html.Node {
+	for _, sel := range []string{"article h1, main h1, [role=main] h1", "body h1", "article h2, main h2, [role=main] h2"} {
+		if h := doc.Find(sel).First(); h.Length() > 0 && headingText(h.Nodes[0]) != "" {
+			return h.Nodes[0]
+		}
+	}
+	return nil
+}
+
 var (
 	reUpdated   = regexp.MustCompile(`(?i)updated|modified|last edit|aktualisiert|geändert|mis à jour|actualizado|actualizada|aggiornat|atualizad|bijgewerkt|zaktualizowano|обновлен`)
 	rePublished = regexp.MustCompile(`(?i)publish|posted|pubdate|created|erschienen|veröffentlicht|publié|publicado|publicada|pubblicat|gepubliceerd|opublikowano|опубликован`)
@@ -191,13 +209,22 @@ func (p *page) collect(n *html.Node, tp *textPos, fetched time.Time, dates, name
 					*names = append(*names, candidate{val: name, at: at, strong: true})
 				}
 			} else if reBylineWord.MatchString(t) {
-				// "By <a>Jane Doe</a>": the name is the next element.
-				for s := n.NextSibling; s != nil; s = s.NextSibling {
-					if s.Type == html.ElementNode {
-						if name := personName(htmlread.InnerText(s), false); name != "" {
-							*names = append(*names, candidate{val: name, at: at, strong: true})
-						}
-						break
+				// "By <a>Jane Doe</a>": the name is what comes next, an
+				// element or text; "<h5>Autor:</h5> Peter Maahn": next
+				// after the label's element.
+				next := nextText(n)
+				if i := strings.IndexAny(next, "|/•·"); i > 0 {
+					next = next[:i] // "Peter Maahn/SP-X": the name, not the agency
+				}
+				if name := personName(next, false); name != "" {
+					*names = append(*names, candidate{val: name, at: at, strong: true})
+				}
+			} else if ok {
+				// "Swantje Schemmerling | 06.11.23": a name before a
+				// date, set apart by a bar or a dot.
+				if m := reNameBeforeDate.FindStringSubmatch(t); m != nil {
+					if name := personName(m[1], false); name != "" && len(strings.Fields(name)) >= 2 && len(strings.Fields(name)) <= 4 {
+						*names = append(*names, candidate{val: name, at: at})
 					}
 				}
 			}
@@ -228,13 +255,13 @@ func (p *page) collect(n *html.Node, tp *textPos, fetched time.Time, dates, name
 					*dates = append(*dates, candidate{val: d, at: at, kind: dateKind(ctx), strong: pub || rePublished.MatchString(ctx)})
 				}
 				return
-			case n.Data == "a" && strings.Contains(" "+strings.ToLower(attrOf(n, "rel"))+" ", " author "):
+			case n.Data == "a" && (strings.Contains(" "+strings.ToLower(attrOf(n, "rel"))+" ", " author ") || reAuthorPath.MatchString(attrOf(n, "href"))):
 				if name := personName(htmlread.InnerText(n), true); name != "" {
 					*names = append(*names, candidate{val: name, at: at, strong: true})
 				}
 				return
 			case hasWord(" "+words(h)+" ", "author", "byline", "writer", "autor", "auteur", "autore", "reporter", "by line"):
-				if !hasWord(" "+words(h)+" ", "bio", "avatar", "image", "photo", "description", "img") && !hasInnerAuthor(n) {
+				if !isPicture(h) && !hasWord(" "+words(h)+" ", "bio", "description") && !hasInnerAuthor(n) {
 					if name := authorName(htmlread.VisibleText(n)); name != "" {
 						if name = personName(name, true); name != "" {
 							*names = append(*names, candidate{val: name, at: at, strong: true})
@@ -250,6 +277,51 @@ func (p *page) collect(n *html.Node, tp *textPos, fetched time.Time, dates, name
 	walk(n, false)
 }
 
+// reNameBeforeDate is the text before a bar, a middle dot or a bullet
+// that a date follows.
+var reNameBeforeDate = regexp.MustCompile(`^([^|·•]{3,60}?)\s+[|·•]\s+\S*\d`)
+
+// nextText is the text that follows the text node n: its next sibling
+// with text, or, when n ends its element, what follows that element.
+func nextText(n *html.Node) string {
+	for x := n; x != nil; x = x.Parent {
+		for s := x.NextSibling; s != nil; s = s.NextSibling {
+			t := strings.TrimSpace(s.Data)
+			if s.Type == html.ElementNode {
+				t = strings.TrimSpace(htmlread.InnerText(s))
+			} else if s.Type != html.TextNode {
+				continue
+			}
+			if t != "" {
+				return t
+			}
+		}
+		if x.Parent == nil || x.Parent.Type != html.ElementNode || blockish(x.Parent.Data) {
+			break
+		}
+	}
+	return ""
+}
+
+// blockish: a label inside it is not followed by what follows it.
+func blockish(tag string) bool {
+	switch tag {
+	case "p", "div", "li", "td", "th", "section", "article", "header", "body", "ul", "ol", "table", "tr":
+		return true
+	}
+	return false
+}
+
+// reAuthorPath is a link to an author's page ("/author/jane-doe/",
+// "/autor/ariel-melgar-cabrera_7617"): its text is the author's name.
+var reAuthorPath = regexp.MustCompile(`(?i)/(?:authors?|autor|autoren|autorin|auteurs?|autore|autori|redakteur|journalist)/[^/?#]+`)
+
+// isPicture: the hint attributes h call an element the author's picture
+// (an avatar, a photo), which holds no name to read.
+func isPicture(h string) bool {
+	return hasWord(" "+words(h)+" ", "avatar", "image", "photo", "img", "picture", "thumb")
+}
+
 // hasInnerAuthor: an element inside n is the author's (a byline with
 // the date and a linked name): the name is read there.
 func hasInnerAuthor(n *html.Node) bool {
@@ -261,7 +333,7 @@ func hasInnerAuthor(n *html.Node) bool {
 				continue
 			}
 			h := hintAttrs(c)
-			if strings.Contains(strings.ToLower(h), "author") || strings.Contains(strings.ToLower(attrOf(c, "rel")), "author") {
+			if strings.Contains(strings.ToLower(h), "author") && !isPicture(h) || strings.Contains(strings.ToLower(attrOf(c, "rel")), "author") {
 				found = true
 				return
 			}
@@ -357,6 +429,10 @@ var nameStop = map[string]bool{
 	"autoreninfo": true, "artikel": true, "rezept": true, "beitrag": true, "auteurs": true, "autoren": true, "autores": true,
 	"erstellt": true, "updated": true, "by line": true, "byline": true, "redakteur": true, "editorial": true,
 	"имя": true, "nombre": true, "nom": true, "nome": true, "anonymous": true, "anonym": true, "audio": true, "video": true,
+	// Labels of a date that an author element holds too.
+	"veröffentlicht": true, "veröffentlicht am": true, "datum": true, "stand": true, "posted on": true, "published on": true,
+	"updated on": true, "letzte aktualisierung": true, "aktualisiert": true, "aktualisiert am": true, "erstellt am": true,
+	"view profile": true, "profile": true, "profil": true, "mehr": true, "weiterlesen": true,
 }
 
 // personName is s when it reads as a person's (or a desk's) name, cut

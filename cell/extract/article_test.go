@@ -49,6 +49,14 @@ func TestArticleDate(t *testing.T) {
 			"https://zeitung.example/artikel",
 			`<h1>Die Zinsen steigen</h1><p>06.11.2023 | 10:15</p><p>Text.</p>`,
 			time.Time{}, "2023-11-06"},
+		{"a dotted date with a two-digit year",
+			"https://zeitung.example/artikel",
+			`<h1>Die Zinsen steigen</h1><p><time class="label">19.10.19, 08:16 Uhr</time></p><p>Text.</p>`,
+			time.Time{}, "2019-10-19"},
+		{"a version number is no date",
+			"https://zeitung.example/artikel",
+			`<h1>Die Zinsen steigen</h1><p>Version 1.10.19.2 ist da</p><p>Text.</p>`,
+			time.Time{}, nil},
 		{"a relative date against the fetch time",
 			"https://news.example/story",
 			`<h1>Rates rise again</h1><p>3 hours ago</p><p>Text.</p>`,
@@ -85,10 +93,26 @@ func TestArticleAuthor(t *testing.T) {
 		{"a name and its handle", `<h1>Rates rise</h1><p class="byline">Megan Rowe meganr</p>`, "Megan Rowe"},
 		{"a byline with the date first", `<h1>Rates rise</h1><div class="byline">Monday November 18, 2019 7:45 am PST by <a class="author-url" href="/a/jr">Joe Rossignol</a></div>`, "Joe Rossignol"},
 		{"the byline near the headline, not a commenter", `<h1>Rates rise</h1><p>By Jane Doe</p><p>Text.</p><div class="comments"><p>By Troll King</p></div>`, "Jane Doe"},
+		{"the author element holds the avatar too", `<h1>Zinsen</h1><ul><li class="article_author prefix"><p>Von</p></li><li class="article_author"><a href="/p/1"><div class="author_image"><img alt="img_0450"></div><span class="label">Simon Braasch</span></a></li></ul>`, "Simon Braasch"},
+		{"a label element and the name after it", `<h1>Zinsen</h1><div><h5>Autor: </h5>Peter Maahn/SP-X</div>`, "Peter Maahn"},
+		{"a name before the date", `<h1>Zinsen</h1><div class="article-date">Swantje Schemmerling | 06.11.23</div>`, "Swantje Schemmerling"},
+		{"a link to the author's page", `<h1>Autos robados</h1><h6><a href="/autor/ariel-melgar-cabrera_7617"><strong>Ariel Melgar Cabrera</strong></a></h6>`, "Ariel Melgar Cabrera"},
+		{"a label glued to the name", `<h1>Zinsen</h1><div class="author">AuthorAndreas Kalt</div>`, "Andreas Kalt"},
+		{"the page's <h1> anchors the byline when the <title> names another headline", `<head><title>Stadt verklagt Baufirma wegen Pflastersteinen | Anzeiger</title></head><body><h1>Pflaster-Desaster in der Fußgängerzone</h1><p>Von Claus Boelen-Theile</p></body>`, "Claus Boelen-Theile"},
 	} {
 		got, _ := article(t, "https://news.example/story", c.page, time.Time{}, "author").(string)
 		if got != c.want {
 			t.Errorf("%s: author = %q, want %q", c.name, got, c.want)
+		}
+	}
+	// An author's page is no name; a date's label in an author element
+	// neither.
+	for name, page := range map[string]string{
+		"microdata's author link": `<h1>Rates rise</h1><div itemscope itemtype="https://schema.org/Article"><a itemprop="author" href="https://news.example/author/jon-nitz/"></a></div>`,
+		"a date's label":          `<h1>Zinsen</h1><div class="author">Veröffentlicht am</div>`,
+	} {
+		if got := article(t, "https://news.example/story", page, time.Time{}, "author"); got != nil {
+			t.Errorf("%s: author = %v, want none", name, got)
 		}
 	}
 	// A comment form's label is no author.
@@ -152,6 +176,15 @@ func TestArticleHeadline(t *testing.T) {
 		{"the author's microdata name is not the headline",
 			`<title>Browns player on the fight - Sports</title><article itemscope itemtype="https://schema.org/NewsArticle"><h1>Browns player on the fight</h1><div itemprop="author" itemscope itemtype="https://schema.org/Person"><span itemprop="name">Bryan Doe</span></div></article>`,
 			"Browns player on the fight"},
+		{"soft hyphens are no text",
+			`<title>Erinnerung an die Opfer</title><h1>Er­in­ne­rung an die Op­fer</h1>`,
+			"Erinnerung an die Opfer"},
+		{"the comment form's heading is not the headline",
+			`<title>Unbefriedigt</title><article><p>Text.</p></article><div id="comments" class="comments-area"><div id="respond" class="comment-respond"><h3 id="reply-title" class="comment-reply-title">Schreibe einen Kommentar</h3></div></div>`,
+			"Unbefriedigt"},
+		{"a site builder's styles on <body> do not make a page comments",
+			`<title>Impressum - Agentur</title><body class="j-m-comment-styles-disabled"><h1>Impressum</h1></body>`,
+			"Impressum"},
 	} {
 		got, _ := article(t, "https://news.example/story", c.page, time.Time{}, "headline").(string)
 		if got != c.want {

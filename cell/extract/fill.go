@@ -87,6 +87,9 @@ func (p *page) prop(name string, n *Node, facts []fact, top bool) any {
 	author := groupOf[words(name)] == groupOf["author"]
 	for _, f := range candidates(name, facts) {
 		v := coerce(f.val, n, name, p.base)
+		if s, ok := v.(string); ok && author && (strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://")) {
+			continue // an author's page (microdata's <a itemprop=author href>): no name
+		}
 		if s, ok := v.(string); ok && author && f.src >= srcHeading {
 			// What the page shows as a byline, not what its tags state:
 			// a name, not a label, a role, a month or a commenter.

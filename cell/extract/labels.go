@@ -46,7 +46,7 @@ func (p *page) labels(text string) {
 // languages of monthNames: "By", "Von", "Erstellt von", "Artikel von",
 // "Autor:", "责任编辑：", and the same glued to the name ("ByJ.R. Stone",
 // "porRedaccion").
-var reBylinePrefix = regexp.MustCompile(`^(?i:(?:written|posted|story|words|photos?|text|erstellt|geschrieben|verfasst|artikel|beitrag|rezept|ein beitrag|publié|publicado|scritto|article)\s*(?:by|von|par|por|da|di)\s*|(?:by|von|par|por|di|door|av|от)\s+|(?:by|von|por)(?:\p{Lu})|(?:autor|autorin|author|auteur|autore|text|texto|redaktion|quelle)\s*[:：]\s*|责任编辑\s*[:：]\s*|作者\s*[:：]\s*)`)
+var reBylinePrefix = regexp.MustCompile(`^(?i:(?:written|posted|story|words|photos?|text|erstellt|geschrieben|verfasst|artikel|beitrag|rezept|ein beitrag|publié|publicado|scritto|article)\s*(?:by|von|par|por|da|di)\s*|(?:by|von|par|por|di|door|av|от|author|autor)\s+|(?:by|von|por|author|autor)(?:\p{Lu})|(?:autor|autorin|author|auteur|autore|text|texto|redaktion|quelle)\s*[:：]\s*|责任编辑\s*[:：]\s*|作者\s*[:：]\s*)`)
 
 // cleanByline trims what comes before and after a name in a byline.
 func cleanByline(s string) string {

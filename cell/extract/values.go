@@ -184,7 +184,9 @@ var (
 	// is written with dots or dashes.
 	reDotDate   = regexp.MustCompile(`\b(\d{1,2})\.\s?(\d{1,2})\.\s?(\d{4})\b|\b(\d{1,2})-(\d{1,2})-(\d{4})\b`)
 	reShortDate = regexp.MustCompile(`\b(\d{1,2})/(\d{1,2})/(\d{2})\b`)
-	rePathDate  = regexp.MustCompile(`/(20\d{2}|19\d{2})[/-](\d{1,2})[/-](\d{1,2})(?:/|[-_][^/\d]|$)`)
+	// "19.10.19, 08:16 Uhr": d.m.yy, day first, two digits of the year.
+	reShortDotDate = regexp.MustCompile(`(?:^|[^\d.])(\d{1,2})\.(\d{1,2})\.(\d{2})(?:$|[^\d.]|\.(?:$|\s))`)
+	rePathDate     = regexp.MustCompile(`/(20\d{2}|19\d{2})[/-](\d{1,2})[/-](\d{1,2})(?:/|[-_][^/\d]|$)`)
 )
 
 // parseDate reads the first date of s in a common written form and
@@ -274,6 +276,15 @@ func parseDateIn(s string, dayFirst bool) (string, bool) {
 				a, b = b, a
 			}
 			try(m[0], ymd(y, a, b))
+		}
+		if m := reShortDotDate.FindStringSubmatchIndex(s); m != nil {
+			d, mo, y := atoi(s[m[2]:m[3]]), atoi(s[m[4]:m[5]]), atoi(s[m[6]:m[7]])
+			if y < 70 {
+				y += 2000
+			} else {
+				y += 1900
+			}
+			try(m[2], ymd(y, mo, d))
 		}
 	}
 	return best, bestAt >= 0

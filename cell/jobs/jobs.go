@@ -13,9 +13,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/scrape"
@@ -119,8 +119,14 @@ type Config struct {
 	// Events, when set, is told of what happens to jobs with a shape,
 	// inside the write that records it (Observer).
 	Events Observer
-	Now    func() time.Time
-	Logger *slog.Logger
+	// AwaitShare, for a cell that will share its jobs (a clustered one),
+	// holds URLs for up to this long after Start until Share is called,
+	// rather than fetch them locally meanwhile: a restarted owner would
+	// otherwise fetch again the URLs whose outcomes wait for it in the
+	// queue. After it, URLs run locally until Share. 0: no wait.
+	AwaitShare time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
 // Extra is what a submission may carry besides its URLs and options
@@ -168,6 +174,12 @@ type Manager struct {
 	jobs map[string]*job
 	// keyMu orders submissions with an idempotency key (idempotency.go).
 	keyMu sync.Mutex
+	// share, once set (Share), sends admitted URLs to the region's work
+	// queue rather than to the local workers (share.go).
+	share atomic.Pointer[sharing]
+	// shared is closed by Share; started is when Start ran (AwaitShare).
+	shared  chan struct{}
+	started time.Time
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -310,7 +322,7 @@ func NewManager(st *store.Store, fn ScrapeFunc, cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Manager{cfg: cfg, st: st, scrape: fn, jobs: map[string]*job{}, work: make(chan task)}
+	m := &Manager{cfg: cfg, st: st, scrape: fn, jobs: map[string]*job{}, work: make(chan task), shared: make(chan struct{})}
 	var ids []string
 	err := st.Scan([]byte(store.PrefixJobIndex), nil, func(k, _ []byte) (bool, error) {
 		ids = append(ids, string(k[len(store.PrefixJobIndex):]))
@@ -368,6 +380,7 @@ func (m *Manager) load(id string) (*job, error) {
 // Close stops everything.
 func (m *Manager) Start() {
 	m.ctx, m.cancel = context.WithCancel(context.Background())
+	m.started = time.Now()
 	for range m.cfg.Concurrency {
 		m.wg.Add(1)
 		go m.worker()
@@ -708,9 +721,7 @@ func (m *Manager) dispatch(j *job) {
 			if !m.admit(j, t.seq) {
 				continue
 			}
-			select {
-			case m.work <- t:
-			case <-m.ctx.Done():
+			if !m.send(t) {
 				return
 			}
 		}
@@ -812,27 +823,11 @@ func (m *Manager) run(t task) {
 		}
 		return
 	}
-	var line []byte
-	var serr *httpjson.HTTPError
-	var made Produced
-	attempts := 0
-	for attempts < m.cfg.Attempts {
-		attempts++
-		if len(shape) > 0 {
-			line, made, serr = runShaped(m.ctx, m.cfg.Shaped, target, shape, m.cfg.Busy)
-		} else {
-			line, serr, _ = runOne(m.ctx, m.scrape, t.url, opts, m.cfg.Busy)
-		}
-		if m.ctx.Err() != nil {
-			// Shutting down: leave the URL pending for the next start.
-			t.job.mu.Lock()
-			delete(t.job.inflight, t.seq)
-			t.job.mu.Unlock()
-			return
-		}
-		if serr == nil || serr.Status != http.StatusBadGateway {
-			break // success or a permanent error
-		}
+	line, made, serr, attempts := m.fetch(target, opts, shape)
+	if m.ctx.Err() != nil {
+		// Shutting down: leave the URL pending for the next start.
+		m.unadmit(t)
+		return
 	}
 	if err := m.complete(t, line, made, serr, attempts); err != nil {
 		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", t.job.meta.ID, "url", urlpolicy.Redact(t.url), "err", err)
@@ -870,6 +865,12 @@ func (m *Manager) record(id string, seq uint64) (*urlRecord, error) {
 // and committed under the job's lock, so the results log never has a gap
 // a reader could skip over.
 func (m *Manager) complete(t task, line []byte, made Produced, serr *httpjson.HTTPError, attempts int) error {
+	return m.completeWith(t, line, made, serr, attempts, nil)
+}
+
+// completeWith is complete, calling recorded (if set) once the outcome
+// is committed; it is not called for a URL that had an outcome already.
+func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjson.HTTPError, attempts int, recorded func()) error {
 	j := t.job
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -932,6 +933,9 @@ func (m *Manager) complete(t task, line []byte, made Produced, serr *httpjson.HT
 	}
 	if err := b.Commit(d); err != nil {
 		return err
+	}
+	if recorded != nil {
+		recorded()
 	}
 	if lined && rec.Slot == j.nextSlot {
 		j.nextSlot++

@@ -37,6 +37,7 @@ type devFlags struct {
 	ledgerRaft string
 	peers      string
 	cellListen string
+	cells      int
 	devAccount bool
 	prices     string
 	smtp       string
@@ -63,6 +64,7 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.StringVar(&df.ledgerRaft, "ledger-raft", "127.0.0.1:7001", "Raft address of the first region's voter (the others follow)")
 	fs.StringVar(&df.peers, "peers", "", "the other regions: region=raft_addr/gate_addr,… (used by --regions)")
 	fs.StringVar(&df.cellListen, "cell-listen", "127.0.0.1:0", "address of the region's cell")
+	fs.IntVar(&df.cells, "cells", 1, "cells in each region (more than one: c1…cN, their JetStream nodes clustered over loopback routes)")
 	fs.BoolVar(&df.devAccount, "dev-account", true, "create the dev account and print its key")
 	fs.StringVar(&df.prices, "prices", "", "price table file (default: the built-in launch table)")
 	fs.StringVar(&df.smtp, "smtp", "", "SMTP server for sign-up mail, host:port (default: mail is written to the log)")
@@ -74,6 +76,9 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if df.cells < 1 || df.cells > 9 {
+		return fmt.Errorf("--cells %d: want 1 to 9", df.cells)
 	}
 	logger, err := newLogger(stderr, logLevel)
 	if err != nil {
@@ -175,12 +180,21 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 		return err
 	}
 	cfg.Pages = demoPages()
-	c, err := startCell(cfg, df.cellListen, mcfg, logger, nil)
+	first := cfg
+	cells, err := startDevCells(cfg, df, mcfg, dataRoot, logger)
 	if err != nil {
 		return err
 	}
-	defer c.stop(logger)
-	cr, err := startCrawlBeside(ctx, &df.crawl, cfg, logger)
+	defer func() {
+		for _, c := range cells {
+			c.stop(logger)
+		}
+	}()
+	c := cells[0]
+	if len(cells) > 1 {
+		first.DataDir = filepath.Join(dataRoot, region, "c1")
+	}
+	cr, err := startCrawlBeside(ctx, &df.crawl, first, logger)
 	if err != nil {
 		return err
 	}
@@ -198,6 +212,45 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 	}
 	<-ctx.Done()
 	return nil
+}
+
+// startDevCells starts the region's cells: one as always (in
+// <data>/<region>/cell, its JetStream node standalone unless --route-listen
+// is given), or with --cells N, c1…cN in <data>/<region>/cN, each on its
+// own loopback ports, their nodes clustered over loopback routes.
+func startDevCells(cfg cell.Config, df devFlags, mcfg members.Config, dataRoot string, logger *slog.Logger) ([]*runningCell, error) {
+	if df.cells == 1 {
+		c, err := startCell(cfg, df.cellListen, mcfg, logger, nil)
+		if err != nil {
+			return nil, err
+		}
+		return []*runningCell{c}, nil
+	}
+	var cells []*runningCell
+	for i := 1; i <= df.cells; i++ {
+		ccfg, cm := cfg, mcfg
+		ccfg.Name = fmt.Sprintf("c%d", i)
+		ccfg.DataDir = filepath.Join(dataRoot, cfg.Region, ccfg.Name)
+		if ccfg.JetStream.RouteListen == "" {
+			ccfg.JetStream.RouteListen = "127.0.0.1:0"
+		}
+		listen := df.cellListen
+		if i > 1 {
+			// Ports given for one cell go to the first.
+			listen, cm.Bind = "127.0.0.1:0", "127.0.0.1:0"
+			ccfg.JetStream.RouteListen = "127.0.0.1:0"
+		}
+		ccfg.Logger = logger.With("cell", ccfg.Name)
+		c, err := startCell(ccfg, listen, cm, ccfg.Logger, nil)
+		if err != nil {
+			for _, c := range cells {
+				c.stop(logger)
+			}
+			return nil, err
+		}
+		cells = append(cells, c)
+	}
+	return cells, nil
 }
 
 func waitLeader(ctx context.Context, n *ledger.Node, within time.Duration) error {

@@ -58,6 +58,8 @@ type proc struct {
 	mu   sync.Mutex
 	log  bytes.Buffer
 	done chan struct{}
+	// account is the account call signs for (default acct_e2e).
+	account string
 }
 
 // e2eRegionKeys are the region keys of every process the tests start.
@@ -164,8 +166,12 @@ func (p *proc) call(t *testing.T, method, path string, body any) (int, []byte) {
 	req.Header.Set("Content-Type", "application/json")
 	// A cell answers only what its region's gate signs: sign as the gate
 	// would, for the tests' account, with private networks allowed.
+	account := p.account
+	if account == "" {
+		account = "acct_e2e"
+	}
 	keys, _ := regionauth.ParseKeys(e2eRegionKeys)
-	keys.Sign(req, regionauth.Claims{Account: "acct_e2e", Private: true}, time.Now())
+	keys.Sign(req, regionauth.Claims{Account: account, Private: true}, time.Now())
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -177,7 +183,7 @@ func (p *proc) call(t *testing.T, method, path string, body any) (int, []byte) {
 	if u, err := metering.Parse(resp.Header.Get(metering.Header)); err == nil && u.Hold != "" {
 		rel, _ := http.NewRequest("POST", p.base+"/scrape/jobs/"+u.Job+metering.ReleasePath, nil)
 		rel.Header.Set(metering.HoldHeader, u.Hold)
-		keys.Sign(rel, regionauth.Claims{Account: "acct_e2e", Private: true}, time.Now())
+		keys.Sign(rel, regionauth.Claims{Account: account, Private: true}, time.Now())
 		rr, err := http.DefaultClient.Do(rel)
 		if err != nil {
 			t.Fatalf("release %s: %v", u.Job, err)
@@ -227,21 +233,28 @@ func (p *proc) results(t *testing.T, id string) []resultLine {
 		if code != 200 {
 			t.Fatalf("results %d: %s", code, b)
 		}
-		n := 0
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		sc.Buffer(nil, 64<<20)
-		for sc.Scan() {
-			var l resultLine
-			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-				t.Fatalf("bad result line %q: %v", sc.Text(), err)
-			}
-			all = append(all, l)
-			n++
-		}
-		if n == 0 {
+		page := resultLines(t, b)
+		if len(page) == 0 {
 			return all
 		}
+		all = append(all, page...)
 	}
+}
+
+// resultLines parses a page of NDJSON result lines.
+func resultLines(t *testing.T, b []byte) []resultLine {
+	t.Helper()
+	var out []resultLine
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var l resultLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("bad result line %q: %v", sc.Text(), err)
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 func corpusURLs(t *testing.T, n int) (*testcorpus.Server, []string) {

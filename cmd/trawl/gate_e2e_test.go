@@ -44,12 +44,27 @@ func pages(t *testing.T) *httptest.Server {
 // They are taken below Linux's ephemeral range (32768–60999), where no
 // listener on port 0 and no outgoing connection of another test can take
 // one before the process under test binds it.
+// handed are the ports freeRun has handed out in this test process.
+var (
+	handedMu sync.Mutex
+	handed   = map[int]bool{}
+)
+
 func freeRun(t *testing.T, n int) int {
 	t.Helper()
+	handedMu.Lock()
+	defer handedMu.Unlock()
 	for try := 0; try < 200; try++ {
 		base := 20000 + rand.IntN(12000-n)
 		ok := true
 		for i := 0; i < n && ok; i++ {
+			if handed[base+i] {
+				// Free now, but a run handed out before (its process
+				// may not listen yet): two calls of one test overlapped
+				// this way (gate ports 24063-5, ledger ports 24065-7).
+				ok = false
+				break
+			}
 			l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
 			if err != nil {
 				ok = false
@@ -58,6 +73,9 @@ func freeRun(t *testing.T, n int) int {
 			l.Close()
 		}
 		if ok {
+			for i := range n {
+				handed[base+i] = true
+			}
 			return base
 		}
 	}

@@ -127,7 +127,15 @@ func TestLedgerProcesses(t *testing.T) {
 	for _, p := range r.peers {
 		r.start(p.ID)
 	}
-	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	// The commands carry today's time: the leader's billing maintenance
+	// submits commands stamped now, and a command in a later month than
+	// the account's turns its month (a monthly grant, one more journal
+	// entry). With a fixed past date the count below depended on whether
+	// that pass ran before or after the account was created.
+	t0 := time.Now().UTC()
+	if next := time.Date(t0.Year(), t0.Month()+1, 1, 0, 0, 0, 0, time.UTC); next.Sub(t0) < 5*time.Minute {
+		t0 = next // the run would cross the month: start in the next one
+	}
 	r.submit(&ledger.Command{ID: "acct", Type: ledger.CmdCreateAccount, Time: t0, CreateAccount: &ledger.CreateAccount{Account: "a", Plan: ledger.PlanFree}})
 	r.submit(&ledger.Command{ID: "grant", Type: ledger.CmdGrant, Time: t0, Grant: &ledger.Grant{Account: "a", Bucket: ledger.BucketSignup, Amount: ledger.Credits(100)}})
 	settle := func(i int) *ledger.Command {
@@ -161,7 +169,7 @@ func TestLedgerProcesses(t *testing.T) {
 
 	// Wait until every voter has applied the same journal, then stop them
 	// gracefully: the audit reads stopped nodes' directories.
-	testwait.Until(t, 20*time.Second, "replicas to converge", func() bool {
+	if err := testwait.Poll(20*time.Second, func() bool {
 		var want ledger.NodeStatus
 		for _, p := range r.procs {
 			st, ok := r.status(p)
@@ -175,7 +183,13 @@ func TestLedgerProcesses(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}); err != nil {
+		for id, p := range r.procs {
+			st, ok := r.status(p)
+			t.Logf("%s: %+v (answered %v)", id, st, ok)
+		}
+		t.Fatalf("replicas to converge: %v", err)
+	}
 
 	// The live audit reads the journal over HTTP with the auditor key.
 	var live string

@@ -33,6 +33,11 @@
 //	    double entry, balances. join/remove/status: membership of the Raft
 //	    group through its leader's API.
 //
+//	trawl scrape|batch|job|crawl URL|search|answer|extract|monitor|recipe|
+//	      balance|estimate|keys|login|completion
+//	    The client of a gate (package cli, docs/cli.md): the public API
+//	    with the caller's key, JSON when piped, progress on a terminal.
+//
 // Configuration enters through flags and the few environment variables
 // the docs name (TRAWL_LEDGER_SECRET, SERVICE_API_TOKEN, …); see
 // docs/operations.md.
@@ -60,6 +65,7 @@ import (
 	"github.com/trawlhq/trawl/cell"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/monitor"
+	"github.com/trawlhq/trawl/cmd/trawl/cli"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/regionauth"
 )
@@ -73,15 +79,32 @@ usage:
   trawl gate config [flags]  print a region's gate Caddyfile
   trawl cell [flags]   serve the cell API (scrape, batch, jobs) and join the region
   trawl crawl [flags]  the self-hosted crawl server alone (task API, browser pool,
-                       monitor and dashboard) on 127.0.0.1:11235
+                       monitor and dashboard) on 127.0.0.1:11235 (with a URL: the
+                       client's site crawl, below)
   trawl ledger serve|audit|join|remove|status   a ledger voter with no gate; audits
   trawl health URL     exit 0 when URL answers 2xx within 5 s (container health checks)
   trawl index crawl [flags] SEED...  the operator's index crawler: pages scraped
                        through a gate (so its cells index them), robots.txt honoured
-  trawl recipe run|new|list   run a recipe locally, start a new one (docs/recipes.md)
+  trawl recipe new|run DIR --input k=v|list --local   run a recipe locally, start a new
+                       one (docs/recipes.md)
   trawl mcp --url GATE --key KEY   a stdio bridge to a gate's /mcp tool server
   trawl issues --url GATE   the problems customers reported (operators; an
                        operator key: --key or TRAWL_OPERATOR_KEY)
+
+client of a gate (docs/cli.md; --url/--key, TRAWL_URL/TRAWL_API_KEY, or trawl login):
+  trawl login                     check a key and save it with the gate's URL (mode 0600)
+  trawl scrape URL [--format md|html|both] [-o FILE]
+  trawl batch FILE                the URLs of FILE now, NDJSON lines as they finish
+  trawl job submit FILE [--wait]  a background job; progress with --wait
+  trawl job status|results|retry ID
+  trawl crawl URL -o DIR [--limit N]   a site as Markdown files, paths mirrored
+  trawl search Q [--rich] | answer Q | extract URL --schema FILE [--instruction T]
+  trawl monitor create URL|list|events ID [--follow]
+  trawl recipe list | recipe run NAME key=value...
+  trawl balance | estimate ENDPOINT [URL|FILE] | keys
+  trawl completion bash|zsh|fish
+  JSON (NDJSON for lists) when piped, tables on a terminal; exit codes: 2 usage,
+  3 auth, 4 payment (402), 5 not found, 6 rate limited, 7 server, 8 partial
 
 Run "trawl <command> -h" for the flags of a command.
 `
@@ -93,6 +116,14 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if isClient(os.Args[1], os.Args[2:]) {
+		code := cli.Run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, serverCommands)
+		stop()
+		os.Exit(code)
+	}
+	if os.Args[1] == "recipe" {
+		os.Args = append(os.Args[:2], cli.LocalRecipeArgs(os.Args[2:])...)
+	}
 	var err error
 	switch os.Args[1] {
 	case "cell":
@@ -131,6 +162,37 @@ func main() {
 	}
 }
 
+// serverCommands are the commands main serves itself, for the client's
+// shell completion.
+var serverCommands = []cli.ServerCommand{
+	{Name: "dev", Short: "the embedded default: gate, cell and ledger on 127.0.0.1:8080"},
+	{Name: "gate", Short: "a region's gate"},
+	{Name: "cell", Short: "a cell"},
+	{Name: "ledger", Short: "a ledger voter; audits"},
+	{Name: "health", Short: "exit 0 when a URL answers 2xx"},
+	{Name: "index", Short: "the operator's index crawler"},
+	{Name: "mcp", Short: "a stdio bridge to a gate's /mcp"},
+	{Name: "issues", Short: "the problems customers reported (operators)"},
+}
+
+// isClient reports whether the command is the client's (package cli):
+// its own names, `crawl URL` (without a URL, the crawl server) and the
+// gate's side of `recipe list|run` (the local runner keeps its forms).
+func isClient(name string, args []string) bool {
+	switch name {
+	case "crawl":
+		return cli.IsClientCrawl(args)
+	case "recipe":
+		return cli.IsClientRecipe(args)
+	}
+	for _, c := range cli.Commands {
+		if c == name {
+			return true
+		}
+	}
+	return false
+}
+
 // cellFlags registers the cell's flags on fs; dev and cell share them.
 func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *string, mcfg *members.Config, co *crawlOpts) {
 	crawlFlags(fs, co, "crawl-listen", "", "also serve the self-hosted crawl server (docs/crawl-server.md) on this address, e.g. 127.0.0.1:11235 (default: off)")
@@ -151,6 +213,11 @@ func cellFlags(fs *flag.FlagSet, cfg *cell.Config, listen *string, logLevel *str
 	})
 	fs.StringVar(logLevel, "log-level", "info", "debug, info, warn or error")
 	metricsFlag(fs)
+	// The embedded JetStream node (docs/jetstream-design.md §1, §8).
+	fs.StringVar(&cfg.JetStream.RouteListen, "route-listen", "", "host:port of the JetStream cluster (route) listener, reachable by the region's other cells; port 0: any free port. Default off: a standalone node that can never grow (one cell alone). Routes use TLS from the region key on any non-loopback address")
+	fs.BoolVar(&cfg.JetStream.TLS, "route-tls", false, "use TLS on the routes even on loopback (always on for other addresses)")
+	fs.Int64Var(&cfg.JetStream.MaxStore, "js-max-store", 0, "bytes of JetStream file storage at most (0: the server's choice from the volume's free space)")
+	fs.BoolVar(&cfg.JetStream.SyncAlways, "js-sync-always", false, "fsync every JetStream write (default: the OS writes at once, fsync every 2 minutes)")
 
 	// The browser engine and the engine ladder (docs/api.md, "Engines").
 	cfg.Browsers = -1
@@ -436,7 +503,8 @@ func startCell(cfg cell.Config, listen string, mcfg members.Config, logger *slog
 	rc.cancel = cancel
 	go func() { rc.errc <- serve(sctx, l, h, logger) }()
 	if len(mcfg.Join) > 0 {
-		mcfg.Meta = members.Meta{Role: "cell", Region: c.Region(), Name: c.Name(), API: rc.addr}
+		mcfg.Meta = members.Meta{Role: "cell", Region: c.Region(), Name: c.Name(), API: rc.addr,
+			Routes: c.RouteURL(), JS: c.JetStreamState()}
 		mcfg.Keys = cfg.RegionKeys.All()
 		mcfg.Logger = logger
 		if rc.members, err = members.Start(mcfg); err != nil {
@@ -445,8 +513,11 @@ func startCell(cfg cell.Config, listen string, mcfg members.Config, logger *slog
 		}
 		cluster.Store(rc.members)
 	}
+	// A clustered node joins its region once membership has found it
+	// (cell/jetstream.go); without membership it starts alone.
+	c.JoinRegion(rc.members)
 	logger.Info("cell serving", "addr", rc.addr, "region", c.Region(), "name", c.Name(), "data", cfg.DataDir,
-		"allow_private_networks", cfg.AllowPrivateNetworks)
+		"allow_private_networks", cfg.AllowPrivateNetworks, "route", c.RouteURL())
 	return rc, nil
 }
 

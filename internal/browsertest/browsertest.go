@@ -15,7 +15,6 @@
 package browsertest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +25,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/trawlhq/trawl/internal/syncbuf"
 
 	"github.com/playwright-community/playwright-go"
 
@@ -92,27 +93,6 @@ type Browser struct {
 // envMu guards the process environment playwright-go reads the node from.
 var envMu sync.Mutex
 
-// syncBuffer collects the driver's stderr, shown when the test fails.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.b.Len() > 64<<10 {
-		return len(p), nil // enough to see what went wrong
-	}
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // Launch starts the playwright driver and a headless Chromium, closed when
 // the test ends. Without a browser it skips t, or fails it when
 // TRAWL_REQUIRE_BROWSER is set.
@@ -132,7 +112,7 @@ func Launch(t testing.TB) *Browser {
 	}
 	envMu.Unlock()
 
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{Max: 64 << 10}
 	pw, err := playwright.Run(&playwright.RunOptions{
 		DriverDirectory:     DriverDir(),
 		SkipInstallBrowsers: true,

@@ -74,6 +74,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,7 +105,38 @@ type Meta struct {
 	Region string `json:"region"` // e.g. "eu"
 	Name   string `json:"name"`   // unique within role and region, e.g. "c1"
 	API    string `json:"api"`    // host:port of its HTTP API; required of a cell
+	// Routes is a cell's NATS route URL ("nats-route://host:port", no
+	// credentials): where the region's other cells route to its embedded
+	// JetStream node (internal/jsnode). Empty for a gate and for a cell
+	// without a cluster listener.
+	Routes string `json:"routes,omitempty"`
+	// JS is a clustered cell's JetStream join state (cell/jetstream.go):
+	// JSWaiting before its node starts, JSJoining while it starts and
+	// enters the region's meta group, JSReady once it is in it, JSFailed
+	// when its node did not start. Cells join a running region one at a
+	// time by it.
+	JS string `json:"js,omitempty"`
+	// Work is a sharing cell's part of the region's job queue
+	// (cell/jobs/share.go), refreshed every few seconds: what the
+	// operator's cells view shows without asking each cell.
+	Work *Work `json:"work,omitempty"`
 }
+
+// Work is a cell's share of the region's job queue (Meta.Work).
+type Work struct {
+	Queued   int64 `json:"queued"`   // its jobs' URLs in the queue without an outcome
+	Fetching int64 `json:"fetching"` // items its pullers hold
+	Backlog  int64 `json:"backlog"`  // the region's URLs waiting for a puller
+	Lag      int64 `json:"lag"`      // outcomes of its URLs not recorded yet
+}
+
+// A clustered cell's JetStream join states (Meta.JS).
+const (
+	JSWaiting = "waiting"
+	JSJoining = "joining"
+	JSReady   = "ready"
+	JSFailed  = "failed" // its node did not start (its /health says why)
+)
 
 func (m Meta) validate() error {
 	if m.Role != RoleCell && m.Role != RoleGate {
@@ -119,6 +151,12 @@ func (m Meta) validate() error {
 	if m.API != "" {
 		if _, _, err := net.SplitHostPort(m.API); err != nil {
 			return fmt.Errorf("api address: %w", err)
+		}
+	}
+	if m.Routes != "" {
+		u, err := url.Parse(m.Routes)
+		if err != nil || u.Scheme != "nats-route" || u.User != nil || u.Port() == "" {
+			return fmt.Errorf("routes %q: want nats-route://host:port", m.Routes)
 		}
 	}
 	return nil
@@ -191,6 +229,12 @@ type Cluster struct {
 	conflict  chan struct{} // another member holds our name
 	closeOnce sync.Once
 	closeErr  error
+
+	localAddr  string
+	delegate   *delegate
+	metaMu     sync.Mutex // serialises UpdateMeta, and it with Close
+	metaV      Meta
+	metaClosed bool
 }
 
 type group struct{ role, region string }
@@ -276,7 +320,10 @@ func Start(cfg Config) (*Cluster, error) {
 		conflict:     make(chan struct{}, 1),
 	}
 	c.view.Store(&view{live: map[group][]Meta{}, changed: make(chan struct{})})
-	mc.Delegate = delegate{meta: meta}
+	c.delegate = &delegate{}
+	c.delegate.meta.Store(&meta)
+	c.metaV = cfg.Meta
+	mc.Delegate = c.delegate
 	mc.Events = events{c}
 	mc.Conflict = conflicts{c}
 	// Create reports this member to events before it returns: c is ready.
@@ -284,6 +331,9 @@ func Start(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("members: start %s on %s: %w", cfg.Name, cfg.Bind, err)
 	}
+	// Read once: memberlist rewrites its local node's fields under its
+	// own lock when the meta changes (UpdateMeta).
+	c.localAddr = c.ml.LocalNode().Address()
 	logger.Info("membership started", "addr", c.LocalAddr(), "seeds", cfg.Join)
 	go c.joinLoop()
 	return c, nil
@@ -323,7 +373,7 @@ func (c *Cluster) Watch() <-chan struct{} {
 // LocalAddr is the host:port this member gossips on as the others see it,
 // the one to give other members as a seed.
 func (c *Cluster) LocalAddr() string {
-	return c.ml.LocalNode().Address()
+	return c.localAddr
 }
 
 // Close leaves the membership, so the others drop this member at once
@@ -333,6 +383,9 @@ func (c *Cluster) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.stop)
 		<-c.joined
+		c.metaMu.Lock() // no meta update from now on
+		c.metaClosed = true
+		c.metaMu.Unlock()
 		// A leave that times out is not a failure of Close: the others then
 		// notice the departure by failure detection.
 		if err := c.ml.Leave(c.leaveTimeout); err != nil {
@@ -494,11 +547,43 @@ func (d conflicts) NotifyConflict(existing, other *memberlist.Node) {
 	}
 }
 
-// delegate hands memberlist this member's meta; members exchange nothing else.
-type delegate struct{ meta []byte }
+// UpdateMeta changes this member's meta with change and gossips it (the
+// others see it within about a gossip round). Role, Region and Name must
+// not change.
+func (c *Cluster) UpdateMeta(change func(*Meta)) error {
+	c.metaMu.Lock()
+	defer c.metaMu.Unlock()
+	if c.metaClosed {
+		return errors.New("members: closed")
+	}
+	m := c.metaV
+	change(&m)
+	if m.Role != c.metaV.Role || m.Region != c.metaV.Region || m.Name != c.metaV.Name {
+		return errors.New("members: meta: role, region and name cannot change")
+	}
+	if err := m.validate(); err != nil {
+		return fmt.Errorf("members: meta: %w", err)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("members: meta: %w", err)
+	}
+	if len(b) > memberlist.MetaMaxSize {
+		return fmt.Errorf("members: %w: %d bytes, limit %d", ErrMetaTooLarge, len(b), memberlist.MetaMaxSize)
+	}
+	c.metaV = m
+	c.delegate.meta.Store(&b)
+	if err := c.ml.UpdateNode(c.leaveTimeout); err != nil {
+		return fmt.Errorf("members: update meta: %w", err)
+	}
+	return nil
+}
 
-func (d delegate) NodeMeta(limit int) []byte                  { return d.meta }
-func (d delegate) NotifyMsg([]byte)                           {}
-func (d delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d delegate) LocalState(join bool) []byte                { return nil }
-func (d delegate) MergeRemoteState(buf []byte, join bool)     {}
+// delegate hands memberlist this member's meta; members exchange nothing else.
+type delegate struct{ meta atomic.Pointer[[]byte] }
+
+func (d *delegate) NodeMeta(limit int) []byte                  { return *d.meta.Load() }
+func (d *delegate) NotifyMsg([]byte)                           {}
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}

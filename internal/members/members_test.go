@@ -77,7 +77,8 @@ func start(t *testing.T, log *slog.Logger, cfg Config) *Cluster {
 }
 
 func cellMeta(name string) Meta {
-	return Meta{Role: RoleCell, Region: "eu", Name: name, API: "127.0.0.1:80" + strings.TrimPrefix(name, "c")}
+	return Meta{Role: RoleCell, Region: "eu", Name: name, API: "127.0.0.1:80" + strings.TrimPrefix(name, "c"),
+		Routes: "nats-route://127.0.0.1:74" + strings.TrimPrefix(name, "c")}
 }
 
 // kill stops c without leaving, as a SIGKILL would: the others must find out
@@ -246,6 +247,8 @@ func TestStartRefuses(t *testing.T) {
 		{"short key", Config{Meta: gate, Keys: [][]byte{[]byte("short")}}, nil},
 		{"no keys", Config{Meta: gate, Keys: [][]byte{}}, ErrNoKeys},
 		{"bind without port", Config{Meta: gate, Bind: "127.0.0.1"}, nil},
+		{"routes with a password", Config{Meta: Meta{Role: RoleCell, Region: "eu", Name: "c1", API: "127.0.0.1:80", Routes: "nats-route://u:p@127.0.0.1:7422"}}, nil},
+		{"routes without port", Config{Meta: Meta{Role: RoleCell, Region: "eu", Name: "c1", API: "127.0.0.1:80", Routes: "nats-route://127.0.0.1"}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -347,7 +350,9 @@ func TestRogueMemberCannotJoin(t *testing.T) {
 	mc.Label = "trawl/eu"
 	mc.Logger = stdlog.New(io.Discard, "", 0)
 	meta, _ := json.Marshal(Meta{Role: RoleCell, Region: "eu", Name: "rogue", API: "127.0.0.1:1"})
-	mc.Delegate = delegate{meta: meta}
+	d := &delegate{}
+	d.meta.Store(&meta)
+	mc.Delegate = d
 	plain, err := memberlist.Create(mc)
 	if err != nil {
 		t.Fatal(err)
@@ -378,5 +383,33 @@ func TestRogueMemberCannotJoin(t *testing.T) {
 			t.Fatalf("rogue sees the region: plain %d, wrong key %d members", plain.NumMembers(), w.ml.NumMembers())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A meta change reaches the others; role, region and name cannot change,
+// and a closed member changes nothing.
+func TestUpdateMeta(t *testing.T) {
+	log, _ := testLogger(t)
+	gate, c1, _ := region(t, log)
+	if err := c1.UpdateMeta(func(m *Meta) { m.Routes, m.JS = "nats-route://127.0.0.1:7422", JSReady }); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 5*time.Second, "the gate sees c1's new meta", func() bool {
+		for _, m := range gate.Live(RoleCell, "eu") {
+			if m.Name == "c1" {
+				return m.JS == JSReady && m.Routes == "nats-route://127.0.0.1:7422"
+			}
+		}
+		return false
+	})
+	if err := c1.UpdateMeta(func(m *Meta) { m.Name = "c9" }); err == nil {
+		t.Error("a member renamed itself")
+	}
+	if err := c1.UpdateMeta(func(m *Meta) { m.Routes = "http://x" }); err == nil {
+		t.Error("a bad route URL was accepted")
+	}
+	c1.Close()
+	if err := c1.UpdateMeta(func(m *Meta) { m.JS = JSWaiting }); err == nil {
+		t.Error("a closed member updated its meta")
 	}
 }

@@ -59,7 +59,11 @@ func StripTags(src string) string {
 		if n.Type == html.ElementNode {
 			switch n.Data {
 			case "meta":
-				drop = append(drop, n)
+				// The encoding declarations stay: they say how to read
+				// the page's bytes, nothing about the article.
+				if !isCharset(n) {
+					drop = append(drop, n)
+				}
 			case "script":
 				for _, a := range n.Attr {
 					if a.Key == "type" && strings.Contains(strings.ToLower(a.Val), "ld+json") {
@@ -82,4 +86,14 @@ func StripTags(src string) string {
 		return src
 	}
 	return b.String()
+}
+
+// isCharset: a <meta charset> or <meta http-equiv="Content-Type">.
+func isCharset(n *html.Node) bool {
+	for _, a := range n.Attr {
+		if strings.EqualFold(a.Key, "charset") || strings.EqualFold(a.Key, "http-equiv") && strings.EqualFold(a.Val, "content-type") {
+			return true
+		}
+	}
+	return false
 }

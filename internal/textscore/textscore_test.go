@@ -1,6 +1,9 @@
 package textscore
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestTokenF1(t *testing.T) {
 	for _, c := range []struct {
@@ -18,5 +21,20 @@ func TestTokenF1(t *testing.T) {
 	}
 	if n := NormName("  Meg  JAMES, "); n != "meg james" {
 		t.Errorf("NormName = %q", n)
+	}
+}
+
+func TestStripTagsKeepsTheEncoding(t *testing.T) {
+	page := `<html><head><meta charset="iso-8859-1"><meta http-equiv="Content-Type" content="text/html; charset=iso-8859-1"><meta name="author" content="Jane Doe"><meta property="og:title" content="T"><script type="application/ld+json">{"@type":"Article"}</script></head><body><p>x</p></body></html>`
+	got := StripTags(page)
+	for _, want := range []string{`charset="iso-8859-1"`, `http-equiv="Content-Type"`, "<p>x</p>"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("StripTags lost %s: %s", want, got)
+		}
+	}
+	for _, gone := range []string{"Jane Doe", "og:title", "ld+json"} {
+		if strings.Contains(got, gone) {
+			t.Errorf("StripTags kept %s: %s", gone, got)
+		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/trawlhq/trawl/internal/syncbuf"
 	"github.com/trawlhq/trawl/internal/testwait"
 	"github.com/trawlhq/trawl/ledger/ledgertest/rafttest"
 )
@@ -95,12 +96,12 @@ type node struct {
 type cluster struct {
 	t     *testing.T
 	nodes []*node
-	logs  *lockedBuffer
+	logs  *syncbuf.Buffer
 	rc    *rafttest.Cluster
 }
 
 func newCluster(t *testing.T, n int) *cluster {
-	c := &cluster{t: t, logs: new(lockedBuffer), rc: rafttest.NewCluster()}
+	c := &cluster{t: t, logs: new(syncbuf.Buffer), rc: rafttest.NewCluster()}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("raft log:\n%s", c.logs.String())

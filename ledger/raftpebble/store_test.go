@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/syncbuf"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/hashicorp/raft"
 )
@@ -722,7 +724,7 @@ func TestPebbleLogsGoToSlog(t *testing.T) {
 	log.SetOutput(&std)
 	t.Cleanup(func() { log.SetOutput(prevOut); log.SetFlags(prevFlags) })
 
-	var got lockedBuffer
+	var got syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&got, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	fs := vfs.NewMem()
 	for range 2 {
@@ -747,21 +749,4 @@ func TestPebbleLogsGoToSlog(t *testing.T) {
 	if strings.Contains(out, "level=INFO") {
 		t.Errorf("Pebble chatter logged above Debug:\n%s", out)
 	}
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/internal/testlog"
+
 	"github.com/trawlhq/trawl/internal/browsertest"
 	"github.com/trawlhq/trawl/internal/sysstat"
 	"github.com/trawlhq/trawl/internal/urlpolicy"
@@ -35,9 +37,7 @@ func testConfig(t testing.TB, cfg Config) Config {
 		cfg.NodePath = p
 	}
 	if cfg.Logger == nil {
-		w := &testWriter{t: t}
-		t.Cleanup(w.stop) // after the pool's Close, registered later
-		cfg.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		cfg.Logger = testlog.New(t, slog.LevelInfo) // stops after the pool's Close, registered later
 	}
 	return cfg
 }
@@ -86,31 +86,6 @@ func startPool(t testing.TB, cfg Config, public func(netip.Addr) bool) *Pool {
 		}
 	})
 	return p
-}
-
-// testWriter sends log lines to t until the test is over.
-type testWriter struct {
-	mu   sync.Mutex
-	t    testing.TB
-	done bool
-}
-
-func (w *testWriter) stop() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.done = true
-}
-
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.done {
-		func() {
-			defer func() { recover() }() // a log line after the test ended
-			w.t.Log(strings.TrimRight(string(p), "\n"))
-		}()
-	}
-	return len(p), nil
 }
 
 // html answers with a page.

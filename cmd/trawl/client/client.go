@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -34,6 +35,12 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter is the answer's Retry-After (a 429, a 503), 0 when none.
+	RetryAfter time.Duration
+	// Actions are a 402's suggested next steps ("topup", "checkout", …).
+	Actions map[string]string
+	// Body is the answer's body as it came (at most 64 KiB).
+	Body []byte
 }
 
 func (e *Error) Error() string {
@@ -43,20 +50,72 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
 }
 
+// Response is a 2xx answer read whole: its headers and body.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// Receipt is a billed answer's receipt headers (docs/api.md, "Receipts").
+type Receipt struct {
+	// Cost is x-svc-cost, the credits this call charged ("" when absent).
+	Cost string
+	// Balance is x-svc-balance, what the account can still spend.
+	Balance string
+}
+
+// ReceiptOf reads the receipt headers (or trailers) of h.
+func ReceiptOf(h http.Header) Receipt {
+	return Receipt{Cost: h.Get("X-Svc-Cost"), Balance: h.Get("X-Svc-Balance")}
+}
+
 // Do sends a JSON body (nil: none) to method path and decodes a 2xx answer
 // into out (nil: discarded). Any other answer is an *Error.
 func (c *Client) Do(ctx context.Context, method, path string, body, out any) error {
+	r, err := c.Call(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(r.Body, out)
+}
+
+// Call sends a JSON body (nil: none) to method path and reads a 2xx answer
+// whole. Any other answer is an *Error.
+func (c *Client) Call(ctx context.Context, method, path string, body any) (*Response, error) {
+	resp, err := c.Open(ctx, method, path, body, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	if err != nil {
+		return nil, err
+	}
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+// Open sends a JSON body (nil: none) to method path with the extra headers
+// given and returns a 2xx answer unread, for streams (a batch's NDJSON):
+// the caller closes its body. Any other answer is an *Error.
+func (c *Client) Open(ctx context.Context, method, path string, body any, header http.Header) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.URL, "/")+path, rd)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Key)
 	if body != nil {
@@ -68,27 +127,43 @@ func (c *Client) Do(ctx context.Context, method, path string, body, out any) err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if resp.StatusCode/100 == 2 {
+		return resp, nil
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if resp.StatusCode/100 != 2 {
-		e := &Error{Status: resp.StatusCode}
-		var eb struct{ Error, Message string }
-		if json.Unmarshal(b, &eb) == nil && eb.Error != "" {
-			e.Code, e.Message = eb.Error, eb.Message
-		} else {
-			e.Message = string(bytes.TrimSpace(b[:min(len(b), 300)]))
-		}
-		return e
+	return nil, ErrorOf(resp.StatusCode, resp.Header, b)
+}
+
+// ErrorOf reads an error answer: trawl's {"error": code, "message"} or
+// Firecrawl's {"success": false, "error": message, "code"}.
+func ErrorOf(status int, h http.Header, b []byte) *Error {
+	e := &Error{Status: status, Body: b}
+	var eb struct {
+		Error, Message, Code string
+		Actions              map[string]string
+		RetryAfterS          int `json:"retry_after_s"`
 	}
-	if out == nil {
-		return nil
+	switch {
+	case json.Unmarshal(b, &eb) == nil && eb.Code != "" && eb.Message == "":
+		e.Code, e.Message = eb.Code, eb.Error
+	case eb.Error != "":
+		e.Code, e.Message = eb.Error, eb.Message
+	default:
+		e.Message = string(bytes.TrimSpace(b[:min(len(b), 300)]))
 	}
-	return json.Unmarshal(b, out)
+	e.Actions = eb.Actions
+	if s, err := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After"))); err == nil && s >= 0 {
+		e.RetryAfter = time.Duration(s) * time.Second
+	} else if eb.RetryAfterS > 0 {
+		e.RetryAfter = time.Duration(eb.RetryAfterS) * time.Second
+	}
+	return e
 }
 
 // Link is a link of a scraped page.

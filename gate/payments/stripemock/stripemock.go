@@ -4,7 +4,6 @@
 package stripemock
 
 import (
-	"bytes"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -17,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/trawlhq/trawl/internal/syncbuf"
 )
 
 //go:embed paid.json
@@ -30,7 +31,7 @@ const stripeMockInstall = "go install github.com/stripe/stripe-mock@v0.203.0"
 type stripeMock struct {
 	url string
 	cmd *exec.Cmd
-	out *lockedBuffer // its stdout and stderr, for failure messages
+	out *syncbuf.Buffer // its stdout and stderr, for failure messages
 	// exited is closed once the process has been reaped.
 	exited <-chan struct{}
 }
@@ -139,7 +140,7 @@ func startStripeMock(fixtures string) (*stripeMock, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	// stripe-mock prints every request to stdout: keep the start of it.
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{Max: 1 << 20}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w (reinstall with %s)", bin, err, stripeMockInstall)
@@ -192,24 +193,4 @@ func startStripeMock(fixtures string) (*stripeMock, error) {
 func (sm *stripeMock) stop() {
 	sm.cmd.Process.Kill()
 	<-sm.exited
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() > 1<<20 { // keep the start, where failures show
-		return len(p), nil
-	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

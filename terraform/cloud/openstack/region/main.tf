@@ -51,9 +51,9 @@ variable "public_url" {
 }
 
 variable "cells" {
-  description = "Number of cells (c1, c2, …)."
+  description = "Number of cells (c1, c2, …). They form the region's JetStream cluster and share its work; with three (the default) its streams keep their quorum with one cell dead, with two a dead cell stops them."
   type        = number
-  default     = 2
+  default     = 3
   validation {
     condition     = var.cells >= 1 && var.cells <= 64
     error_message = "cells must be 1 to 64."
@@ -135,6 +135,8 @@ variable "geodns" {
 locals {
   peers_flag = join(",", [for r, ip in var.peers : "${r}=${ip}:7001/${ip}:8081"])
   cell_names = [for i in range(var.cells) : "c${i + 1}"]
+  # A clustered cell's NATS route port (--route-listen).
+  route_port = 7422
 }
 
 data "openstack_networking_network_v2" "external" {
@@ -201,8 +203,11 @@ resource "openstack_networking_secgroup_rule_v2" "gate_members" {
   security_group_id = openstack_networking_secgroup_v2.gate.id
 }
 
-# Cells: 8080 (requests the gate signs) and 7946 from the gate and the
-# other cells.
+# Cells: 8080 (requests the gate signs), 7946 from the gate and the other
+# cells, and 7422 (NATS routes of the region's JetStream cluster) from the
+# other cells only: the gate runs no NATS, and nothing outside the region
+# has a reason to reach a route (they also need the route password and a
+# certificate, both derived from the region's keys).
 resource "openstack_networking_secgroup_rule_v2" "cell_api" {
   direction         = "ingress"
   ethertype         = "IPv4"
@@ -221,6 +226,16 @@ resource "openstack_networking_secgroup_rule_v2" "cell_members" {
   port_range_min    = 7946
   port_range_max    = 7946
   remote_group_id   = each.value[1] == "gate" ? openstack_networking_secgroup_v2.gate.id : openstack_networking_secgroup_v2.cell.id
+  security_group_id = openstack_networking_secgroup_v2.cell.id
+}
+
+resource "openstack_networking_secgroup_rule_v2" "cell_routes" {
+  direction         = "ingress"
+  ethertype         = "IPv4"
+  protocol          = "tcp"
+  port_range_min    = local.route_port
+  port_range_max    = local.route_port
+  remote_group_id   = openstack_networking_secgroup_v2.cell.id
   security_group_id = openstack_networking_secgroup_v2.cell.id
 }
 
@@ -284,6 +299,7 @@ resource "openstack_compute_instance_v2" "cell" {
     region      = var.region
     name        = each.key
     gate_ip     = var.gate_ip
+    route_port  = local.route_port
     region_keys = var.region_keys
   })
 }

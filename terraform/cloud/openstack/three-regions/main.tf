@@ -46,6 +46,12 @@ variable "geoip_database" {
   default     = ""
 }
 
+variable "cells" {
+  description = "Cells of a region, by region (default 3 each: a region's cells form its JetStream cluster, whose streams keep their quorum with one of three dead)."
+  type        = map(number)
+  default     = {}
+}
+
 variable "key_pair" {
   type = string
 }
@@ -140,6 +146,7 @@ module "eu" {
   region_keys   = var.region_keys["eu"]
   operator_key  = var.operator_key
   geodns        = local.geodns["eu"]
+  cells         = lookup(var.cells, "eu", 3)
 }
 
 module "sin" {
@@ -156,6 +163,7 @@ module "sin" {
   region_keys   = var.region_keys["sin"]
   operator_key  = var.operator_key
   geodns        = local.geodns["sin"]
+  cells         = lookup(var.cells, "sin", 3)
 }
 
 module "us" {
@@ -172,6 +180,7 @@ module "us" {
   region_keys   = var.region_keys["us"]
   operator_key  = var.operator_key
   geodns        = local.geodns["us"]
+  cells         = lookup(var.cells, "us", 3)
 }
 
 module "dns" {

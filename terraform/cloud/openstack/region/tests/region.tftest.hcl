@@ -19,8 +19,8 @@ run "a_region" {
   command = apply
 
   assert {
-    condition     = length(openstack_compute_instance_v2.cell) == 2 && contains(keys(openstack_compute_instance_v2.cell), "c2")
-    error_message = "two cells, c1 and c2"
+    condition     = toset(keys(openstack_compute_instance_v2.cell)) == toset(["c1", "c2", "c3"])
+    error_message = "three cells by default, c1 to c3 (a region of three keeps its streams' quorum with one dead)"
   }
   assert {
     condition     = strcontains(openstack_compute_instance_v2.gate.user_data, "gate config --region eu --listen 203.0.113.10:8081") && strcontains(openstack_compute_instance_v2.gate.user_data, "--ledger-raft 203.0.113.10:7001")
@@ -39,6 +39,32 @@ run "a_region" {
     error_message = "a cell joins its gate's membership under its name"
   }
   assert {
+    condition     = alltrue([for n, c in openstack_compute_instance_v2.cell : strcontains(c.user_data, "cell --region eu --name ${n} ") && strcontains(c.user_data, "--members-bind $ip:7946 --members-join 203.0.113.10:7946 --route-listen $ip:7422\"]")])
+    error_message = "every cell is clustered: its NATS routes on its own address (the one it advertises), port 7422, beside its membership"
+  }
+  assert {
+    condition     = alltrue([for n, c in openstack_compute_instance_v2.cell : strcontains(yamldecode(c.user_data).runcmd[1][2], "--name ${n} ") && strcontains(yamldecode(c.user_data).runcmd[1][2], "--route-listen $ip:7422")])
+    error_message = "a cell's cloud-init is valid YAML and its docker run command is clustered"
+  }
+  assert {
+    condition     = alltrue([for c in openstack_compute_instance_v2.cell : !strcontains(c.user_data, "0.0.0.0:7422") && strcontains(c.user_data, "--data /data/")])
+    error_message = "a cell never routes on 0.0.0.0 (its peers would dial themselves), and its data (JetStream's too) is on its volume"
+  }
+  assert {
+    condition     = openstack_networking_secgroup_rule_v2.cell_routes.protocol == "tcp" && openstack_networking_secgroup_rule_v2.cell_routes.direction == "ingress" && openstack_networking_secgroup_rule_v2.cell_routes.port_range_min == 7422 && openstack_networking_secgroup_rule_v2.cell_routes.port_range_max == 7422
+    error_message = "the cells' NATS routes: 7422/tcp in"
+  }
+  assert {
+    # remote_group_id conflicts with remote_ip_prefix in the provider's
+    # schema: a rule from the cells' group has no CIDR, 0.0.0.0/0 or other.
+    condition     = openstack_networking_secgroup_rule_v2.cell_routes.remote_group_id == openstack_networking_secgroup_v2.cell.id && openstack_networking_secgroup_rule_v2.cell_routes.security_group_id == openstack_networking_secgroup_v2.cell.id
+    error_message = "7422 is open to the region's cells only"
+  }
+  assert {
+    condition     = alltrue([for r in concat(values(openstack_networking_secgroup_rule_v2.gate_api), values(openstack_networking_secgroup_rule_v2.gate_dns), values(openstack_networking_secgroup_rule_v2.gate_raft), values(openstack_networking_secgroup_rule_v2.gate_members), values(openstack_networking_secgroup_rule_v2.cell_members), [openstack_networking_secgroup_rule_v2.cell_api]) : r.port_range_max < 7422 || r.port_range_min > 7422])
+    error_message = "no other rule opens 7422 (not to the gate, not to a CIDR)"
+  }
+  assert {
     condition     = toset([for r in openstack_networking_secgroup_rule_v2.gate_raft : r.remote_ip_prefix]) == toset(["198.51.100.20/32", "192.0.2.30/32"]) && alltrue([for r in openstack_networking_secgroup_rule_v2.gate_raft : r.port_range_min == 7001])
     error_message = "Raft is open to the other gates only"
   }
@@ -47,7 +73,7 @@ run "a_region" {
     error_message = "a cell's API is open to its gate's group only"
   }
   assert {
-    condition     = length(openstack_compute_volume_attach_v2.cell) == 2 && openstack_blockstorage_volume_v3.cell["c1"].size == 100
+    condition     = length(openstack_compute_volume_attach_v2.cell) == 3 && openstack_blockstorage_volume_v3.cell["c3"].size == 100
     error_message = "each cell has its data volume"
   }
   assert {
@@ -92,6 +118,17 @@ run "a_region_with_geodns" {
   assert {
     condition     = strcontains(openstack_compute_instance_v2.gate.user_data, "gate config --region eu --listen 203.0.113.10:8081")
     error_message = "the gate itself is unchanged"
+  }
+}
+
+run "two_cells" {
+  command = plan
+  variables {
+    cells = 2
+  }
+  assert {
+    condition     = toset(keys(openstack_compute_instance_v2.cell)) == toset(["c1", "c2"]) && alltrue([for c in openstack_compute_instance_v2.cell : strcontains(c.user_data, "--route-listen $ip:7422")])
+    error_message = "fewer cells are still clustered"
   }
 }
 

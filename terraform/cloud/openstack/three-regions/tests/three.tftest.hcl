@@ -47,12 +47,23 @@ run "three_regions" {
     error_message = "each region has its name"
   }
   assert {
-    condition     = length(module.sin.cells) == 2 && module.sin.gate_url == "http://198.51.100.20:8081"
-    error_message = "sin's gate and cells"
+    condition     = length(module.eu.cells) == 3 && length(module.sin.cells) == 3 && length(module.us.cells) == 3 && module.sin.gate_url == "http://198.51.100.20:8081"
+    error_message = "each region's gate and three cells"
   }
   assert {
     condition     = module.eu.peers_flag == "sin=198.51.100.20:7001/198.51.100.20:8081,us=192.0.2.30:7001/192.0.2.30:8081" && module.us.peers_flag == "eu=203.0.113.10:7001/203.0.113.10:8081,sin=198.51.100.20:7001/198.51.100.20:8081"
     error_message = "every region is given the other two as peers"
+  }
+}
+
+run "more_cells_in_one_region" {
+  command = plan
+  variables {
+    cells = { us = 5 }
+  }
+  assert {
+    condition     = length(module.us.cells) == 5 && length(module.eu.cells) == 3
+    error_message = "a region given more cells has them; the others keep three"
   }
 }
 

@@ -1,0 +1,447 @@
+package cell
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/trawlhq/trawl/cell/jobs"
+	"github.com/trawlhq/trawl/internal/jsnode"
+	"github.com/trawlhq/trawl/internal/members"
+)
+
+// JetStreamConfig configures the cell's embedded NATS JetStream node
+// (docs/jetstream-design.md §1). Nothing uses the node yet.
+type JetStreamConfig struct {
+	// RouteListen is the host:port of the node's cluster listener (port
+	// 0: a free one). "" runs a standalone node that can never grow: one
+	// cell alone (trawl dev, tests).
+	RouteListen string
+	// TLS runs routes over TLS though RouteListen is on loopback; any
+	// other address always uses TLS.
+	TLS bool
+	// RouteTLS, if set, replaces the certificates derived from the
+	// region key (--route-tls-cert/key/ca).
+	RouteTLS *tls.Config
+	// MaxStore bounds JetStream's file storage (0: the server's choice).
+	MaxStore int64
+	// SyncAlways fsyncs every write.
+	SyncAlways bool
+	// AppearWait is how long a clustered cell with a new data directory
+	// waits for another cell of its region to appear before it starts
+	// its node alone (default 5 s).
+	AppearWait time.Duration
+}
+
+// joinSettle is how long a clustered cell's turn to join must hold before
+// it starts its node: a gossip round or two, so that a cell that appeared
+// at the same moment and sorts before it is seen.
+const joinSettle = 500 * time.Millisecond
+
+// awaitShare is how long a cell's jobs wait for sharing to start
+// (jobs.Config.AwaitShare): a minute for a clustered cell (a new region's
+// first cell takes its election timeout, a rejoining one a second or
+// two), none for a standalone one, which never shares.
+func awaitShare(cfg JetStreamConfig) time.Duration {
+	if cfg.RouteListen == "" {
+		return 0
+	}
+	return time.Minute
+}
+
+// jsState is the cell's node and how it joined its region.
+type jsState struct {
+	cfg   JetStreamConfig
+	dir   string
+	route string // our route URL ("nats-route://host:port"), "" when standalone
+
+	node   atomic.Pointer[jsnode.Node]
+	state  atomic.Value // string: members.JSWaiting, JSJoining, JSReady; "" standalone
+	start  time.Time
+	took   atomic.Int64 // ns from the join's start to ready
+	err    atomic.Value // string: why the node did not start
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// openJetStream starts a standalone node in the background; a clustered
+// one starts when the cell joins its region (JoinRegion).
+func (c *Cell) openJetStream() error {
+	j := &jsState{cfg: c.cfg.JetStream, dir: filepath.Join(c.cfg.DataDir, "nats")}
+	j.state.Store("")
+	c.js = j
+	if j.cfg.RouteListen == "" {
+		// In the background: nothing uses the node yet, and New's many
+		// callers (tests above all) need not wait its few milliseconds.
+		j.wg.Add(1)
+		go func() {
+			defer j.wg.Done()
+			n, err := jsnode.Start(context.Background(), c.nodeConfig(nil))
+			if err != nil {
+				j.err.Store(err.Error())
+				c.cfg.Logger.Error("jetstream: standalone node", "err", err)
+				return
+			}
+			j.node.Store(n)
+		}()
+		return nil
+	}
+	host, port, err := net.SplitHostPort(j.cfg.RouteListen)
+	if err != nil {
+		return fmt.Errorf("route listen %q: %w", j.cfg.RouteListen, err)
+	}
+	if port == "0" || port == "" {
+		// Fixed now: the route URL goes into the cell's membership meta
+		// before the node starts.
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return fmt.Errorf("route listen %q: %w", j.cfg.RouteListen, err)
+		}
+		port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+		l.Close()
+	}
+	j.cfg.RouteListen = net.JoinHostPort(host, port)
+	j.route = "nats-route://" + j.cfg.RouteListen
+	j.state.Store(members.JSWaiting)
+	return nil
+}
+
+func (c *Cell) nodeConfig(peers func() []string) jsnode.Config {
+	j := c.js
+	return jsnode.Config{
+		Region:      c.cfg.Region,
+		Cell:        c.cfg.Name,
+		Dir:         j.dir,
+		Keys:        c.cfg.RegionKeys,
+		RouteListen: j.cfg.RouteListen,
+		Peers:       peers,
+		TLS:         j.cfg.TLS,
+		RouteTLS:    j.cfg.RouteTLS,
+		MaxStore:    j.cfg.MaxStore,
+		SyncAlways:  j.cfg.SyncAlways,
+		Logger:      c.cfg.Logger,
+	}
+}
+
+// RouteURL is the cell's NATS route URL for its membership meta
+// (members.Meta.Routes), "" for a standalone node.
+func (c *Cell) RouteURL() string { return c.js.route }
+
+// JetStreamState is the cell's join state for its membership meta
+// (members.Meta.JS), "" for a standalone node.
+func (c *Cell) JetStreamState() string { return c.js.state.Load().(string) }
+
+// JetStream is the cell's node, nil until it has started: a standalone
+// node milliseconds after New, a clustered one when its turn to join
+// its region has come.
+func (c *Cell) JetStream() *jsnode.Node { return c.js.node.Load() }
+
+// JoinRegion starts a clustered cell's node in the background, its peers
+// from m (nil: no membership, the node starts alone). A cell with a new
+// data directory joins a running region only when no other cell is
+// joining and no waiting cell sorts before it by name, so that cells
+// enter the meta group one at a time (two at once can split it, docs
+// §10). Its state goes into m's meta as it goes. A standalone cell does
+// nothing.
+func (c *Cell) JoinRegion(m *members.Cluster) {
+	j := c.js
+	if j.route == "" || j.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	j.cancel = cancel
+	j.start = time.Now()
+	j.wg.Add(1)
+	go func() {
+		defer j.wg.Done()
+		if err := c.join(ctx, m); err != nil && ctx.Err() == nil {
+			j.err.Store(err.Error())
+			c.cfg.Logger.Error("jetstream: join", "err", err)
+		}
+	}()
+}
+
+func (c *Cell) join(ctx context.Context, m *members.Cluster) error {
+	j := c.js
+	setState := func(s string) {
+		j.state.Store(s)
+		if m != nil {
+			if err := m.UpdateMeta(func(mm *members.Meta) { mm.JS = s }); err != nil {
+				c.cfg.Logger.Warn("jetstream: membership meta", "err", err)
+			}
+		}
+	}
+	rejoin := jsnode.HasState(j.dir)
+	if m != nil && !rejoin {
+		wait := j.cfg.AppearWait
+		if wait <= 0 {
+			wait = 5 * time.Second
+		}
+		deadline := time.Now().Add(wait)
+		for len(c.otherCells(m)) == 0 && time.Now().Before(deadline) {
+			if !sleepWatch(ctx, m, time.Until(deadline)) {
+				return ctx.Err()
+			}
+		}
+		var turn time.Time
+		var waitingFor string
+		for {
+			if ok, why := c.myTurn(m); !ok {
+				if why != waitingFor {
+					c.cfg.Logger.Info("jetstream: waiting to join", "why", why)
+					waitingFor = why
+				}
+				turn = time.Time{}
+			} else if turn.IsZero() {
+				turn = time.Now()
+			} else if time.Since(turn) >= joinSettle {
+				break
+			}
+			if !sleepWatch(ctx, m, 100*time.Millisecond) {
+				return ctx.Err()
+			}
+		}
+	}
+	setState(members.JSJoining)
+	// A new peer routes first only to the cells already in the meta
+	// group (with none, it starts a cluster of one); once started, and
+	// a restarted one from the start, to every cell that has started its
+	// node.
+	var started atomic.Bool
+	started.Store(rejoin)
+	n, err := jsnode.Start(ctx, c.nodeConfig(func() []string { return c.peerRoutes(m, !started.Load()) }))
+	if err != nil {
+		// Not joining any more: the next cell may take its turn.
+		setState(members.JSFailed)
+		return err
+	}
+	started.Store(true)
+	j.node.Store(n)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	c.cfg.Logger.Info("jetstream: node started", "server", n.Name(), "route", j.route, "took", time.Since(j.start))
+	for !inMetaGroup(n) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	j.took.Store(int64(time.Since(j.start)))
+	setState(members.JSReady)
+	c.cfg.Logger.Info("jetstream: in the region's meta group", "server", n.Name(), "took", time.Since(j.start))
+	return c.shareJobs(ctx, n, m)
+}
+
+// shareJobs creates the region's streams at the replicas the ready
+// cells allow (a cell joining later raises them; they never go down) and
+// starts sharing job URLs through them.
+func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster) error {
+	ready := 1
+	for _, mm := range c.otherCells(m) {
+		if mm.JS == members.JSReady {
+			ready++
+		}
+	}
+	layout := jsnode.RegionLayout(jsnode.Replicas(ready), c.cfg.JobRetention)
+	// A new peer may take a moment before its group can place streams,
+	// and a stream whose replicas just rose refuses new consumers
+	// ("insufficient resources") until its new peers have caught up.
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := jsnode.Ensure(ectx, n.JetStream(), layout)
+		if err == nil {
+			err = c.jobs.Share(ectx, n.JetStream(), jobs.ShareConfig{Cell: c.cfg.Name})
+		}
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.cfg.Logger.Warn("jetstream: the region's streams are not ready; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	c.cfg.Logger.Info("jetstream: job URLs shared with the region", "replicas", jsnode.Replicas(ready))
+	if m != nil {
+		c.advertiseWork(ctx, m)
+	}
+	return nil
+}
+
+// advertiseWork puts the cell's share of the job queue in its membership
+// meta every 5 s while it changes, until ctx ends.
+func (c *Cell) advertiseWork(ctx context.Context, m *members.Cluster) {
+	var last *members.Work
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		st := c.jobs.ShareStats()
+		w := members.Work{Queued: int64(st.Queued), Fetching: st.Fetching, Backlog: st.Backlog, Lag: st.Lag}
+		if last == nil || w != *last {
+			if err := m.UpdateMeta(func(mm *members.Meta) { mm.Work = &w }); err != nil {
+				c.cfg.Logger.Warn("jetstream: membership meta", "err", err)
+			} else {
+				last = &w
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sleepWatch waits for a membership change, d, or ctx; false when ctx ended.
+func sleepWatch(ctx context.Context, m *members.Cluster, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-m.Watch():
+	case <-t.C:
+	}
+	return true
+}
+
+// otherCells are the region's other live cells with a route URL.
+func (c *Cell) otherCells(m *members.Cluster) []members.Meta {
+	var out []members.Meta
+	if m == nil {
+		return nil
+	}
+	for _, mm := range m.Live(members.RoleCell, c.cfg.Region) {
+		if mm.Name != c.cfg.Name && mm.Routes != "" {
+			out = append(out, mm)
+		}
+	}
+	return out
+}
+
+// myTurn reports whether this cell may start its node now: no other cell
+// is joining, and no waiting cell sorts before it.
+func (c *Cell) myTurn(m *members.Cluster) (bool, string) {
+	for _, o := range c.otherCells(m) {
+		switch {
+		case o.JS == members.JSJoining:
+			return false, o.Name + " is joining"
+		case (o.JS == members.JSWaiting || o.JS == "") && o.Name < c.cfg.Name:
+			return false, o.Name + " waits before this cell"
+		}
+	}
+	return true, ""
+}
+
+// peerRoutes are the route URLs of the other live cells that have started
+// their node (only those in the meta group with ready).
+func (c *Cell) peerRoutes(m *members.Cluster, ready bool) []string {
+	var out []string
+	for _, o := range c.otherCells(m) {
+		if o.JS == members.JSReady || (!ready && o.JS == members.JSJoining) {
+			out = append(out, o.Routes)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// inMetaGroup reports whether n follows or leads its region's meta group
+// and knows its real size (a joining node assumes a size no region has
+// until its leader tells it).
+func inMetaGroup(n *jsnode.Node) bool {
+	srv := n.Server()
+	if !srv.JetStreamIsCurrent() {
+		return false
+	}
+	jsz, err := srv.Jsz(&server.JSzOptions{})
+	if err != nil || jsz.Meta == nil {
+		return false
+	}
+	return jsz.Meta.Leader != "" && jsz.Meta.Size >= 1 && jsz.Meta.Size < 50
+}
+
+// JetStreamHealth is the node's part of the cell's /health.
+type JetStreamHealth struct {
+	Server      string   `json:"server,omitempty"`
+	Clustered   bool     `json:"clustered"`
+	Route       string   `json:"route,omitempty"`
+	State       string   `json:"state,omitempty"` // waiting, joining, ready
+	Ready       bool     `json:"ready"`
+	MetaLeader  string   `json:"meta_leader,omitempty"`
+	IsLeader    bool     `json:"is_meta_leader"`
+	ClusterSize int      `json:"cluster_size"`
+	Peers       []string `json:"peers,omitempty"` // the meta group's servers, this one included
+	RoutedTo    []string `json:"routed_to,omitempty"`
+	JoinSeconds float64  `json:"join_seconds,omitempty"`
+	Error       string   `json:"error,omitempty"` // why the node did not start
+}
+
+// JetStreamHealth reports the node's state.
+func (c *Cell) JetStreamHealth() JetStreamHealth {
+	j := c.js
+	h := JetStreamHealth{Clustered: j.route != "", Route: j.route, State: j.state.Load().(string)}
+	h.Error, _ = j.err.Load().(string)
+	if d := j.took.Load(); d > 0 {
+		h.JoinSeconds = time.Duration(d).Seconds()
+	}
+	n := j.node.Load()
+	if n == nil {
+		return h
+	}
+	h.Server = n.Name()
+	srv := n.Server()
+	if !h.Clustered {
+		h.Ready = srv.JetStreamEnabled()
+		h.ClusterSize, h.MetaLeader, h.IsLeader, h.Peers = 1, n.Name(), true, []string{n.Name()}
+		return h
+	}
+	h.RoutedTo = n.RoutedTo()
+	jsz, err := srv.Jsz(&server.JSzOptions{})
+	if err != nil || jsz.Meta == nil {
+		return h
+	}
+	h.MetaLeader, h.ClusterSize = jsz.Meta.Leader, jsz.Meta.Size
+	h.IsLeader = jsz.Meta.Leader == n.Name()
+	h.Peers = []string{n.Name()}
+	for _, r := range jsz.Meta.Replicas {
+		if r != nil {
+			h.Peers = append(h.Peers, r.Name)
+		}
+	}
+	slices.Sort(h.Peers)
+	h.Ready = h.State == members.JSReady && srv.JetStreamIsCurrent() && h.MetaLeader != ""
+	return h
+}
+
+// closeJetStream stops the join and the node.
+func (c *Cell) closeJetStream() error {
+	j := c.js
+	if j == nil {
+		return nil
+	}
+	if j.cancel != nil {
+		j.cancel()
+	}
+	j.wg.Wait()
+	if n := j.node.Load(); n != nil {
+		return n.Close()
+	}
+	return nil
+}

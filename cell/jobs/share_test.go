@@ -1,0 +1,274 @@
+package jobs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/jsnode"
+	"github.com/trawlhq/trawl/internal/jsnode/jsnodetest"
+	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/testwait"
+)
+
+// shareRig is cells' job managers sharing one real JetStream node, each
+// with its own store, as the cells of a region do.
+type shareRig struct {
+	t  *testing.T
+	js jetstream.JetStream
+
+	mu      sync.Mutex
+	fetches map[string]map[string]int // cell → URL → fetches
+}
+
+func newShareRig(t *testing.T) *shareRig {
+	n := jsnodetest.Standalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := jsnode.Ensure(ctx, n.JetStream(), jsnode.RegionLayout(1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	return &shareRig{t: t, js: n.JetStream(), fetches: map[string]map[string]int{}}
+}
+
+// manager starts cell's manager, sharing; its scrape takes delay and
+// answers a page of size bytes of Markdown.
+func (r *shareRig) manager(cell string, concurrency int, delay time.Duration, size int) *Manager {
+	m := r.unshared(cell, concurrency, delay, size, 0)
+	if err := m.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		r.t.Fatal(err)
+	}
+	return m
+}
+
+// unshared is manager without Share.
+func (r *shareRig) unshared(cell string, concurrency int, delay time.Duration, size int, await time.Duration) *Manager {
+	st, err := store.Open("db", &store.Options{FS: vfs.NewMem(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { st.Close() })
+	fn := func(ctx context.Context, u string, _ scrape.Options) (*scrape.Outcome, error) {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		r.mu.Lock()
+		if r.fetches[cell] == nil {
+			r.fetches[cell] = map[string]int{}
+		}
+		r.fetches[cell][u]++
+		r.mu.Unlock()
+		body, _ := json.Marshal(map[string]string{"markdown": strings.Repeat("x", size), "url": u})
+		return &scrape.Outcome{Body: body[:len(body)-1]}, nil
+	}
+	m, err := NewManager(st, fn, Config{Region: "eu", Cell: cell, Concurrency: concurrency, AwaitShare: await,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	m.Start()
+	r.t.Cleanup(m.Close)
+	return m
+}
+
+func (r *shareRig) fetched(cell string) (n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.fetches[cell] {
+		n += c
+	}
+	return n
+}
+
+func waitDone(t *testing.T, m *Manager, id string, n int) {
+	t.Helper()
+	testwait.Until(t, 60*time.Second, "the job to finish", func() bool {
+		st, err := m.Status(id, "acct", false)
+		return err == nil && st.Status == StatusDone
+	})
+	st, _ := m.Status(id, "acct", false)
+	if st.Total != n || st.Done != n {
+		t.Fatalf("status %+v, want %d done", st, n)
+	}
+}
+
+// resultURLs reads a job's result lines: URL → count.
+func resultURLs(t *testing.T, m *Manager, id string) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	var buf bytes.Buffer
+	for after := int64(0); ; {
+		buf.Reset()
+		n, err := m.Results(id, "acct", after, &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(&buf)
+		sc.Buffer(nil, 8<<20)
+		for sc.Scan() {
+			var l struct {
+				URL string `json:"url"`
+				OK  bool   `json:"ok"`
+			}
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil || !l.OK {
+				t.Fatalf("bad line %.200s: %v", sc.Bytes(), err)
+			}
+			seen[l.URL]++
+		}
+		if n < PageLines {
+			return seen
+		}
+		after += int64(n)
+	}
+}
+
+// A job submitted to one cell is fetched by every sharing cell, and each
+// URL is recorded once, by its owner.
+func TestSharedJobRunsOnEveryCell(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 2, 20*time.Millisecond, 10)
+	r.manager("c2", 2, 20*time.Millisecond, 10)
+	r.manager("c3", 2, 20*time.Millisecond, 10)
+	const n = 120
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/p%d", i)
+	}
+	id, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a, id, n)
+	seen := resultURLs(t, a, id)
+	for _, u := range urls {
+		if seen[u] != 1 {
+			t.Fatalf("%s: %d lines", u, seen[u])
+		}
+	}
+	for _, c := range []string{"c1", "c2", "c3"} {
+		if r.fetched(c) == 0 {
+			t.Errorf("cell %s fetched nothing (%d, %d, %d)", c, r.fetched("c1"), r.fetched("c2"), r.fetched("c3"))
+		}
+	}
+	t.Logf("fetches: c1 %d, c2 %d, c3 %d", r.fetched("c1"), r.fetched("c2"), r.fetched("c3"))
+	if st := a.ShareStats(); st.Applied != n || st.Queued != 0 {
+		t.Fatalf("share stats %+v", st)
+	}
+}
+
+// An outcome that arrives for a URL that has one already (its item was
+// delivered twice) is dropped: the line is not replaced or added.
+func TestSharedOutcomeRecordedOnce(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 2, time.Millisecond, 10)
+	id, err := a.Submit("acct", []string{"http://site.test/a", "http://site.test/b"}, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a, id, 2)
+	head, _ := json.Marshal(jobOutcome{Job: id, Seq: 0, URL: "http://site.test/a", Attempts: 1, Cell: "c9"})
+	dup := nats.NewMsg(jsnode.ResultSubject("c1", id))
+	dup.Header.Set(headerOutcome, string(head))
+	dup.Data = []byte(`{"url":"http://site.test/a","ok":true,"result":{"again":1}}`)
+	if _, err := r.js.PublishMsg(context.Background(), dup); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 10*time.Second, "the repeat to be seen", func() bool { return a.ShareStats().Duplicates == 1 })
+	var buf bytes.Buffer
+	if _, err := a.Results(id, "acct", 0, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "again") || strings.Count(buf.String(), "\n") != 2 {
+		t.Fatalf("results after a repeated outcome:\n%.500s", buf.String())
+	}
+}
+
+// A page too large for a message travels through the object store.
+func TestSharedLargeLine(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 1, time.Millisecond, 2<<20)
+	id, err := a.Submit("acct", []string{"http://site.test/big"}, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a, id, 1)
+	var buf bytes.Buffer
+	if _, err := a.Results(id, "acct", 0, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() < 2<<20 {
+		t.Fatalf("line of %d bytes", buf.Len())
+	}
+	obs, err := r.js.ObjectStore(context.Background(), jsnode.BucketBlobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Deleted once the outcome is acked, after the record is synced.
+	testwait.Until(t, 10*time.Second, "the blob to be deleted", func() bool {
+		list, _ := obs.List(context.Background())
+		return len(list) == 0
+	})
+}
+
+// A cell that closes mid-job hands its pulled URLs back (Nak): the
+// others finish the job, each URL once.
+func TestSharedCellClosingHandsBack(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 2, 30*time.Millisecond, 10)
+	b := r.manager("c2", 4, 30*time.Millisecond, 10)
+	const n = 80
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/q%d", i)
+	}
+	id, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "c2 to work on the job", func() bool { return r.fetched("c2") >= 10 })
+	b.Close()
+	waitDone(t, a, id, n)
+	seen := resultURLs(t, a, id)
+	for _, u := range urls {
+		if seen[u] != 1 {
+			t.Fatalf("%s: %d lines", u, seen[u])
+		}
+	}
+}
+
+// A cell that will share (AwaitShare) holds its URLs until Share rather
+// than fetch them locally meanwhile: a restarted owner would fetch again
+// the URLs whose outcomes wait for it.
+func TestAwaitShareHoldsURLs(t *testing.T) {
+	r := newShareRig(t)
+	a := r.unshared("c1", 2, time.Millisecond, 10, time.Minute)
+	id, err := a.Submit("acct", []string{"http://site.test/1", "http://site.test/2", "http://site.test/3"}, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := testwait.Poll(300*time.Millisecond, func() bool { return r.fetched("c1") > 0 }); err == nil {
+		t.Fatal("a URL was fetched before Share")
+	}
+	if err := a.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a, id, 3)
+	if st := a.ShareStats(); st.Applied != 3 {
+		t.Fatalf("%d outcomes came through the queue, want 3: %+v", st.Applied, st)
+	}
+}

@@ -1,0 +1,230 @@
+package jsnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The region's streams and buckets (docs/jetstream-design.md §2).
+const (
+	StreamWork   = "TRAWL_WORK"   // work items: job URLs, tasks, recipe runs, checks, hook retries
+	StreamHooks  = "TRAWL_HOOKS"  // one webhook token per job
+	StreamJobLog = "TRAWL_JOBLOG" // the replicated job state
+	// StreamResults carries the outcome of a shared job URL back to the
+	// cell that owns the job (cell/jobs/share.go).
+	StreamResults = "TRAWL_RESULTS"
+	// BucketBlobs holds an outcome too large for a message.
+	BucketBlobs = "TRAWL_BLOBS"
+	// ConsumerJob is the one durable consumer of job URLs, pulled by
+	// every cell.
+	ConsumerJob = "job"
+	BucketLease = "TRAWL_LEASE" // the coordinator's lease
+	BucketIdem  = "TRAWL_IDEM"  // submission idempotency keys
+	BucketTasks = "TRAWL_TASKS" // crawl-server task records
+)
+
+// Subjects of the work streams and the job log.
+const (
+	SubjectWorkJob    = "trawl.work.job."    // + Token(job)
+	SubjectTaskHi     = "trawl.work.task.hi" // priority ≥ 5
+	SubjectTaskLo     = "trawl.work.task.lo"
+	SubjectRecipe     = "trawl.work.recipe"
+	SubjectCheck      = "trawl.work.check"
+	SubjectHookRetry  = "trawl.work.hookretry"
+	SubjectHook       = "trawl.work.hook." // + Token(job)
+	SubjectJobLog     = "trawl.job."       // + Token(job) + "." + event
+	SubjectResult     = "trawl.res."       // + owner cell + "." + Token(job)
+	blobTTL           = 24 * time.Hour
+	LeaseCoordinator  = "coordinator" // the lease's key in BucketLease
+	leaseTTL          = 6 * time.Second
+	workAckWait       = 15 * time.Second
+	workMaxMsgSize    = 1 << 20
+	workMaxBytes      = 2 << 30
+	duplicateWindow   = 10 * time.Minute
+	idempotencyTTL    = 24 * time.Hour
+	taskRecordTTL     = 24 * time.Hour
+	jobLogRetentionUp = time.Hour // the log outlives a job's view by this
+)
+
+// Token is a job id as one subject token: NATS reads "." as a separator,
+// and regions and cells are [a-z0-9], so "-" for "." is reversible.
+func Token(id string) string { return strings.ReplaceAll(id, ".", "-") }
+
+// ResultSubject is where the outcome of a URL of job, owned by cell
+// owner, is published.
+func ResultSubject(owner, job string) string { return SubjectResult + owner + "." + Token(job) }
+
+// ResultsConsumer is cell's durable consumer of the outcomes of its
+// jobs' URLs: one per cell, so their filters never overlap (a
+// work-queue stream refuses overlapping consumers). A cell that is down
+// finds its outcomes waiting when it is back.
+func ResultsConsumer(cell string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       "res-" + cell,
+		FilterSubject: SubjectResult + cell + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxDeliver:    -1, // an outcome is never dropped
+		MaxAckPending: 1024,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+	}
+}
+
+// Replicas is the number of replicas of every stream and bucket for a
+// region of cells cells: 1, 2, or 3 from three on (§1 "Replicas").
+func Replicas(cells int) int {
+	return min(max(cells, 1), 3)
+}
+
+// Layout is what Ensure creates.
+type Layout struct {
+	Streams   []jetstream.StreamConfig
+	Consumers []Consumer
+	Buckets   []jetstream.KeyValueConfig
+	Objects   []jetstream.ObjectStoreConfig
+}
+
+// Consumer is a durable consumer of a stream.
+type Consumer struct {
+	Stream string
+	Config jetstream.ConsumerConfig
+}
+
+// RegionLayout is the region's streams, consumers and buckets at the
+// given number of replicas; jobRetention is how long a job is kept
+// (--job-retention: the log keeps it an hour longer).
+func RegionLayout(replicas int, jobRetention time.Duration) Layout {
+	work := jetstream.StreamConfig{
+		Name:       StreamWork,
+		Subjects:   []string{SubjectWorkJob + ">", "trawl.work.task.*", SubjectRecipe, SubjectCheck, SubjectHookRetry},
+		Retention:  jetstream.WorkQueuePolicy,
+		Storage:    jetstream.FileStorage,
+		Replicas:   replicas,
+		Duplicates: duplicateWindow,
+		MaxMsgSize: workMaxMsgSize,
+		MaxBytes:   workMaxBytes,
+		// A full queue refuses new work rather than drop accepted work.
+		Discard: jetstream.DiscardNew,
+	}
+	results := work
+	results.Name = StreamResults
+	results.Subjects = []string{SubjectResult + ">"}
+	hooks := work
+	hooks.Name = StreamHooks
+	hooks.Subjects = []string{SubjectHook + ">"}
+	hooks.MaxMsgsPerSubject = 1
+	hooks.DiscardNewPerSubject = true
+	log := jetstream.StreamConfig{
+		Name:              StreamJobLog,
+		Subjects:          []string{SubjectJobLog + ">"},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           jetstream.FileStorage,
+		Replicas:          replicas,
+		MaxAge:            jobRetention + jobLogRetentionUp,
+		MaxMsgsPerSubject: 1,
+		Duplicates:        duplicateWindow,
+		MaxMsgSize:        workMaxMsgSize,
+	}
+	consumer := func(stream, name, filter string, maxDeliver, maxAckPending int) Consumer {
+		return Consumer{Stream: stream, Config: jetstream.ConsumerConfig{
+			Durable:       name,
+			FilterSubject: filter,
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       workAckWait,
+			MaxDeliver:    maxDeliver,
+			MaxAckPending: maxAckPending,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+			ReplayPolicy:  jetstream.ReplayInstantPolicy,
+		}}
+	}
+	return Layout{
+		Streams: []jetstream.StreamConfig{work, results, hooks, log},
+		Consumers: []Consumer{
+			consumer(StreamWork, ConsumerJob, SubjectWorkJob+">", 5, 4096),
+			consumer(StreamWork, "task-hi", SubjectTaskHi, 3, 256),
+			consumer(StreamWork, "task", SubjectTaskLo, 3, 256),
+			consumer(StreamWork, "recipe", SubjectRecipe, 3, 256),
+			consumer(StreamWork, "check", SubjectCheck, 4, 1024),
+			consumer(StreamWork, "hookretry", SubjectHookRetry, 6, 1024),
+			consumer(StreamHooks, "hook", SubjectHook+">", 10, 1024),
+		},
+		Buckets: []jetstream.KeyValueConfig{
+			{Bucket: BucketLease, TTL: leaseTTL, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+			{Bucket: BucketIdem, TTL: idempotencyTTL, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+			{Bucket: BucketTasks, TTL: taskRecordTTL, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
+		},
+		Objects: []jetstream.ObjectStoreConfig{
+			{Bucket: BucketBlobs, TTL: blobTTL, Storage: jetstream.FileStorage, Replicas: replicas},
+		},
+	}
+}
+
+// Ensure creates what the layout names, or updates it to the layout; it
+// is idempotent, and every cell calls it at start. It never lowers a
+// stream's or bucket's replicas: a region that shrank keeps its copies
+// until an operator removes the dead cell (§8).
+func Ensure(ctx context.Context, js jetstream.JetStream, l Layout) error {
+	for _, cfg := range l.Streams {
+		if err := ensureStream(ctx, js, cfg); err != nil {
+			return err
+		}
+	}
+	for _, c := range l.Consumers {
+		if _, err := js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config); err != nil {
+			return fmt.Errorf("jsnode: consumer %s/%s: %w", c.Stream, c.Config.Durable, err)
+		}
+	}
+	for _, cfg := range l.Buckets {
+		if cur, err := currentReplicas(ctx, js, "KV_"+cfg.Bucket); err != nil {
+			return fmt.Errorf("jsnode: bucket %s: %w", cfg.Bucket, err)
+		} else if cur > cfg.Replicas {
+			cfg.Replicas = cur
+		}
+		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
+			return fmt.Errorf("jsnode: bucket %s: %w", cfg.Bucket, err)
+		}
+	}
+	for _, cfg := range l.Objects {
+		if cur, err := currentReplicas(ctx, js, "OBJ_"+cfg.Bucket); err != nil {
+			return fmt.Errorf("jsnode: object store %s: %w", cfg.Bucket, err)
+		} else if cur > cfg.Replicas {
+			cfg.Replicas = cur
+		}
+		if _, err := js.CreateOrUpdateObjectStore(ctx, cfg); err != nil {
+			return fmt.Errorf("jsnode: object store %s: %w", cfg.Bucket, err)
+		}
+	}
+	return nil
+}
+
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	cur, err := currentReplicas(ctx, js, cfg.Name)
+	if err != nil {
+		return fmt.Errorf("jsnode: stream %s: %w", cfg.Name, err)
+	}
+	if cur > cfg.Replicas {
+		cfg.Replicas = cur
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("jsnode: stream %s: %w", cfg.Name, err)
+	}
+	return nil
+}
+
+// currentReplicas is a stream's replicas, 0 if it does not exist.
+func currentReplicas(ctx context.Context, js jetstream.JetStream, name string) (int, error) {
+	s, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return s.CachedInfo().Config.Replicas, nil
+}
