@@ -56,7 +56,7 @@ type Observer interface {
 // stage hands e to the observer when the job has a shape; it returns the
 // event to pass to committed (nil when there is none).
 func (m *Manager) stage(b *store.Batch, j *job, e Event) (*Event, error) {
-	if m.cfg.Events == nil || len(j.meta.Shape) == 0 {
+	if m.cfg.Events == nil || len(j.meta.Shape) == 0 || j.restoring {
 		return nil, nil
 	}
 	e.Job, e.Account, e.Shape, e.At = j.meta.ID, j.meta.Account, j.meta.Shape, m.cfg.Now().UTC()

@@ -180,6 +180,10 @@ type Manager struct {
 	// shared is closed by Share; started is when Start ran (AwaitShare).
 	shared  chan struct{}
 	started time.Time
+	// restored is set once this cell's jobs and the region's log agree
+	// (mirror.go); until then, and within Config.AwaitShare, a job id it
+	// does not know may be one it has yet to restore.
+	restored atomic.Bool
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -273,6 +277,9 @@ type job struct {
 	// concurrency (meta.Concurrency) when one of its URLs finishes.
 	slot chan struct{}
 	gone bool // swept
+	// restoring is true while restore applies the job's outcomes from
+	// the region's log: they are not news, and make no events.
+	restoring bool
 	// lastDone is when a URL of the job last finished well (Queue).
 	lastDone time.Time
 }
@@ -509,9 +516,19 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 	if held {
 		j.meta.Hold, j.meta.HeldUntil = newToken(), now.Add(m.cfg.HoldTTL)
 	}
-	b := m.st.NewBatch()
 	if idemKey != nil {
 		j.meta.IdemKey = string(idemKey)
+	}
+	// A shared job is in the region's log before it is answered: a cell
+	// that loses its data directory restores it from there (mirror.go).
+	if s := m.mirrored(x.Grow); s != nil {
+		if err := s.putJob(m.ctx, j.meta, urls); err != nil {
+			m.cfg.Logger.Error("jobs: the region's log did not take a job; refused", "err", err)
+			return "", "", errMirror
+		}
+	}
+	b := m.st.NewBatch()
+	if idemKey != nil {
 		b.Set(idemKey, append(append([]byte(id), 0), idemVal...))
 	}
 	mb, _ := json.Marshal(j.meta)
@@ -551,7 +568,11 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 // putMeta writes j's meta; j.mu is held.
 func (m *Manager) putMeta(j *job) error {
 	mb, _ := json.Marshal(j.meta)
-	return m.st.Set(metaKey(j.meta.ID), mb, store.Sync)
+	if err := m.st.Set(metaKey(j.meta.ID), mb, store.Sync); err != nil {
+		return err
+	}
+	m.mirrorMetaLocked(j)
+	return nil
 }
 
 // Release starts what token holds of account's job id: the held job
@@ -597,6 +618,7 @@ func (m *Manager) ReleaseCharged(id, account, token string, creditsMC int64) err
 			return err
 		}
 		j.meta = nm
+		m.mirrorMetaLocked(j)
 		m.committed(ev)
 		m.startDispatchLocked(j)
 		return nil
@@ -662,6 +684,7 @@ func (m *Manager) moveHeldLocked(j *job, to, token string, creditsMC int64) (int
 	id := j.meta.ID
 	b := m.st.NewBatch()
 	n := 0
+	var queued []uint64
 	err := m.st.Scan(jobKey(id, 'u'), nil, func(k, v []byte) (bool, error) {
 		var r urlRecord
 		if err := json.Unmarshal(v, &r); err != nil {
@@ -674,7 +697,8 @@ func (m *Manager) moveHeldLocked(j *job, to, token string, creditsMC int64) (int
 		rb, _ := json.Marshal(r)
 		b.Set(bytes.Clone(k), rb)
 		if to == urlPending {
-			b.Set(seqKey(id, 'p', binary.BigEndian.Uint64(k[len(k)-8:])), []byte(r.URL))
+			b.Set(seqKey(id, 'p', seqOf(k)), []byte(r.URL))
+			queued = append(queued, seqOf(k))
 		}
 		n++
 		return true, nil
@@ -696,6 +720,8 @@ func (m *Manager) moveHeldLocked(j *job, to, token string, creditsMC int64) (int
 		return 0, err
 	}
 	j.meta = nm
+	m.mirrorMetaLocked(j)
+	m.mirrorPendingLocked(j, queued)
 	return n, nil
 }
 
@@ -1084,6 +1110,7 @@ func (m *Manager) cancelPendingLocked(j *job, nm meta, ev *Event) (int, error) {
 		return 0, err
 	}
 	j.meta = nm
+	m.mirrorMetaLocked(j)
 	j.pending -= n
 	j.cancelled += n
 	m.committed(staged)
@@ -1165,6 +1192,9 @@ func (m *Manager) get(id, account string) (*job, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
+	if !ok && m.mayRestore() {
+		return nil, ErrRestoring
+	}
 	if !ok || account == "" || subtle.ConstantTimeCompare([]byte(j.meta.Account), []byte(account)) != 1 {
 		return nil, ErrNoJob
 	}
@@ -1343,6 +1373,7 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 		return 0, "", err
 	}
 	j.meta = nm
+	m.mirrorMetaLocked(j)
 	return n, nm.RetryHold, nil
 }
 
@@ -1404,6 +1435,11 @@ func (m *Manager) Sweep() (int, error) {
 		m.mu.Lock()
 		delete(m.jobs, id)
 		m.mu.Unlock()
+		if s := m.mirrored(j.meta.Grow); s != nil {
+			if err := s.forget(m.ctx, id); err != nil {
+				m.cfg.Logger.Warn("jobs: swept job not removed from the region's log (its age will)", "job", id, "err", err)
+			}
+		}
 	}
 	return len(old), nil
 }

@@ -134,6 +134,8 @@ type sharing struct {
 	// region's job URLs waiting for a puller and lag this cell's
 	// outcomes waiting to be recorded (refreshed every 2 s by watch).
 	fetching, backlog, lag atomic.Int64
+	// restore is what the last restore did (nil until it ran).
+	restore atomic.Pointer[RestoreStats]
 }
 
 // Share makes the manager publish its jobs' URLs to the region's work
@@ -158,7 +160,7 @@ func (m *Manager) Share(ctx context.Context, js jetstream.JetStream, cfg ShareCo
 	if err != nil {
 		return fmt.Errorf("jobs: the job consumer: %w", err)
 	}
-	res, err := js.CreateOrUpdateConsumer(ctx, jsnode.StreamResults, jsnode.ResultsConsumer(cfg.Cell))
+	res, err := js.CreateOrUpdateConsumer(ctx, jsnode.StreamJobLog, jsnode.ResultsConsumer(cfg.Cell))
 	if err != nil {
 		return fmt.Errorf("jobs: this cell's results consumer: %w", err)
 	}
@@ -177,11 +179,45 @@ func (m *Manager) Share(ctx context.Context, js jetstream.JetStream, cfg ShareCo
 		go m.pull(s)
 	}
 	m.wg.Add(3)
-	go m.collect(s)
+	go m.recover(s)
 	go m.republish(s)
 	go m.watch(s)
 	m.cfg.Logger.Info("jobs: sharing URLs with the region's cells", "cell", cfg.Cell, "window", cfg.Window)
 	return nil
+}
+
+// recover makes this cell's jobs and the region's log agree (restore),
+// retrying until it has, then records outcomes (collect): an outcome of
+// a job not restored yet would find no job to record it in.
+func (m *Manager) recover(s *sharing) {
+	for wait := time.Second; m.ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
+		st, err := m.restore(m.ctx, s)
+		if err == nil {
+			s.restore.Store(&st)
+			m.restored.Store(true)
+			if st.Jobs > 0 || st.Mirrored > 0 {
+				m.cfg.Logger.Info("jobs: this cell's jobs and the region's log agree", "restored", st.Jobs, "outcomes", st.Outcomes,
+					"written", st.Mirrored, "took", st.Took.Round(time.Millisecond))
+			}
+			m.collect(s)
+			return
+		}
+		if m.ctx.Err() != nil {
+			break
+		}
+		m.cfg.Logger.Warn("jobs: restore from the region's log; retrying", "err", err, "in", wait)
+		select {
+		case <-time.After(wait):
+		case <-m.ctx.Done():
+		}
+	}
+	m.wg.Done()
+}
+
+// mayRestore reports whether a job id this cell does not know may be one
+// it has yet to restore from the region's log.
+func (m *Manager) mayRestore() bool {
+	return m.cfg.AwaitShare > 0 && !m.restored.Load() && !m.started.IsZero() && time.Since(m.started) < m.cfg.AwaitShare
 }
 
 // Shared reports whether the manager shares its work (Share ran).
@@ -198,6 +234,9 @@ type ShareStats struct {
 	Fetching    int64 `json:"fetching"`    // items this cell's pullers hold now
 	Backlog     int64 `json:"backlog"`     // the region's job URLs waiting for a puller
 	Lag         int64 `json:"lag"`         // outcomes of this cell's URLs not recorded yet
+	// Restored is what the cell restored from the region's job log when
+	// it began sharing (mirror.go); nil until that is done.
+	Restored *RestoreStats `json:"restored,omitempty"`
 }
 
 // ShareStats reports the shared path's counters.
@@ -211,7 +250,7 @@ func (m *Manager) ShareStats() ShareStats {
 	s.mu.Unlock()
 	return ShareStats{Shared: true, Queued: q, Fetched: s.fetched.Load(), Applied: s.applied.Load(),
 		Duplicates: s.duplicates.Load(), Redelivered: s.redelivered.Load(),
-		Fetching: s.fetching.Load(), Backlog: s.backlog.Load(), Lag: s.lag.Load()}
+		Fetching: s.fetching.Load(), Backlog: s.backlog.Load(), Lag: s.lag.Load(), Restored: s.restore.Load()}
 }
 
 // send hands an admitted URL to a local worker, or, when sharing, to the
@@ -421,7 +460,7 @@ func (m *Manager) work1(s *sharing, msg jetstream.Msg) {
 // when it is too large for a message.
 func (s *sharing) send(ctx context.Context, it jobItem, out *jobOutcome, line []byte) error {
 	id := fmt.Sprintf("%s/%d/%d/%s", it.Job, it.Seq, it.Gen, out.Cell)
-	msg := nats.NewMsg(jsnode.ResultSubject(it.Owner, it.Job))
+	msg := nats.NewMsg(jsnode.ResultSubject(it.Owner, it.Job, it.Seq))
 	if len(line) <= inlineMax {
 		msg.Data = line
 	} else {
@@ -476,7 +515,6 @@ func (m *Manager) fetch(target Target, opts scrape.Options, shape json.RawMessag
 func (m *Manager) collect(s *sharing) {
 	defer m.wg.Done()
 	var done []jetstream.Msg
-	var blobs []string
 	for m.ctx.Err() == nil {
 		batch, err := s.res.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
 		if err != nil {
@@ -489,9 +527,13 @@ func (m *Manager) collect(s *sharing) {
 			}
 			continue
 		}
-		done, blobs = done[:0], blobs[:0]
+		done = done[:0]
 		for msg := range batch.Messages() {
-			blob, err := m.applyOutcome(s, msg.Headers().Get(headerOutcome), msg.Data())
+			if msg.Headers().Get(headerPending) != "" {
+				done = append(done, msg) // the log's mark of a retry (mirror.go)
+				continue
+			}
+			_, err := m.applyOutcome(s, msg.Headers().Get(headerOutcome), msg.Data())
 			if err != nil {
 				if m.ctx.Err() == nil {
 					m.cfg.Logger.Error("jobs: outcome not recorded; offered again", "err", err)
@@ -500,9 +542,6 @@ func (m *Manager) collect(s *sharing) {
 				continue
 			}
 			done = append(done, msg)
-			if blob != "" {
-				blobs = append(blobs, blob)
-			}
 		}
 		if len(done) == 0 {
 			continue
@@ -515,15 +554,6 @@ func (m *Manager) collect(s *sharing) {
 		}
 		for _, msg := range done {
 			msg.Ack()
-		}
-		// A blob goes once its outcome is recorded for good: a repeat
-		// that finds none is one recorded before.
-		for _, name := range blobs {
-			ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-			if err := s.blobs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-				m.cfg.Logger.Warn("jobs: blob not deleted (its TTL will)", "blob", name, "err", err)
-			}
-			cancel()
 		}
 	}
 }

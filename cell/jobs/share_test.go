@@ -182,7 +182,7 @@ func TestSharedOutcomeRecordedOnce(t *testing.T) {
 	}
 	waitDone(t, a, id, 2)
 	head, _ := json.Marshal(jobOutcome{Job: id, Seq: 0, URL: "http://site.test/a", Attempts: 1, Cell: "c9"})
-	dup := nats.NewMsg(jsnode.ResultSubject("c1", id))
+	dup := nats.NewMsg(jsnode.ResultSubject("c1", id, 0))
 	dup.Header.Set(headerOutcome, string(head))
 	dup.Data = []byte(`{"url":"http://site.test/a","ok":true,"result":{"again":1}}`)
 	if _, err := r.js.PublishMsg(context.Background(), dup); err != nil {
@@ -218,11 +218,11 @@ func TestSharedLargeLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Deleted once the outcome is acked, after the record is synced.
-	testwait.Until(t, 10*time.Second, "the blob to be deleted", func() bool {
-		list, _ := obs.List(context.Background())
-		return len(list) == 0
-	})
+	// Kept as long as the job log keeps the job: a cell that lost its
+	// disk restores the line from it (mirror.go).
+	if list, _ := obs.List(context.Background()); len(list) != 1 {
+		t.Fatalf("%d blobs, want the one of the line", len(list))
+	}
 }
 
 // A cell that closes mid-job hands its pulled URLs back (Nak): the
@@ -271,4 +271,84 @@ func TestAwaitShareHoldsURLs(t *testing.T) {
 	if st := a.ShareStats(); st.Applied != 3 {
 		t.Fatalf("%d outcomes came through the queue, want 3: %+v", st.Applied, st)
 	}
+}
+
+// A cell that lost its store comes back under its name and restores its
+// jobs from the region's log: every URL once in the results, the URLs
+// done before the loss not fetched again, a held job still held (its
+// token releases it), a large line whole, a cancelled job cancelled.
+func TestRestoreAfterLostStore(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 2, 20*time.Millisecond, 10)
+	b := r.manager("c2", 2, 20*time.Millisecond, 10)
+	const n = 120
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/r%d", i)
+	}
+	run, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, token, err := a.Hold("acct", []string{"http://site.test/h1", "http://site.test/h2"}, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancelled, err := a.Submit("acct", []string{"http://site.test/c1"}, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a, cancelled, 1)
+	if err := a.Cancel(cancelled, "acct"); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "a third of the job", func() bool {
+		st, err := a.Status(run, "acct", false)
+		return err == nil && st.Done >= n/3
+	})
+	a.Close() // its store is gone with it: the next c1 opens an empty one
+	before := r.fetched("c1") + r.fetched("c2")
+
+	a2 := r.manager("c1", 2, 20*time.Millisecond, 10)
+	waitDone(t, a2, run, n)
+	seen := resultURLs(t, a2, run)
+	for _, u := range urls {
+		if seen[u] != 1 {
+			t.Fatalf("%s: %d lines after the restore", u, seen[u])
+		}
+	}
+	r.mu.Lock()
+	again := 0
+	for _, byURL := range r.fetches {
+		for u, c := range byURL {
+			if strings.HasPrefix(u, "http://site.test/r") && c > 1 {
+				again += c - 1
+			}
+		}
+	}
+	r.mu.Unlock()
+	// At most the URLs in flight at the loss (each cell's pullers) are
+	// fetched twice.
+	if again > 4 {
+		t.Fatalf("%d URLs fetched again after the restore (%d fetches before it)", again, before)
+	}
+	st := a2.ShareStats().Restored
+	if st == nil || st.Jobs != 3 {
+		t.Fatalf("restore stats %+v, want 3 jobs", st)
+	}
+	t.Logf("restored %d jobs, %d outcomes, in %.3f s; %d fetched again", st.Jobs, st.Outcomes, st.Seconds, again)
+
+	hs, err := a2.Status(held, "acct", false)
+	if err != nil || hs.Status != StatusPending {
+		t.Fatalf("held job after the restore: %+v %v", hs, err)
+	}
+	if err := a2.Release(held, "acct", token); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a2, held, 2)
+	cs, err := a2.Status(cancelled, "acct", false)
+	if err != nil || cs.Status != StatusCancelled {
+		t.Fatalf("cancelled job after the restore: %+v %v", cs, err)
+	}
+	_ = b
 }

@@ -36,6 +36,11 @@ type cellHealth struct {
 		Applied     int64 `json:"applied"`
 		Duplicates  int64 `json:"duplicates"`
 		Redelivered int64 `json:"redelivered"`
+		Restored    *struct {
+			Jobs     int     `json:"jobs"`
+			Outcomes int     `json:"outcomes"`
+			Seconds  float64 `json:"seconds"`
+		} `json:"restored"`
 	} `json:"job_share"`
 }
 

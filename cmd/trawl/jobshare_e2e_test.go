@@ -767,3 +767,108 @@ func TestSharedJobsSurviveKillLoop(t *testing.T) {
 	}
 	t.Logf("both jobs done, every URL once; %d URLs asked of the site more than once; counters: %s", twice, r.counters(""))
 }
+
+// TestSharedJobSurvivesLostDisk: the owner of a job is killed with
+// SIGKILL mid-job and its data directory (its Pebble store and its
+// JetStream node's files) is deleted while it is down; it comes back
+// under its name on an empty directory, restores the job from the
+// region's job log, and the job is done with every URL exactly once,
+// the URLs done before the loss not fetched again (but those in flight).
+func TestSharedJobSurvivesLostDisk(t *testing.T) {
+	const n, conc, delay = 600, 8, 200 * time.Millisecond
+	site := newSlowSite(t, delay)
+	r := startShareRegion(t, 3, conc)
+
+	// The owner is a cell process of its own (c1 lives with the gate):
+	// the job is submitted to it directly, signed as the gate signs for
+	// the dev account, so the gate answers for it later.
+	oc := r.cells["c2"]
+	oc.p.account = devAccountID
+	urls := site.urls("lost", n)
+	code, b := oc.p.call(t, "POST", "/scrape/jobs", map[string]any{"urls": urls, "format": "md"})
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	if code != 202 || json.Unmarshal(b, &sub) != nil {
+		t.Fatalf("submit to c2: %d %s", code, b)
+	}
+	id := sub.JobID
+	var atKill jobStatus
+	testwait.Until(t, 60*time.Second, "150 URLs of the job done", func() bool {
+		atKill = oc.p.jobStatus(t, id)
+		return atKill.Done >= 150
+	})
+	killed := time.Now()
+	oc.p.kill(t)
+	if atKill.Done >= n {
+		t.Fatalf("the job finished before the kill (%+v): nothing was tested", atKill)
+	}
+	data := ""
+	for i, a := range oc.args {
+		if a == "--data" {
+			data = oc.args[i+1]
+		}
+	}
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("job %s: killed its owner c2 with %d of %d done, and deleted its data directory", id, atKill.Done, n)
+
+	restarted := time.Now()
+	r.startCell(t, oc)
+	oc.p.account = devAccountID
+	var progressed time.Duration
+	st, done := waitJobDone(t, 4*time.Minute, "the owner's job to finish after its restart on an empty directory", func() (jobStatus, error) {
+		s, err := cellJobStatus(oc.p, id)
+		if err == nil && progressed == 0 {
+			progressed = time.Since(restarted)
+		}
+		return s, err
+	})
+	h, _ := getCellHealth(oc.base)
+	t.Logf("c2 restarted on an empty directory: its job answered again %v after the restart and was done %v after it; restore: %+v; cluster size %d",
+		progressed.Round(10*time.Millisecond), done.Sub(restarted).Round(10*time.Millisecond), h.JobShare.Restored, h.JetStream.ClusterSize)
+	checkExactlyOnce(t, st, oc.p.results(t, id), urls)
+	if h.JobShare.Restored == nil || h.JobShare.Restored.Jobs != 1 {
+		t.Errorf("restore counters %+v, want one job restored", h.JobShare.Restored)
+	}
+	// Asked of the site twice: at most what was in flight at the kill
+	// (every cell's fetches), not the URLs done before it.
+	twice := 0
+	for _, at := range site.requests("lost") {
+		if len(at) > 1 {
+			twice++
+		}
+	}
+	t.Logf("%d of %d URLs asked of the site twice", twice, n)
+	if twice > 3*conc {
+		t.Errorf("%d URLs asked of the site twice, want at most the %d the cells had in flight", twice, 3*conc)
+	}
+	testwait.Until(t, 30*time.Second, "the job done through the gate", func() bool {
+		s, err := gateJobStatus(r.gate, id)
+		return err == nil && s.Status == "done" && s.Done == n
+	})
+	// The old c2 peer (its lost directory's instance) leaves the meta
+	// group: the region is three peers again, not three of four.
+	var sizes []int
+	testwait.Until(t, 60*time.Second, "the replaced peer removed (a meta group of three on every cell)", func() bool {
+		sizes = sizes[:0]
+		for _, name := range r.names {
+			h, err := getCellHealth(r.cells[name].base)
+			if err != nil {
+				return false
+			}
+			sizes = append(sizes, h.JetStream.ClusterSize)
+		}
+		return !slices.ContainsFunc(sizes, func(n int) bool { return n != 3 })
+	})
+	t.Logf("meta group back to three peers %v after the kill", time.Since(killed).Round(100*time.Millisecond))
+	// And the region still shares work: a second job, across the cells.
+	urls2 := site.urls("after", 120)
+	id2, _ := submitThroughGate(t, r.gate, urls2)
+	st2, _ := waitJobDone(t, 2*time.Minute, "a job after the loss", func() (jobStatus, error) { return gateJobStatus(r.gate, id2) })
+	checkExactlyOnce(t, st2, gateResults(t, r.gate, id2), urls2)
+}

@@ -86,6 +86,11 @@ type Node struct {
 	srv      *server.Server
 	nc       *nats.Conn
 	js       jetstream.JetStream
+	// sys is a connection in the system account (clustered nodes only):
+	// the meta group's peer removal (RemoveFormerSelves) is a system
+	// request.
+	sys     *nats.Conn
+	sysPass string
 
 	alone   bool // clustered, and no peer at start
 	wmu     sync.Mutex
@@ -160,7 +165,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		// token can use: the in-process connections.
 		opts.DontListen = false
 		opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
-		opts.Authorization = randomHex(16)
+		// Two users, both with this start's random passwords: the
+		// cell's (global account, as a standalone node's) and one in
+		// the system account, for the meta group's peer removal.
+		sys := server.NewAccount(server.DEFAULT_SYSTEM_ACCOUNT)
+		opts.Accounts = []*server.Account{sys}
+		opts.SystemAccount = server.DEFAULT_SYSTEM_ACCOUNT
+		n.sysPass = randomHex(16)
+		opts.Users = []*server.User{
+			{Username: "cell", Password: randomHex(16)},
+			{Username: "sys", Password: n.sysPass, Account: sys},
+		}
 	}
 	n.base = opts.Clone()
 
@@ -180,13 +195,23 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, ErrNotReady
 	}
 	n.srv = srv
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(n.name), nats.MaxReconnects(-1),
-		nats.Token(opts.Authorization))
+	var auth nats.Option = func(*nats.Options) error { return nil }
+	if len(opts.Users) > 0 {
+		auth = nats.UserInfo(opts.Users[0].Username, opts.Users[0].Password)
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name(n.name), nats.MaxReconnects(-1), auth)
 	if err != nil {
 		n.shutdown()
 		return nil, fmt.Errorf("jsnode: connect in process: %w", err)
 	}
 	n.nc = nc
+	if n.sysPass != "" {
+		if n.sys, err = nats.Connect("", nats.InProcessServer(srv), nats.Name(n.name+"-sys"), nats.MaxReconnects(-1),
+			nats.UserInfo("sys", n.sysPass)); err != nil {
+			n.shutdown()
+			return nil, fmt.Errorf("jsnode: connect in process (system): %w", err)
+		}
+	}
 	if n.js, err = jetstream.New(nc); err != nil {
 		n.shutdown()
 		return nil, fmt.Errorf("jsnode: %w", err)
@@ -379,6 +404,11 @@ func (n *Node) run() {
 			if err := n.UpdateRoutes(); err != nil {
 				n.cfg.Logger.Warn("jsnode: routes", "err", err)
 			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if _, err := n.RemoveReplaced(ctx); err != nil {
+				n.cfg.Logger.Warn("jsnode: replaced peers", "err", err)
+			}
+			cancel()
 		}
 	}
 }
@@ -454,6 +484,9 @@ func (n *Node) Close() error {
 
 func (n *Node) shutdown() {
 	n.stopWitness()
+	if n.sys != nil {
+		n.sys.Close()
+	}
 	if n.nc != nil {
 		closed := make(chan struct{})
 		n.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })

@@ -206,7 +206,7 @@ func TestGrowOneToThree(t *testing.T) {
 	// A cell's results consumer, made while the region had one cell.
 	{
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if _, err := n1.JetStream().CreateOrUpdateConsumer(ctx, jsnode.StreamResults, jsnode.ResultsConsumer("c1")); err != nil {
+		if _, err := n1.JetStream().CreateOrUpdateConsumer(ctx, jsnode.StreamJobLog, jsnode.ResultsConsumer("c1")); err != nil {
 			t.Fatal(err)
 		}
 		cancel()
@@ -283,7 +283,7 @@ func TestGrowOneToThree(t *testing.T) {
 	// The consumers made at R1 follow their streams to three peers (their
 	// Replicas 0 inherits the stream's): a region that grew does not keep
 	// its one job consumer on its first cell alone.
-	for _, c := range []struct{ stream, name string }{{jsnode.StreamWork, jsnode.ConsumerJob}, {jsnode.StreamResults, "res-c1"}} {
+	for _, c := range []struct{ stream, name string }{{jsnode.StreamWork, jsnode.ConsumerJob}, {jsnode.StreamJobLog, "res-c1"}} {
 		jsnodetest.WaitFor(t, 30*time.Second, "consumer "+c.name+" on three peers", func() (bool, string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -585,5 +585,48 @@ func BenchmarkStart(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// A node whose data directory is lost comes back as a new peer (a new
+// instance); the meta leader removes the old one, so the region is three
+// peers again, and a stream of three replicas keeps its messages.
+func TestLostDirectoryPeerReplaced(t *testing.T) {
+	t.Parallel()
+	c, nodes := jsnodetest.Start(t, 3)
+	ensure(t, nodes[0], 3)
+	publish(t, nodes[0], jsnode.SubjectWorkJob+"a", "before")
+	old := nodes[2].Name()
+	c.Stop("c3")
+	if err := os.RemoveAll(c.Config("c3").Dir); err != nil {
+		t.Fatal(err)
+	}
+	n3 := c.Add("c3")
+	jsnodetest.Ready(t, n3)
+	if n3.Name() == old {
+		t.Fatalf("the node on a new directory kept its name %s", old)
+	}
+	jsnodetest.WaitFor(t, 60*time.Second, "the old peer removed", func() (bool, string) {
+		var views []string
+		done := true
+		for _, n := range []*jsnode.Node{nodes[0], nodes[1], n3} {
+			jsz, err := n.Server().Jsz(&server.JSzOptions{})
+			if err != nil || jsz.Meta == nil {
+				return false, fmt.Sprint(err)
+			}
+			var names []string
+			for _, p := range jsz.Meta.Replicas {
+				names = append(names, fmt.Sprintf("%s offline=%v", p.Name, p.Offline))
+			}
+			views = append(views, fmt.Sprintf("%s: size %d leader %s %v", n.Name(), jsz.Meta.Size, jsz.Meta.Leader, names))
+			if jsz.Meta.Size != 3 {
+				done = false
+			}
+		}
+		return done, strings.Join(views, "; ")
+	})
+	msg := next(t, n3, "job", 20*time.Second)
+	if string(msg.Data()) != "before" {
+		t.Fatalf("after the loss: got %q", msg.Data())
 	}
 }

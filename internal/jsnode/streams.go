@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,13 +13,14 @@ import (
 
 // The region's streams and buckets (docs/jetstream-design.md §2).
 const (
-	StreamWork   = "TRAWL_WORK"   // work items: job URLs, tasks, recipe runs, checks, hook retries
-	StreamHooks  = "TRAWL_HOOKS"  // one webhook token per job
-	StreamJobLog = "TRAWL_JOBLOG" // the replicated job state
-	// StreamResults carries the outcome of a shared job URL back to the
-	// cell that owns the job (cell/jobs/share.go).
-	StreamResults = "TRAWL_RESULTS"
-	// BucketBlobs holds an outcome too large for a message.
+	StreamWork  = "TRAWL_WORK"  // work items: job URLs, tasks, recipe runs, checks, hook retries
+	StreamHooks = "TRAWL_HOOKS" // one webhook token per job
+	// StreamJobLog is the replicated copy of each shared job: its
+	// record, its URLs and the outcome of each URL, which also travels
+	// back to the owner on it (cell/jobs/mirror.go).
+	StreamJobLog = "TRAWL_JOBLOG"
+	// BucketBlobs holds an outcome too large for a message, as long as
+	// the job log keeps its job.
 	BucketBlobs = "TRAWL_BLOBS"
 	// ConsumerJob is the one durable consumer of job URLs, pulled by
 	// every cell.
@@ -37,10 +39,8 @@ const (
 	SubjectCheck      = "trawl.work.check"
 	SubjectHookRetry  = "trawl.work.hookretry"
 	SubjectHook       = "trawl.work.hook." // + Token(job)
-	SubjectJobLog     = "trawl.job."       // + Token(job) + "." + event
-	SubjectResult     = "trawl.res."       // + owner cell + "." + Token(job)
-	blobTTL           = 24 * time.Hour
-	LeaseCoordinator  = "coordinator" // the lease's key in BucketLease
+	SubjectJobLog     = "trawl.job."       // + owner cell + "." + Token(job) + "." + kind
+	LeaseCoordinator  = "coordinator"      // the lease's key in BucketLease
 	leaseTTL          = 6 * time.Second
 	workAckWait       = 15 * time.Second
 	workMaxMsgSize    = 1 << 20
@@ -55,18 +55,27 @@ const (
 // and regions and cells are [a-z0-9], so "-" for "." is reversible.
 func Token(id string) string { return strings.ReplaceAll(id, ".", "-") }
 
-// ResultSubject is where the outcome of a URL of job, owned by cell
+// JobSubject is the prefix of job's subjects in the job log, owned by
+// cell owner; what follows is ".meta" (its record, the last one kept),
+// ".urls.<n>" (its submitted URLs, in chunks) and ".res.<seq>" (the
+// outcome of its URL seq, the last one kept). job "*" matches every job
+// of the owner.
+func JobSubject(owner, job string) string { return SubjectJobLog + owner + "." + Token(job) }
+
+// ResultSubject is where the outcome of URL seq of job, owned by cell
 // owner, is published.
-func ResultSubject(owner, job string) string { return SubjectResult + owner + "." + Token(job) }
+func ResultSubject(owner, job string, seq uint64) string {
+	return JobSubject(owner, job) + ".res." + strconv.FormatUint(seq, 10)
+}
 
 // ResultsConsumer is cell's durable consumer of the outcomes of its
-// jobs' URLs: one per cell, so their filters never overlap (a
-// work-queue stream refuses overlapping consumers). A cell that is down
-// finds its outcomes waiting when it is back.
+// jobs' URLs: one per cell. The outcomes stay in the log after the ack
+// (a cell that lost its disk restores its jobs from them); a cell that
+// is down finds its outcomes waiting when it is back.
 func ResultsConsumer(cell string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       "res-" + cell,
-		FilterSubject: SubjectResult + cell + ".>",
+		FilterSubject: JobSubject(cell, "*") + ".res.*",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
 		MaxDeliver:    -1, // an outcome is never dropped
@@ -100,6 +109,9 @@ type Consumer struct {
 // given number of replicas; jobRetention is how long a job is kept
 // (--job-retention: the log keeps it an hour longer).
 func RegionLayout(replicas int, jobRetention time.Duration) Layout {
+	if jobRetention <= 0 {
+		jobRetention = 7 * 24 * time.Hour // jobs.Config.Retention's default
+	}
 	work := jetstream.StreamConfig{
 		Name:       StreamWork,
 		Subjects:   []string{SubjectWorkJob + ">", "trawl.work.task.*", SubjectRecipe, SubjectCheck, SubjectHookRetry},
@@ -112,9 +124,6 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 		// A full queue refuses new work rather than drop accepted work.
 		Discard: jetstream.DiscardNew,
 	}
-	results := work
-	results.Name = StreamResults
-	results.Subjects = []string{SubjectResult + ">"}
 	hooks := work
 	hooks.Name = StreamHooks
 	hooks.Subjects = []string{SubjectHook + ">"}
@@ -144,7 +153,7 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 		}}
 	}
 	return Layout{
-		Streams: []jetstream.StreamConfig{work, results, hooks, log},
+		Streams: []jetstream.StreamConfig{work, hooks, log},
 		Consumers: []Consumer{
 			consumer(StreamWork, ConsumerJob, SubjectWorkJob+">", 5, 4096),
 			consumer(StreamWork, "task-hi", SubjectTaskHi, 3, 256),
@@ -160,7 +169,7 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 			{Bucket: BucketTasks, TTL: taskRecordTTL, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 		},
 		Objects: []jetstream.ObjectStoreConfig{
-			{Bucket: BucketBlobs, TTL: blobTTL, Storage: jetstream.FileStorage, Replicas: replicas},
+			{Bucket: BucketBlobs, TTL: jobRetention + jobLogRetentionUp, Storage: jetstream.FileStorage, Replicas: replicas},
 		},
 	}
 }

@@ -1,0 +1,405 @@
+package jobs
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/jsnode"
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+// The job log: a shared job's replicated copy (docs/jetstream-design.md
+// §10, "A cell that lost its disk").
+//
+// A cell that shares its jobs keeps, in the region's TRAWL_JOBLOG stream
+// (replicated like the work queue, kept for --job-retention and an hour),
+// under trawl.job.<owner>.<job>:
+//
+//   - .urls.<n>: the submitted URLs, in chunks, written before the
+//     submission is answered;
+//   - .meta: the job's record (holds, releases, cancellation, retries,
+//     what it was charged), written again at each change, the last kept;
+//   - .res.<seq>: the outcome of URL seq, written by the cell that fetched
+//     it; the owner's results consumer reads it from there, and the
+//     message stays (the last outcome of a URL is kept: a released
+//     retry's replaces the failure it retried).
+//
+// A cell whose data directory was lost comes back under the same name
+// with an empty store: before it records outcomes again, it reads its
+// jobs' records from the log, writes each job's URLs as pending, applies
+// every outcome the log has, and goes on with what is still pending
+// (restore). Nothing is charged again: a job is charged at submission,
+// and its record says so. A growing job (a site crawl) is not in the log:
+// its pages stay with its owner (share.go), and so does its state.
+
+// headerPending marks a .res.<seq> message that puts its URL back to
+// pending (a released retry), replacing the failure it retries.
+const headerPending = "Trawl-Pending"
+
+// chunkURLs and chunkBytes bound a chunk of a job's URLs (a message is
+// at most 1 MiB).
+const (
+	chunkURLs  = 1000
+	chunkBytes = 512 << 10
+)
+
+// errMirror answers a submission the region's log could not store.
+var errMirror = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "try_again",
+	Message: "the region could not store the job; try again", RetryAfter: 5 * time.Second}
+
+// ErrRestoring answers a call about a job this cell may still be
+// restoring from the region's log (it came back without its data).
+var ErrRestoring = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "try_again",
+	Message: "this cell is restoring its jobs; try again", RetryAfter: 5 * time.Second}
+
+// mirrored reports the sharing a job of grow goes into the log with, or
+// nil (not sharing, or a growing job).
+func (m *Manager) mirrored(grow *Growth) *sharing {
+	if grow != nil {
+		return nil
+	}
+	return m.share.Load()
+}
+
+// putJob writes a new job's URLs, then its record, to the log.
+func (s *sharing) putJob(ctx context.Context, mt meta, urls []string) error {
+	n, size := 0, 0
+	var chunk []string
+	flush := func() error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		b, _ := json.Marshal(chunk)
+		if err := s.logPublish(ctx, jsnode.JobSubject(s.cfg.Cell, mt.ID)+".urls."+strconv.Itoa(n), b, nil); err != nil {
+			return err
+		}
+		n, size, chunk = n+1, 0, chunk[:0]
+		return nil
+	}
+	for _, u := range urls {
+		if len(chunk) == chunkURLs || (size+len(u) > chunkBytes && len(chunk) > 0) {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		chunk = append(chunk, u)
+		size += len(u) + 3
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	return s.putMeta(ctx, mt)
+}
+
+// putMeta writes a job's record to the log.
+func (s *sharing) putMeta(ctx context.Context, mt meta) error {
+	b, _ := json.Marshal(mt)
+	return s.logPublish(ctx, jsnode.JobSubject(s.cfg.Cell, mt.ID)+".meta", b, nil)
+}
+
+func (s *sharing) logPublish(ctx context.Context, subject string, data []byte, h nats.Header) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	msg := &nats.Msg{Subject: subject, Data: data, Header: h}
+	_, err := s.js.PublishMsg(ctx, msg)
+	return err
+}
+
+// mirrorMetaLocked writes j's record to the log after a change; j.mu is
+// held. The change is durable in the store already: a record the log
+// missed is written again when the cell next starts sharing.
+func (m *Manager) mirrorMetaLocked(j *job) {
+	s := m.mirrored(j.meta.Grow)
+	if s == nil {
+		return
+	}
+	if err := s.putMeta(m.ctx, j.meta); err != nil && m.ctx.Err() == nil {
+		m.cfg.Logger.Warn("jobs: job record not written to the region's log (written again at the next start)", "job", j.meta.ID, "err", err)
+	}
+}
+
+// mirrorPendingLocked records in the log that URLs seqs of j are pending
+// again (a released retry); j.mu is held.
+func (m *Manager) mirrorPendingLocked(j *job, seqs []uint64) {
+	s := m.mirrored(j.meta.Grow)
+	if s == nil || len(seqs) == 0 {
+		return
+	}
+	h := nats.Header{}
+	h.Set(headerPending, "1")
+	for _, seq := range seqs {
+		msg := &nats.Msg{Subject: jsnode.ResultSubject(s.cfg.Cell, j.meta.ID, seq), Header: h}
+		if _, err := s.js.PublishMsgAsync(msg); err != nil {
+			m.cfg.Logger.Warn("jobs: retried URL not marked pending in the region's log", "job", j.meta.ID, "err", err)
+			return
+		}
+	}
+	select {
+	case <-s.js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		m.cfg.Logger.Warn("jobs: retried URLs not confirmed pending in the region's log", "job", j.meta.ID)
+	}
+}
+
+// forget removes a swept job from the log.
+func (s *sharing) forget(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
+	if err != nil {
+		return err
+	}
+	return st.Purge(ctx, jetstream.WithPurgeSubject(jsnode.JobSubject(s.cfg.Cell, id)+".>"))
+}
+
+// scanLog calls fn with every message of the job log on subject filter,
+// in order, until the last one there was when it started.
+func scanLog(ctx context.Context, js jetstream.JetStream, filter string, fn func(jetstream.Msg) error) error {
+	c, err := js.OrderedConsumer(ctx, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return err
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	left := info.NumPending
+	for left > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch, err := c.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return err
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			if err := fn(msg); err != nil {
+				return err
+			}
+			md, err := msg.Metadata()
+			if err != nil {
+				return err
+			}
+			left = md.NumPending
+			if left == 0 {
+				break
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return err
+		}
+		if got == 0 {
+			return fmt.Errorf("jobs: the log stopped answering on %s with %d messages left", filter, left)
+		}
+	}
+	return nil
+}
+
+// RestoreStats say what the last restore did.
+type RestoreStats struct {
+	// Jobs restored from the log, and their outcomes applied.
+	Jobs     int `json:"jobs"`
+	Outcomes int `json:"outcomes"`
+	// Mirrored is the jobs of the store the log did not have.
+	Mirrored int `json:"written"`
+	// Took is how long it took.
+	Took time.Duration `json:"-"`
+	// Seconds is Took in seconds.
+	Seconds float64 `json:"seconds"`
+}
+
+// restore makes the log and the store agree on this cell's jobs, before
+// the cell records outcomes: a job the log has and the store does not
+// (the data directory was lost) is restored; a job the store has is
+// written to the log (its record again, and its URLs if the log lacks
+// it: it was submitted before sharing began).
+func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error) {
+	start := time.Now()
+	var st RestoreStats
+	var lost []meta
+	logged := map[string]bool{}
+	now := m.cfg.Now()
+	err := scanLog(ctx, s.js, jsnode.JobSubject(s.cfg.Cell, "*")+".meta", func(msg jetstream.Msg) error {
+		var mt meta
+		if err := json.Unmarshal(msg.Data(), &mt); err != nil || mt.ID == "" {
+			m.cfg.Logger.Error("jobs: unreadable job record in the region's log", "subject", msg.Subject(), "err", err)
+			return nil
+		}
+		logged[mt.ID] = true
+		m.mu.Lock()
+		_, have := m.jobs[mt.ID]
+		m.mu.Unlock()
+		expired := mt.CreatedAt.Before(now.Add(-m.cfg.Retention)) || (mt.Hold != "" && now.After(mt.HeldUntil))
+		if !have && !expired {
+			lost = append(lost, mt)
+		}
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("jobs: read this cell's jobs from the log: %w", err)
+	}
+	for _, mt := range lost {
+		n, err := m.restoreJob(ctx, s, mt)
+		if err != nil {
+			return st, fmt.Errorf("jobs: restore job %s: %w", mt.ID, err)
+		}
+		st.Jobs++
+		st.Outcomes += n
+	}
+	m.mu.Lock()
+	var local []*job
+	for _, j := range m.jobs {
+		local = append(local, j)
+	}
+	m.mu.Unlock()
+	sort.Slice(local, func(a, b int) bool { return local[a].meta.ID < local[b].meta.ID })
+	for _, j := range local {
+		j.mu.Lock()
+		mt := j.meta
+		j.mu.Unlock()
+		if mt.Grow != nil {
+			continue
+		}
+		if logged[mt.ID] {
+			err = s.putMeta(ctx, mt)
+		} else {
+			var urls []string
+			if urls, err = m.jobURLs(mt.ID); err == nil {
+				err = s.putJob(ctx, mt, urls)
+				st.Mirrored++
+			}
+		}
+		if err != nil {
+			return st, fmt.Errorf("jobs: write job %s to the log: %w", mt.ID, err)
+		}
+	}
+	st.Took = time.Since(start)
+	st.Seconds = st.Took.Seconds()
+	return st, nil
+}
+
+// jobURLs is every URL of job id, in submission order.
+func (m *Manager) jobURLs(id string) ([]string, error) {
+	var urls []string
+	err := m.st.Scan(jobKey(id, 'u'), nil, func(_, v []byte) (bool, error) {
+		var r urlRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return false, err
+		}
+		urls = append(urls, r.URL)
+		return true, nil
+	})
+	return urls, err
+}
+
+// restoreJob writes job mt from the log into the store, every URL
+// pending, applies the outcomes the log has, and starts what is left; it
+// returns how many outcomes it applied.
+func (m *Manager) restoreJob(ctx context.Context, s *sharing, mt meta) (int, error) {
+	prefix := jsnode.JobSubject(s.cfg.Cell, mt.ID)
+	chunks := map[int][]string{}
+	err := scanLog(ctx, s.js, prefix+".urls.*", func(msg jetstream.Msg) error {
+		n, err := strconv.Atoi(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:])
+		if err != nil {
+			return fmt.Errorf("chunk %s: %w", msg.Subject(), err)
+		}
+		var c []string
+		if err := json.Unmarshal(msg.Data(), &c); err != nil {
+			return fmt.Errorf("chunk %s: %w", msg.Subject(), err)
+		}
+		chunks[n] = c
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	var urls []string
+	for n := range len(chunks) {
+		c, ok := chunks[n]
+		if !ok {
+			return 0, fmt.Errorf("chunk %d of %d missing", n, len(chunks))
+		}
+		urls = append(urls, c...)
+	}
+	if len(urls) != mt.Total || len(urls) == 0 {
+		return 0, fmt.Errorf("the log has %d of its %d URLs", len(urls), mt.Total)
+	}
+	// Its idempotency key is not in the log: a repeated submission with
+	// the key makes a new job.
+	mt.IdemKey = ""
+	j := newJob(mt)
+	j.pending = len(urls)
+	j.restoring = true
+	b := m.st.NewBatch()
+	mb, _ := json.Marshal(mt)
+	b.Set(metaKey(mt.ID), mb)
+	b.Set([]byte(store.PrefixJobIndex+mt.ID), nil)
+	for i, u := range urls {
+		rec, _ := json.Marshal(urlRecord{URL: u, State: urlPending, Slot: -1})
+		b.Set(seqKey(mt.ID, 'u', uint64(i)), rec)
+		b.Set(seqKey(mt.ID, 'p', uint64(i)), []byte(u))
+	}
+	if err := b.Commit(store.Sync); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	m.jobs[mt.ID] = j
+	m.mu.Unlock()
+	undo := func() {
+		// Taken out again, so that the next attempt restores it whole.
+		m.mu.Lock()
+		delete(m.jobs, mt.ID)
+		m.mu.Unlock()
+		m.st.Delete([]byte(store.PrefixJobIndex+mt.ID), store.Sync)
+		m.st.DeletePrefix([]byte(store.PrefixJob+mt.ID+"/"), store.Sync)
+	}
+	applied := 0
+	err = scanLog(ctx, s.js, prefix+".res.*", func(msg jetstream.Msg) error {
+		if msg.Headers().Get(headerPending) != "" {
+			return nil
+		}
+		if _, err := m.applyOutcome(s, msg.Headers().Get(headerOutcome), msg.Data()); err != nil {
+			return err
+		}
+		applied++
+		return nil
+	})
+	if err == nil {
+		err = m.st.SyncWAL()
+	}
+	if err != nil {
+		undo() // nothing else knows the job yet: no dispatcher, no collect
+		return applied, err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.restoring = false
+	if j.pending > 0 && j.isCancelled() {
+		if _, err := m.cancelPendingLocked(j, j.meta, nil); err != nil {
+			return applied, err
+		}
+	}
+	m.cfg.Logger.Info("jobs: job restored from the region's log", "job", mt.ID, "urls", len(urls), "outcomes", applied, "pending", j.pending)
+	if j.pending > 0 && j.meta.Hold == "" {
+		m.startDispatchLocked(j)
+	}
+	return applied, nil
+}
+
+// seqOf is the URL sequence number a key of jobKey ends with.
+func seqOf(k []byte) uint64 { return binary.BigEndian.Uint64(k[len(k)-8:]) }
