@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/internal/jsnode"
@@ -71,6 +72,27 @@ type jsState struct {
 	err    atomic.Value // string: why the node did not start
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// shared is the node once the cell shares work (shareJobs);
+	// onShared the calls waiting for it (OnShared).
+	mu       sync.Mutex
+	shared   *jsnode.Node
+	onShared []func(jetstream.JetStream)
+}
+
+// OnShared calls fn once the cell shares work with its region (its node
+// is in the region's cluster and the streams exist): at once, in its own
+// goroutine, if it does already. A standalone cell never calls it. The
+// crawl server beside a cell shares its tasks this way.
+func (c *Cell) OnShared(fn func(js jetstream.JetStream)) {
+	j := c.js
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.shared != nil {
+		go fn(j.shared.JetStream())
+		return
+	}
+	j.onShared = append(j.onShared, fn)
 }
 
 // openJetStream starts a standalone node in the background; a clustered
@@ -278,6 +300,13 @@ func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster
 		}
 	}
 	c.cfg.Logger.Info("jetstream: job URLs shared with the region", "replicas", jsnode.Replicas(ready))
+	c.js.mu.Lock()
+	c.js.shared = n
+	for _, fn := range c.js.onShared {
+		go fn(n.JetStream())
+	}
+	c.js.onShared = nil
+	c.js.mu.Unlock()
 	if m != nil {
 		c.advertiseWork(ctx, m)
 	}

@@ -91,7 +91,11 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if !active {
 		status = "degraded"
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": status, "timestamp": unixSeconds(s.cfg.Now()), "version": Version})
+	out := map[string]any{"status": status, "timestamp": unixSeconds(s.cfg.Now()), "version": Version}
+	if st := s.ShareStats(); st.Shared {
+		out["tasks_shared"] = st // share.go: beside a clustered cell
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // Version is reported by /health.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/crawl/extract"
@@ -195,6 +196,11 @@ type Server struct {
 	bg      sync.WaitGroup
 	once    sync.Once
 	gauges  metric.Registration // cell/crawl/metrics.go
+
+	// share, once set (Share), queues tasks on the region's work queue
+	// (share.go); finishMu orders the stores of a task's outcome.
+	share    atomic.Pointer[taskSharing]
+	finishMu sync.Mutex
 }
 
 // New opens the task store, starts the permanent browser, resumes the

@@ -106,6 +106,21 @@ func (s *Server) submitAs(w http.ResponseWriter, p *plan, body []byte, done chan
 		writeError(w, http.StatusInternalServerError, "internal", "the task could not be stored; nothing was queued")
 		return nil, false
 	}
+	if sh := s.share.Load(); sh != nil {
+		// The region runs it (share.go): answered once the queue holds
+		// it on a quorum.
+		s.sched.unreserve()
+		if err := s.publishTask(sh, t); err != nil {
+			s.log.Warn("crawl: the region's queue refused a task", "task_id", t.ID, "err", err)
+			t.Status, t.Error = StatusFailed, "the region's task queue did not take it"
+			s.tasks.putFinished(t)
+			s.waiters.Delete(t.ID)
+			refused.Add(context.Background(), 1)
+			writeError(w, http.StatusServiceUnavailable, "no_slots", ErrNoSlots.Error())
+			return nil, false
+		}
+		return t, true
+	}
 	if err := s.sched.pushReserved(&queued{priority: t.Priority, seq: t.Seq, taskID: t.ID}); err != nil {
 		// Shutting down: the task is stored and runs at the next start.
 		s.log.Info("crawl: task stored while shutting down; it runs at the next start", "task_id", t.ID)
@@ -217,18 +232,63 @@ func (s *Server) runTask(id string) {
 		s.log.Error("crawl: task not updated", "task_id", id, "err", err)
 		return
 	}
-	var p *plan
-	finish := func() {
-		t.FinishedAt = unixSeconds(s.cfg.Now())
-		t.ExpiresAt = t.FinishedAt + Number(t.TTL)
-		if err := s.tasks.putFinished(t); err != nil {
-			s.log.Error("crawl: task result not stored", "task_id", id, "err", err)
-		}
-		s.notifyFinished(id)
-		s.deliverWebhook(t, p)
+	results, failure, cut := s.execute(t)
+	if cut {
+		return // the task stays processing and runs again after the restart
 	}
-	var cp *c4aPlan
+	s.finishMu.Lock()
+	defer s.finishMu.Unlock()
+	if cur, err := s.tasks.get(id); err == nil && (cur.Status == StatusCompleted || cur.Status == StatusFailed) {
+		return // another cell's outcome came first (share.go)
+	}
+	s.finishTask(t, results, failure)
+}
 
+// finishTask stores a task's outcome (its results, or why it failed),
+// wakes a /crawl_sync waiting for it and sends its webhook.
+func (s *Server) finishTask(t *Task, results []*Result, failure string) {
+	if failure != "" {
+		t.Status, t.Error = StatusFailed, failure
+	} else {
+		t.Status, t.Results = StatusCompleted, results
+	}
+	t.FinishedAt = unixSeconds(s.cfg.Now())
+	t.ExpiresAt = t.FinishedAt + Number(t.TTL)
+	if err := s.tasks.putFinished(t); err != nil {
+		s.log.Error("crawl: task result not stored", "task_id", t.ID, "err", err)
+	}
+	s.notifyFinished(t.ID)
+	p, _ := s.planOfTask(t)
+	s.deliverWebhook(t, p)
+}
+
+// planOfTask compiles a stored task's request.
+func (s *Server) planOfTask(t *Task) (*plan, *c4aPlan) {
+	if t.API == apiC4A {
+		cp, err := s.compileC4A(t.Request)
+		if err != nil {
+			return nil, nil
+		}
+		return cp.p, cp
+	}
+	req, err := decodeRequest(t.Request)
+	if err != nil {
+		return nil, nil
+	}
+	p, err := s.compile(req)
+	if err != nil {
+		return nil, nil
+	}
+	return p, nil
+}
+
+// execute runs task t's request here and returns its results, or why it
+// failed; cut is true when the server shut down meanwhile (nothing is
+// decided: the task runs again).
+func (s *Server) execute(t *Task) (results []*Result, failure string, cut bool) {
+	var p *plan
+	var cp *c4aPlan
+	var err error
 	if t.API == apiC4A {
 		if cp, err = s.compileC4A(t.Request); err == nil {
 			p = cp.p
@@ -240,9 +300,7 @@ func (s *Server) runTask(id string) {
 		}
 	}
 	if err != nil {
-		t.Status, t.Error = StatusFailed, "the stored request is no longer valid: "+err.Error()
-		finish()
-		return
+		return nil, "the stored request is no longer valid: " + err.Error(), false
 	}
 	first := ""
 	if len(t.URLs) > 0 {
@@ -251,31 +309,26 @@ func (s *Server) runTask(id string) {
 			first += fmt.Sprintf(" (+%d)", len(t.URLs)-1)
 		}
 	}
-	a := s.mon.begin("/crawl (task)", first, id)
-	var results []*Result
+	a := s.mon.begin("/crawl (task)", first, t.ID)
 	if cp != nil {
 		ctx, cancel := context.WithTimeout(s.life, c4aDeadline(cp))
 		defer cancel()
-		results = s.c4aRun(ctx, cp, id, nil)
+		results = s.c4aRun(ctx, cp, t.ID, nil)
 	} else {
 		ctx, cancel := context.WithTimeout(s.life, deadlineFor(p))
 		defer cancel()
-		results = s.crawlAll(ctx, p, id, nil)
+		results = s.crawlAll(ctx, p, t.ID, nil)
 	}
 	if s.life.Err() != nil {
-		// Shutting down: the task stays processing and runs again after
-		// the restart.
 		s.mon.finish(a, false, 0, "server shut down; the task resumes at the next start")
-		return
+		return nil, "", true
 	}
-	t.Results = results
-	t.Status = StatusCompleted
 	okAll := true
 	for _, r := range results {
 		okAll = okAll && r.Success
 	}
 	s.mon.finish(a, okAll, 0, "")
-	finish()
+	return results, "", false
 }
 
 // taskView is GET /task/{task_id}: the task, with result (one URL) or

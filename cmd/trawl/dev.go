@@ -199,6 +199,7 @@ func runDevRegion(ctx context.Context, region, listen string, df devFlags, cfg c
 		return err
 	}
 	defer cr.stop(logger)
+	shareCrawl(c.cell, cr, c.cell.Name(), logger)
 	// Serve once the gate sees its cell.
 	deadline := time.Now().Add(60 * time.Second)
 	for len(rt.Cells()) == 0 && time.Now().Before(deadline) && ctx.Err() == nil {

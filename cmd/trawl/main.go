@@ -62,7 +62,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/trawlhq/trawl/cell"
+	"github.com/trawlhq/trawl/cell/crawl"
 	"github.com/trawlhq/trawl/cell/fetch"
 	"github.com/trawlhq/trawl/cell/monitor"
 	"github.com/trawlhq/trawl/cmd/trawl/cli"
@@ -448,6 +451,7 @@ func runCell(ctx context.Context, args []string, stderr io.Writer) error {
 		c.stop(logger)
 		return err
 	}
+	shareCrawl(c.cell, cr, cfg.Name, logger)
 	<-ctx.Done()
 	return errors.Join(cr.stop(logger), c.stop(logger))
 }
@@ -591,4 +595,25 @@ func startCrawlBeside(ctx context.Context, co *crawlOpts, cfg cell.Config, logge
 	// engine ladder too.
 	ccfg.Proxies, ccfg.EscalateProxy = cfg.Proxies, cfg.EscalateProxy
 	return startCrawl(ctx, ccfg, co.listen, logger)
+}
+
+// shareCrawl makes a crawl server beside a clustered cell share its tasks
+// with the region's other crawl servers once the cell shares work
+// (cell/crawl/share.go); a standalone cell's keeps its own queue.
+func shareCrawl(c *cell.Cell, cr *runningCrawl, name string, logger *slog.Logger) {
+	if cr == nil {
+		return
+	}
+	c.OnShared(func(js jetstream.JetStream) {
+		for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			err := cr.srv.Share(ctx, js, name)
+			cancel()
+			if err == nil || errors.Is(err, crawl.ErrClosed) {
+				return
+			}
+			logger.Warn("crawl: tasks not shared yet; retrying", "err", err, "in", wait)
+			time.Sleep(wait)
+		}
+	})
 }

@@ -25,9 +25,13 @@ const (
 	// ConsumerJob is the one durable consumer of job URLs, pulled by
 	// every cell.
 	ConsumerJob = "job"
-	BucketLease = "TRAWL_LEASE" // the coordinator's lease
-	BucketIdem  = "TRAWL_IDEM"  // submission idempotency keys
-	BucketTasks = "TRAWL_TASKS" // crawl-server task records
+	// ConsumerTaskHi and ConsumerTaskLo are the durable consumers of
+	// crawl-server tasks of priority ≥ 5 and below.
+	ConsumerTaskHi = "task-hi"
+	ConsumerTaskLo = "task"
+	BucketLease    = "TRAWL_LEASE" // the coordinator's lease
+	BucketIdem     = "TRAWL_IDEM"  // submission idempotency keys
+	BucketTasks    = "TRAWL_TASKS" // crawl-server task records
 )
 
 // Subjects of the work streams and the job log.
@@ -40,6 +44,7 @@ const (
 	SubjectHookRetry  = "trawl.work.hookretry"
 	SubjectHook       = "trawl.work.hook." // + Token(job)
 	SubjectJobLog     = "trawl.job."       // + owner cell + "." + Token(job) + "." + kind
+	SubjectTaskResult = "trawl.task."      // + owner cell + "." + task id: a crawl task's outcome
 	LeaseCoordinator  = "coordinator"      // the lease's key in BucketLease
 	leaseTTL          = 6 * time.Second
 	workAckWait       = 15 * time.Second
@@ -84,6 +89,24 @@ func ResultsConsumer(cell string) jetstream.ConsumerConfig {
 		ReplayPolicy:  jetstream.ReplayInstantPolicy,
 	}
 }
+
+// TaskResultSubject is where the outcome of crawl-server task id, owned
+// by cell owner, is published (in the job log: kept as long as a job's).
+func TaskResultSubject(owner, id string) string { return SubjectTaskResult + owner + "." + Token(id) }
+
+// TaskResultsConsumer is cell's durable consumer of the outcomes of the
+// crawl-server tasks it accepted (cell/crawl/share.go).
+func TaskResultsConsumer(cell string) jetstream.ConsumerConfig {
+	c := ResultsConsumer(cell)
+	c.Durable = "tres-" + cell
+	c.FilterSubject = SubjectTaskResult + cell + ".*"
+	return c
+}
+
+// TaskMaxDeliver is how many times a crawl task is delivered: each
+// delivery after the first is a cell that died (or closed) running it;
+// the last delivery fails it rather than run it again.
+const TaskMaxDeliver = 10
 
 // Replicas is the number of replicas of every stream and bucket for a
 // region of cells cells: 1, 2, or 3 from three on (§1 "Replicas").
@@ -131,7 +154,7 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 	hooks.DiscardNewPerSubject = true
 	log := jetstream.StreamConfig{
 		Name:              StreamJobLog,
-		Subjects:          []string{SubjectJobLog + ">"},
+		Subjects:          []string{SubjectJobLog + ">", SubjectTaskResult + ">"},
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
 		Replicas:          replicas,
@@ -156,8 +179,8 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 		Streams: []jetstream.StreamConfig{work, hooks, log},
 		Consumers: []Consumer{
 			consumer(StreamWork, ConsumerJob, SubjectWorkJob+">", 5, 4096),
-			consumer(StreamWork, "task-hi", SubjectTaskHi, 3, 256),
-			consumer(StreamWork, "task", SubjectTaskLo, 3, 256),
+			consumer(StreamWork, ConsumerTaskHi, SubjectTaskHi, TaskMaxDeliver, 256),
+			consumer(StreamWork, ConsumerTaskLo, SubjectTaskLo, TaskMaxDeliver, 256),
 			consumer(StreamWork, "recipe", SubjectRecipe, 3, 256),
 			consumer(StreamWork, "check", SubjectCheck, 4, 1024),
 			consumer(StreamWork, "hookretry", SubjectHookRetry, 6, 1024),
