@@ -102,6 +102,11 @@ type Config struct {
 	// WebSocket's (default 2 s).
 	JanitorEvery time.Duration
 	PushEvery    time.Duration
+	// AwaitShare, beside a clustered cell, holds the tasks accepted
+	// before a restart for up to this long for Share, which queues them
+	// on the region's work queue, rather than run them here at once (the
+	// region may be running them: share.go). 0 resumes them at once.
+	AwaitShare time.Duration
 	// Pressure reports memory use from 0 to 1; nil means the process
 	// tree against its cgroup limit, as measured (tests inject one).
 	Pressure func() float64
@@ -200,6 +205,7 @@ type Server struct {
 	// share, once set (Share), queues tasks on the region's work queue
 	// (share.go); finishMu orders the stores of a task's outcome.
 	share    atomic.Pointer[taskSharing]
+	shared   chan struct{} // closed by Share
 	finishMu sync.Mutex
 }
 
@@ -270,7 +276,22 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.bg.Go(func() { s.hooks.Run(s.life) })
 	s.sched = newScheduler(cfg.MaxConcurrentTasks, cfg.MaxQueuedTasks, s.runTask)
-	if err := s.resume(); err != nil {
+	s.shared = make(chan struct{})
+	if cfg.AwaitShare > 0 {
+		s.bg.Go(func() {
+			t := time.NewTimer(cfg.AwaitShare)
+			defer t.Stop()
+			select {
+			case <-s.shared:
+			case <-s.life.Done():
+			case <-t.C:
+				s.log.Warn("crawl: the region did not take this server's tasks in time; running them here", "waited", cfg.AwaitShare)
+				if err := s.resume(); err != nil {
+					s.log.Error("crawl: resume tasks", "err", err)
+				}
+			}
+		})
+	} else if err := s.resume(); err != nil {
 		s.Close()
 		return nil, err
 	}

@@ -110,6 +110,32 @@ func (s *Server) Share(ctx context.Context, js jetstream.JetStream, cell string)
 	if !s.share.CompareAndSwap(nil, sh) {
 		return errors.New("crawl: already sharing")
 	}
+	close(s.shared)
+	// The tasks accepted before a restart and not finished: queued on
+	// the region (a task still in the queue is a duplicate the stream
+	// drops; one whose outcome waits in this cell's consumer is stored
+	// as it arrives).
+	var unfinished []*Task
+	if err := s.tasks.each(func(t *Task) error {
+		if s.cfg.AwaitShare <= 0 {
+			return nil // resumed here at the start already
+		}
+		if t.Status == StatusPending || t.Status == StatusProcessing {
+			unfinished = append(unfinished, t)
+		}
+		return nil
+	}); err != nil {
+		s.log.Error("crawl: read unfinished tasks", "err", err)
+	}
+	for _, t := range unfinished {
+		if err := s.publishTask(sh, t); err != nil {
+			s.log.Error("crawl: unfinished task not queued on the region; it runs here", "task_id", t.ID, "err", err)
+			s.sched.push(&queued{priority: t.Priority, seq: t.Seq, taskID: t.ID}, true)
+		}
+	}
+	if len(unfinished) > 0 {
+		s.log.Info("crawl: unfinished tasks queued on the region", "tasks", len(unfinished))
+	}
 	for range s.cfg.MaxConcurrentTasks {
 		s.bg.Go(func() { s.pullTasks(sh) })
 	}

@@ -127,14 +127,15 @@ type shareRegion struct {
 
 // startShareRegion starts a region of n clustered cells (n ≥ 1), each
 // with --job-concurrency conc, and waits until every cell shares jobs.
-func startShareRegion(t *testing.T, n, conc int) *shareRegion {
+func startShareRegion(t *testing.T, n, conc int, extra ...string) *shareRegion {
 	t.Helper()
 	start := time.Now()
 	data := t.TempDir()
-	dev := launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey}, "gate serving", "dev",
+	devArgs := append([]string{"dev",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)), "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)),
 		"--data", data, "--allow-private-networks", "--browsers", "0", "--prices", pricesFile(t, 1000000),
-		"--route-listen", "127.0.0.1:0", "--job-concurrency", strconv.Itoa(conc))
+		"--route-listen", "127.0.0.1:0", "--job-concurrency", strconv.Itoa(conc)}, extra...)
+	dev := launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey}, "gate serving", devArgs...)
 	r := &shareRegion{dev: dev, gate: dev.base, cells: map[string]*shareCell{}}
 	r.cells["c1"] = &shareCell{name: "c1", p: dev, base: "http://" + dev.logField(t, "gate serving", "cell")}
 	r.names = append(r.names, "c1")
@@ -144,6 +145,7 @@ func startShareRegion(t *testing.T, n, conc int) *shareRegion {
 		c := &shareCell{name: name, args: []string{"cell", "--name", name, "--region", "eu", "--listen", "127.0.0.1:0",
 			"--members-join", seed, "--data", t.TempDir(), "--allow-private-networks", "--browsers", "0",
 			"--route-listen", "127.0.0.1:0", "--job-concurrency", strconv.Itoa(conc)}}
+		c.args = append(c.args, extra...)
 		r.cells[name] = c
 		r.names = append(r.names, name)
 		r.startCell(t, c)

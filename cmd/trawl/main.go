@@ -594,6 +594,11 @@ func startCrawlBeside(ctx context.Context, co *crawlOpts, cfg cell.Config, logge
 	// The cell's proxy pools and escalation serve the crawl server's
 	// engine ladder too.
 	ccfg.Proxies, ccfg.EscalateProxy = cfg.Proxies, cfg.EscalateProxy
+	if cfg.JetStream.RouteListen != "" {
+		// Beside a clustered cell the region runs its tasks (shareCrawl):
+		// those of before a restart wait for it rather than run twice.
+		ccfg.AwaitShare = time.Minute
+	}
 	return startCrawl(ctx, ccfg, co.listen, logger)
 }
 
