@@ -223,7 +223,9 @@ func (r *shareRegion) counters(skip string) string {
 			out = append(out, fmt.Sprintf("%s: %v", name, err))
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s %+v", name, h.JobShare))
+		js := h.JobShare
+		js.Restored = nil // a pointer: its address says nothing
+		out = append(out, fmt.Sprintf("%s %+v", name, js))
 	}
 	return strings.Join(out, "; ")
 }
