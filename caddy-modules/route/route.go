@@ -168,6 +168,19 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 			// No such cell ever served this region: no such object.
 			return target{}, gate.Refuse(http.StatusNotFound, "not_found", "no such "+m.Owner.Name)
 		}
+		if m.ReadAnyCell {
+			// A clustered region keeps its jobs in its job log: another
+			// cell whose JetStream node is ready reads it there.
+			var ready []members.Meta
+			for _, c := range rt.rt.Cells() {
+				if c.JS == members.JSReady {
+					ready = append(ready, c)
+				}
+			}
+			if c, ok := rendezvous(ready, p.Owner); ok {
+				return target{dial: c.API, region: own}, nil
+			}
+		}
 		return target{}, gate.Refuse(http.StatusServiceUnavailable, "cell_unavailable",
 			"the cell holding this "+m.Owner.Name+" is not reachable right now; the "+m.Owner.Name+" is kept, repeat the request in a few seconds")
 	}

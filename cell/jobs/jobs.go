@@ -1204,6 +1204,16 @@ func (m *Manager) get(id, account string) (*job, error) {
 // Status reports the counts of account's job id, and with full every
 // URL's state.
 func (m *Manager) Status(id, account string, full bool) (*Status, error) {
+	if s, ok := m.foreign(id); ok {
+		if s == nil {
+			return nil, ErrRestoring
+		}
+		st, err := m.logStatus(s, id, account, full) // its owner is down (logread.go)
+		if err != nil && err != ErrNoJob {
+			m.cfg.Logger.Warn("jobs: status from the region's log", "job", id, "err", err)
+		}
+		return st, err
+	}
 	j, err := m.get(id, account)
 	if err != nil {
 		return nil, err
@@ -1254,6 +1264,16 @@ func (m *Manager) Status(id, account string, full bool) (*Status, error) {
 // completion order and a line never moves, so paging with increasing offsets
 // while the job runs sees every line exactly once.
 func (m *Manager) Results(id, account string, after int64, w io.Writer) (int, error) {
+	if s, ok := m.foreign(id); ok {
+		if s == nil {
+			return 0, ErrRestoring
+		}
+		n, err := m.logResults(s, id, account, max(after, 0), w) // its owner is down (logread.go)
+		if err != nil && err != ErrNoJob {
+			m.cfg.Logger.Warn("jobs: results from the region's log", "job", id, "err", err)
+		}
+		return n, err
+	}
 	if _, err := m.get(id, account); err != nil {
 		return 0, err
 	}

@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -59,10 +57,11 @@ const (
 var errMirror = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "try_again",
 	Message: "the region could not store the job; try again", RetryAfter: 5 * time.Second}
 
-// ErrRestoring answers a call about a job this cell may still be
-// restoring from the region's log (it came back without its data).
+// ErrRestoring answers a call about a job this cell cannot answer for
+// yet: one it may still be restoring from the region's log (it came back
+// without its data), or another cell's while its own sharing starts.
 var ErrRestoring = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "try_again",
-	Message: "this cell is restoring its jobs; try again", RetryAfter: 5 * time.Second}
+	Message: "this cell is not ready to answer for this job yet; try again", RetryAfter: 5 * time.Second}
 
 // mirrored reports the sharing a job of grow goes into the log with, or
 // nil (not sharing, or a growing job).
@@ -172,42 +171,7 @@ func scanLog(ctx context.Context, js jetstream.JetStream, filter string, fn func
 	if err != nil {
 		return err
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return err
-	}
-	left := info.NumPending
-	for left > 0 {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		batch, err := c.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return err
-		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			if err := fn(msg); err != nil {
-				return err
-			}
-			md, err := msg.Metadata()
-			if err != nil {
-				return err
-			}
-			left = md.NumPending
-			if left == 0 {
-				break
-			}
-		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return err
-		}
-		if got == 0 {
-			return fmt.Errorf("jobs: the log stopped answering on %s with %d messages left", filter, left)
-		}
-	}
-	return nil
+	return drain(ctx, c, fn)
 }
 
 // RestoreStats say what the last restore did.
@@ -312,29 +276,9 @@ func (m *Manager) jobURLs(id string) ([]string, error) {
 // returns how many outcomes it applied.
 func (m *Manager) restoreJob(ctx context.Context, s *sharing, mt meta) (int, error) {
 	prefix := jsnode.JobSubject(s.cfg.Cell, mt.ID)
-	chunks := map[int][]string{}
-	err := scanLog(ctx, s.js, prefix+".urls.*", func(msg jetstream.Msg) error {
-		n, err := strconv.Atoi(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:])
-		if err != nil {
-			return fmt.Errorf("chunk %s: %w", msg.Subject(), err)
-		}
-		var c []string
-		if err := json.Unmarshal(msg.Data(), &c); err != nil {
-			return fmt.Errorf("chunk %s: %w", msg.Subject(), err)
-		}
-		chunks[n] = c
-		return nil
-	})
+	urls, err := logURLs(ctx, s, prefix)
 	if err != nil {
 		return 0, err
-	}
-	var urls []string
-	for n := range len(chunks) {
-		c, ok := chunks[n]
-		if !ok {
-			return 0, fmt.Errorf("chunk %d of %d missing", n, len(chunks))
-		}
-		urls = append(urls, c...)
 	}
 	if len(urls) != mt.Total || len(urls) == 0 {
 		return 0, fmt.Errorf("the log has %d of its %d URLs", len(urls), mt.Total)

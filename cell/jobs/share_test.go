@@ -352,3 +352,51 @@ func TestRestoreAfterLostStore(t *testing.T) {
 	}
 	_ = b
 }
+
+// While a job's owner is down, another sharing cell answers its status
+// and results from the region's log, to its account only.
+func TestLogAnswersForDeadOwner(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 2, time.Millisecond, 10)
+	b := r.manager("c2", 2, time.Millisecond, 10)
+	const n = 40
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/d%d", i)
+	}
+	id, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a, id, n)
+	a.Close()
+
+	st, err := b.Status(id, "acct", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != StatusDone || st.Total != n || st.Done != n || st.Pending != 0 || len(st.URLs) != n {
+		t.Fatalf("status from the log: %+v", st)
+	}
+	for i, u := range st.URLs {
+		if u.URL != urls[i] || u.State != urlDone {
+			t.Fatalf("URL %d from the log: %+v", i, u)
+		}
+	}
+	seen := resultURLs(t, b, id)
+	for _, u := range urls {
+		if seen[u] != 1 {
+			t.Fatalf("%s: %d lines from the log", u, seen[u])
+		}
+	}
+	if _, err := b.Status(id, "other", false); err != ErrNoJob {
+		t.Fatalf("another account: %v", err)
+	}
+	var buf bytes.Buffer
+	if _, err := b.Results(id, "other", 0, &buf); err != ErrNoJob || buf.Len() != 0 {
+		t.Fatalf("another account's results: %v %q", err, buf.String())
+	}
+	if _, err := b.Status("j_eu.c1.00000000000000000000", "acct", false); err != ErrNoJob {
+		t.Fatalf("an id the log does not have: %v", err)
+	}
+}

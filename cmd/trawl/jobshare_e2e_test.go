@@ -648,6 +648,29 @@ func TestSharedJobSurvivesKill9(t *testing.T) {
 		}
 		return time.Since(lastChange) >= 2*time.Second
 	})
+	// The gate answers for the dead owner's job from another cell, which
+	// reads the region's job log: the outcomes recorded before the kill
+	// and those the others fetched since.
+	var fromLog jobStatus
+	testwait.Until(t, 30*time.Second, "the gate to answer for the dead owner's job", func() bool {
+		s, err := gateJobStatus(r.gate, id)
+		fromLog = s
+		return err == nil && s.Done >= atKill.Done
+	})
+	logLines := gateResults(t, r.gate, id)
+	perURL := map[string]int{}
+	for _, l := range logLines {
+		perURL[l.URL]++
+		if perURL[l.URL] > 1 {
+			t.Fatalf("%s twice in the results read from the log", l.URL)
+		}
+	}
+	later, err := gateJobStatus(r.gate, id)
+	if err != nil || len(logLines) < fromLog.Done+fromLog.Error || len(logLines) > later.Done+later.Error || fromLog.Total != n {
+		t.Errorf("from the log: status %+v then %+v (%v), %d result lines", fromLog, later, err, len(logLines))
+	}
+	t.Logf("while %s was down, the gate answered for its job from another cell: %d of %d done (%d at the kill), %d result lines",
+		owner, fromLog.Done, n, atKill.Done, len(logLines))
 	downFor := time.Since(killed)
 	t.Logf("while %s was down (%v): %d more of its URLs asked of the site by the other cells", owner, downFor.Round(100*time.Millisecond), lastAsked-askedAtKill)
 	restarted = time.Now()

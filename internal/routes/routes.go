@@ -133,6 +133,11 @@ type Route struct {
 	Service string
 	// Owner is the grammar of {id} on an Owner row.
 	Owner *Grammar
+	// ReadAnyCell: while the owner of {id} is not live, another clustered
+	// cell of its region answers the read from the region's job log
+	// (cell/jobs/logread.go); otherwise the gate answers 503
+	// cell_unavailable until the owner is back.
+	ReadAnyCell bool
 	// RegionQuery: ?region=<r> names the region whose gate answers; this
 	// gate when absent or its own.
 	RegionQuery bool
@@ -230,8 +235,8 @@ var Rows = []Route{
 	{Pattern: "POST /scrape/batch", Kind: metering.KindBatch, PerURL: true, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape up to 100 pages, NDJSON (§4)"},
 	{Pattern: "POST /scrape/jobs", Kind: metering.KindJob, PerURL: true, Server: Cell, BodyLimit: JobBody, Doc: "submit a background job (§4)"},
 	{Pattern: "POST /extract", Kind: metering.KindExtract, Server: Cell, BodyLimit: ExtractBody, Doc: "typed JSON from a page or pasted content, by schema and/or instruction (§2.4a)"},
-	{Pattern: "GET /scrape/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a job's status"},
-	{Pattern: "GET /scrape/jobs/{id}/results", Server: Owner, Owner: Jobs, Doc: "a job's results, NDJSON"},
+	{Pattern: "GET /scrape/jobs/{id}", Server: Owner, Owner: Jobs, ReadAnyCell: true, Doc: "a job's status"},
+	{Pattern: "GET /scrape/jobs/{id}/results", Server: Owner, Owner: Jobs, ReadAnyCell: true, Doc: "a job's results, NDJSON"},
 	{Pattern: "POST /scrape/jobs/{id}/retry", Kind: metering.KindJob, Server: Owner, Owner: Jobs, Doc: "retry a job's failed URLs"},
 	{Pattern: "POST /monitors", Server: Cell, BodyLimit: MonitorBody, Doc: "create a monitor, or find the account's one with that url and watch (§2.9); checks and changes bill in the background (docs/api.md)"},
 	{Pattern: "GET /monitors", Server: Cell, Doc: "the account's monitors, newest first (§4)"},
