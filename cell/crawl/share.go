@@ -223,19 +223,7 @@ func (s *Server) runShared(sh *taskSharing, msg jetstream.Msg) {
 		out.Failure = fmt.Sprintf("the task was cut off %d times (the cells running it stopped); not run again", delivered-1)
 	} else {
 		sh.running.Add(1)
-		hb, stop := context.WithCancel(s.life)
-		go func() {
-			t := time.NewTicker(5 * time.Second)
-			defer t.Stop()
-			for {
-				select {
-				case <-hb.Done():
-					return
-				case <-t.C:
-					msg.InProgress()
-				}
-			}
-		}()
+		stop := jsnode.Heartbeat(s.life, msg)
 		results, failure, cut := s.execute(t)
 		stop()
 		sh.running.Add(-1)

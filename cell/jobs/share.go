@@ -103,10 +103,6 @@ const headerOutcome = "Trawl-Outcome"
 // megabytes of HTML and Markdown; NATS messages are at most 1 MiB).
 const inlineMax = 768 << 10
 
-// heartbeatEvery keeps a pulled item from being delivered again while
-// its URL runs: a third of the consumer's AckWait.
-const heartbeatEvery = 5 * time.Second
-
 type outKey struct {
 	job string
 	seq uint64
@@ -414,19 +410,7 @@ func (m *Manager) work1(s *sharing, msg jetstream.Msg) {
 	}
 	s.fetching.Add(1)
 	defer s.fetching.Add(-1)
-	hb, stop := context.WithCancel(m.ctx)
-	go func() {
-		t := time.NewTicker(heartbeatEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-hb.Done():
-				return
-			case <-t.C:
-				msg.InProgress()
-			}
-		}
-	}()
+	stop := jsnode.Heartbeat(m.ctx, msg)
 	line, made, serr, attempts := m.fetch(Target{Job: it.Job, Account: it.Account, URL: it.URL, Depth: it.Depth}, it.Options, it.Shape)
 	stop()
 	if m.ctx.Err() != nil {

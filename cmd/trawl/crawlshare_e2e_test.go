@@ -48,6 +48,21 @@ func crawlShared(base string) *struct{ Shared bool } {
 	return h.TasksShared
 }
 
+// tasksShared is each crawl server's tasks_shared counters, for the log.
+func tasksShared(names []string, bases map[string]string) []string {
+	var out []string
+	for _, name := range names {
+		c := http.Client{Timeout: 2 * time.Second}
+		if resp, err := c.Get(bases[name] + "/health"); err == nil {
+			var h map[string]any
+			json.NewDecoder(resp.Body).Decode(&h)
+			resp.Body.Close()
+			out = append(out, fmt.Sprintf("%s %v", name, h["tasks_shared"]))
+		}
+	}
+	return out
+}
+
 // TestSharedCrawlTasksSurviveKillLoop is issue 33's kill loop for the
 // crawl server: three clustered cells, each with a crawl server beside
 // it; 150 four-page tasks submitted to c2's while c2 (the owner) and c3
@@ -100,16 +115,7 @@ func TestSharedCrawlTasksSurviveKillLoop(t *testing.T) {
 		if k%3 == 1 {
 			victim = "c2" // the owner, now and then
 		}
-		var running []string
-		for _, name := range r.names {
-			c := http.Client{Timeout: 2 * time.Second}
-			if resp, err := c.Get(bases[name] + "/health"); err == nil {
-				var h map[string]any
-				json.NewDecoder(resp.Body).Decode(&h)
-				resp.Body.Close()
-				running = append(running, fmt.Sprintf("%s %v", name, h["tasks_shared"]))
-			}
-		}
+		running := tasksShared(r.names, bases)
 		r.cells[victim].p.kill(t)
 		killedAt = append(killedAt, time.Now())
 		t.Logf("kill %d: %s (%s)", k+1, victim, strings.Join(running, "; "))
@@ -201,16 +207,7 @@ func TestSharedCrawlTasksSurviveKillLoop(t *testing.T) {
 	if worst > 30*time.Second {
 		t.Errorf("a task cut by a kill went on %v after it, want within 30 s", worst)
 	}
-	var stats []string
-	for _, name := range r.names {
-		c := http.Client{Timeout: 2 * time.Second}
-		if resp, err := c.Get(bases[name] + "/health"); err == nil {
-			var h map[string]any
-			json.NewDecoder(resp.Body).Decode(&h)
-			resp.Body.Close()
-			stats = append(stats, fmt.Sprintf("%s %v", name, h["tasks_shared"]))
-		}
-	}
+	stats := tasksShared(r.names, bases)
 	t.Logf("%d tasks completed %v after the first kill; %d pages asked of the site more than once (tasks cut by a kill run again, at most %v after the kill); %s",
 		tasks, time.Since(start).Round(100*time.Millisecond), twice, worst.Round(100*time.Millisecond), strings.Join(stats, "; "))
 }

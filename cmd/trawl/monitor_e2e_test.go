@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -32,12 +33,7 @@ func TestMonitorCellKill9(t *testing.T) {
 		mu.Lock()
 		p := price
 		mu.Unlock()
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprintf(w, `<!doctype html><html><head><title>Shop %[1]s</title></head><body><main><article><h1>Shop %[1]s</h1>
-<p>The products of the shop at %[1]s and their prices, kept up to date by the shop team every day.</p>
-<h2>Prices</h2><table><thead><tr><th>Product</th><th>Price</th></tr></thead>
-<tbody><tr><td>Widget</td><td>%[2]s</td></tr><tr><td>Gadget</td><td>20</td></tr></tbody></table>
-<p>All prices include tax and are shown in euros; shipping is free over 100 euros.</p></article></main></body></html>`, r.URL.Path, p)
+		writeShop(w, r.URL.Path, p)
 	}))
 	defer site.Close()
 	// The receiver answers 500 to the first posts of each delivery, so
@@ -45,22 +41,7 @@ func TestMonitorCellKill9(t *testing.T) {
 	got := map[string]int{}   // delivery id → 2xx answers
 	tries := map[string]int{} // delivery id → posts
 	byMonitor := map[string]map[string]bool{}
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		id, mon := r.Header.Get("X-Svc-Delivery"), r.Header.Get("X-Svc-Monitor")
-		mu.Lock()
-		defer mu.Unlock()
-		tries[id]++
-		if byMonitor[mon] == nil {
-			byMonitor[mon] = map[string]bool{}
-		}
-		byMonitor[mon][id] = true
-		if tries[id] <= 2 {
-			w.WriteHeader(500)
-			return
-		}
-		got[id]++
-	}))
+	recv := httptest.NewServer(hookReceiver(&mu, 2, got, tries, byMonitor))
 	defer recv.Close()
 
 	monFlags := []string{"--monitor-min-every", "1s", "--monitor-confirm-after", "3s", "--webhook-retries", "1s,1s,1s,1s,1s"}
@@ -202,6 +183,40 @@ func TestMonitorCellKill9(t *testing.T) {
 	}
 }
 
+// writeShop writes the watched page of the monitor tests: a shop at
+// path whose widget costs price.
+func writeShop(w http.ResponseWriter, path, price string) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprintf(w, `<!doctype html><html><head><title>Shop %[1]s</title></head><body><main><article><h1>Shop %[1]s</h1>
+<p>The products of the shop at %[1]s and their prices, kept up to date by the shop team every day.</p>
+<h2>Prices</h2><table><thead><tr><th>Product</th><th>Price</th></tr></thead>
+<tbody><tr><td>Widget</td><td>%[2]s</td></tr><tr><td>Gadget</td><td>20</td></tr></tbody></table>
+<p>All prices include tax and are shown in euros; shipping is free over 100 euros.</p></article></main></body></html>`, path, price)
+}
+
+// hookReceiver takes monitor webhooks under mu: each delivery's first
+// fails posts are answered 500 (retried), the next is taken (got);
+// tries counts posts per delivery id, byMonitor the delivery ids of each
+// monitor.
+func hookReceiver(mu *sync.Mutex, fails int, got, tries map[string]int, byMonitor map[string]map[string]bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		id, mon := r.Header.Get("X-Svc-Delivery"), r.Header.Get("X-Svc-Monitor")
+		mu.Lock()
+		defer mu.Unlock()
+		tries[id]++
+		if byMonitor[mon] == nil {
+			byMonitor[mon] = map[string]bool{}
+		}
+		byMonitor[mon][id] = true
+		if tries[id] <= fails {
+			w.WriteHeader(500)
+			return
+		}
+		got[id]++
+	}
+}
+
 func sumValues(m map[string]int) int {
 	n := 0
 	for _, v := range m {
@@ -233,12 +248,7 @@ func TestMonitorsSurviveKillLoop(t *testing.T) {
 		p := price
 		asked[r.URL.Path] = append(asked[r.URL.Path], time.Now())
 		mu.Unlock()
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprintf(w, `<!doctype html><html><head><title>Shop %[1]s</title></head><body><main><article><h1>Shop %[1]s</h1>
-<p>The products of the shop at %[1]s and their prices, kept up to date by the shop team every day.</p>
-<h2>Prices</h2><table><thead><tr><th>Product</th><th>Price</th></tr></thead>
-<tbody><tr><td>Widget</td><td>%[2]d</td></tr><tr><td>Gadget</td><td>20</td></tr></tbody></table>
-<p>All prices include tax and are shown in euros; shipping is free over 100 euros.</p></article></main></body></html>`, r.URL.Path, p)
+		writeShop(w, r.URL.Path, strconv.Itoa(p))
 	}))
 	defer site.Close()
 	// The receiver answers 500 to the first post of each delivery: the
@@ -246,22 +256,7 @@ func TestMonitorsSurviveKillLoop(t *testing.T) {
 	got := map[string]int{}
 	tries := map[string]int{}
 	byMonitor := map[string]map[string]bool{}
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		id, mon := r.Header.Get("X-Svc-Delivery"), r.Header.Get("X-Svc-Monitor")
-		mu.Lock()
-		defer mu.Unlock()
-		tries[id]++
-		if byMonitor[mon] == nil {
-			byMonitor[mon] = map[string]bool{}
-		}
-		byMonitor[mon][id] = true
-		if tries[id] == 1 {
-			w.WriteHeader(500)
-			return
-		}
-		got[id]++
-	}))
+	recv := httptest.NewServer(hookReceiver(&mu, 1, got, tries, byMonitor))
 	defer recv.Close()
 
 	monFlags := []string{"--monitor-min-every", "1s", "--monitor-confirm-after", "3s", "--webhook-retries", "1s,1s,1s,1s,1s"}

@@ -1,0 +1,32 @@
+package jsnode
+
+import (
+	"context"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// HeartbeatEvery is how often a worker tells JetStream it still works on
+// a pulled item: a third of the work consumers' AckWait.
+const HeartbeatEvery = workAckWait / 3
+
+// Heartbeat sends msg's InProgress every HeartbeatEvery until the
+// returned stop is called or ctx ends, so that a long item (a browser
+// page, a crawl task) is not delivered to another cell meanwhile.
+func Heartbeat(ctx context.Context, msg jetstream.Msg) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		t := time.NewTicker(HeartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				msg.InProgress()
+			}
+		}
+	}()
+	return cancel
+}
