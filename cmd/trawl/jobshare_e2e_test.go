@@ -313,6 +313,25 @@ func checkCharged(t *testing.T, gate string, spentBefore int64, n int, what stri
 	}
 }
 
+// submitToCell submits a job of urls to cell c directly, signed as the
+// gate signs for the dev account (so the gate answers for it later), and
+// returns its id.
+func submitToCell(t *testing.T, c *shareCell, urls []string) string {
+	t.Helper()
+	c.p.account = devAccountID
+	code, b := c.p.call(t, "POST", "/scrape/jobs", map[string]any{"urls": urls, "format": "md"})
+	var sub struct {
+		JobID string `json:"job_id"`
+	}
+	if code != 202 || json.Unmarshal(b, &sub) != nil {
+		t.Fatalf("submit to %s: %d %s", c.name, code, b)
+	}
+	if _, cell, _ := jobid.Parse(sub.JobID); cell != c.name {
+		t.Fatalf("job %s submitted to %s is owned by %q", sub.JobID, c.name, cell)
+	}
+	return sub.JobID
+}
+
 // waitJobDone polls status (at most every 50 ms) until the job is done
 // and returns the last status and when done was first seen.
 func waitJobDone(t *testing.T, within time.Duration, what string, status func() (jobStatus, error)) (jobStatus, time.Time) {
@@ -607,19 +626,8 @@ func TestSharedJobSurvivesKill9(t *testing.T) {
 		owner = "c2"
 	}
 	oc := r.cells[owner]
-	oc.p.account = devAccountID
 	urls = site.urls("owner", n)
-	code, b := oc.p.call(t, "POST", "/scrape/jobs", map[string]any{"urls": urls, "format": "md"})
-	var sub struct {
-		JobID string `json:"job_id"`
-	}
-	if code != 202 || json.Unmarshal(b, &sub) != nil {
-		t.Fatalf("submit to %s: %d %s", owner, code, b)
-	}
-	id = sub.JobID
-	if _, cell, _ := jobid.Parse(id); cell != owner {
-		t.Fatalf("job %s submitted to %s is owned by %q", id, owner, cell)
-	}
+	id = submitToCell(t, oc, urls)
 	testwait.Until(t, 60*time.Second, "100 URLs of the owner's job done", func() bool {
 		atKill = oc.p.jobStatus(t, id)
 		return atKill.Done >= 100
@@ -746,16 +754,8 @@ func TestSharedJobsSurviveKillLoop(t *testing.T) {
 	urlsA := site.urls("loop-gate", n)
 	idA, _ := submitThroughGate(t, r.gate, urlsA)
 	c2 := r.cells["c2"]
-	c2.p.account = devAccountID
 	urlsB := site.urls("loop-c2", n)
-	code, b := c2.p.call(t, "POST", "/scrape/jobs", map[string]any{"urls": urlsB, "format": "md"})
-	var sub struct {
-		JobID string `json:"job_id"`
-	}
-	if code != 202 || json.Unmarshal(b, &sub) != nil {
-		t.Fatalf("submit to c2: %d %s", code, b)
-	}
-	idB := sub.JobID
+	idB := submitToCell(t, c2, urlsB)
 	_, ownerA, _ := jobid.Parse(idA)
 	t.Logf("job %s (owner %s) through the gate, job %s owned by c2; %d URLs each", idA, ownerA, idB, n)
 
@@ -810,16 +810,8 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	// the job is submitted to it directly, signed as the gate signs for
 	// the dev account, so the gate answers for it later.
 	oc := r.cells["c2"]
-	oc.p.account = devAccountID
 	urls := site.urls("lost", n)
-	code, b := oc.p.call(t, "POST", "/scrape/jobs", map[string]any{"urls": urls, "format": "md"})
-	var sub struct {
-		JobID string `json:"job_id"`
-	}
-	if code != 202 || json.Unmarshal(b, &sub) != nil {
-		t.Fatalf("submit to c2: %d %s", code, b)
-	}
-	id := sub.JobID
+	id := submitToCell(t, oc, urls)
 	var atKill jobStatus
 	testwait.Until(t, 60*time.Second, "150 URLs of the job done", func() bool {
 		atKill = oc.p.jobStatus(t, id)
