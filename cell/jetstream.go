@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,9 +76,38 @@ type jsState struct {
 
 	// shared is the node once the cell shares work (shareJobs);
 	// onShared the calls waiting for it (OnShared).
+	drained  atomic.Bool // an operator drained the cell (watchDrain)
 	mu       sync.Mutex
 	shared   *jsnode.Node
 	onShared []func(jetstream.JetStream)
+}
+
+// Drained reports whether an operator drained this cell (a gate of its
+// region lists it in its membership meta): it takes no work from the
+// region's queues.
+func (c *Cell) Drained() bool { return c.js.drained.Load() }
+
+// watchDrain follows the gates' lists of drained cells until ctx ends.
+func (c *Cell) watchDrain(ctx context.Context, m *members.Cluster) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		changed := m.Watch()
+		on := false
+		for _, g := range m.Live(members.RoleGate, c.cfg.Region) {
+			on = on || slices.Contains(strings.Split(g.Drained, ","), c.cfg.Name)
+		}
+		if c.js.drained.Swap(on) != on {
+			c.cfg.Logger.Info("cell: drain", "drained", on)
+		}
+		c.jobs.SetDrained(on)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-t.C:
+		}
+	}
 }
 
 // OnShared calls fn once the cell shares work with its region (its node
@@ -307,6 +337,13 @@ func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster
 	}
 	c.js.onShared = nil
 	c.js.mu.Unlock()
+	if m != nil {
+		c.js.wg.Add(1)
+		go func() {
+			defer c.js.wg.Done()
+			c.watchDrain(ctx, m)
+		}()
+	}
 	if m != nil {
 		c.advertiseWork(ctx, m)
 	}

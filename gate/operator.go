@@ -169,6 +169,21 @@ func opDecode(w http.ResponseWriter, r *http.Request, v any) bool {
 	return false
 }
 
+// publishDrained puts the drained cells in the gate's membership meta:
+// a drained clustered cell stops taking work from the region's queues
+// (cell/jetstream.go).
+func (rt *Runtime) publishDrained() error {
+	var names []string
+	err := rt.st.Scan([]byte(store.PrefixDrained), nil, func(k, _ []byte) (bool, error) {
+		names = append(names, string(k[len(store.PrefixDrained):]))
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	return rt.members.UpdateMeta(func(m *members.Meta) { m.Drained = strings.Join(names, ",") })
+}
+
 // drained reports whether an operator drained the cell.
 func (rt *Runtime) drained(name string) bool {
 	_, err := rt.st.Get([]byte(store.PrefixDrained + name))
@@ -267,6 +282,9 @@ func (rt *Runtime) opDrain(on bool) http.HandlerFunc {
 			return
 		}
 		rt.cfg.Logger.Info("operator: cell drain", "cell", name, "drained", on)
+		if err := rt.publishDrained(); err != nil {
+			rt.cfg.Logger.Warn("operator: drained cells not told (they are at the next change)", "err", err)
+		}
 		c, _ := rt.findCell(w, name)
 		httpjson.Write(w, http.StatusOK, c)
 	}

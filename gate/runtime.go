@@ -301,7 +301,7 @@ func (rt *Runtime) joinMembers(log *slog.Logger) (err error) {
 	if rt.members, err = members.Start(mcfg); err != nil {
 		return fmt.Errorf("gate: membership: %w", err)
 	}
-	return nil
+	return rt.publishDrained()
 }
 
 // openServices sets up what the gate's services read and write: billing

@@ -206,6 +206,7 @@ type Server struct {
 	// (share.go); finishMu orders the stores of a task's outcome.
 	share    atomic.Pointer[taskSharing]
 	shared   chan struct{} // closed by Share
+	paused   atomic.Pointer[func() bool]
 	finishMu sync.Mutex
 }
 

@@ -144,6 +144,10 @@ func (s *Server) Share(ctx context.Context, js jetstream.JetStream, cell string)
 	return nil
 }
 
+// SetPaused makes the runners take no task from the region while paused
+// says so (the cell's drain); the tasks they hold finish.
+func (s *Server) SetPaused(paused func() bool) { s.paused.Store(&paused) }
+
 // ShareStats reports the shared path's counters (zero when not sharing).
 func (s *Server) ShareStats() ShareStats {
 	sh := s.share.Load()
@@ -174,6 +178,13 @@ func (s *Server) publishTask(sh *taskSharing, t *Task) error {
 // time, high priority first.
 func (s *Server) pullTasks(sh *taskSharing) {
 	for s.life.Err() == nil {
+		if p := s.paused.Load(); p != nil && (*p)() {
+			select { // drained by an operator: no new tasks from the region
+			case <-time.After(time.Second):
+			case <-s.life.Done():
+			}
+			continue
+		}
 		msg, err := nextTask(s.life, sh.hi, 200*time.Millisecond)
 		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
 			msg, err = nextTask(s.life, sh.lo, 2*time.Second)

@@ -184,6 +184,12 @@ type Manager struct {
 	// (mirror.go); until then, and within Config.AwaitShare, a job id it
 	// does not know may be one it has yet to restore.
 	restored atomic.Bool
+	// drained stops the pullers (SetDrained), ending the pulls under
+	// pullCtx.
+	drained  atomic.Bool
+	drainMu  sync.Mutex
+	pullCtx  context.Context
+	pullStop context.CancelFunc
 
 	ctx    context.Context
 	cancel context.CancelFunc

@@ -216,6 +216,36 @@ func (m *Manager) mayRestore() bool {
 	return m.cfg.AwaitShare > 0 && !m.restored.Load() && !m.started.IsZero() && time.Since(m.started) < m.cfg.AwaitShare
 }
 
+// SetDrained stops (true) or resumes this cell's pulling of the region's
+// queued URLs; what its pullers hold finishes.
+func (m *Manager) SetDrained(on bool) {
+	m.drainMu.Lock()
+	defer m.drainMu.Unlock()
+	if m.drained.Swap(on) == on {
+		return
+	}
+	m.cfg.Logger.Info("jobs: drained: taking no URLs from the region's queue", "drained", on)
+	if on && m.pullStop != nil {
+		m.pullStop() // the pulls waiting for an item end now
+	}
+}
+
+// pullContext is the context a puller waits for an item under: m.ctx,
+// ended too when the cell is drained.
+func (m *Manager) pullContext() context.Context {
+	m.drainMu.Lock()
+	defer m.drainMu.Unlock()
+	if m.drained.Load() {
+		ctx, cancel := context.WithCancel(m.ctx)
+		cancel()
+		return ctx
+	}
+	if m.pullCtx == nil || m.pullCtx.Err() != nil {
+		m.pullCtx, m.pullStop = context.WithCancel(m.ctx)
+	}
+	return m.pullCtx
+}
+
 // Shared reports whether the manager shares its work (Share ran).
 func (m *Manager) Shared() bool { return m.share.Load() != nil }
 
@@ -230,6 +260,7 @@ type ShareStats struct {
 	Fetching    int64 `json:"fetching"`    // items this cell's pullers hold now
 	Backlog     int64 `json:"backlog"`     // the region's job URLs waiting for a puller
 	Lag         int64 `json:"lag"`         // outcomes of this cell's URLs not recorded yet
+	Drained     bool  `json:"drained"`     // an operator drained the cell: it pulls nothing
 	// Restored is what the cell restored from the region's job log when
 	// it began sharing (mirror.go); nil until that is done.
 	Restored *RestoreStats `json:"restored,omitempty"`
@@ -246,7 +277,8 @@ func (m *Manager) ShareStats() ShareStats {
 	s.mu.Unlock()
 	return ShareStats{Shared: true, Queued: q, Fetched: s.fetched.Load(), Applied: s.applied.Load(),
 		Duplicates: s.duplicates.Load(), Redelivered: s.redelivered.Load(),
-		Fetching: s.fetching.Load(), Backlog: s.backlog.Load(), Lag: s.lag.Load(), Restored: s.restore.Load()}
+		Fetching: s.fetching.Load(), Backlog: s.backlog.Load(), Lag: s.lag.Load(), Restored: s.restore.Load(),
+		Drained: m.drained.Load()}
 }
 
 // send hands an admitted URL to a local worker, or, when sharing, to the
@@ -370,7 +402,16 @@ func (s *sharing) publish(ctx context.Context, it jobItem) error {
 func (m *Manager) pull(s *sharing) {
 	defer m.wg.Done()
 	for m.ctx.Err() == nil {
-		msg, err := next(m.ctx, s.work)
+		if m.drained.Load() {
+			// Drained by an operator: no new work from the region; its
+			// own URLs still go to the queue, for the other cells.
+			select {
+			case <-time.After(time.Second):
+			case <-m.ctx.Done():
+			}
+			continue
+		}
+		msg, err := next(m.pullContext(), s.work)
 		if err != nil {
 			if m.ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.Canceled) {
 				m.cfg.Logger.Debug("jobs: pull", "err", err)

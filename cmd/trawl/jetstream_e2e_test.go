@@ -36,6 +36,7 @@ type cellHealth struct {
 		Applied     int64 `json:"applied"`
 		Duplicates  int64 `json:"duplicates"`
 		Redelivered int64 `json:"redelivered"`
+		Drained     bool  `json:"drained"`
 		Restored    *struct {
 			Jobs     int     `json:"jobs"`
 			Outcomes int     `json:"outcomes"`
@@ -76,12 +77,22 @@ func getCellHealth(base string) (cellHealth, error) {
 // through them.
 func TestDevThreeCellsJetStream(t *testing.T) {
 	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/undrained/") {
+			// Slow enough that the undrained cell's pullers, back within
+			// a second, find URLs still queued.
+			select {
+			case <-time.After(500 * time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprintf(w, "<html><head><title>Page %s</title></head><body><p>Three cells, one region: %s.</p></body></html>", r.URL.Path, r.URL.Path)
 	}))
 	t.Cleanup(site.Close)
 	start := time.Now()
 	dev := launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey, "TRAWL_OPERATOR_KEY=" + e2eOperatorKey}, "gate serving", "dev", "--cells", "3",
+		"--prices", pricesFile(t, 100000),
 		"--listen", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)), "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)),
 		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0")
 	var addrs map[string]string
@@ -227,4 +238,62 @@ func TestDevThreeCellsJetStream(t *testing.T) {
 		}
 		return true
 	})
+
+	// An operator drains c3: it takes no more URLs from the region's
+	// queue (the gate lists it in its membership meta), and takes them
+	// again once undrained.
+	drain := func(method string) {
+		req, _ := http.NewRequest(method, dev.base+"/operator/v1/cells/c3/drain", nil)
+		req.Header.Set("Authorization", "Bearer "+e2eOperatorKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s drain: %v %v", method, resp, err)
+		}
+		resp.Body.Close()
+	}
+	shareOf := func(name string) (fetched int64, drained bool) {
+		h, err := getCellHealth("http://" + addrs[name])
+		if err != nil {
+			return -1, false
+		}
+		return h.JobShare.Fetched, h.JobShare.Drained
+	}
+	job := func(run string) {
+		n := n
+		if run == "undrained" {
+			n = 200 // 500 ms a page: about 3 s on the other two cells alone
+		}
+		urls := make([]string, n)
+		for i := range urls {
+			urls[i] = fmt.Sprintf("%s/%s/%d", site.URL, run, i)
+		}
+		body, _ := json.Marshal(map[string]any{"urls": urls, "format": "md"})
+		a := gateCall(t, "POST", dev.base+"/scrape/jobs", string(body))
+		var sub struct {
+			JobID string `json:"job_id"`
+		}
+		if json.Unmarshal(a.body, &sub); a.status != 202 || sub.JobID == "" {
+			t.Fatalf("job: %d %s", a.status, a.body)
+		}
+		testwait.Until(t, 60*time.Second, "the job "+run+" to finish", func() bool {
+			var s jobStatus
+			json.Unmarshal(gateCall(t, "GET", dev.base+"/scrape/jobs/"+sub.JobID, "").body, &s)
+			return s.Status == "done" && s.Done == n
+		})
+	}
+	drain("POST")
+	testwait.Until(t, 20*time.Second, "c3 to know it is drained", func() bool { _, d := shareOf("c3"); return d })
+	before, _ := shareOf("c3")
+	job("drained")
+	if after, _ := shareOf("c3"); after != before {
+		t.Fatalf("drained c3 fetched %d URLs of the region's queue", after-before)
+	}
+	drain("DELETE")
+	testwait.Until(t, 20*time.Second, "c3 to know it is undrained", func() bool { _, d := shareOf("c3"); return !d })
+	job("undrained")
+	after, _ := shareOf("c3")
+	t.Logf("drained, c3 fetched nothing of a %d-URL job; undrained, %d of the next", n, after-before)
+	if after == before {
+		t.Fatal("undrained c3 fetched nothing of the next job")
+	}
 }

@@ -609,6 +609,7 @@ func shareCrawl(c *cell.Cell, cr *runningCrawl, name string, logger *slog.Logger
 	if cr == nil {
 		return
 	}
+	cr.srv.SetPaused(c.Drained)
 	c.OnShared(func(js jetstream.JetStream) {
 		for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -120,6 +120,11 @@ type Meta struct {
 	// (cell/jobs/share.go), refreshed every few seconds: what the
 	// operator's cells view shows without asking each cell.
 	Work *Work `json:"work,omitempty"`
+	// Drained is a gate's list of its region's cells an operator drained
+	// (POST /operator/v1/cells/{name}/drain), comma-separated (Meta stays
+	// comparable): such a cell takes no work from the region's queues,
+	// and finishes what it holds.
+	Drained string `json:"drained,omitempty"`
 }
 
 // Work is a cell's share of the region's job queue (Meta.Work).
