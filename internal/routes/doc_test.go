@@ -31,6 +31,9 @@ func markdown(rows []Route) string {
 		if r.RegionQuery {
 			by += "; another region's gate for `?region=`"
 		}
+		if r.ReadAnyCell {
+			by += "; another clustered cell while it is down"
+		}
 		kind := r.Kind
 		if kind == "" {
 			kind = "free"
