@@ -52,7 +52,9 @@ func TestSharedTasks(t *testing.T) {
 	}
 	sa, sb := a.ShareStats(), b.ShareStats()
 	t.Logf("c1 ran %d, c2 ran %d; c1 stored %d outcomes", sa.Ran, sb.Ran, sa.Applied)
-	if sa.Applied != tasks || sa.Ran+sb.Ran < tasks || sb.Ran == 0 {
+	// Which server ran what is the queue's business (c1's runners may
+	// take them all); that c2 runs the region's tasks is shown below.
+	if sa.Applied != tasks || sa.Ran+sb.Ran < tasks {
 		t.Fatalf("stats c1 %+v, c2 %+v", sa, sb)
 	}
 
