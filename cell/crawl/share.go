@@ -185,9 +185,9 @@ func (s *Server) pullTasks(sh *taskSharing) {
 			}
 			continue
 		}
-		msg, err := nextTask(s.life, sh.hi, 200*time.Millisecond)
+		msg, err := jsnode.Next(s.life, sh.hi, 200*time.Millisecond)
 		if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
-			msg, err = nextTask(s.life, sh.lo, 2*time.Second)
+			msg, err = jsnode.Next(s.life, sh.lo, 2*time.Second)
 		}
 		if err != nil {
 			if s.life.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) {
@@ -201,16 +201,6 @@ func (s *Server) pullTasks(sh *taskSharing) {
 		}
 		s.runShared(sh, msg)
 	}
-}
-
-func nextTask(ctx context.Context, c jetstream.Consumer, wait time.Duration) (jetstream.Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, wait)
-	defer cancel()
-	msg, err := c.Next(jetstream.FetchContext(ctx))
-	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		err = nats.ErrTimeout
-	}
-	return msg, err
 }
 
 // runShared runs one pulled task and sends its outcome to its owner.

@@ -537,17 +537,7 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 	if idemKey != nil {
 		b.Set(idemKey, append(append([]byte(id), 0), idemVal...))
 	}
-	mb, _ := json.Marshal(j.meta)
-	b.Set(metaKey(id), mb)
-	b.Set([]byte(store.PrefixJobIndex+id), nil)
-	for i, u := range urls {
-		rec, _ := json.Marshal(urlRecord{URL: u, State: urlPending, Slot: -1})
-		b.Set(seqKey(id, 'u', uint64(i)), rec)
-		b.Set(seqKey(id, 'p', uint64(i)), []byte(u))
-		if x.Grow != nil {
-			b.Set(seenKey(id, u), nil)
-		}
-	}
+	putNewJob(b, j.meta, urls)
 	var started *Event
 	if !held {
 		var err error
@@ -569,6 +559,38 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 		j.mu.Unlock()
 	}
 	return id, j.meta.Hold, nil
+}
+
+// putNewJob adds to b a new job's record, its index entry and every URL
+// pending (with its seen entry when the job grows).
+func putNewJob(b *store.Batch, mt meta, urls []string) {
+	mb, _ := json.Marshal(mt)
+	b.Set(metaKey(mt.ID), mb)
+	b.Set([]byte(store.PrefixJobIndex+mt.ID), nil)
+	for i, u := range urls {
+		rec, _ := json.Marshal(urlRecord{URL: u, State: urlPending, Slot: -1})
+		b.Set(seqKey(mt.ID, 'u', uint64(i)), rec)
+		b.Set(seqKey(mt.ID, 'p', uint64(i)), []byte(u))
+		if mt.Grow != nil {
+			b.Set(seenKey(mt.ID, u), nil)
+		}
+	}
+}
+
+// statusOf is a job's status from its record and counts: pending URLs
+// left, and whether any URL has an outcome.
+func statusOf(mt *meta, pending int, started bool) string {
+	switch {
+	case mt.Failure != "":
+		return StatusFailed
+	case !mt.CancelledAt.IsZero():
+		return StatusCancelled
+	case pending == 0:
+		return StatusDone
+	case started:
+		return StatusRunning
+	}
+	return StatusPending
 }
 
 // putMeta writes j's meta; j.mu is held.
@@ -1235,18 +1257,7 @@ func (m *Manager) Status(id, account string, full bool) (*Status, error) {
 	}
 	s.Held = j.meta.Hold != ""
 	s.CreditsMC, s.CreditsKnown = j.meta.CreditsMC, !j.meta.Uncounted
-	switch {
-	case j.meta.Failure != "":
-		s.Status, s.Failure = StatusFailed, j.meta.Failure
-	case j.isCancelled():
-		s.Status = StatusCancelled
-	case j.pending == 0:
-		s.Status = StatusDone
-	case j.started:
-		s.Status = StatusRunning
-	default:
-		s.Status = StatusPending
-	}
+	s.Status, s.Failure = statusOf(&j.meta, j.pending, j.started), j.meta.Failure
 	j.mu.Unlock()
 	if full {
 		s.URLs = make([]URLStatus, 0, s.Total)

@@ -111,18 +111,7 @@ func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status,
 	if cancelled {
 		st.Cancelled, st.Pending = st.Pending, 0
 	}
-	switch {
-	case mt.Failure != "":
-		st.Status, st.Failure = StatusFailed, mt.Failure
-	case cancelled:
-		st.Status = StatusCancelled
-	case st.Pending == 0:
-		st.Status = StatusDone
-	case st.Done+st.Error > 0:
-		st.Status = StatusRunning
-	default:
-		st.Status = StatusPending
-	}
+	st.Status, st.Failure = statusOf(&mt, st.Pending, st.Done+st.Error > 0), mt.Failure
 	if full {
 		urls, err := logURLs(ctx, s, prefix)
 		if err != nil {

@@ -290,14 +290,7 @@ func (m *Manager) restoreJob(ctx context.Context, s *sharing, mt meta) (int, err
 	j.pending = len(urls)
 	j.restoring = true
 	b := m.st.NewBatch()
-	mb, _ := json.Marshal(mt)
-	b.Set(metaKey(mt.ID), mb)
-	b.Set([]byte(store.PrefixJobIndex+mt.ID), nil)
-	for i, u := range urls {
-		rec, _ := json.Marshal(urlRecord{URL: u, State: urlPending, Slot: -1})
-		b.Set(seqKey(mt.ID, 'u', uint64(i)), rec)
-		b.Set(seqKey(mt.ID, 'p', uint64(i)), []byte(u))
-	}
+	putNewJob(b, mt, urls) // a job in the log never grows
 	if err := b.Commit(store.Sync); err != nil {
 		return 0, err
 	}

@@ -411,7 +411,7 @@ func (m *Manager) pull(s *sharing) {
 			}
 			continue
 		}
-		msg, err := next(m.pullContext(), s.work)
+		msg, err := jsnode.Next(m.pullContext(), s.work, 10*time.Second)
 		if err != nil {
 			if m.ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.Canceled) {
 				m.cfg.Logger.Debug("jobs: pull", "err", err)
@@ -424,18 +424,6 @@ func (m *Manager) pull(s *sharing) {
 		}
 		m.work1(s, msg)
 	}
-}
-
-// next pulls one message, waiting at most 10 s, or until ctx ends (a
-// closing cell must not wait out a pull).
-func next(ctx context.Context, c jetstream.Consumer) (jetstream.Msg, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	msg, err := c.Next(jetstream.FetchContext(ctx))
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = nats.ErrTimeout
-	}
-	return msg, err
 }
 
 // work1 runs one pulled item.
