@@ -204,6 +204,11 @@ type Cell struct {
 
 	// The embedded JetStream node (cell/jetstream.go).
 	js *jsState
+	// pages sends the pages this cell archives to the cell that indexes
+	// them beside it, and indexes the others' (cell/pages.go); nil until
+	// the cell shares. freshDisk: the store held no page at start.
+	pages     atomic.Pointer[pageCopies]
+	freshDisk bool
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -320,6 +325,7 @@ func New(cfg Config) (*Cell, error) {
 		return nil, err
 	}
 	c.store, c.engine, c.pool, c.ladder, c.scrape, c.jobs = st, engine, pool, lad, svc, mgr
+	c.freshDisk = !hasPages(st)
 	// Firecrawl's change tracking keeps its snapshots where the region's
 	// monitors are (cell/v2_change.go).
 	c.tracks = cfg.Monitor.Shared

@@ -87,16 +87,38 @@ type jsState struct {
 // region's queues.
 func (c *Cell) Drained() bool { return c.js.drained.Load() }
 
+// drainedCells are the cells the region's gates list as drained.
+func (c *Cell) drainedCells(m *members.Cluster) []string {
+	var out []string
+	for _, g := range m.Live(members.RoleGate, c.cfg.Region) {
+		out = append(out, strings.Split(g.Drained, ",")...)
+	}
+	return out
+}
+
+// pagePeers are the region's other cells that may index this cell's
+// pages beside it (pages.go): live, in the region's cluster, not drained.
+func (c *Cell) pagePeers(m *members.Cluster) []string {
+	if m == nil {
+		return nil
+	}
+	drained := c.drainedCells(m)
+	var out []string
+	for _, o := range c.otherCells(m) {
+		if o.JS == members.JSReady && !slices.Contains(drained, o.Name) {
+			out = append(out, o.Name)
+		}
+	}
+	return out
+}
+
 // watchDrain follows the gates' lists of drained cells until ctx ends.
 func (c *Cell) watchDrain(ctx context.Context, m *members.Cluster) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
 		changed := m.Watch()
-		on := false
-		for _, g := range m.Live(members.RoleGate, c.cfg.Region) {
-			on = on || slices.Contains(strings.Split(g.Drained, ","), c.cfg.Name)
-		}
+		on := slices.Contains(c.drainedCells(m), c.cfg.Name)
 		if c.js.drained.Swap(on) != on {
 			c.cfg.Logger.Info("cell: drain", "drained", on)
 		}
@@ -330,6 +352,18 @@ func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster
 		}
 	}
 	c.cfg.Logger.Info("jetstream: job URLs shared with the region", "replicas", jsnode.Replicas(ready))
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := c.sharePages(ctx, n.JetStream(), func() []string { return c.pagePeers(m) }, c.freshDisk)
+		if err == nil {
+			break
+		}
+		c.cfg.Logger.Warn("jetstream: page copies not started; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
 	c.js.mu.Lock()
 	c.js.shared = n
 	for _, fn := range c.js.onShared {

@@ -18,6 +18,7 @@ import (
 	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/searchapi"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // openSearch opens the cell's search index (DataDir/search) and its
@@ -43,6 +44,9 @@ func (c *Cell) archived(u, contentType string, body []byte, doc *content.Documen
 		return
 	}
 	c.indexer.Enqueue(search.Page{URL: u, ContentType: contentType, Body: body, Content: doc, Fetched: fetched})
+	if pc := c.pages.Load(); pc != nil {
+		pc.offer(&scrape.ArchivedPage{URL: u, ContentType: contentType, FetchedAt: fetched.UTC(), Body: body})
+	}
 }
 
 func privateHost(u string) bool {
@@ -83,17 +87,24 @@ func (c *Cell) rebuildSearch(ctx context.Context) {
 	}
 }
 
-// rebuildInto indexes into ix the archived pages fetched after since.
+// rebuildInto indexes into ix the archived pages fetched after since,
+// and the copies of other cells' pages received after it (pages.go).
 func (c *Cell) rebuildInto(ctx context.Context, ix *search.Index, since time.Time) (int, error) {
 	return ix.Rebuild(ctx, func(yield func(search.Page) bool) error {
-		return c.scrape.ScanArchive(func(p *scrape.ArchivedPage) bool {
+		more := true
+		each := func(p *scrape.ArchivedPage) bool {
 			if p.Private || !c.cfg.AllowPrivateNetworks && privateHost(p.URL) || !p.FetchedAt.After(since) {
 				return true
 			}
 			// The body is valid during the call only; the rebuild
 			// converts it on another goroutine.
-			return yield(search.Page{URL: p.URL, ContentType: p.ContentType, Body: bytes.Clone(p.Body), Fetched: p.FetchedAt})
-		})
+			more = yield(search.Page{URL: p.URL, ContentType: p.ContentType, Body: bytes.Clone(p.Body), Fetched: p.FetchedAt})
+			return more
+		}
+		if err := c.scrape.ScanArchive(each); err != nil || !more {
+			return err
+		}
+		return scrape.ScanArchived(c.store, []byte(store.PrefixPageCopy), each)
 	})
 }
 

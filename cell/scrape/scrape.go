@@ -443,11 +443,31 @@ type ArchivedPage struct {
 // Archive record: a JSON header line, a newline, then the body bytes as
 // fetched (decoded to UTF-8).
 func encodeArchive(resp *fetch.Response, now time.Time, private bool) []byte {
-	hdr, _ := json.Marshal(ArchivedPage{URL: resp.URL, Status: resp.Status, ContentType: resp.ContentType, Engine: resp.Engine, FetchedAt: now.UTC(), Private: private})
-	out := make([]byte, 0, len(hdr)+1+len(resp.Body))
+	return EncodeArchived(&ArchivedPage{URL: resp.URL, Status: resp.Status, ContentType: resp.ContentType, Engine: resp.Engine, FetchedAt: now.UTC(), Private: private, Body: resp.Body})
+}
+
+// EncodeArchived is p as an archive record (the record a cell copies to
+// the cell that indexes its pages beside it, cell/pages.go).
+func EncodeArchived(p *ArchivedPage) []byte {
+	hdr, _ := json.Marshal(p)
+	out := make([]byte, 0, len(hdr)+1+len(p.Body))
 	out = append(out, hdr...)
 	out = append(out, '\n')
-	return append(out, resp.Body...)
+	return append(out, p.Body...)
+}
+
+// ParseArchived reads an archive record; the page's Body is v's.
+func ParseArchived(v []byte) (*ArchivedPage, error) {
+	i := bytes.IndexByte(v, '\n')
+	if i < 0 {
+		return nil, errors.New("no header line")
+	}
+	var p ArchivedPage
+	if err := json.Unmarshal(v[:i], &p); err != nil {
+		return nil, err
+	}
+	p.Body = v[i+1:]
+	return &p, nil
 }
 
 // Archived reads the archived copy of a URL (as urlpolicy.Validate normalises it).
@@ -456,33 +476,30 @@ func (s *Service) Archived(u string) (*ArchivedPage, error) {
 	if err != nil {
 		return nil, err
 	}
-	i := bytes.IndexByte(v, '\n')
-	if i < 0 {
-		return nil, fmt.Errorf("archive record of %q is corrupt", u)
-	}
-	var p ArchivedPage
-	if err := json.Unmarshal(v[:i], &p); err != nil {
+	p, err := ParseArchived(v)
+	if err != nil {
 		return nil, fmt.Errorf("archive record of %q: %w", u, err)
 	}
-	p.Body = v[i+1:]
-	return &p, nil
+	return p, nil
 }
 
 // ScanArchive calls fn with each archived page until it returns false
 // (the search index's rebuild). The page's Body is valid during the call
 // only.
 func (s *Service) ScanArchive(fn func(p *ArchivedPage) bool) error {
-	return s.store.Scan(prefixArchive, nil, func(_, v []byte) (bool, error) {
-		i := bytes.IndexByte(v, '\n')
-		if i < 0 {
+	return ScanArchived(s.store, prefixArchive, fn)
+}
+
+// ScanArchived calls fn with each archive record under prefix of st
+// until it returns false, skipping records it cannot read. The page's
+// Body is valid during the call only.
+func ScanArchived(st *store.Store, prefix []byte, fn func(p *ArchivedPage) bool) error {
+	return st.Scan(prefix, nil, func(_, v []byte) (bool, error) {
+		p, err := ParseArchived(v)
+		if err != nil {
 			return true, nil
 		}
-		var p ArchivedPage
-		if json.Unmarshal(v[:i], &p) != nil {
-			return true, nil
-		}
-		p.Body = v[i+1:]
-		return fn(&p), nil
+		return fn(p), nil
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -473,8 +474,8 @@ func (s *server) cellModel(ctx context.Context, q string, ps []searchapi.Passage
 	return g, nil
 }
 
-// merge is the cells' results by score, near-duplicates collapsed, the
-// best n.
+// merge is the cells' results by score, one a URL (two cells index each
+// page, cell/pages.go), near-duplicates collapsed, the best n.
 func merge(locals []*searchapi.Local, n int) []searchapi.Hit {
 	var all []searchapi.Hit
 	for _, l := range locals {
@@ -485,6 +486,12 @@ func merge(locals []*searchapi.Local, n int) []searchapi.Hit {
 			return all[i].Score > all[j].Score
 		}
 		return all[i].URL < all[j].URL
+	})
+	seen := map[string]bool{}
+	all = slices.DeleteFunc(all, func(h searchapi.Hit) bool {
+		dup := seen[h.URL]
+		seen[h.URL] = true
+		return dup
 	})
 	all = searchapi.Collapse(all)
 	if len(all) > n {
@@ -512,9 +519,11 @@ func passages(locals []*searchapi.Local, hits []searchapi.Hit) []searchapi.Passa
 		rank[h.URL] = i
 	}
 	var ps []searchapi.Passage
+	seen := map[[2]string]bool{} // the same passage from both cells that index its page
 	for _, l := range locals {
 		for _, p := range l.Passages {
-			if i, ok := rank[p.URL]; ok {
+			if i, ok := rank[p.URL]; ok && !seen[[2]string{p.URL, p.Text}] {
+				seen[[2]string{p.URL, p.Text}] = true
 				p.Rank = i
 				ps = append(ps, p)
 			}

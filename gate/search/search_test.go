@@ -29,6 +29,23 @@ func TestMergeByScoreAcrossCells(t *testing.T) {
 	}
 }
 
+// Two cells index each page (cell/pages.go): a URL both answer is one
+// result, at its better score, though its copies differ (one cell has a
+// later version), and its passage is given once.
+func TestMergeOneResultAURL(t *testing.T) {
+	a := &searchapi.Local{Results: []searchapi.Hit{{URL: "p", Score: 1, Sim: 0xff}, {URL: "q", Score: 2, Sim: 0xff00ff00ff00}},
+		Passages: []searchapi.Passage{{URL: "p", Text: "the answer", Score: 0.5}}}
+	b := &searchapi.Local{Results: []searchapi.Hit{{URL: "p", Score: 3, Sim: 0xffff0000ffff}},
+		Passages: []searchapi.Passage{{URL: "p", Text: "the answer", Score: 0.4}}}
+	got := merge([]*searchapi.Local{a, b}, 10)
+	if len(got) != 2 || got[0].URL != "p" || got[0].Score != 3 || got[1].URL != "q" {
+		t.Fatalf("merged %+v, want p (score 3) then q", got)
+	}
+	if ps := passages([]*searchapi.Local{a, b}, got); len(ps) != 1 {
+		t.Errorf("passages %+v, want the one", ps)
+	}
+}
+
 func TestBestCorrectionIsTheMostAttested(t *testing.T) {
 	ls := []*searchapi.Local{
 		{Correction: &searchapi.Correction{Query: "cat", Freq: 3}},

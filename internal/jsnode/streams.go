@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +33,11 @@ const (
 	BucketLease    = "TRAWL_LEASE" // the coordinator's lease
 	BucketIdem     = "TRAWL_IDEM"  // submission idempotency keys
 	BucketTasks    = "TRAWL_TASKS" // crawl-server task records
+	// StreamPages carries each page a cell archives to the one other
+	// cell of the region that indexes it beside it (cell/pages.go): the
+	// last version of each page, kept so that a cell back on an empty
+	// disk indexes again what it held.
+	StreamPages = "TRAWL_PAGES"
 )
 
 // Subjects of the work streams and the job log.
@@ -45,6 +51,7 @@ const (
 	SubjectHook       = "trawl.work.hook." // + Token(job)
 	SubjectJobLog     = "trawl.job."       // + owner cell + "." + Token(job) + "." + kind
 	SubjectTaskResult = "trawl.task."      // + owner cell + "." + task id: a crawl task's outcome
+	SubjectPages      = "trawl.page."      // + indexing cell + "." + archiving cell + "." + hash of the URL
 	LeaseCoordinator  = "coordinator"      // the lease's key in BucketLease
 	leaseTTL          = 6 * time.Second
 	workAckWait       = 15 * time.Second
@@ -54,7 +61,39 @@ const (
 	idempotencyTTL    = 24 * time.Hour
 	taskRecordTTL     = 24 * time.Hour
 	jobLogRetentionUp = time.Hour // the log outlives a job's view by this
+	// pagesMaxAge and pagesMaxBytes bound the page copies kept for a
+	// cell that comes back on an empty disk; the oldest go first (each
+	// was indexed when it came: only that replay loses them).
+	pagesMaxAge   = 30 * 24 * time.Hour
+	pagesMaxBytes = 1 << 30
 )
+
+// PageSubject is where cell origin sends its copy of the page at url to
+// cell indexer (one subject a page and pair: the stream keeps the last).
+func PageSubject(indexer, origin, url string) string {
+	h := fnv.New64a()
+	h.Write([]byte(url))
+	return SubjectPages + indexer + "." + origin + "." + strconv.FormatUint(h.Sum64(), 36)
+}
+
+// PagesConsumer is cell's durable consumer of the pages other cells
+// send it to index.
+func PagesConsumer(cell string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       "pages-" + cell,
+		FilterSubject: SubjectPages + cell + ".>",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxDeliver:    -1, // a page is indexed or the cell is gone
+		MaxAckPending: 1024,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+	}
+}
+
+// OwnPagesFilter matches the copies of the pages cell archived, wherever
+// they went: a cell back on an empty disk reads them again.
+func OwnPagesFilter(cell string) string { return SubjectPages + "*." + cell + ".*" }
 
 // Token is a job id as one subject token: NATS reads "." as a separator,
 // and regions and cells are [a-z0-9], so "-" for "." is reversible.
@@ -163,6 +202,18 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 		Duplicates:        duplicateWindow,
 		MaxMsgSize:        workMaxMsgSize,
 	}
+	pages := jetstream.StreamConfig{
+		Name:              StreamPages,
+		Subjects:          []string{SubjectPages + ">"},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           jetstream.FileStorage,
+		Replicas:          replicas,
+		MaxAge:            pagesMaxAge,
+		MaxBytes:          pagesMaxBytes,
+		MaxMsgsPerSubject: 1,
+		MaxMsgSize:        workMaxMsgSize,
+		Discard:           jetstream.DiscardOld,
+	}
 	consumer := func(stream, name, filter string, maxDeliver, maxAckPending int) Consumer {
 		return Consumer{Stream: stream, Config: jetstream.ConsumerConfig{
 			Durable:       name,
@@ -176,7 +227,7 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 		}}
 	}
 	return Layout{
-		Streams: []jetstream.StreamConfig{work, hooks, log},
+		Streams: []jetstream.StreamConfig{work, hooks, log, pages},
 		Consumers: []Consumer{
 			consumer(StreamWork, ConsumerJob, SubjectWorkJob+">", 5, 4096),
 			consumer(StreamWork, ConsumerTaskHi, SubjectTaskHi, TaskMaxDeliver, 256),

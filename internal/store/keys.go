@@ -52,6 +52,10 @@ const (
 	PrefixCache = "c/"
 	// PrefixArchive is the last version of each page (cell/scrape).
 	PrefixArchive = "a/"
+	// PrefixPageCopy is the last version of each page another cell of
+	// the region archived and sent this one to index beside it (cell,
+	// pages.go): the archive record, received time as its fetch time.
+	PrefixPageCopy = "pc/"
 	// PrefixJob is a job's meta, URLs, pending set and results (cell/jobs).
 	PrefixJob = "j/"
 	// PrefixJobIndex lists the jobs, for start-up (cell/jobs).
@@ -154,6 +158,7 @@ var Stores = []Layout{
 	{Store: "store", Ranges: []Range{
 		{PrefixCache, "cell/scrape"},
 		{PrefixArchive, "cell/scrape"},
+		{PrefixPageCopy, "cell (pages.go)"},
 		{PrefixJob, "cell/jobs"},
 		{PrefixJobIndex, "cell/jobs"},
 		{PrefixJobKey, "cell/jobs"},

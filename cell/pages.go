@@ -1,0 +1,314 @@
+package cell
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/s2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/internal/jsnode"
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+// Page copies (issue 33, docs/search.md "A dead cell"): each page a
+// clustered cell archives for the index is also indexed by one other
+// cell of its region, so a query finds it while either of the two is
+// alive. The archiving cell sends the page's archive record (compressed)
+// on TRAWL_PAGES to the cell the page's URL picks among the region's
+// other ready, undrained cells (rendezvous hashing: the same URL goes to
+// the same cell while the region does not change); that cell keeps it
+// under PrefixPageCopy, with the time it came as its fetch time, and
+// indexes it like a page of its own. The gate already asks every live
+// cell and keeps one hit a URL.
+//
+// Kept on the receiver's disk before the ack, the copy is in the index
+// watermark's reach: a receiver that crashes before its batch was written
+// indexes it again from its store at start, as it does its own archive.
+// A receiver back on an empty disk replays its consumer from the start,
+// and the copies of its own pages the others hold (OwnPagesFilter), from
+// the stream, which keeps the last version of each page and pair for
+// 30 days or 1 GiB.
+
+// maxPageCopy is the largest compressed record sent: the rest of a
+// message (1 MiB at most) is its subject and headers. A larger page is
+// indexed by its own cell only (counted).
+const maxPageCopy = 1<<20 - 8<<10
+
+// pageCopyQueue is how many pages wait to be sent; beyond it a page is
+// indexed by its own cell only (counted).
+const pageCopyQueue = 4096
+
+// PageCopyStats is the page copies' part of the cell's /health.
+type PageCopyStats struct {
+	// Sent: pages sent to the cell that indexes them too; Alone: pages
+	// archived while no other cell could take a copy; Dropped: pages the
+	// full queue, a failed send or their size kept from being sent.
+	Sent    uint64 `json:"sent"`
+	Alone   uint64 `json:"alone"`
+	Dropped uint64 `json:"dropped"`
+	// Indexed: copies of other cells' pages this cell indexed (Replayed
+	// of them read again after an empty disk); Skipped: copies of pages
+	// this cell may not index (private addresses).
+	Indexed  uint64 `json:"indexed"`
+	Replayed uint64 `json:"replayed"`
+	Skipped  uint64 `json:"skipped"`
+}
+
+type pageCopies struct {
+	c     *Cell
+	js    jetstream.JetStream
+	peers func() []string // the region's other cells that may take a copy
+	out   chan *scrape.ArchivedPage
+	wg    sync.WaitGroup
+
+	sent, alone, dropped, indexed, replayed, skipped atomic.Uint64
+	warned                                           atomic.Int64 // unix s of the last send warning
+}
+
+// PageCopies reports the page copies (zero for a cell that does not share).
+func (c *Cell) PageCopies() PageCopyStats {
+	pc := c.pages.Load()
+	if pc == nil {
+		return PageCopyStats{}
+	}
+	return PageCopyStats{Sent: pc.sent.Load(), Alone: pc.alone.Load(), Dropped: pc.dropped.Load(),
+		Indexed: pc.indexed.Load(), Replayed: pc.replayed.Load(), Skipped: pc.skipped.Load()}
+}
+
+// sharePages starts sending this cell's pages to the region and indexing
+// the copies the others send it, until ctx ends. fresh: the cell started
+// on a store without pages (a new cell, or one whose disk was lost).
+func (c *Cell) sharePages(ctx context.Context, js jetstream.JetStream, peers func() []string, fresh bool) error {
+	pc := &pageCopies{c: c, js: js, peers: peers, out: make(chan *scrape.ArchivedPage, pageCopyQueue)}
+	cfg := jsnode.PagesConsumer(c.cfg.Name)
+	if fresh {
+		// What the consumer acked went into a disk that is gone.
+		if err := js.DeleteConsumer(ctx, jsnode.StreamPages, cfg.Durable); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return err
+		}
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, jsnode.StreamPages, cfg)
+	if err != nil {
+		return err
+	}
+	c.pages.Store(pc)
+	for range 2 {
+		pc.wg.Add(1)
+		go pc.send(ctx)
+	}
+	pc.wg.Add(1)
+	go func() {
+		defer pc.wg.Done()
+		if fresh {
+			pc.replayOwn(ctx)
+		}
+		pc.receive(ctx, cons)
+	}()
+	go func() {
+		<-ctx.Done()
+		pc.wg.Wait()
+	}()
+	return nil
+}
+
+// offer queues an archived page for its copy; it never blocks.
+func (pc *pageCopies) offer(p *scrape.ArchivedPage) {
+	select {
+	case pc.out <- p:
+	default:
+		pc.dropped.Add(1)
+	}
+}
+
+// copyTo is the cell of peers that indexes the page at url beside its
+// own: the highest hash of the URL and the cell's name.
+func copyTo(url string, peers []string) string {
+	var best string
+	var top uint64
+	for _, p := range peers {
+		h := fnv.New64a()
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+		h.Write([]byte(url))
+		if v := h.Sum64(); best == "" || v > top {
+			best, top = p, v
+		}
+	}
+	return best
+}
+
+func (pc *pageCopies) send(ctx context.Context) {
+	defer pc.wg.Done()
+	for {
+		var p *scrape.ArchivedPage
+		select {
+		case <-ctx.Done():
+			return
+		case p = <-pc.out:
+		}
+		to := copyTo(p.URL, pc.peers())
+		if to == "" {
+			pc.alone.Add(1)
+			continue
+		}
+		data := s2.Encode(nil, scrape.EncodeArchived(p))
+		if len(data) > maxPageCopy {
+			pc.dropped.Add(1)
+			continue
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := pc.js.Publish(pctx, jsnode.PageSubject(to, pc.c.cfg.Name, p.URL), data)
+		cancel()
+		if err != nil {
+			pc.dropped.Add(1)
+			if now := time.Now().Unix(); ctx.Err() == nil && pc.warned.Swap(now) < now-10 {
+				pc.c.cfg.Logger.Warn("search: a page's copy was not sent; it is indexed by this cell only", "to", to, "err", err)
+			}
+			continue
+		}
+		pc.sent.Add(1)
+	}
+}
+
+// receive indexes the copies sent to this cell, a batch at a time: kept
+// in the store (synced), queued for the index, then acked.
+func (pc *pageCopies) receive(ctx context.Context, cons jetstream.Consumer) {
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(64, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) {
+				pc.c.cfg.Logger.Warn("search: reading page copies", "err", err)
+				sleepCtx(ctx, time.Second)
+			}
+			continue
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if batch.Error() != nil && !errors.Is(batch.Error(), nats.ErrTimeout) && ctx.Err() == nil {
+			pc.c.cfg.Logger.Warn("search: reading page copies", "err", batch.Error())
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		if err := pc.index(ctx, msgs, &pc.indexed); err != nil {
+			if ctx.Err() == nil {
+				pc.c.cfg.Logger.Warn("search: indexing page copies", "err", err)
+				sleepCtx(ctx, time.Second)
+			}
+			continue // not acked: delivered again
+		}
+		for _, m := range msgs {
+			m.Ack()
+		}
+	}
+}
+
+// replayOwn indexes the copies other cells hold of this cell's pages (a
+// cell back on an empty disk), to the end of the stream as it is now.
+func (pc *pageCopies) replayOwn(ctx context.Context) {
+	start := time.Now()
+	cons, err := pc.js.OrderedConsumer(ctx, jsnode.StreamPages, jetstream.OrderedConsumerConfig{FilterSubjects: []string{jsnode.OwnPagesFilter(pc.c.cfg.Name)}})
+	if err != nil {
+		pc.c.cfg.Logger.Warn("search: replaying this cell's pages", "err", err)
+		return
+	}
+	info, err := cons.Info(ctx)
+	if err != nil || info.NumPending == 0 {
+		return
+	}
+	left := info.NumPending
+	for left > 0 && ctx.Err() == nil {
+		batch, err := cons.Fetch(int(min(left, 64)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			pc.c.cfg.Logger.Warn("search: replaying this cell's pages", "err", err)
+			return
+		}
+		var msgs []jetstream.Msg
+		for m := range batch.Messages() {
+			msgs = append(msgs, m)
+		}
+		if len(msgs) == 0 {
+			break
+		}
+		left -= uint64(len(msgs))
+		if err := pc.index(ctx, msgs, &pc.replayed); err != nil {
+			pc.c.cfg.Logger.Warn("search: replaying this cell's pages", "err", err)
+			return
+		}
+	}
+	pc.c.cfg.Logger.Info("search: this cell's pages read again from the region", "pages", pc.replayed.Load(), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// index keeps msgs' pages in the store, synced, and queues them for the
+// index; count counts them.
+func (pc *pageCopies) index(ctx context.Context, msgs []jetstream.Msg, count *atomic.Uint64) error {
+	c := pc.c
+	now := c.cfg.Now().UTC()
+	b := c.store.NewBatch()
+	var pages []search.Page
+	for _, m := range msgs {
+		rec, err := s2.Decode(nil, m.Data())
+		var p *scrape.ArchivedPage
+		if err == nil {
+			p, err = scrape.ParseArchived(rec)
+		}
+		if err != nil {
+			c.cfg.Logger.Warn("search: a page copy could not be read; dropped", "subject", m.Subject(), "err", err)
+			continue
+		}
+		if p.Private || !c.cfg.AllowPrivateNetworks && privateHost(p.URL) {
+			pc.skipped.Add(1)
+			continue
+		}
+		p.FetchedAt = now // the index's watermark counts in this cell's time
+		b.Set(pageCopyKey(p.URL), scrape.EncodeArchived(p))
+		pages = append(pages, search.Page{URL: p.URL, ContentType: p.ContentType, Body: p.Body, Fetched: now})
+	}
+	if b.Len() > 0 {
+		if err := b.Commit(store.Sync); err != nil {
+			return err
+		}
+	} else {
+		b.Discard()
+	}
+	for _, p := range pages {
+		if err := c.indexer.Put(ctx, p); err != nil {
+			return err
+		}
+		count.Add(1)
+	}
+	return nil
+}
+
+func pageCopyKey(u string) []byte { return append([]byte(store.PrefixPageCopy), u...) }
+
+// hasPages reports whether the store holds an archived page or a copy.
+func hasPages(st *store.Store) bool {
+	found := false
+	for _, prefix := range []string{store.PrefixArchive, store.PrefixPageCopy} {
+		st.Scan([]byte(prefix), nil, func(_, _ []byte) (bool, error) {
+			found = true
+			return false, nil
+		})
+	}
+	return found
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,96 @@
+package cell
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/search"
+	"github.com/trawlhq/trawl/internal/jsnode/jsnodetest"
+	"github.com/trawlhq/trawl/internal/members"
+	"github.com/trawlhq/trawl/internal/searchapi"
+)
+
+// found reports whether c's index answers q with url first.
+func found(t *testing.T, c *Cell, q, url string) bool {
+	t.Helper()
+	l, err := c.SearchIndex().Local(context.Background(), q, searchapi.Options{N: 3})
+	return err == nil && len(l.Results) > 0 && l.Results[0].URL == url
+}
+
+// A page a clustered cell archives is indexed by another cell of its
+// region too (cell/pages.go): kept in that cell's store before it is
+// acked, and searchable there; each cell's pages go to the other.
+func TestPageCopiesIndexedOnAnotherCell(t *testing.T) {
+	seed, err := members.Start(members.Config{
+		Meta: members.Meta{Role: members.RoleGate, Region: "eu", Name: "g1"},
+		Keys: testKeys.All(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { seed.Close() })
+	c1 := startClusteredCell(t, seed, "c1")
+	c2 := startClusteredCell(t, seed, "c2")
+	jsnodetest.WaitFor(t, 90*time.Second, "both cells sharing, each the other's peer for page copies", func() (bool, string) {
+		ok := true
+		var views []string
+		for _, c := range []*Cell{c1, c2} {
+			h := c.JetStreamHealth()
+			views = append(views, fmt.Sprintf("%s %+v pages=%v", c.Name(), h, c.pages.Load() != nil))
+			ok = ok && h.Ready && h.ClusterSize == 2 && c.pages.Load() != nil
+		}
+		return ok, fmt.Sprint(views)
+	})
+	if !c1.freshDisk || !c2.freshDisk {
+		t.Fatal("new cells should start with freshDisk set")
+	}
+
+	page := func(word string) []byte {
+		return fmt.Appendf(nil, `<!doctype html><html><head><title>The %[1]s page</title></head><body><main><h1>About %[1]s</h1>
+<p>This page is the one that talks about %[1]s at length, in a paragraph long enough to be the main content of it.</p></main></body></html>`, word)
+	}
+	archive := func(c *Cell, url, word string) {
+		c.archived(url, "text/html; charset=utf-8", page(word), nil, time.Now())
+	}
+	u1, u2 := "https://one.example/kestrel", "https://two.example/pangolin"
+	// The peers list comes from gossip: wait until each sees the other.
+	jsnodetest.WaitFor(t, 30*time.Second, "each cell sees the other as a peer", func() (bool, string) {
+		pc1, pc2 := c1.pages.Load(), c2.pages.Load()
+		return len(pc1.peers()) == 1 && len(pc2.peers()) == 1, fmt.Sprint(pc1.peers(), pc2.peers())
+	})
+	archive(c1, u1, "kestrel")
+	archive(c2, u2, "pangolin")
+	jsnodetest.WaitFor(t, 30*time.Second, "each page searchable on both cells", func() (bool, string) {
+		ok := found(t, c1, "kestrel", u1) && found(t, c2, "kestrel", u1) && found(t, c2, "pangolin", u2) && found(t, c1, "pangolin", u2)
+		return ok, fmt.Sprintf("c1 %+v c2 %+v", c1.PageCopies(), c2.PageCopies())
+	})
+	for _, c := range []struct {
+		cell *Cell
+		url  string
+	}{{c2, u1}, {c1, u2}} {
+		if _, err := c.cell.store.Get(pageCopyKey(c.url)); err != nil {
+			t.Errorf("%s has no copy of %s in its store: %v", c.cell.Name(), c.url, err)
+		}
+		if s := c.cell.PageCopies(); s.Sent != 1 || s.Indexed != 1 || s.Dropped != 0 {
+			t.Errorf("%s page copies %+v, want 1 sent, 1 indexed", c.cell.Name(), s)
+		}
+	}
+
+	// The copy is in the rebuild's reach: an index rebuilt from c2's
+	// store (a lost index, or the catch-up after a crash) holds c1's page.
+	ix, err := search.Open(t.TempDir()+"/rebuilt", search.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	if n, err := c2.RebuildSearchInto(context.Background(), ix); err != nil || n != 1 {
+		// (its own page was handed to the index directly, not archived
+		// by a scrape)
+		t.Fatalf("rebuilt %d pages from c2's store (%v), want c1's copy", n, err)
+	}
+	if l, err := ix.Local(context.Background(), "kestrel", searchapi.Options{N: 3}); err != nil || len(l.Results) == 0 || l.Results[0].URL != u1 {
+		t.Errorf("the rebuilt index does not find c1's page: %+v %v", l, err)
+	}
+}
