@@ -138,11 +138,23 @@ func copyTo(url string, peers []string) string {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 		h.Write([]byte(url))
-		if v := h.Sum64(); best == "" || v > top {
+		if v := mix64(h.Sum64()); best == "" || v > top {
 			best, top = p, v
 		}
 	}
 	return best
+}
+
+// mix64 spreads FNV's last bytes over all the bits (MurmurHash3's
+// finaliser): FNV alone ranks peers by the URL's last characters, and
+// URLs that differ there went to one cell far more than to the other.
+func mix64(v uint64) uint64 {
+	v ^= v >> 33
+	v *= 0xff51afd7ed558ccd
+	v ^= v >> 33
+	v *= 0xc4ceb33fe1b3d2b5
+	v ^= v >> 33
+	return v
 }
 
 func (pc *pageCopies) send(ctx context.Context) {

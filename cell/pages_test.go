@@ -94,3 +94,26 @@ func TestPageCopiesIndexedOnAnotherCell(t *testing.T) {
 		t.Errorf("the rebuilt index does not find c1's page: %+v %v", l, err)
 	}
 }
+
+// copyTo spreads a site's pages evenly over the peers and keeps each
+// page's choice while the peers do not change.
+func TestCopyToSpreads(t *testing.T) {
+	peers := []string{"c1", "c3"}
+	count := map[string]int{}
+	for i := range 3000 {
+		u := fmt.Sprintf("http://127.0.0.1:41234/w/%d", i)
+		to := copyTo(u, peers)
+		if to != copyTo(u, []string{"c3", "c1"}) {
+			t.Fatalf("%s: the choice depends on the peers' order", u)
+		}
+		count[to]++
+	}
+	for _, p := range peers {
+		if count[p] < 1300 {
+			t.Errorf("%s took %d of 3000 pages, want about half: %v", p, count[p], count)
+		}
+	}
+	if copyTo("x", nil) != "" {
+		t.Error("no peer: a copy went somewhere")
+	}
+}

@@ -43,6 +43,14 @@ type cellHealth struct {
 			Seconds  float64 `json:"seconds"`
 		} `json:"restored"`
 	} `json:"job_share"`
+	PageCopies struct {
+		Sent     uint64 `json:"sent"`
+		Alone    uint64 `json:"alone"`
+		Dropped  uint64 `json:"dropped"`
+		Indexed  uint64 `json:"indexed"`
+		Replayed uint64 `json:"replayed"`
+		Skipped  uint64 `json:"skipped"`
+	} `json:"page_copies"`
 }
 
 // cellAddrs are the API addresses of the cells a dev process logged.
