@@ -224,6 +224,10 @@ func (s *Server) handleCrawlJobStatus(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("task_id")
 	t, err := s.tasks.get(id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && (t.API != apiC4A || t.ExpiresAt > 0 && t.ExpiresAt <= unixSeconds(s.cfg.Now()))) {
+		if status, code, msg := s.unknownTask(id); status != http.StatusNotFound {
+			writeError(w, status, code, msg)
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", "Task not found")
 		return
 	}

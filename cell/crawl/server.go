@@ -205,6 +205,11 @@ type Server struct {
 	// share, once set (Share), queues tasks on the region's work queue
 	// (share.go); finishMu orders the stores of a task's outcome.
 	share    atomic.Pointer[taskSharing]
+	// restoring: a clustered server that started without tasks (a new
+	// cell, or one whose disk was lost) until Share has restored its
+	// tasks from the region's log (mirror.go): an unknown task id is
+	// then a 503, not a 404.
+	restoring atomic.Bool
 	shared   chan struct{} // closed by Share
 	paused   atomic.Pointer[func() bool]
 	finishMu sync.Mutex
@@ -279,6 +284,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.sched = newScheduler(cfg.MaxConcurrentTasks, cfg.MaxQueuedTasks, s.runTask)
 	s.shared = make(chan struct{})
 	if cfg.AwaitShare > 0 {
+		s.restoring.Store(s.tasks.empty())
 		s.bg.Go(func() {
 			t := time.NewTimer(cfg.AwaitShare)
 			defer t.Stop()
@@ -286,6 +292,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 			case <-s.shared:
 			case <-s.life.Done():
 			case <-t.C:
+				s.restoring.Store(false)
 				s.log.Warn("crawl: the region did not take this server's tasks in time; running them here", "waited", cfg.AwaitShare)
 				if err := s.resume(); err != nil {
 					s.log.Error("crawl: resume tasks", "err", err)

@@ -128,13 +128,25 @@ func (s *Server) Share(ctx context.Context, js jetstream.JetStream, cell string)
 		s.log.Error("crawl: read unfinished tasks", "err", err)
 	}
 	for _, t := range unfinished {
-		if err := s.publishTask(sh, t); err != nil {
+		err := s.recordTask(sh, t)
+		if err == nil {
+			err = s.publishTask(sh, t)
+		}
+		if err != nil {
 			s.log.Error("crawl: unfinished task not queued on the region; it runs here", "task_id", t.ID, "err", err)
 			s.sched.push(&queued{priority: t.Priority, seq: t.Seq, taskID: t.ID}, true)
 		}
 	}
 	if len(unfinished) > 0 {
 		s.log.Info("crawl: unfinished tasks queued on the region", "tasks", len(unfinished))
+	}
+	if s.restoring.Load() {
+		// Before any outcome is collected: one of a task not restored
+		// yet would be dropped as unknown.
+		if err := s.restoreTasks(ctx, sh); err != nil {
+			s.log.Error("crawl: tasks not restored from the region's log", "err", err)
+		}
+		s.restoring.Store(false)
 	}
 	for range s.cfg.MaxConcurrentTasks {
 		s.bg.Go(func() { s.pullTasks(sh) })
@@ -296,23 +308,34 @@ func (s *Server) collectTasks(sh *taskSharing) {
 	}
 }
 
-func (s *Server) applyOutcome(sh *taskSharing, data []byte) error {
+// readOutcome reads a task's outcome message (from the object store when
+// it is there); nil for one that cannot be read (logged), an error when
+// the object store did not answer.
+func (s *Server) readOutcome(sh *taskSharing, data []byte) (*taskOutcome, error) {
 	var out taskOutcome
 	if err := json.Unmarshal(data, &out); err != nil || out.ID == "" {
 		s.log.Error("crawl: unreadable task outcome dropped", "err", err)
-		return nil
+		return nil, nil
 	}
 	if out.Blob != "" {
 		ctx, cancel := context.WithTimeout(s.life, time.Minute)
 		b, err := sh.blobs.GetBytes(ctx, out.Blob)
 		cancel()
 		if err != nil {
-			return fmt.Errorf("blob %s: %w", out.Blob, err)
+			return nil, fmt.Errorf("blob %s: %w", out.Blob, err)
 		}
 		if err := json.Unmarshal(b, &out); err != nil {
 			s.log.Error("crawl: unreadable task outcome dropped", "blob", out.Blob, "err", err)
-			return nil
+			return nil, nil
 		}
+	}
+	return &out, nil
+}
+
+func (s *Server) applyOutcome(sh *taskSharing, data []byte) error {
+	out, err := s.readOutcome(sh, data)
+	if out == nil {
+		return err
 	}
 	s.finishMu.Lock()
 	defer s.finishMu.Unlock()

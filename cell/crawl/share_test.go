@@ -81,3 +81,66 @@ func TestSharedTasks(t *testing.T) {
 	}
 	t.Logf("after c2 closed mid-task: c1 %+v", a.ShareStats())
 }
+
+// A cell whose data directory was lost while it was down loses no
+// accepted task (mirror.go): back on an empty directory under its name,
+// its server restores the finished tasks from their outcomes in the log
+// (results and all), and the unfinished ones as pending, which the
+// region's queue gives back and which complete; until it has, an id it
+// does not know is a 503, not a 404.
+func TestSharedTasksRestoredAfterLostStore(t *testing.T) {
+	n := jsnodetest.Standalone(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	js := n.JetStream()
+	if err := jsnode.Ensure(ctx, js, jsnode.RegionLayout(1, time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	st := startSite(t)
+	a := startServer(t, Config{MaxConcurrentTasks: 2, AwaitShare: time.Minute})
+	if err := a.Share(ctx, js, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	var fast, slow []string
+	for i := range 3 {
+		fast = append(fast, submit(t, a.URL, "", map[string]any{"urls": fmt.Sprintf("%s/article.html?r=%d", st.URL, i)}))
+	}
+	before := map[string]*taskAnswer{}
+	for _, id := range fast {
+		before[id] = poll(t, a.URL, "", id, 50*time.Millisecond, time.Minute)
+		if before[id].Status != StatusCompleted {
+			t.Fatalf("task %s: %+v", id, before[id])
+		}
+	}
+	for i := range 2 {
+		slow = append(slow, submit(t, a.URL, "", map[string]any{"urls": fmt.Sprintf("%s/slow?r=%d", st.URL, i)}))
+	}
+	testwait.Until(t, 30*time.Second, "both runners on a slow task", func() bool { return a.ShareStats().Running == 2 })
+	a.stop() // its disk is then lost: the next server starts on a new directory
+
+	b := startServer(t, Config{MaxConcurrentTasks: 2, AwaitShare: time.Minute})
+	var ans taskAnswer
+	if code := call(t, "GET", b.URL+"/task/"+fast[0], "", nil, &ans); code != 503 {
+		t.Fatalf("before sharing, a task of the lost directory: %d, want 503 try_again", code)
+	}
+	if err := b.Share(ctx, js, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range fast {
+		got := poll(t, b.URL, "", id, 50*time.Millisecond, 5*time.Second)
+		if got.Status != StatusCompleted || got.Result == nil || got.Result.Markdown != before[id].Result.Markdown {
+			t.Fatalf("restored task %s: %+v, want its results as before", id, got)
+		}
+	}
+	st.release()
+	for _, id := range slow {
+		got := poll(t, b.URL, "", id, 50*time.Millisecond, time.Minute)
+		if got.Status != StatusCompleted || got.Result == nil || !got.Result.Success {
+			t.Fatalf("unfinished task %s after the restore: %+v", id, got)
+		}
+	}
+	if code := call(t, "GET", b.URL+"/task/00000000-0000-4000-8000-000000000000", "", nil, nil); code != 404 {
+		t.Errorf("an unknown task after the restore: %d, want 404", code)
+	}
+	t.Logf("restored: %+v", b.ShareStats())
+}

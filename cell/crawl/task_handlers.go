@@ -110,7 +110,11 @@ func (s *Server) submitAs(w http.ResponseWriter, p *plan, body []byte, done chan
 		// The region runs it (share.go): answered once the queue holds
 		// it on a quorum.
 		s.sched.unreserve()
-		if err := s.publishTask(sh, t); err != nil {
+		err := s.recordTask(sh, t)
+		if err == nil {
+			err = s.publishTask(sh, t)
+		}
+		if err != nil {
 			s.log.Warn("crawl: the region's queue refused a task", "task_id", t.ID, "err", err)
 			t.Status, t.Error = StatusFailed, "the region's task queue did not take it"
 			s.tasks.putFinished(t)
@@ -347,7 +351,8 @@ func (s *Server) handleTask(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("task_id")
 	t, err := s.tasks.get(id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && t.ExpiresAt > 0 && t.ExpiresAt <= unixSeconds(s.cfg.Now())) {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no task %q (unknown, or expired after its ttl)", id))
+		status, code, msg := s.unknownTask(id)
+		writeError(w, status, code, msg)
 		return
 	}
 	if err != nil {

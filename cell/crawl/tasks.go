@@ -104,6 +104,16 @@ func (s taskStore) each(fn func(*Task) error) error {
 	})
 }
 
+// empty reports whether no task is stored.
+func (s taskStore) empty() bool {
+	empty := true
+	s.st.Scan(taskPrefix, nil, func(_, _ []byte) (bool, error) {
+		empty = false
+		return false, nil
+	})
+	return empty
+}
+
 // expiryPrefix indexes finished tasks by expiry:
 // crawlexp/<expiry in Unix ms, 20 digits>/<task id>, so the sweep reads
 // only what has expired, not every task and its results.

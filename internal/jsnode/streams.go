@@ -133,6 +133,13 @@ func ResultsConsumer(cell string) jetstream.ConsumerConfig {
 // by cell owner, is published (in the job log: kept as long as a job's).
 func TaskResultSubject(owner, id string) string { return SubjectTaskResult + owner + "." + Token(id) }
 
+// TaskRecordSubject is where crawl-server task id, accepted by cell
+// owner, is recorded as accepted (in the job log, the last one kept): a
+// cell back on an empty disk restores its tasks from these and their
+// outcomes (cell/crawl/mirror.go). It is not an outcome: the results
+// consumer's filter (one token after the owner) does not match it.
+func TaskRecordSubject(owner, id string) string { return TaskResultSubject(owner, id) + ".rec" }
+
 // TaskResultsConsumer is cell's durable consumer of the outcomes of the
 // crawl-server tasks it accepted (cell/crawl/share.go).
 func TaskResultsConsumer(cell string) jetstream.ConsumerConfig {
