@@ -204,15 +204,15 @@ type Server struct {
 
 	// share, once set (Share), queues tasks on the region's work queue
 	// (share.go); finishMu orders the stores of a task's outcome.
-	share    atomic.Pointer[taskSharing]
+	share atomic.Pointer[taskSharing]
 	// restoring: a clustered server that started without tasks (a new
 	// cell, or one whose disk was lost) until Share has restored its
 	// tasks from the region's log (mirror.go): an unknown task id is
 	// then a 503, not a 404.
 	restoring atomic.Bool
-	shared   chan struct{} // closed by Share
-	paused   atomic.Pointer[func() bool]
-	finishMu sync.Mutex
+	shared    chan struct{} // closed by Share
+	paused    atomic.Pointer[func() bool]
+	finishMu  sync.Mutex
 }
 
 // New opens the task store, starts the permanent browser, resumes the
