@@ -140,6 +140,9 @@ func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
 		// queue, and it fetches the region's (cell/jobs/share.go).
 		"jobs_shared": c.jobs.Shared(),
 		"job_share":   c.jobs.ShareStats(),
+		// coordinator: this cell holds the region's lease and feeds the
+		// jobs of cells that are down (cell/jobs/adopt.go).
+		"coordinator": c.Coordinating(),
 		// page_copies: the pages this cell sends the cell that indexes
 		// them beside it, and those it indexes for the others (pages.go).
 		"page_copies": c.PageCopies(),

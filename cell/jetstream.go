@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawlhq/trawl/cell/coord"
 	"github.com/trawlhq/trawl/cell/jobs"
 	"github.com/trawlhq/trawl/internal/jsnode"
 	"github.com/trawlhq/trawl/internal/members"
@@ -76,10 +77,44 @@ type jsState struct {
 
 	// shared is the node once the cell shares work (shareJobs);
 	// onShared the calls waiting for it (OnShared).
-	drained  atomic.Bool // an operator drained the cell (watchDrain)
+	drained atomic.Bool // an operator drained the cell (watchDrain)
+	// lease is the region's coordinator lease this cell takes when it is
+	// free (cell/coord); nil until the cell shares.
+	lease    atomic.Pointer[coord.Lease]
 	mu       sync.Mutex
 	shared   *jsnode.Node
 	onShared []func(jetstream.JetStream)
+}
+
+// startLease starts taking the region's coordinator lease, until ctx
+// ends (octx bounds the bucket's lookup).
+func (c *Cell) startLease(ctx, octx context.Context, n *jsnode.Node) error {
+	kv, err := n.JetStream().KeyValue(octx, jsnode.BucketLease)
+	if err != nil {
+		return fmt.Errorf("the coordinator's lease bucket: %w", err)
+	}
+	l, err := coord.New(coord.Config{KV: kv, Cell: c.cfg.Name, Instance: n.Name(), Logger: c.cfg.Logger})
+	if err != nil {
+		return err
+	}
+	c.js.lease.Store(l)
+	c.js.wg.Add(1)
+	go func() {
+		defer c.js.wg.Done()
+		l.Run(ctx)
+	}()
+	return nil
+}
+
+// Coordinating reports whether this cell holds the region's coordinator
+// lease now (it feeds the jobs of cells that are down).
+func (c *Cell) Coordinating() bool {
+	l := c.js.lease.Load()
+	if l == nil {
+		return false
+	}
+	_, ok := l.Acting()
+	return ok
 }
 
 // Drained reports whether an operator drained this cell (a gate of its
@@ -334,8 +369,20 @@ func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		ectx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		err := jsnode.Ensure(ectx, n.JetStream(), layout)
+		if err == nil && c.js.lease.Load() == nil {
+			err = c.startLease(ctx, ectx, n)
+		}
 		if err == nil {
-			err = c.jobs.Share(ectx, n.JetStream(), jobs.ShareConfig{Cell: c.cfg.Name})
+			cfg := jobs.ShareConfig{Cell: c.cfg.Name}
+			if m != nil {
+				// The region's coordinator feeds the jobs of cells
+				// that are down (cell/jobs/adopt.go).
+				cfg.Live = func(cell string) bool {
+					return slices.ContainsFunc(m.Live(members.RoleCell, c.cfg.Region), func(mm members.Meta) bool { return mm.Name == cell })
+				}
+				cfg.Coordinating = c.Coordinating
+			}
+			err = c.jobs.Share(ectx, n.JetStream(), cfg)
 		}
 		cancel()
 		if err == nil {

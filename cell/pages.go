@@ -229,11 +229,12 @@ func (pc *pageCopies) receive(ctx context.Context, cons jetstream.Consumer) {
 // cell back on an empty disk), to the end of the stream as it is now.
 func (pc *pageCopies) replayOwn(ctx context.Context) {
 	start := time.Now()
-	cons, err := pc.js.OrderedConsumer(ctx, jsnode.StreamPages, jetstream.OrderedConsumerConfig{FilterSubjects: []string{jsnode.OwnPagesFilter(pc.c.cfg.Name)}})
+	cons, done, err := jsnode.Ordered(ctx, pc.js, jsnode.StreamPages, jetstream.OrderedConsumerConfig{FilterSubjects: []string{jsnode.OwnPagesFilter(pc.c.cfg.Name)}})
 	if err != nil {
 		pc.c.cfg.Logger.Warn("search: replaying this cell's pages", "err", err)
 		return
 	}
+	defer done()
 	info, err := cons.Info(ctx)
 	if err != nil || info.NumPending == 0 {
 		return

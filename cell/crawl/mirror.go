@@ -50,13 +50,14 @@ func (s *Server) recordTask(sh *taskSharing, t *Task) error {
 // restoreTasks stores the cell's tasks the log has and the store does not.
 func (s *Server) restoreTasks(ctx context.Context, sh *taskSharing) error {
 	start := time.Now()
-	cons, err := sh.js.OrderedConsumer(ctx, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+	cons, done, err := jsnode.Ordered(ctx, sh.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{jsnode.TaskRecordSubject(sh.cell, "*")},
 		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
 	})
 	if err != nil {
 		return err
 	}
+	defer done()
 	info, err := cons.Info(ctx)
 	if err != nil {
 		return err

@@ -75,11 +75,12 @@ func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status,
 	}
 	prefix := jsnode.JobSubject(owner, id)
 	outcomes := map[uint64]*jobOutcome{}
-	c, err := s.js.OrderedConsumer(ctx, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+	c, done, err := jsnode.Ordered(ctx, s.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{prefix + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true})
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	if err := drain(ctx, c, func(msg jetstream.Msg) error {
 		seq, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
 		if err != nil || msg.Headers().Get(headerPending) != "" {
@@ -143,11 +144,12 @@ func (m *Manager) logResults(s *sharing, id, account string, after int64, w io.W
 	if err != nil {
 		return 0, err
 	}
-	c, err := s.js.OrderedConsumer(ctx, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+	c, done, err := jsnode.Ordered(ctx, s.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{jsnode.JobSubject(owner, id) + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return 0, err
 	}
+	defer done()
 	var rank int64
 	n := 0
 	errEnough := errors.New("enough")

@@ -166,11 +166,12 @@ func (s *sharing) forget(ctx context.Context, id string) error {
 // scanLog calls fn with every message of the job log on subject filter,
 // in order, until the last one there was when it started.
 func scanLog(ctx context.Context, js jetstream.JetStream, filter string, fn func(jetstream.Msg) error) error {
-	c, err := js.OrderedConsumer(ctx, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+	c, done, err := jsnode.Ordered(ctx, js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
 		return err
 	}
+	defer done()
 	return drain(ctx, c, fn)
 }
 

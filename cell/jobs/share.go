@@ -59,6 +59,12 @@ type ShareConfig struct {
 	// that used up its deliveries (each time its cell died) is not
 	// delivered again, and the URL must not stay pending for ever.
 	Republish time.Duration
+	// Live reports whether a cell of the region is live (membership);
+	// Coordinating whether this cell holds the region's coordinator
+	// lease. With both set, the coordinator feeds the jobs of owners
+	// that are not live (adopt.go).
+	Live         func(cell string) bool
+	Coordinating func() bool
 }
 
 // Work item and outcome on the wire.
@@ -126,6 +132,10 @@ type sharing struct {
 	slots chan struct{}      // one per item in out
 
 	fetched, applied, duplicates, redelivered atomic.Int64
+	// adoptedURLs is the URLs of down owners' jobs this cell queued as
+	// the region's coordinator (adopt.go).
+	adoptedURLs atomic.Int64
+	adoptTicks  atomic.Int64 // the adopt loop's turns (tests wait on them)
 	// fetching is the items this cell's pullers hold now; backlog the
 	// region's job URLs waiting for a puller and lag this cell's
 	// outcomes waiting to be recorded (refreshed every 2 s by watch).
@@ -178,6 +188,10 @@ func (m *Manager) Share(ctx context.Context, js jetstream.JetStream, cfg ShareCo
 	go m.recover(s)
 	go m.republish(s)
 	go m.watch(s)
+	if cfg.Live != nil && cfg.Coordinating != nil {
+		m.wg.Add(1)
+		go m.adopt(s)
+	}
 	m.cfg.Logger.Info("jobs: sharing URLs with the region's cells", "cell", cfg.Cell, "window", cfg.Window)
 	return nil
 }
@@ -261,6 +275,7 @@ type ShareStats struct {
 	Backlog     int64 `json:"backlog"`     // the region's job URLs waiting for a puller
 	Lag         int64 `json:"lag"`         // outcomes of this cell's URLs not recorded yet
 	Drained     bool  `json:"drained"`     // an operator drained the cell: it pulls nothing
+	Adopted     int64 `json:"adopted"`     // URLs of down cells' jobs this cell queued as the coordinator
 	// Restored is what the cell restored from the region's job log when
 	// it began sharing (mirror.go); nil until that is done.
 	Restored *RestoreStats `json:"restored,omitempty"`
@@ -278,7 +293,7 @@ func (m *Manager) ShareStats() ShareStats {
 	return ShareStats{Shared: true, Queued: q, Fetched: s.fetched.Load(), Applied: s.applied.Load(),
 		Duplicates: s.duplicates.Load(), Redelivered: s.redelivered.Load(),
 		Fetching: s.fetching.Load(), Backlog: s.backlog.Load(), Lag: s.lag.Load(), Restored: s.restore.Load(),
-		Drained: m.drained.Load()}
+		Drained: m.drained.Load(), Adopted: s.adoptedURLs.Load()}
 }
 
 // send hands an admitted URL to a local worker, or, when sharing, to the

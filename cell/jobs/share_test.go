@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,8 +78,12 @@ func (r *shareRig) unshared(cell string, concurrency int, delay time.Duration, s
 		body, _ := json.Marshal(map[string]string{"markdown": strings.Repeat("x", size), "url": u})
 		return &scrape.Outcome{Body: body[:len(body)-1]}, nil
 	}
+	var logw io.Writer = io.Discard
+	if os.Getenv("TRAWL_JOBS_LOG") != "" {
+		logw = os.Stderr
+	}
 	m, err := NewManager(st, fn, Config{Region: "eu", Cell: cell, Concurrency: concurrency, AwaitShare: await,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(logw, nil)).With("cell", cell)})
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -398,5 +404,73 @@ func TestLogAnswersForDeadOwner(t *testing.T) {
 	}
 	if _, err := b.Status("j_eu.c1.00000000000000000000", "acct", false); err != ErrNoJob {
 		t.Fatalf("an id the log does not have: %v", err)
+	}
+}
+
+// A job whose owner is down and stays down is finished by the region
+// (adopt.go): the coordinator queues the URLs the owner never did, the
+// outcomes go to the owner's subject, and any cell answers the job from
+// the log, every URL once. A cell that is not the coordinator feeds
+// nothing.
+func TestCoordinatorFeedsDeadOwnersJob(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 2, 20*time.Millisecond, 10)
+	var ownerLive atomic.Bool
+	ownerLive.Store(true)
+	live := func(cell string) bool { return cell != "c1" || ownerLive.Load() }
+	var coordinating atomic.Bool
+	b := r.unshared("c2", 2, 5*time.Millisecond, 10, 0)
+	if err := b.Share(context.Background(), r.js, ShareConfig{Live: live, Coordinating: coordinating.Load}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/dead%d", i)
+	}
+	id, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "40 URLs done", func() bool {
+		st, err := a.Status(id, "acct", false)
+		return err == nil && st.Done >= 40
+	})
+	a.Close() // down, for good
+	ownerLive.Store(false)
+	atDeath, err := b.Status(id, "acct", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if atDeath.Done >= n {
+		t.Fatalf("the job finished before its owner died: %+v", atDeath)
+	}
+	// Not the coordinator: the job stalls at what the owner had queued.
+	testwait.Until(t, 30*time.Second, "the owner's queued URLs fetched", func() bool { return b.ShareStats().Fetching == 0 })
+	stalled, _ := b.Status(id, "acct", false)
+	s := b.share.Load()
+	turns := s.adoptTicks.Load()
+	testwait.Until(t, 30*time.Second, "two scans' worth of the adopt loop's turns", func() bool {
+		return s.adoptTicks.Load() >= turns+int64(2*adoptEvery/feedEvery)
+	})
+	if st, _ := b.Status(id, "acct", false); st.Done+st.Error != stalled.Done+stalled.Error || st.Done >= n || b.ShareStats().Adopted != 0 {
+		t.Fatalf("a cell that is not the coordinator fed the job: %+v then %+v", stalled, st)
+	}
+	coordinating.Store(true)
+	start := time.Now()
+	testwait.Until(t, 60*time.Second, "the dead owner's job done from the log", func() bool {
+		st, err := b.Status(id, "acct", false)
+		return err == nil && st.Status == StatusDone && st.Done == n
+	})
+	t.Logf("owner down at %d of %d done, stalled at %d; the coordinator finished the job in %v, queuing %d URLs",
+		atDeath.Done, n, stalled.Done, time.Since(start).Round(time.Millisecond), b.ShareStats().Adopted)
+	seen := resultURLs(t, b, id)
+	for _, u := range urls {
+		if seen[u] != 1 {
+			t.Fatalf("%s: %d lines from the log", u, seen[u])
+		}
+	}
+	if ad := b.ShareStats().Adopted; ad < int64(n-stalled.Done) || ad > int64(n) {
+		t.Errorf("the coordinator queued %d URLs, want those without an outcome (%d)", ad, n-stalled.Done)
 	}
 }

@@ -45,3 +45,25 @@ func Heartbeat(ctx context.Context, msg jetstream.Msg) (stop func()) {
 	}()
 	return cancel
 }
+
+// Ordered makes an ordered consumer of stream for one read (a scan, a
+// replay) and returns it with its close, which deletes it: an ordered
+// consumer left alone lives on for its inactive threshold (5 minutes by
+// default, 30 s here) and a stream holds a bounded number, so a client
+// polling a status read from the log would otherwise use them up.
+func Ordered(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.OrderedConsumerConfig) (jetstream.Consumer, func(), error) {
+	if cfg.InactiveThreshold == 0 {
+		cfg.InactiveThreshold = 30 * time.Second
+	}
+	c, err := js.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, func() {
+		if info := c.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			js.DeleteConsumer(dctx, stream, info.Name)
+			cancel()
+		}
+	}, nil
+}

@@ -1,0 +1,263 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/trawlhq/trawl/internal/jsnode"
+)
+
+// Feeding a dead owner's jobs (issue 33: a region loses a cell without
+// losing accepted work, even a cell that does not come back).
+//
+// The owner of a shared job feeds its URLs to the region's queue a
+// window at a time (send), so while it is down only the URLs it had
+// queued are fetched. The region's coordinator (the cell holding the
+// lease, cell/coord) therefore feeds, every adoptEvery, the jobs of
+// every owner membership does not list as live: it reads the job's
+// record and URLs from the log (mirror.go), follows its outcomes there,
+// and queues the URLs without one, a window (ShareConfig.Window) at a
+// time, as the owner's own items (the outcome goes to the owner's
+// subject, where the owner's results consumer finds it when it is back,
+// and from which any cell answers for the job meanwhile: logread.go).
+// A URL's first item has the id the owner gives it (<job>/<seq>/0), so
+// one the owner queued in the last 10 minutes is a duplicate the stream
+// drops; a URL queued twice anyway is fetched twice and recorded once
+// (the owner keeps the first outcome). The coordinator stops feeding a
+// job once it has an outcome for every URL, or its owner is live again
+// (its dispatcher then queues what is left), or the lease is lost.
+//
+// Not fed: a held job or retry (the gate's release goes to the owner), a
+// cancelled or failed one, a growing one (a site crawl is not in the
+// log). Cancel, retry and release still wait for the owner.
+
+// adoptEvery is how often the coordinator looks for jobs to feed; it
+// tops up the jobs it feeds every feedEvery.
+const (
+	adoptEvery = 2 * time.Second
+	feedEvery  = 200 * time.Millisecond
+)
+
+// adopted is a dead owner's job the coordinator feeds.
+type adopted struct {
+	id, owner string
+	mt        meta
+	urls      []string
+	done      map[uint64]bool
+	marked    map[uint64]bool      // pending again after a released retry
+	sent      map[uint64]time.Time // queued by this cell, and when
+	resent    map[uint64]int
+	outcomes  jetstream.Consumer // ordered, headers only: the job's outcomes as they come
+	close     func()             // deletes outcomes
+}
+
+// adopt runs while the manager shares: every adoptEvery, on the
+// coordinator only, it feeds the jobs of owners that are not live.
+func (m *Manager) adopt(s *sharing) {
+	defer m.wg.Done()
+	feeding := map[string]*adopted{}
+	finished := map[string]bool{}
+	t := time.NewTicker(feedEvery)
+	defer t.Stop()
+	var scanned time.Time
+	defer func() {
+		for _, a := range feeding {
+			a.close()
+		}
+	}()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.adoptTicks.Add(1)
+		if !s.cfg.Coordinating() {
+			for id, a := range feeding {
+				a.close() // another cell feeds them now
+				delete(feeding, id)
+			}
+			continue
+		}
+		scan := time.Since(scanned) >= adoptEvery
+		if scan {
+			scanned = time.Now()
+		}
+		if err := m.adoptRound(s, feeding, finished, scan); err != nil && m.ctx.Err() == nil {
+			m.cfg.Logger.Warn("jobs: feeding the jobs of cells that are down", "err", err)
+		}
+	}
+}
+
+// adoptRound tops up the jobs being fed; with scan, it first reads the
+// log's job records for jobs to start or stop feeding.
+func (m *Manager) adoptRound(s *sharing, feeding map[string]*adopted, finished map[string]bool, scan bool) error {
+	ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
+	defer cancel()
+	if scan {
+		if err := m.adoptScan(ctx, s, feeding, finished); err != nil {
+			return err
+		}
+	}
+	for id, a := range feeding {
+		if err := m.feedAdopted(ctx, s, a); err != nil {
+			return err
+		}
+		if a.withOutcome() == len(a.urls) {
+			finished[id] = true
+			a.close()
+			delete(feeding, id)
+			m.cfg.Logger.Info("jobs: every URL of a down cell's job has its outcome", "job", id, "owner", a.owner)
+		}
+	}
+	return nil
+}
+
+// adoptScan starts feeding the jobs of owners that are not live, and
+// stops feeding those whose owner is back (or that changed).
+func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]*adopted, finished map[string]bool) error {
+	candidates := map[string]bool{}
+	err := scanLog(ctx, s.js, jsnode.SubjectJobLog+"*.*.meta", func(msg jetstream.Msg) error {
+		parts := strings.Split(msg.Subject(), ".")
+		if len(parts) != 5 {
+			return nil
+		}
+		owner := parts[2]
+		var mt meta
+		if json.Unmarshal(msg.Data(), &mt) != nil || mt.ID == "" || finished[mt.ID] {
+			return nil
+		}
+		if owner == s.cfg.Cell || s.cfg.Live(owner) || mt.Grow != nil || mt.Hold != "" || mt.RetryHold != "" ||
+			!mt.CancelledAt.IsZero() || mt.Failure != "" {
+			return nil
+		}
+		candidates[mt.ID] = true
+		if feeding[mt.ID] == nil {
+			a, err := m.adoptJob(ctx, s, owner, mt)
+			if err != nil {
+				m.cfg.Logger.Warn("jobs: a down cell's job not fed this round", "job", mt.ID, "owner", owner, "err", err)
+				return nil
+			}
+			feeding[mt.ID] = a
+			m.cfg.Logger.Info("jobs: feeding the job of a cell that is down", "job", mt.ID, "owner", owner,
+				"urls", len(a.urls), "with_outcome", a.withOutcome())
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for id, a := range feeding {
+		if !candidates[id] {
+			a.close() // its owner is back, or it changed
+			delete(feeding, id)
+		}
+	}
+	return nil
+}
+
+// adoptJob reads a job to feed from the log.
+func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt meta) (*adopted, error) {
+	prefix := jsnode.JobSubject(owner, mt.ID)
+	urls, err := logURLs(ctx, s, prefix)
+	if err != nil {
+		return nil, err
+	}
+	c, closeC, err := jsnode.Ordered(m.ctx, s.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{prefix + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, outcomes: c, close: closeC,
+		done: map[uint64]bool{}, marked: map[uint64]bool{}, sent: map[uint64]time.Time{}, resent: map[uint64]int{}}
+	if err := a.read(ctx); err != nil {
+		a.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// read takes in the outcomes that came since the last read.
+func (a *adopted) read(ctx context.Context) error {
+	for ctx.Err() == nil {
+		batch, err := a.outcomes.FetchNoWait(256)
+		if err != nil {
+			return err
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			subj := msg.Subject()
+			seq, err := strconv.ParseUint(subj[strings.LastIndexByte(subj, '.')+1:], 10, 64)
+			if err != nil {
+				continue
+			}
+			pending := msg.Headers().Get(headerPending) != ""
+			a.done[seq], a.marked[seq] = !pending, pending
+		}
+		if got == 0 {
+			return nil
+		}
+	}
+	return ctx.Err()
+}
+
+func (a *adopted) withOutcome() int {
+	n := 0
+	for _, d := range a.done {
+		if d {
+			n++
+		}
+	}
+	return n
+}
+
+// feedAdopted queues a's URLs without an outcome, up to the window.
+func (m *Manager) feedAdopted(ctx context.Context, s *sharing, a *adopted) error {
+	if err := a.read(ctx); err != nil {
+		return err
+	}
+	now := time.Now()
+	inflight := 0
+	for seq, at := range a.sent {
+		if !a.done[seq] && now.Sub(at) < s.cfg.Republish {
+			inflight++
+		}
+	}
+	for i := range a.urls {
+		seq := uint64(i)
+		if inflight >= s.cfg.Window {
+			break
+		}
+		if a.done[seq] {
+			continue
+		}
+		if at, ok := a.sent[seq]; ok {
+			if now.Sub(at) < s.cfg.Republish {
+				continue
+			}
+			a.resent[seq]++
+		}
+		// The owner's first id for a URL that waits (0), so that its own
+		// item is a duplicate; another for a released retry, or a URL
+		// queued again after Republish.
+		gen := 3000 * a.resent[seq]
+		if a.marked[seq] {
+			gen += 2000
+		}
+		it := jobItem{Job: a.id, Owner: a.owner, Account: a.mt.Account, Seq: seq, Gen: gen, URL: a.urls[i],
+			Options: a.mt.Options, Shape: a.mt.Shape}
+		if err := s.publish(ctx, it); err != nil {
+			return err
+		}
+		a.sent[seq] = now
+		s.adoptedURLs.Add(1)
+		inflight++
+	}
+	return nil
+}
