@@ -37,6 +37,7 @@ type cellHealth struct {
 		Duplicates  int64 `json:"duplicates"`
 		Redelivered int64 `json:"redelivered"`
 		Drained     bool  `json:"drained"`
+		Adopted     int64 `json:"adopted"`
 		Restored    *struct {
 			Jobs     int     `json:"jobs"`
 			Outcomes int     `json:"outcomes"`
