@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +55,14 @@ type adopted struct {
 	resent    map[uint64]int
 	outcomes  jetstream.Consumer // ordered, headers only: the job's outcomes as they come
 	close     func()             // deletes outcomes
+	since     time.Time          // when outcomes was made
 }
+
+// adoptFresh is how long an adopted job's outcomes consumer is used: a
+// consumer whose stream leader died with its cell may stop delivering
+// without an error, so a new one reads the outcomes again (the items a
+// new adoption queues again carry the same ids: duplicates dropped).
+const adoptFresh = 30 * time.Second
 
 // adopt runs while the manager shares: every adoptEvery, on the
 // coordinator only, it feeds the jobs of owners that are not live.
@@ -97,15 +105,24 @@ func (m *Manager) adopt(s *sharing) {
 // adoptRound tops up the jobs being fed; with scan, it first reads the
 // log's job records for jobs to start or stop feeding.
 func (m *Manager) adoptRound(s *sharing, feeding map[string]*adopted, finished map[string]bool, scan bool) error {
-	ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
-	defer cancel()
+	// Short deadlines: a round cut while a stream's leader moves (its
+	// cell died: the case this is for) is begun again with fresh
+	// consumers 200 ms later rather than waiting on the old ones.
 	if scan {
-		if err := m.adoptScan(ctx, s, feeding, finished); err != nil {
+		sctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+		err := m.adoptScan(sctx, s, feeding, finished)
+		cancel()
+		if err != nil {
 			return err
 		}
 	}
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	defer cancel()
 	for id, a := range feeding {
 		if err := m.feedAdopted(ctx, s, a); err != nil {
+			// Read again from the log at the next scan.
+			a.close()
+			delete(feeding, id)
 			return err
 		}
 		if a.withOutcome() == len(a.urls) {
@@ -137,6 +154,12 @@ func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]
 			return nil
 		}
 		candidates[mt.ID] = true
+		refresh := false
+		if a := feeding[mt.ID]; a != nil && time.Since(a.since) > adoptFresh {
+			a.close()
+			delete(feeding, mt.ID)
+			refresh = true
+		}
 		if feeding[mt.ID] == nil {
 			a, err := m.adoptJob(ctx, s, owner, mt)
 			if err != nil {
@@ -144,7 +167,11 @@ func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]
 				return nil
 			}
 			feeding[mt.ID] = a
-			m.cfg.Logger.Info("jobs: feeding the job of a cell that is down", "job", mt.ID, "owner", owner,
+			level := slog.LevelInfo
+			if refresh {
+				level = slog.LevelDebug
+			}
+			m.cfg.Logger.Log(ctx, level, "jobs: feeding the job of a cell that is down", "job", mt.ID, "owner", owner,
 				"urls", len(a.urls), "with_outcome", a.withOutcome())
 		}
 		return nil
@@ -173,7 +200,7 @@ func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt met
 	if err != nil {
 		return nil, err
 	}
-	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, outcomes: c, close: closeC,
+	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, outcomes: c, close: closeC, since: time.Now(),
 		done: map[uint64]bool{}, marked: map[uint64]bool{}, sent: map[uint64]time.Time{}, resent: map[uint64]int{}}
 	if err := a.read(ctx); err != nil {
 		a.close()

@@ -227,28 +227,42 @@ func drain(ctx context.Context, c jetstream.Consumer, fn func(jetstream.Msg) err
 		return err
 	}
 	left := info.NumPending
-	for empty := 0; left > 0; {
-		batch, err := c.Fetch(256, jetstream.FetchMaxWait(5*time.Second))
+	// fetch reads one batch; it waits no longer than ctx allows (a read
+	// begun as a stream's leader died must not outlive its caller's
+	// deadline: Fetch alone would wait its own time).
+	fetch := func() (got int, batchErr, err error) {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		batch, err := c.Fetch(256, jetstream.FetchContext(fctx))
 		if err != nil {
-			return err
+			return 0, nil, err
 		}
-		got := 0
 		for msg := range batch.Messages() {
 			got++
 			if err := fn(msg); err != nil {
-				return err
+				return got, nil, err
 			}
 			md, err := msg.Metadata()
 			if err != nil {
-				return err
+				return got, nil, err
 			}
 			if left = md.NumPending; left == 0 {
 				break
 			}
 		}
+		return got, batch.Error(), nil
+	}
+	for empty := 0; left > 0; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		got, batchErr, err := fetch()
+		if err != nil {
+			return err
+		}
 		if got == 0 {
 			if empty++; empty == 3 {
-				return fmt.Errorf("jobs: the log stopped answering with %d messages left (%v)", left, batch.Error())
+				return fmt.Errorf("jobs: the log stopped answering with %d messages left (%v)", left, batchErr)
 			}
 			continue
 		}

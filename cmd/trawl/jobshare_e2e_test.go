@@ -671,6 +671,12 @@ func TestSharedJobSurvivesKill9(t *testing.T) {
 	if coordinator == "" {
 		t.Errorf("no cell says it fed the dead owner's job (job_share.adopted)")
 	}
+	// Membership sees the owner dead within seconds, the coordinator's
+	// next scan (2 s) feeds its job; a lease held by the dead owner passes
+	// in about 6 s. Then the URLs take what two cells take.
+	if d, rest := finished.Sub(killed), time.Duration(n-atKill.Done)*delay/(2*conc); d > 30*time.Second+rest {
+		t.Errorf("the region finished the dead owner's job %v after the kill, want within 30 s + %v (its %d URLs on two cells)", d, rest, n-atKill.Done)
+	}
 	t.Logf("the coordinator: %s", coordinator)
 	downFor := time.Since(killed)
 	restarted = time.Now()
