@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -284,14 +286,27 @@ func (m *Manager) restoreJob(ctx context.Context, s *sharing, mt meta) (int, err
 	if len(urls) != mt.Total || len(urls) == 0 {
 		return 0, fmt.Errorf("the log has %d of its %d URLs", len(urls), mt.Total)
 	}
-	// Its idempotency key is not in the log: a repeated submission with
-	// the key makes a new job.
-	mt.IdemKey = ""
+	// Its idempotency key (the record names it): a repeat of the
+	// submission returns this job, as before the loss, unless a new job
+	// took the key meanwhile (then this one does not hold it: deleting
+	// it must not drop the other's).
+	var idem []byte
+	if strings.HasPrefix(mt.IdemKey, store.PrefixJobKey) {
+		if _, err := m.st.Get([]byte(mt.IdemKey)); errors.Is(err, store.ErrNotFound) {
+			idem = append(append([]byte(mt.ID), 0), fingerprint(urls, mt.Options)...)
+		}
+	}
+	if idem == nil {
+		mt.IdemKey = ""
+	}
 	j := newJob(mt)
 	j.pending = len(urls)
 	j.restoring = true
 	b := m.st.NewBatch()
 	putNewJob(b, mt, urls) // a job in the log never grows
+	if idem != nil {
+		b.Set([]byte(mt.IdemKey), idem)
+	}
 	if err := b.Commit(store.Sync); err != nil {
 		return 0, err
 	}

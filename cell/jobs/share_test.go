@@ -304,6 +304,11 @@ func TestRestoreAfterLostStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keyedURLs := []string{"http://site.test/k1", "http://site.test/k2"}
+	keyed, _, _, err := a.HoldKeyed("acct", "order-7", keyedURLs, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	waitDone(t, a, cancelled, 1)
 	if err := a.Cancel(cancelled, "acct"); err != nil {
 		t.Fatal(err)
@@ -339,8 +344,16 @@ func TestRestoreAfterLostStore(t *testing.T) {
 		t.Fatalf("%d URLs fetched again after the restore (%d fetches before it)", again, before)
 	}
 	st := a2.ShareStats().Restored
-	if st == nil || st.Jobs != 3 {
-		t.Fatalf("restore stats %+v, want 3 jobs", st)
+	if st == nil || st.Jobs != 4 {
+		t.Fatalf("restore stats %+v, want 4 jobs", st)
+	}
+	// The idempotency key came back with its job: a repeat of the
+	// submission is the same job, the key with other URLs a refusal.
+	if id, _, existed, err := a2.HoldKeyed("acct", "order-7", keyedURLs, scrape.Options{}); err != nil || !existed || id != keyed {
+		t.Fatalf("the keyed submission repeated after the restore: %s existed=%v %v, want %s", id, existed, err, keyed)
+	}
+	if _, _, _, err := a2.HoldKeyed("acct", "order-7", urls[:1], scrape.Options{}); err != ErrKeyReused {
+		t.Fatalf("the key with other URLs after the restore: %v", err)
 	}
 	t.Logf("restored %d jobs, %d outcomes, in %.3f s; %d fetched again", st.Jobs, st.Outcomes, st.Seconds, again)
 
