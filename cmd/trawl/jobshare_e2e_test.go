@@ -162,6 +162,26 @@ func (r *shareRegion) startCell(t *testing.T, c *shareCell) {
 	c.base = c.p.base
 }
 
+// wipeData empties a stopped cell's data directory (its disk lost).
+func (c *shareCell) wipeData(t *testing.T) {
+	t.Helper()
+	data := ""
+	for i, a := range c.args {
+		if a == "--data" {
+			data = c.args[i+1]
+		}
+	}
+	if data == "" {
+		t.Fatalf("%s has no --data", c.name)
+	}
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitShared waits until every cell's JetStream node is ready in a
 // cluster of all of them and the cell shares its jobs, and the gate sees
 // every cell.
@@ -820,18 +840,7 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	if atKill.Done >= n {
 		t.Fatalf("the job finished before the kill (%+v): nothing was tested", atKill)
 	}
-	data := ""
-	for i, a := range oc.args {
-		if a == "--data" {
-			data = oc.args[i+1]
-		}
-	}
-	if err := os.RemoveAll(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	oc.wipeData(t)
 	t.Logf("job %s: killed its owner c2 with %d of %d done, and deleted its data directory", id, atKill.Done, n)
 
 	restarted := time.Now()

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -123,18 +122,7 @@ func TestSearchSurvivesDeadCell(t *testing.T) {
 
 	// c2 back on an empty directory: it reads again the copies of its own
 	// pages the others hold, and the copies it held for them.
-	data := ""
-	for i, a := range victim.args {
-		if a == "--data" {
-			data = victim.args[i+1]
-		}
-	}
-	if err := os.RemoveAll(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(data, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	victim.wipeData(t)
 	restarted := time.Now()
 	r.startCell(t, victim)
 	var h cellHealth
