@@ -235,29 +235,21 @@ func (pc *pageCopies) replayOwn(ctx context.Context) {
 		return
 	}
 	defer done()
-	info, err := cons.Info(ctx)
-	if err != nil || info.NumPending == 0 {
-		return
+	var batch []jetstream.Msg // one synced write a batch, not a page
+	err = jsnode.Drain(ctx, cons, func(msg jetstream.Msg) error {
+		if batch = append(batch, msg); len(batch) < 64 {
+			return nil
+		}
+		err := pc.index(ctx, batch, &pc.replayed)
+		batch = batch[:0]
+		return err
+	})
+	if err == nil && len(batch) > 0 {
+		err = pc.index(ctx, batch, &pc.replayed)
 	}
-	left := info.NumPending
-	for left > 0 && ctx.Err() == nil {
-		batch, err := cons.Fetch(int(min(left, 64)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			pc.c.cfg.Logger.Warn("search: replaying this cell's pages", "err", err)
-			return
-		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		if len(msgs) == 0 {
-			break
-		}
-		left -= uint64(len(msgs))
-		if err := pc.index(ctx, msgs, &pc.replayed); err != nil {
-			pc.c.cfg.Logger.Warn("search: replaying this cell's pages", "err", err)
-			return
-		}
+	if err != nil {
+		pc.c.cfg.Logger.Warn("search: replaying this cell's pages", "err", err)
+		return
 	}
 	pc.c.cfg.Logger.Info("search: this cell's pages read again from the region", "pages", pc.replayed.Load(), "took", time.Since(start).Round(time.Millisecond))
 }

@@ -58,38 +58,23 @@ func (s *Server) restoreTasks(ctx context.Context, sh *taskSharing) error {
 		return err
 	}
 	defer done()
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return err
-	}
 	stream, err := sh.js.Stream(ctx, jsnode.StreamJobLog)
 	if err != nil {
 		return err
 	}
 	var restored, finished int
-	for left := info.NumPending; left > 0; {
-		batch, err := cons.Fetch(int(min(left, 256)), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			return err
+	err = jsnode.Drain(ctx, cons, func(msg jetstream.Msg) error {
+		done, ok, err := s.restoreTask(ctx, sh, stream, msg.Data())
+		if ok {
+			restored++
 		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			done, ok, err := s.restoreTask(ctx, sh, stream, msg.Data())
-			if err != nil {
-				return err
-			}
-			if ok {
-				restored++
-			}
-			if done {
-				finished++
-			}
+		if done {
+			finished++
 		}
-		if got == 0 {
-			break
-		}
-		left -= uint64(got)
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	if restored > 0 {
 		s.log.Info("crawl: tasks restored from the region's log", "tasks", restored, "finished", finished, "took", time.Since(start).Round(time.Millisecond))

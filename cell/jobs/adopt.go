@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -53,9 +54,10 @@ type adopted struct {
 	marked    map[uint64]bool      // pending again after a released retry
 	sent      map[uint64]time.Time // queued by this cell, and when
 	resent    map[uint64]int
-	outcomes  jetstream.Consumer // ordered, headers only: the job's outcomes as they come
-	close     func()             // deletes outcomes
-	since     time.Time          // when outcomes was made
+	outcomes  jetstream.Consumer        // ordered, headers only: the job's outcomes as they come
+	it        jetstream.MessagesContext // outcomes' one pull subscription
+	close     func()                    // stops it and deletes outcomes
+	since     time.Time                 // when outcomes was made
 }
 
 // adoptFresh is how long an adopted job's outcomes consumer is used: a
@@ -139,7 +141,12 @@ func (m *Manager) adoptRound(s *sharing, feeding map[string]*adopted, finished m
 // stops feeding those whose owner is back (or that changed).
 func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]*adopted, finished map[string]bool) error {
 	candidates := map[string]bool{}
+	records, down := 0, 0
+	defer func() {
+		m.cfg.Logger.Debug("jobs: coordinator's scan", "records", records, "down", down, "feeding", len(candidates), "err", ctx.Err())
+	}()
 	err := scanLog(ctx, s.js, jsnode.SubjectJobLog+"*.*.meta", func(msg jetstream.Msg) error {
+		records++
 		parts := strings.Split(msg.Subject(), ".")
 		if len(parts) != 5 {
 			return nil
@@ -148,6 +155,9 @@ func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]
 		var mt meta
 		if json.Unmarshal(msg.Data(), &mt) != nil || mt.ID == "" || finished[mt.ID] {
 			return nil
+		}
+		if owner != s.cfg.Cell && !s.cfg.Live(owner) {
+			down++
 		}
 		if owner == s.cfg.Cell || s.cfg.Live(owner) || mt.Grow != nil || mt.Hold != "" || mt.RetryHold != "" ||
 			!mt.CancelledAt.IsZero() || mt.Failure != "" {
@@ -200,8 +210,14 @@ func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt met
 	if err != nil {
 		return nil, err
 	}
-	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, outcomes: c, close: closeC, since: time.Now(),
-		done: map[uint64]bool{}, marked: map[uint64]bool{}, sent: map[uint64]time.Time{}, resent: map[uint64]int{}}
+	it, err := c.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		closeC()
+		return nil, err
+	}
+	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, outcomes: c, it: it, since: time.Now(),
+		close: func() { it.Stop(); closeC() },
+		done:  map[uint64]bool{}, marked: map[uint64]bool{}, sent: map[uint64]time.Time{}, resent: map[uint64]int{}}
 	if err := a.read(ctx); err != nil {
 		a.close()
 		return nil, err
@@ -211,27 +227,25 @@ func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt met
 
 // read takes in the outcomes that came since the last read.
 func (a *adopted) read(ctx context.Context) error {
-	for ctx.Err() == nil {
-		batch, err := a.outcomes.FetchNoWait(256)
+	for {
+		// Whatever the subscription holds now; a short wait is "no more".
+		nctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		msg, err := a.it.Next(jetstream.NextContext(nctx))
+		cancel()
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return nil
+			}
 			return err
 		}
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			subj := msg.Subject()
-			seq, err := strconv.ParseUint(subj[strings.LastIndexByte(subj, '.')+1:], 10, 64)
-			if err != nil {
-				continue
-			}
-			pending := msg.Headers().Get(headerPending) != ""
-			a.done[seq], a.marked[seq] = !pending, pending
+		subj := msg.Subject()
+		seq, err := strconv.ParseUint(subj[strings.LastIndexByte(subj, '.')+1:], 10, 64)
+		if err != nil {
+			continue
 		}
-		if got == 0 {
-			return nil
-		}
+		pending := msg.Headers().Get(headerPending) != ""
+		a.done[seq], a.marked[seq] = !pending, pending
 	}
-	return ctx.Err()
 }
 
 func (a *adopted) withOutcome() int {

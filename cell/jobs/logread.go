@@ -81,7 +81,7 @@ func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status,
 		return nil, err
 	}
 	defer done()
-	if err := drain(ctx, c, func(msg jetstream.Msg) error {
+	if err := jsnode.Drain(ctx, c, func(msg jetstream.Msg) error {
 		seq, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
 		if err != nil || msg.Headers().Get(headerPending) != "" {
 			return nil
@@ -153,7 +153,7 @@ func (m *Manager) logResults(s *sharing, id, account string, after int64, w io.W
 	var rank int64
 	n := 0
 	errEnough := errors.New("enough")
-	err = drain(ctx, c, func(msg jetstream.Msg) error {
+	err = jsnode.Drain(ctx, c, func(msg jetstream.Msg) error {
 		if msg.Headers().Get(headerPending) != "" {
 			return nil
 		}
@@ -219,54 +219,3 @@ func logURLs(ctx context.Context, s *sharing, prefix string) ([]string, error) {
 	return urls, nil
 }
 
-// drain calls fn with each message an ordered consumer delivers until the
-// last one there was when it was made.
-func drain(ctx context.Context, c jetstream.Consumer, fn func(jetstream.Msg) error) error {
-	info, err := c.Info(ctx)
-	if err != nil {
-		return err
-	}
-	left := info.NumPending
-	// fetch reads one batch; it waits no longer than ctx allows (a read
-	// begun as a stream's leader died must not outlive its caller's
-	// deadline: Fetch alone would wait its own time).
-	fetch := func() (got int, batchErr, err error) {
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		batch, err := c.Fetch(256, jetstream.FetchContext(fctx))
-		if err != nil {
-			return 0, nil, err
-		}
-		for msg := range batch.Messages() {
-			got++
-			if err := fn(msg); err != nil {
-				return got, nil, err
-			}
-			md, err := msg.Metadata()
-			if err != nil {
-				return got, nil, err
-			}
-			if left = md.NumPending; left == 0 {
-				break
-			}
-		}
-		return got, batch.Error(), nil
-	}
-	for empty := 0; left > 0; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		got, batchErr, err := fetch()
-		if err != nil {
-			return err
-		}
-		if got == 0 {
-			if empty++; empty == 3 {
-				return fmt.Errorf("jobs: the log stopped answering with %d messages left (%v)", left, batchErr)
-			}
-			continue
-		}
-		empty = 0
-	}
-	return nil
-}

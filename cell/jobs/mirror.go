@@ -174,7 +174,7 @@ func scanLog(ctx context.Context, js jetstream.JetStream, filter string, fn func
 		return err
 	}
 	defer done()
-	return drain(ctx, c, fn)
+	return jsnode.Drain(ctx, c, fn)
 }
 
 // RestoreStats say what the last restore did.

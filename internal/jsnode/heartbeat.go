@@ -3,6 +3,7 @@ package jsnode
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -55,6 +56,12 @@ func Ordered(ctx context.Context, js jetstream.JetStream, stream string, cfg jet
 	if cfg.InactiveThreshold == 0 {
 		cfg.InactiveThreshold = 30 * time.Second
 	}
+	if cfg.MaxResetAttempts == 0 {
+		// Not for ever (the library's default), on a background context
+		// that no caller's deadline reaches: a consumer that cannot be
+		// made again is an error the caller retries.
+		cfg.MaxResetAttempts = 3
+	}
 	c, err := js.OrderedConsumer(ctx, stream, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -66,4 +73,45 @@ func Ordered(ctx context.Context, js jetstream.JetStream, stream string, cfg jet
 			cancel()
 		}
 	}, nil
+}
+
+// Drain calls fn with each message an ordered consumer delivers until the
+// last one there was when it was made. It reads through one pull
+// subscription (an ordered consumer's Fetch makes a new consumer at every
+// call, each a request to the meta leader), and gives up when the log
+// sends nothing for 15 s or ctx ends.
+func Drain(ctx context.Context, c jetstream.Consumer, fn func(jetstream.Msg) error) error {
+	info, err := c.Info(ctx)
+	if err != nil {
+		return err
+	}
+	left := info.NumPending
+	if left == 0 {
+		return nil
+	}
+	it, err := c.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	for left > 0 {
+		nctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		msg, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("jsnode: the stream stopped answering with %d messages left: %w", left, err)
+		}
+		if err := fn(msg); err != nil {
+			return err
+		}
+		md, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		left = md.NumPending
+	}
+	return nil
 }
