@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -210,6 +211,11 @@ func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt met
 	if err != nil {
 		return nil, err
 	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		closeC()
+		return nil, err
+	}
 	it, err := c.Messages(jetstream.PullMaxMessages(256))
 	if err != nil {
 		closeC()
@@ -218,11 +224,30 @@ func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt met
 	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, outcomes: c, it: it, since: time.Now(),
 		close: func() { it.Stop(); closeC() },
 		done:  map[uint64]bool{}, marked: map[uint64]bool{}, sent: map[uint64]time.Time{}, resent: map[uint64]int{}}
-	if err := a.read(ctx); err != nil {
-		a.close()
-		return nil, err
+	// Every outcome the log has now, before anything is queued: a URL
+	// with one must not be fetched again.
+	for n := info.NumPending; n > 0; n-- {
+		nctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		msg, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil {
+			a.close()
+			return nil, fmt.Errorf("its outcomes, %d left: %w", n, err)
+		}
+		a.take(msg)
 	}
 	return a, nil
+}
+
+// take records an outcome message.
+func (a *adopted) take(msg jetstream.Msg) {
+	subj := msg.Subject()
+	seq, err := strconv.ParseUint(subj[strings.LastIndexByte(subj, '.')+1:], 10, 64)
+	if err != nil {
+		return
+	}
+	pending := msg.Headers().Get(headerPending) != ""
+	a.done[seq], a.marked[seq] = !pending, pending
 }
 
 // read takes in the outcomes that came since the last read.
@@ -238,13 +263,7 @@ func (a *adopted) read(ctx context.Context) error {
 			}
 			return err
 		}
-		subj := msg.Subject()
-		seq, err := strconv.ParseUint(subj[strings.LastIndexByte(subj, '.')+1:], 10, 64)
-		if err != nil {
-			continue
-		}
-		pending := msg.Headers().Get(headerPending) != ""
-		a.done[seq], a.marked[seq] = !pending, pending
+		a.take(msg)
 	}
 }
 
