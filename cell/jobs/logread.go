@@ -218,4 +218,3 @@ func logURLs(ctx context.Context, s *sharing, prefix string) ([]string, error) {
 	}
 	return urls, nil
 }
-
