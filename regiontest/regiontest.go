@@ -284,4 +284,20 @@ func (g *Gate) Reload(t testing.TB) {
 	// default client would be reset on its next request (seen under load
 	// as "connection reset by peer" in TestOwedReleaseIsResumedWhenTheMeterStarts).
 	http.DefaultClient.CloseIdleConnections()
+	// And a connection the old server accepted as it stopped is closed
+	// unanswered (seen under load as EOF in TestReloadKeepsRuntimeAndLimits):
+	// ready is three answers in a row (any status: no key is sent, so no
+	// account's limit is spent), each on a new connection.
+	ok := 0
+	testwait.Until(t, 15*time.Second, "the reloaded gate answering", func() bool {
+		defer http.DefaultClient.CloseIdleConnections()
+		resp, err := http.Get(g.URL + "/v1/billing/balance")
+		if err != nil {
+			ok = 0
+			return false
+		}
+		resp.Body.Close()
+		ok++
+		return ok >= 3
+	})
 }

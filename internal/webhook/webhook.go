@@ -434,6 +434,18 @@ func (s *Sender) sendDue(ctx context.Context) time.Time {
 		if busy {
 			continue // in flight, or its group is: the attempt's end looks again
 		}
+		// Read again now that it is marked in flight: an attempt that was
+		// running when the index was read may have ended since (delivered,
+		// or rescheduled), and its end must not be sent twice.
+		cur, ok, err := s.current(d.ID)
+		if err != nil || !ok || cur.NextAt.After(now) {
+			if err != nil {
+				s.log.Error("webhook: read a pending delivery", "err", err)
+			}
+			s.done(&d)
+			continue
+		}
+		d = *cur
 		select {
 		case s.slots <- struct{}{}:
 		case <-ctx.Done():
@@ -688,6 +700,23 @@ func (s *Sender) due(now time.Time) ([]Delivery, time.Time, error) {
 		out = append(out, d)
 	}
 	return out, next, nil
+}
+
+// current reads delivery id from the store; false when it is gone
+// (delivered, or given up).
+func (s *Sender) current(id string) (*Delivery, bool, error) {
+	raw, err := s.st.Get(s.key(id))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	var d Delivery
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, false, err
+	}
+	return &d, true, nil
 }
 
 func newID() string {
