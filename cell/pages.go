@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -67,7 +66,6 @@ type pageCopies struct {
 	js    jetstream.JetStream
 	peers func() []string // the region's other cells that may take a copy
 	out   chan *scrape.ArchivedPage
-	wg    sync.WaitGroup
 
 	sent, alone, dropped, indexed, replayed, skipped atomic.Uint64
 	warned                                           atomic.Int64 // unix s of the last send warning
@@ -100,22 +98,17 @@ func (c *Cell) sharePages(ctx context.Context, js jetstream.JetStream, peers fun
 		return err
 	}
 	c.pages.Store(pc)
+	// In the node's wait group: the cell's Close waits for them (they
+	// write to the store and the index) before it closes either.
 	for range 2 {
-		pc.wg.Add(1)
-		go pc.send(ctx)
+		c.js.wg.Go(func() { pc.send(ctx) })
 	}
-	pc.wg.Add(1)
-	go func() {
-		defer pc.wg.Done()
+	c.js.wg.Go(func() {
 		if fresh {
 			pc.replayOwn(ctx)
 		}
 		pc.receive(ctx, cons)
-	}()
-	go func() {
-		<-ctx.Done()
-		pc.wg.Wait()
-	}()
+	})
 	return nil
 }
 
@@ -158,7 +151,6 @@ func mix64(v uint64) uint64 {
 }
 
 func (pc *pageCopies) send(ctx context.Context) {
-	defer pc.wg.Done()
 	for {
 		var p *scrape.ArchivedPage
 		select {
@@ -229,14 +221,8 @@ func (pc *pageCopies) receive(ctx context.Context, cons jetstream.Consumer) {
 // cell back on an empty disk), to the end of the stream as it is now.
 func (pc *pageCopies) replayOwn(ctx context.Context) {
 	start := time.Now()
-	cons, done, err := jsnode.Ordered(ctx, pc.js, jsnode.StreamPages, jetstream.OrderedConsumerConfig{FilterSubjects: []string{jsnode.OwnPagesFilter(pc.c.cfg.Name)}})
-	if err != nil {
-		pc.c.cfg.Logger.Warn("search: replaying this cell's pages", "err", err)
-		return
-	}
-	defer done()
 	var batch []jetstream.Msg // one synced write a batch, not a page
-	err = jsnode.Drain(ctx, cons, func(msg jetstream.Msg) error {
+	err := jsnode.Scan(ctx, pc.js, jsnode.StreamPages, jetstream.OrderedConsumerConfig{FilterSubjects: []string{jsnode.OwnPagesFilter(pc.c.cfg.Name)}}, func(msg jetstream.Msg) error {
 		if batch = append(batch, msg); len(batch) < 64 {
 			return nil
 		}
@@ -297,16 +283,15 @@ func (pc *pageCopies) index(ctx context.Context, msgs []jetstream.Msg, count *at
 
 func pageCopyKey(u string) []byte { return append([]byte(store.PrefixPageCopy), u...) }
 
-// hasPages reports whether the store holds an archived page or a copy.
+// hasPages reports whether the store holds an archived page or a copy
+// (an error reads as yes: a disk is not taken for lost on a failed read).
 func hasPages(st *store.Store) bool {
-	found := false
 	for _, prefix := range []string{store.PrefixArchive, store.PrefixPageCopy} {
-		st.Scan([]byte(prefix), nil, func(_, _ []byte) (bool, error) {
-			found = true
-			return false, nil
-		})
+		if has, err := st.HasPrefix([]byte(prefix)); has || err != nil {
+			return true
+		}
 	}
-	return found
+	return false
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

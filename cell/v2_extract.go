@@ -318,12 +318,7 @@ func v2ChargePrefix(job string) string { return crawlChargeID + job + "-" }
 // v2ChargesPending reports whether a charge of job's pages waits in the
 // outbox for the gate.
 func (c *Cell) v2ChargesPending(job string) (bool, error) {
-	found := false
-	err := c.store.Scan(crawlChargeKey(v2ChargePrefix(job)), nil, func(_, _ []byte) (bool, error) {
-		found = true
-		return false, nil
-	})
-	return found, err
+	return c.store.HasPrefix(crawlChargeKey(v2ChargePrefix(job)))
 }
 
 // v2ChargedLater reports whether a job's pages are charged in the

@@ -50,20 +50,15 @@ func (s *Server) recordTask(sh *taskSharing, t *Task) error {
 // restoreTasks stores the cell's tasks the log has and the store does not.
 func (s *Server) restoreTasks(ctx context.Context, sh *taskSharing) error {
 	start := time.Now()
-	cons, done, err := jsnode.Ordered(ctx, sh.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{jsnode.TaskRecordSubject(sh.cell, "*")},
-		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
-	})
-	if err != nil {
-		return err
-	}
-	defer done()
 	stream, err := sh.js.Stream(ctx, jsnode.StreamJobLog)
 	if err != nil {
 		return err
 	}
 	var restored, finished int
-	err = jsnode.Drain(ctx, cons, func(msg jetstream.Msg) error {
+	err = jsnode.Scan(ctx, sh.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{jsnode.TaskRecordSubject(sh.cell, "*")},
+		DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+	}, func(msg jetstream.Msg) error {
 		done, ok, err := s.restoreTask(ctx, sh, stream, msg.Data())
 		if ok {
 			restored++

@@ -104,14 +104,11 @@ func (s taskStore) each(fn func(*Task) error) error {
 	})
 }
 
-// empty reports whether no task is stored.
+// empty reports whether no task is stored (an error reads as not empty:
+// a store is not taken for lost on a failed read).
 func (s taskStore) empty() bool {
-	empty := true
-	s.st.Scan(taskPrefix, nil, func(_, _ []byte) (bool, error) {
-		empty = false
-		return false, nil
-	})
-	return empty
+	has, err := s.st.HasPrefix(taskPrefix)
+	return !has && err == nil
 }
 
 // expiryPrefix indexes finished tasks by expiry:

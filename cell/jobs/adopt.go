@@ -55,10 +55,9 @@ type adopted struct {
 	marked    map[uint64]bool      // pending again after a released retry
 	sent      map[uint64]time.Time // queued by this cell, and when
 	resent    map[uint64]int
-	outcomes  jetstream.Consumer        // ordered, headers only: the job's outcomes as they come
-	it        jetstream.MessagesContext // outcomes' one pull subscription
-	close     func()                    // stops it and deletes outcomes
-	since     time.Time                 // when outcomes was made
+	it        jetstream.MessagesContext // the job's outcomes as they come (ordered, headers only)
+	close     func()                    // stops it and deletes its consumer
+	since     time.Time                 // when it was made
 }
 
 // adoptFresh is how long an adopted job's outcomes consumer is used: a
@@ -142,6 +141,7 @@ func (m *Manager) adoptRound(s *sharing, feeding map[string]*adopted, finished m
 // stops feeding those whose owner is back (or that changed).
 func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]*adopted, finished map[string]bool) error {
 	candidates := map[string]bool{}
+	seen := map[string]bool{}
 	records, down := 0, 0
 	defer func() {
 		m.cfg.Logger.Debug("jobs: coordinator's scan", "records", records, "down", down, "feeding", len(candidates), "err", ctx.Err())
@@ -154,7 +154,11 @@ func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]
 		}
 		owner := parts[2]
 		var mt meta
-		if json.Unmarshal(msg.Data(), &mt) != nil || mt.ID == "" || finished[mt.ID] {
+		if json.Unmarshal(msg.Data(), &mt) != nil || mt.ID == "" {
+			return nil
+		}
+		seen[mt.ID] = true
+		if finished[mt.ID] {
 			return nil
 		}
 		if owner != s.cfg.Cell && !s.cfg.Live(owner) {
@@ -190,6 +194,11 @@ func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]
 	if err != nil {
 		return err
 	}
+	for id := range finished {
+		if !seen[id] {
+			delete(finished, id) // swept from the log
+		}
+	}
 	for id, a := range feeding {
 		if !candidates[id] {
 			a.close() // its owner is back, or it changed
@@ -221,7 +230,7 @@ func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt met
 		closeC()
 		return nil, err
 	}
-	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, outcomes: c, it: it, since: time.Now(),
+	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, it: it, since: time.Now(),
 		close: func() { it.Stop(); closeC() },
 		done:  map[uint64]bool{}, marked: map[uint64]bool{}, sent: map[uint64]time.Time{}, resent: map[uint64]int{}}
 	// Every outcome the log has now, before anything is queued: a URL

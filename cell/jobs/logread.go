@@ -75,13 +75,8 @@ func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status,
 	}
 	prefix := jsnode.JobSubject(owner, id)
 	outcomes := map[uint64]*jobOutcome{}
-	c, done, err := jsnode.Ordered(ctx, s.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{prefix + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	if err := jsnode.Drain(ctx, c, func(msg jetstream.Msg) error {
+	if err := jsnode.Scan(ctx, s.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{prefix + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true}, func(msg jetstream.Msg) error {
 		seq, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
 		if err != nil || msg.Headers().Get(headerPending) != "" {
 			return nil
@@ -144,16 +139,11 @@ func (m *Manager) logResults(s *sharing, id, account string, after int64, w io.W
 	if err != nil {
 		return 0, err
 	}
-	c, done, err := jsnode.Ordered(ctx, s.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{jsnode.JobSubject(owner, id) + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return 0, err
-	}
-	defer done()
 	var rank int64
 	n := 0
 	errEnough := errors.New("enough")
-	err = jsnode.Drain(ctx, c, func(msg jetstream.Msg) error {
+	err = jsnode.Scan(ctx, s.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{jsnode.JobSubject(owner, id) + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy}, func(msg jetstream.Msg) error {
 		if msg.Headers().Get(headerPending) != "" {
 			return nil
 		}

@@ -168,13 +168,8 @@ func (s *sharing) forget(ctx context.Context, id string) error {
 // scanLog calls fn with every message of the job log on subject filter,
 // in order, until the last one there was when it started.
 func scanLog(ctx context.Context, js jetstream.JetStream, filter string, fn func(jetstream.Msg) error) error {
-	c, done, err := jsnode.Ordered(ctx, js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return err
-	}
-	defer done()
-	return jsnode.Drain(ctx, c, fn)
+	return jsnode.Scan(ctx, js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy}, fn)
 }
 
 // RestoreStats say what the last restore did.

@@ -202,16 +202,9 @@ func TestDevThreeCellsJetStream(t *testing.T) {
 	for i := range urls {
 		urls[i] = fmt.Sprintf("%s/job/%d", site.URL, i)
 	}
-	body, _ := json.Marshal(map[string]any{"urls": urls, "format": "md"})
-	a := gateCall(t, "POST", dev.base+"/scrape/jobs", string(body))
-	var sub struct {
-		JobID string `json:"job_id"`
-	}
-	if json.Unmarshal(a.body, &sub); a.status != 202 || sub.JobID == "" {
-		t.Fatalf("job: %d %s", a.status, a.body)
-	}
+	jobID, _ := submitThroughGate(t, dev.base, urls)
 	testwait.Until(t, 60*time.Second, "the shared job to finish", func() bool {
-		st := gateCall(t, "GET", dev.base+"/scrape/jobs/"+sub.JobID, "")
+		st := gateCall(t, "GET", dev.base+"/scrape/jobs/"+jobID, "")
 		var s jobStatus
 		json.Unmarshal(st.body, &s)
 		return s.Status == "done" && s.Done == n
@@ -276,17 +269,10 @@ func TestDevThreeCellsJetStream(t *testing.T) {
 		for i := range urls {
 			urls[i] = fmt.Sprintf("%s/%s/%d", site.URL, run, i)
 		}
-		body, _ := json.Marshal(map[string]any{"urls": urls, "format": "md"})
-		a := gateCall(t, "POST", dev.base+"/scrape/jobs", string(body))
-		var sub struct {
-			JobID string `json:"job_id"`
-		}
-		if json.Unmarshal(a.body, &sub); a.status != 202 || sub.JobID == "" {
-			t.Fatalf("job: %d %s", a.status, a.body)
-		}
+		jobID, _ := submitThroughGate(t, dev.base, urls)
 		testwait.Until(t, 60*time.Second, "the job "+run+" to finish", func() bool {
 			var s jobStatus
-			json.Unmarshal(gateCall(t, "GET", dev.base+"/scrape/jobs/"+sub.JobID, "").body, &s)
+			json.Unmarshal(gateCall(t, "GET", dev.base+"/scrape/jobs/"+jobID, "").body, &s)
 			return s.Status == "done" && s.Done == n
 		})
 	}

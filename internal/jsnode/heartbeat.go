@@ -47,6 +47,18 @@ func Heartbeat(ctx context.Context, msg jetstream.Msg) (stop func()) {
 	return cancel
 }
 
+// Scan calls fn with each message of stream that cfg selects, in order,
+// up to the last one there was when it began (an ordered consumer made
+// for the read and deleted after it).
+func Scan(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.OrderedConsumerConfig, fn func(jetstream.Msg) error) error {
+	c, done, err := Ordered(ctx, js, stream, cfg)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return drain(ctx, c, fn)
+}
+
 // Ordered makes an ordered consumer of stream for one read (a scan, a
 // replay) and returns it with its close, which deletes it: an ordered
 // consumer left alone lives on for its inactive threshold (5 minutes by
@@ -75,12 +87,12 @@ func Ordered(ctx context.Context, js jetstream.JetStream, stream string, cfg jet
 	}, nil
 }
 
-// Drain calls fn with each message an ordered consumer delivers until the
+// drain calls fn with each message an ordered consumer delivers until the
 // last one there was when it was made. It reads through one pull
 // subscription (an ordered consumer's Fetch makes a new consumer at every
 // call, each a request to the meta leader), and gives up when the log
 // sends nothing for 15 s or ctx ends.
-func Drain(ctx context.Context, c jetstream.Consumer, fn func(jetstream.Msg) error) error {
+func drain(ctx context.Context, c jetstream.Consumer, fn func(jetstream.Msg) error) error {
 	info, err := c.Info(ctx)
 	if err != nil {
 		return err

@@ -182,6 +182,16 @@ func (b *Batch) Discard() {
 	}
 }
 
+// HasPrefix reports whether any key begins with prefix.
+func (s *Store) HasPrefix(prefix []byte) (bool, error) {
+	found := false
+	err := s.Scan(prefix, nil, func(_, _ []byte) (bool, error) {
+		found = true
+		return false, nil
+	})
+	return found, err
+}
+
 // Scan calls fn for every key with the given prefix, in key order, starting at
 // the first key >= start (start may be nil, meaning the prefix itself). The
 // key and value passed to fn are valid only during the call. fn returns false

@@ -686,18 +686,13 @@ func (s *Sender) due(now time.Time) ([]Delivery, time.Time, error) {
 	}
 	out := make([]Delivery, 0, len(ids))
 	for _, id := range ids {
-		raw, err := s.st.Get(s.key(id))
-		if errors.Is(err, store.ErrNotFound) {
-			continue // finished since the scan
-		}
+		d, ok, err := s.current(id)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		var d Delivery
-		if err := json.Unmarshal(raw, &d); err != nil {
-			return nil, time.Time{}, err
+		if ok { // else finished since the scan
+			out = append(out, *d)
 		}
-		out = append(out, d)
 	}
 	return out, next, nil
 }
