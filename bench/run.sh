@@ -908,6 +908,8 @@ if want jobshare; then
 	jj() { jq -r "$1" "$J"; }
 	x=$(printf '%.2f' "$(jj .ratio)")
 	rows+=("| Job sharing: one job of $(jj .urls) URLs at $(jj .delay_ms) ms a page through the gate, seconds to done on three clustered cells (fetched per cell: $(jq -c .fetched_per_cell "$J")) | $(printf '%.1f' "$(jj .three_cells_s)") | $(printf '%.1f' "$(jj .one_cell_s)") (one cell, \`trawl dev\`) | ${x}x faster | ≥ 2.7x | $(check "$x >= 2.7") |")
+	x=$(ratio "$(jj .crawl_one_cell_s)" "$(jj .crawl_three_cells_s)")
+	rows+=("| Job sharing: a Firecrawl site crawl (\`POST /v2/crawl\`) of a $(jj .crawl_pages)-page tree at $(jj .delay_ms) ms a page, seconds to completed on three clustered cells | $(printf '%.1f' "$(jj .crawl_three_cells_s)") | $(printf '%.1f' "$(jj .crawl_one_cell_s)") (one cell) | ${x}x faster | ≥ 2x | $(check "$x >= 2") |")
 fi
 
 commit=$(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo none)

@@ -446,6 +446,7 @@ func (c *Cell) sweep() {
 	if err := c.sweepCrawlCredits(); err != nil {
 		c.cfg.Logger.Warn("crawl credits sweep failed", "err", err)
 	}
+	c.sweepCrawlRuns()
 }
 
 // Region is the cell's region, after defaults.

@@ -129,7 +129,11 @@ func (c *Cell) handleV2CrawlStart(w http.ResponseWriter, r *http.Request) {
 		firecrawl.WriteError(w, err)
 		return
 	}
-	x := jobs.Extra{Shape: shape, Concurrency: plan.Concurrency, Grow: &jobs.Growth{Limit: plan.Limit, MaxDepth: plan.MaxDepth}}
+	// A crawl's pages are fetched by any cell of a clustered region
+	// (each cell reads robots.txt for itself); one with a delay between
+	// pages stays on this cell, whose clock keeps the delay.
+	x := jobs.Extra{Shape: shape, Concurrency: plan.Concurrency, Grow: &jobs.Growth{Limit: plan.Limit, MaxDepth: plan.MaxDepth},
+		Local: plan.Delay > 0}
 	id, err := c.jobs.SubmitWith(accountOf(r), []string{plan.Scope.Start}, plan.Scrape.Options, x)
 	if err != nil {
 		firecrawl.WriteError(w, err)
@@ -179,6 +183,27 @@ type crawlRun struct {
 	robots map[string]*robotstxt.RobotsData // by scheme://host
 	last   time.Time                        // the last page's start (delay)
 	mapped atomic.Bool
+	used   atomic.Int64 // unix nanoseconds of the last page begun (sweepCrawlRuns)
+}
+
+// crawlRunIdle is how long a crawl's shared state is kept unused: a
+// cell that fetched pages of another cell's crawl hears no end of it.
+const crawlRunIdle = 10 * time.Minute
+
+// sweepCrawlRuns forgets the crawls whose pages this cell has not
+// fetched for crawlRunIdle; one still running is rebuilt from its shape
+// at its next page (its robots.txt read again).
+func (c *Cell) sweepCrawlRuns() int {
+	n := 0
+	cut := c.cfg.Now().Add(-crawlRunIdle).UnixNano()
+	c.crawlRuns.Range(func(k, v any) bool {
+		if v.(*crawlRun).used.Load() < cut {
+			c.crawlRuns.Delete(k)
+			n++
+		}
+		return true
+	})
+	return n
 }
 
 // maxCrawlRobots bounds the robots.txt files one crawl keeps (a crawl
@@ -212,6 +237,7 @@ func (c *Cell) v2CrawlPage(ctx context.Context, t jobs.Target, raw json.RawMessa
 	if err != nil {
 		return jobs.Produced{}, err
 	}
+	run.used.Store(c.cfg.Now().UnixNano())
 	if err := run.wait(ctx, c.cfg.Now); err != nil {
 		return jobs.Produced{}, err
 	}

@@ -149,6 +149,11 @@ type Extra struct {
 	// Grow makes the job's URL set grow with the links its pages lead to
 	// (a site crawl); it needs a shape.
 	Grow *Growth
+	// Local keeps the job's URLs on the cell that accepted it, even when
+	// the cell shares its work with the region (share.go): for a job
+	// whose pages depend on one another's timing (a crawl's delay
+	// between pages is kept by one cell's clock).
+	Local bool
 }
 
 // Growth bounds a growing job (Extra.Grow). The links of a page
@@ -224,6 +229,7 @@ type meta struct {
 	Concurrency int             `json:"concurrency,omitempty"`
 	RetryUnits  int             `json:"retry_units,omitempty"`
 	Grow        *Growth         `json:"grow,omitempty"`
+	Local       bool            `json:"local,omitempty"`
 	// CancelledAt is when the job was cancelled (Cancel): its pending
 	// URLs were cancelled then, and none is fetched after.
 	CancelledAt time.Time `json:"cancelled_at,omitzero"`
@@ -517,7 +523,7 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 	id := jobid.New(m.cfg.Region, m.cfg.Cell)
 	now := m.cfg.Now().UTC()
 	j := newJob(meta{ID: id, Account: account, CreatedAt: now, Options: opts, Total: len(urls),
-		Shape: x.Shape, Units: x.Units, Concurrency: x.Concurrency, Grow: x.Grow})
+		Shape: x.Shape, Units: x.Units, Concurrency: x.Concurrency, Grow: x.Grow, Local: x.Local})
 	j.pending = len(urls)
 	if held {
 		j.meta.Hold, j.meta.HeldUntil = newToken(), now.Add(m.cfg.HoldTTL)

@@ -42,7 +42,10 @@ import (
 // every outcome the log has, and goes on with what is still pending
 // (restore). Nothing is charged again: a job is charged at submission,
 // and its record says so. A growing job (a site crawl) is not in the log:
-// its pages stay with its owner (share.go), and so does its state.
+// its pages are fetched by any cell (share.go), but the URLs they add
+// are recorded by its owner alone, so a lost disk loses the crawl (one
+// that is only down goes on when it is back: its outcomes wait in the
+// log).
 
 // headerPending marks a .res.<seq> message that puts its URL back to
 // pending (a released retry), replacing the failure it retries.

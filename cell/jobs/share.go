@@ -301,17 +301,13 @@ func (m *Manager) ShareStats() ShareStats {
 // pending).
 func (m *Manager) send(t task) bool {
 	t.job.mu.Lock()
-	growing := t.job.meta.Grow != nil
+	local := t.job.meta.Local
 	t.job.mu.Unlock()
 	var s *sharing
-	if !growing {
+	if !local {
 		s = m.awaitShare()
 	}
 	if s == nil {
-		// A growing job (a site crawl) keeps per-crawl state in its
-		// owner: the delay between its pages, its robots.txt cache, its
-		// sitemap read once. Its pages stay with the owner until that
-		// state is shared too.
 		select {
 		case m.work <- t:
 			return true

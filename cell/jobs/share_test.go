@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/bits"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -34,6 +36,10 @@ type shareRig struct {
 
 	mu      sync.Mutex
 	fetches map[string]map[string]int // cell → URL → fetches
+
+	// shaped, when set, is the managers' Config.Shaped; it is told the
+	// cell that runs it.
+	shaped func(cell string) ShapedFunc
 }
 
 func newShareRig(t *testing.T) *shareRig {
@@ -82,8 +88,12 @@ func (r *shareRig) unshared(cell string, concurrency int, delay time.Duration, s
 	if os.Getenv("TRAWL_JOBS_LOG") != "" {
 		logw = os.Stderr
 	}
-	m, err := NewManager(st, fn, Config{Region: "eu", Cell: cell, Concurrency: concurrency, AwaitShare: await,
-		Logger: slog.New(slog.NewTextHandler(logw, nil)).With("cell", cell)})
+	cfg := Config{Region: "eu", Cell: cell, Concurrency: concurrency, AwaitShare: await,
+		Logger: slog.New(slog.NewTextHandler(logw, nil)).With("cell", cell)}
+	if r.shaped != nil {
+		cfg.Shaped = r.shaped(cell)
+	}
+	m, err := NewManager(st, fn, cfg)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -174,6 +184,81 @@ func TestSharedJobRunsOnEveryCell(t *testing.T) {
 	t.Logf("fetches: c1 %d, c2 %d, c3 %d", r.fetched("c1"), r.fetched("c2"), r.fetched("c3"))
 	if st := a.ShareStats(); st.Applied != n || st.Queued != 0 {
 		t.Fatalf("share stats %+v", st)
+	}
+}
+
+// A growing job (a site crawl) is shared like any other: its pages are
+// fetched by every cell, and the links each outcome carries grow the job
+// on its owner, each URL once, at the depth the item carried. One kept
+// local (Extra.Local: a crawl with a delay) is fetched by its owner only.
+func TestSharedGrowingJob(t *testing.T) {
+	r := newShareRig(t)
+	depths := map[string]int{}
+	r.shaped = func(cell string) ShapedFunc {
+		return func(ctx context.Context, tg Target, _ json.RawMessage) (Produced, error) {
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-ctx.Done():
+				return Produced{}, ctx.Err()
+			}
+			r.mu.Lock()
+			if r.fetches[cell] == nil {
+				r.fetches[cell] = map[string]int{}
+			}
+			r.fetches[cell][tg.URL]++
+			depths[tg.URL] = tg.Depth
+			r.mu.Unlock()
+			return Produced{Result: json.RawMessage(`{"url":"` + tg.URL + `"}`), Links: treeLinks(tg.URL)}, nil
+		}
+	}
+	a := r.manager("c1", 2, 0, 0)
+	r.manager("c2", 2, 0, 0)
+	r.manager("c3", 2, 0, 0)
+	shape := json.RawMessage(`{"kind":"t"}`)
+	id, err := a.SubmitWith("acct", []string{"http://site.example/0"}, scrape.Options{}, Extra{Shape: shape, Grow: &Growth{Limit: 100, MaxDepth: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Depth 5 of a binary tree: 63 pages, under the limit.
+	waitDone(t, a, id, 63)
+	r.mu.Lock()
+	for u, d := range depths {
+		n, _ := strconv.Atoi(u[strings.LastIndexByte(u, '/')+1:])
+		if want := bits.Len(uint(n+1)) - 1; d != want {
+			t.Errorf("%s fetched at depth %d, want %d", u, d, want)
+		}
+	}
+	total := 0
+	for c, urls := range r.fetches {
+		for u, k := range urls {
+			total += k
+			if k != 1 {
+				t.Errorf("%s fetched %d times by %s", u, k, c)
+			}
+		}
+	}
+	r.mu.Unlock()
+	if total != 63 {
+		t.Errorf("%d fetches, want 63", total)
+	}
+	for _, c := range []string{"c1", "c2", "c3"} {
+		if r.fetched(c) == 0 {
+			t.Errorf("cell %s fetched none of the crawl (%d, %d, %d)", c, r.fetched("c1"), r.fetched("c2"), r.fetched("c3"))
+		}
+	}
+	t.Logf("crawl fetches: c1 %d, c2 %d, c3 %d", r.fetched("c1"), r.fetched("c2"), r.fetched("c3"))
+
+	// Kept local: the owner fetches every page.
+	r.mu.Lock()
+	clear(r.fetches)
+	r.mu.Unlock()
+	id, err = a.SubmitWith("acct", []string{"http://site.example/0"}, scrape.Options{}, Extra{Shape: shape, Local: true, Grow: &Growth{Limit: 100, MaxDepth: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a, id, 15)
+	if r.fetched("c1") != 15 || r.fetched("c2")+r.fetched("c3") != 0 {
+		t.Errorf("a local crawl fetched by c1 %d, c2 %d, c3 %d: want all 15 by its owner", r.fetched("c1"), r.fetched("c2"), r.fetched("c3"))
 	}
 }
 

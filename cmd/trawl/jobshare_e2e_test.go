@@ -40,7 +40,8 @@ func newSlowSite(t *testing.T, delay time.Duration) *slowSite {
 	t.Helper()
 	s := &slowSite{delay: delay, hits: map[string][]time.Time{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/p/") {
+		tree := strings.HasPrefix(r.URL.Path, "/c/")
+		if !strings.HasPrefix(r.URL.Path, "/p/") && !tree {
 			http.NotFound(w, r) // robots.txt, favicon
 			return
 		}
@@ -53,11 +54,106 @@ func newSlowSite(t *testing.T, delay time.Duration) *slowSite {
 			return
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		links := ""
+		if tree {
+			links = treeLinks(r.URL.Path)
+		}
 		fmt.Fprintf(w, `<!doctype html><html><head><title>Slow page %[1]s</title></head><body><main><h1>Slow page %[1]s</h1>
-<p>The page at %[1]s took its time to answer, as a busy site does; a paragraph long enough to be the main content.</p></main></body></html>`, r.URL.RequestURI())
+<p>The page at %[1]s took its time to answer, as a busy site does; a paragraph long enough to be the main content.</p>%[2]s</main></body></html>`, r.URL.RequestURI(), links)
 	}))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// treeLinks are the links of the tree page at path /c/<run>/<size>/<k>:
+// to pages 2k+1 and 2k+2 of the tree's size, and back to its root, so a
+// crawl from page 0 finds every page at depth log2(size).
+func treeLinks(path string) string {
+	parts := strings.Split(strings.TrimPrefix(path, "/c/"), "/")
+	if len(parts) != 3 {
+		return ""
+	}
+	size, _ := strconv.Atoi(parts[1])
+	k, _ := strconv.Atoi(parts[2])
+	var b strings.Builder
+	for _, c := range []int{2*k + 1, 2*k + 2, 0} {
+		if c < size {
+			fmt.Fprintf(&b, `<p><a href="/c/%s/%d/%d">page %d</a></p>`, parts[0], size, c, c)
+		}
+	}
+	return b.String()
+}
+
+// treeHits is, for each page of the tree run the site was asked for, how
+// many times.
+func (s *slowSite) treeHits(run string) map[string]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]int{}
+	for u, at := range s.hits {
+		if strings.HasPrefix(u, "/c/"+run+"/") {
+			out[u] = len(at)
+		}
+	}
+	return out
+}
+
+// crawlThroughGate crawls the site's tree run of n pages with Firecrawl's
+// POST /v2/crawl through the gate, waits for it to complete, and checks
+// that it has every page, each asked of the site once and charged once.
+// It returns how long the crawl took.
+func crawlThroughGate(t *testing.T, gateURL string, site *slowSite, run string, n int, within time.Duration) time.Duration {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"url": fmt.Sprintf("%s/c/%s/%d/0", site.URL, run, n), "limit": n,
+		"sitemap": "skip", "crawlEntireDomain": true, "includePaths": []string{"^/c/" + run + "/"},
+		"scrapeOptions": map[string]any{"formats": []string{"markdown"}}})
+	begin := time.Now()
+	a := gateCall(t, "POST", gateURL+"/v2/crawl", string(body))
+	var sub struct {
+		Success bool
+		ID      string
+	}
+	if a.status != 200 || json.Unmarshal(a.body, &sub) != nil || sub.ID == "" {
+		t.Fatalf("crawl: %d %.500s", a.status, a.body)
+	}
+	type crawlStatus struct {
+		Status      string
+		Total       int
+		Completed   int
+		CreditsUsed float64
+	}
+	var st crawlStatus
+	var took time.Duration
+	poll := func() bool {
+		a, err := tryGateCall("GET", gateURL+"/v2/crawl/"+sub.ID, "")
+		if err != nil || a.status != 200 || json.Unmarshal(a.body, &st) != nil {
+			return false
+		}
+		if st.Status == "completed" && took == 0 {
+			took = time.Since(begin)
+		}
+		return st.Status != "scraping"
+	}
+	if err := testwait.Poll(within, poll); err != nil || st.Status != "completed" || st.Total != n || st.Completed != n {
+		t.Fatalf("crawl %s: %+v after %v, want %d pages completed", sub.ID, st, time.Since(begin), n)
+	}
+	hits := site.treeHits(run)
+	twice := 0
+	for u, k := range hits {
+		if k != 1 {
+			if twice++; twice <= 5 {
+				t.Errorf("%s asked of the site %d times", u, k)
+			}
+		}
+	}
+	if len(hits) != n {
+		t.Errorf("the crawl asked the site for %d pages, want %d", len(hits), n)
+	}
+	// The crawl is charged page by page as the gate collects its charges.
+	if err := testwait.Poll(30*time.Second, func() bool { poll(); return st.CreditsUsed == float64(n) }); err != nil {
+		t.Errorf("crawl %s charged %v credits, want %d", sub.ID, st.CreditsUsed, n)
+	}
+	return took
 }
 
 // urls are n distinct pages of the run called run.
@@ -455,6 +551,12 @@ func TestJobsScaleAcrossCells(t *testing.T) {
 	// A generous bound: one cell needs n × delay / conc.
 	within := 4*time.Duration(n)*delay/time.Duration(conc) + time.Minute
 
+	// The site crawl (Firecrawl's POST /v2/crawl, a job that grows with
+	// the links of its pages) on a tree of crawlN pages: its first levels
+	// hold few pages, so it gains less than a job of known URLs.
+	crawlN := envInt(t, "TRAWL_JOBSHARE_CRAWL", 600)
+	var crawlOne, crawlThree time.Duration
+
 	// Run A: one cell.
 	var oneCell time.Duration
 	{
@@ -472,6 +574,8 @@ func TestJobsScaleAcrossCells(t *testing.T) {
 		h, _ := getCellHealth(cellBase)
 		t.Logf("one cell: %d URLs in %v (%.0f pages/s), charged %s; the cell's jobs_shared=%v; %s", n, oneCell.Round(10*time.Millisecond),
 			float64(n)/oneCell.Seconds(), cost, h.JobsShared, site.span("one", begin, done))
+		crawlOne = crawlThroughGate(t, dev.base, site, "crawl-one", crawlN, within)
+		t.Logf("one cell: a crawl of %d pages in %v", crawlN, crawlOne.Round(10*time.Millisecond))
 		dev.kill(t) // its CPU is the other run's
 	}
 
@@ -520,10 +624,29 @@ func TestJobsScaleAcrossCells(t *testing.T) {
 	}
 	t.Logf("speedup: %.2fx (one cell %v, three cells %v; %d URLs at %v a page, --job-concurrency %d per cell)",
 		ratio, oneCell.Round(10*time.Millisecond), threeCells.Round(10*time.Millisecond), n, delay, conc)
+
+	// The crawl on three cells: its pages are fetched by every cell.
+	before := r.fetched(t)
+	crawlThree = crawlThroughGate(t, r.gate, site, "crawl-three", crawlN, within)
+	after := r.fetched(t)
+	crawlPer := map[string]int64{}
+	for _, name := range r.names {
+		crawlPer[name] = after[name] - before[name]
+		if crawlPer[name] == 0 {
+			t.Errorf("%s fetched none of the crawl's pages: %v", name, crawlPer)
+		}
+	}
+	crawlRatio := crawlOne.Seconds() / crawlThree.Seconds()
+	t.Logf("crawl speedup: %.2fx (one cell %v, three cells %v; %d pages, fetched per cell %v)",
+		crawlRatio, crawlOne.Round(10*time.Millisecond), crawlThree.Round(10*time.Millisecond), crawlN, crawlPer)
+	if crawlRatio < 2 {
+		t.Errorf("three cells crawled %.2fx faster than one (%v vs %v), want ≥ 2x", crawlRatio, crawlThree, crawlOne)
+	}
 	if out := os.Getenv("TRAWL_JOBSHARE_OUT"); out != "" {
 		b, _ := json.Marshal(map[string]any{"urls": n, "concurrency": conc, "delay_ms": delay.Milliseconds(),
 			"one_cell_s": oneCell.Seconds(), "three_cells_s": threeCells.Seconds(), "ratio": ratio,
-			"fetched_per_cell": per, "owner": owner, "refetched": refetched})
+			"fetched_per_cell": per, "owner": owner, "refetched": refetched,
+			"crawl_pages": crawlN, "crawl_one_cell_s": crawlOne.Seconds(), "crawl_three_cells_s": crawlThree.Seconds()})
 		if err := os.WriteFile(out, append(b, '\n'), 0o644); err != nil {
 			t.Error(err)
 		}
