@@ -168,7 +168,7 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 			// No such cell ever served this region: no such object.
 			return target{}, gate.Refuse(http.StatusNotFound, "not_found", "no such "+m.Owner.Name)
 		}
-		if m.ReadAnyCell {
+		if m.AnyCell {
 			// A clustered region keeps its jobs in its job log: another
 			// cell whose JetStream node is ready reads it there.
 			var ready []members.Meta

@@ -934,9 +934,19 @@ func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjso
 	j := t.job
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	rec, err := m.takePending(t)
-	if rec == nil {
-		return err // or already recorded (a duplicate dispatch)
+	delete(j.inflight, t.seq)
+	rec, err := m.record(j.meta.ID, t.seq)
+	if err != nil {
+		return err
+	}
+	// A cancelled job's URL may still get its outcome: one that was in
+	// the region's queue when the cancel was taken for its owner by
+	// another cell (logread.go), and cancelled with the rest when the
+	// owner applied it. It was fetched (and paid for): it keeps its
+	// result, as a cancel's in-flight URLs do.
+	late := rec.State == urlCancelled && j.isCancelled()
+	if rec.State != urlPending && !late {
+		return nil // already recorded (a duplicate dispatch)
 	}
 	rec.Attempts += attempts
 	rec.State, rec.Error, rec.Message, rec.Status = urlDone, "", "", 0
@@ -1000,7 +1010,11 @@ func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjso
 	if lined && rec.Slot == j.nextSlot {
 		j.nextSlot++
 	}
-	j.pending += added - 1
+	if late {
+		j.cancelled--
+	} else {
+		j.pending += added - 1
+	}
 	j.meta.Total += added
 	if serr != nil {
 		j.failed++
@@ -1062,11 +1076,25 @@ func (m *Manager) growLocked(b *store.Batch, j *job, depth int, links []string) 
 // keep their results, and the job is cancelled for good: its status says
 // so, and nothing of it is retried. A retry held when it is cancelled is
 // cancelled when released. Cancelling again changes nothing.
+//
+// Another cell's job is cancelled through the region's log (logCancel):
+// the gate sends the cancel here only while its owner is down.
 func (m *Manager) Cancel(id, account string) error {
+	if s, ok := m.foreign(id); ok {
+		if s == nil {
+			return ErrRestoring
+		}
+		return m.logCancel(s, id, account)
+	}
 	j, err := m.get(id, account)
 	if err != nil {
 		return err
 	}
+	return m.cancelJob(j)
+}
+
+// cancelJob is Cancel of a job of this cell.
+func (m *Manager) cancelJob(j *job) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.isCancelled() {
@@ -1078,7 +1106,7 @@ func (m *Manager) Cancel(id, account string) error {
 	if j.pending > 0 {
 		end = &Event{Kind: EventCancelled} // an ended job has had its end
 	}
-	_, err = m.cancelPendingLocked(j, nm, end)
+	_, err := m.cancelPendingLocked(j, nm, end)
 	return err
 }
 
@@ -1320,6 +1348,12 @@ func (m *Manager) Results(id, account string, after int64, w io.Writer) (int, er
 // line is valid only until fn returns. Lines never move (Results), so a
 // reader may go on later from after plus the lines it took.
 func (m *Manager) ScanResults(id, account string, after int64, fn func(line []byte) bool) error {
+	if s, ok := m.foreign(id); ok {
+		if s == nil {
+			return ErrRestoring
+		}
+		return m.logScanResults(s, id, account, max(after, 0), fn) // its owner is down (logread.go)
+	}
 	if _, err := m.get(id, account); err != nil {
 		return err
 	}
@@ -1347,6 +1381,12 @@ type Failure struct {
 // Failures returns the failed URLs of account's job id, in submission
 // order.
 func (m *Manager) Failures(id, account string) ([]Failure, error) {
+	if s, ok := m.foreign(id); ok {
+		if s == nil {
+			return nil, ErrRestoring
+		}
+		return m.logFailures(s, id, account) // its owner is down (logread.go)
+	}
 	if _, err := m.get(id, account); err != nil {
 		return nil, err
 	}

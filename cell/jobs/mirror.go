@@ -321,8 +321,8 @@ func (m *Manager) restoreJob(ctx context.Context, s *sharing, mt meta) (int, err
 	}
 	applied := 0
 	err = scanLog(ctx, s.js, prefix+".res.*", func(msg jetstream.Msg) error {
-		if msg.Headers().Get(headerPending) != "" {
-			return nil
+		if _, ok := outcomeOf(msg); !ok {
+			return nil // a mark; a cancel request is in the record too
 		}
 		if _, err := m.applyOutcome(s, msg.Headers().Get(headerOutcome), msg.Data()); err != nil {
 			return err

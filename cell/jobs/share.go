@@ -557,6 +557,17 @@ func (m *Manager) collect(s *sharing) {
 				done = append(done, msg) // the log's mark of a retry (mirror.go)
 				continue
 			}
+			if req := msg.Headers().Get(headerCancel); req != "" {
+				if err := m.applyCancelRequest(req); err != nil {
+					if m.ctx.Err() == nil {
+						m.cfg.Logger.Error("jobs: cancel request not applied; offered again", "err", err)
+					}
+					msg.NakWithDelay(time.Second)
+					continue
+				}
+				done = append(done, msg)
+				continue
+			}
 			_, err := m.applyOutcome(s, msg.Headers().Get(headerOutcome), msg.Data())
 			if err != nil {
 				if m.ctx.Err() == nil {

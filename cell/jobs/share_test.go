@@ -64,11 +64,21 @@ func (r *shareRig) manager(cell string, concurrency int, delay time.Duration, si
 
 // unshared is manager without Share.
 func (r *shareRig) unshared(cell string, concurrency int, delay time.Duration, size int, await time.Duration) *Manager {
+	return r.unsharedOn(r.store(), cell, concurrency, delay, size, await)
+}
+
+// store is a new store in memory, for a manager.
+func (r *shareRig) store() *store.Store {
 	st, err := store.Open("db", &store.Options{FS: vfs.NewMem(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	r.t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// unsharedOn is unshared on st (a cell restarted on its data).
+func (r *shareRig) unsharedOn(st *store.Store, cell string, concurrency int, delay time.Duration, size int, await time.Duration) *Manager {
 	fn := func(ctx context.Context, u string, _ scrape.Options) (*scrape.Outcome, error) {
 		select {
 		case <-time.After(delay):
@@ -573,4 +583,103 @@ func TestCoordinatorFeedsDeadOwnersJob(t *testing.T) {
 	if ad := b.ShareStats().Adopted; ad != int64(n-stalled.Done) {
 		t.Errorf("the coordinator queued %d URLs, want those without an outcome (%d)", ad, n-stalled.Done)
 	}
+}
+
+// A job whose owner is down is cancelled through another cell (logCancel):
+// the log's record says cancelled at once, for every cell's reads and the
+// coordinator; the owner, back on its data, applies the cancel from its
+// results and fetches none of the cancelled URLs. Another account's
+// cancel is a 404 and changes nothing; the job's results and failures
+// are read from the log meanwhile.
+func TestCancelWhileOwnerDown(t *testing.T) {
+	r := newShareRig(t)
+	stA := r.store()
+	a := r.unsharedOn(stA, "c1", 2, 40*time.Millisecond, 10, 0)
+	if err := a.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	// c2 is slow: the URLs the owner queued are still in the queue when
+	// the cancel is applied.
+	b := r.manager("c2", 2, 300*time.Millisecond, 10)
+	const n = 200
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/cancel%d", i)
+	}
+	id, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "20 URLs done", func() bool {
+		st, err := a.Status(id, "acct", false)
+		return err == nil && st.Done >= 20
+	})
+	a.Close() // the owner is down
+
+	if err := b.Cancel(id, "other"); err != ErrNoJob {
+		t.Fatalf("another account's cancel: %v", err)
+	}
+	if st, _ := b.Status(id, "acct", false); st == nil || st.Status == StatusCancelled {
+		t.Fatalf("another account's cancel changed the job: %+v", st)
+	}
+	if err := b.Cancel(id, "acct"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Cancel(id, "acct"); err != nil {
+		t.Fatalf("cancelling again: %v", err)
+	}
+	st, err := b.Status(id, "acct", false)
+	if err != nil || st.Status != StatusCancelled || st.Pending != 0 || st.Cancelled == 0 {
+		t.Fatalf("status from the log after the cancel: %+v %v", st, err)
+	}
+	// The owner comes back on its data at once and applies the cancel;
+	// the URLs it had queued are still being fetched by c2: they keep
+	// their results, recorded after the cancel.
+	queued := b.ShareStats().Fetching
+	a2 := r.unsharedOn(stA, "c1", 2, 40*time.Millisecond, 10, 0)
+	if err := a2.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	var own *Status
+	testwait.Until(t, 30*time.Second, "the owner to apply the cancel", func() bool {
+		own, err = a2.Status(id, "acct", false)
+		return err == nil && own.Status == StatusCancelled && own.Pending == 0 && own.Done+own.Error+own.Cancelled == n
+	})
+	atCancel := own.Cancelled
+	testwait.Until(t, 30*time.Second, "the queued URLs fetched", func() bool {
+		return b.ShareStats().Fetching == 0 && a2.ShareStats().Fetching == 0 && b.ShareStats().Backlog == 0
+	})
+	testwait.Until(t, 10*time.Second, "the owner's results caught up", func() bool { return a2.ShareStats().Lag == 0 })
+	fetchedAt := r.fetched("c1") + r.fetched("c2")
+	own, _ = a2.Status(id, "acct", false)
+	lines := 0
+	if err := b.ScanResults(id, "acct", 0, func([]byte) bool { lines++; return true }); err != nil {
+		t.Fatal(err)
+	}
+	if fs, err := b.Failures(id, "acct"); err != nil || len(fs) != 0 {
+		t.Fatalf("failures from the log: %v %v", fs, err)
+	}
+	if own.Status != StatusCancelled || own.Pending != 0 || own.Done+own.Error+own.Cancelled != n || lines != own.Done {
+		t.Errorf("the owner's status %+v, %d lines in the log", own, lines)
+	}
+	r.mu.Lock()
+	set := map[string]bool{} // a URL cut by the owner's close is fetched again by c2
+	for _, c := range r.fetches {
+		for u := range c {
+			if strings.Contains(u, "/cancel") {
+				set[u] = true
+			}
+		}
+	}
+	distinct := len(set)
+	r.mu.Unlock()
+	if own.Done != distinct || r.fetched("c1")+r.fetched("c2") != fetchedAt {
+		t.Errorf("owner's status %+v: %d URLs fetched (%d fetches, then %d), want the done ones only", own, distinct, fetchedAt, r.fetched("c1")+r.fetched("c2"))
+	}
+	late := atCancel - own.Cancelled
+	if late <= 0 {
+		t.Errorf("no URL queued before the cancel was recorded after it (cancelled %d, then %d)", atCancel, own.Cancelled)
+	}
+	t.Logf("owner down at >=20 of %d; cancelled from c2 with %d URLs in its hands; the owner back: %d done (%d lines in the log, %d recorded after the cancel), %d cancelled",
+		n, queued, own.Done, lines, late, own.Cancelled)
 }

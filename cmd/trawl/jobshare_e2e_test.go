@@ -775,12 +775,48 @@ func TestSharedJobSurvivesKill9(t *testing.T) {
 		atKill = oc.p.jobStatus(t, id)
 		return atKill.Done >= 100
 	})
+	// A Firecrawl batch of the same owner, cancelled while it is down.
+	batchURLs := site.urls("batch", 300)
+	code, b := oc.p.call(t, "POST", "/v2/batch/scrape", map[string]any{"urls": batchURLs, "formats": []string{"markdown"}})
+	var batch struct{ ID string }
+	if code != 200 || json.Unmarshal(b, &batch) != nil || batch.ID == "" {
+		t.Fatalf("v2 batch to %s: %d %s", owner, code, b)
+	}
 	hv, _ = getCellHealth(oc.base)
 	killed = time.Now()
 	oc.p.kill(t)
 	if atKill.Done >= n {
 		t.Fatalf("the job finished before the kill (%+v): nothing was tested", atKill)
 	}
+	// Through the gate: once membership has the owner dead, another cell
+	// takes the cancel through the job log, and answers the status.
+	var cancelledAfter time.Duration
+	testwait.Until(t, 60*time.Second, "the batch cancelled through another cell", func() bool {
+		a, err := tryGateCall("DELETE", r.gate+"/v2/batch/scrape/"+batch.ID, "")
+		if err != nil || a.status != 200 {
+			return false
+		}
+		cancelledAfter = time.Since(killed)
+		return strings.Contains(string(a.body), `"cancelled"`)
+	})
+	batchStatus := func() (string, int, error) {
+		a, err := tryGateCall("GET", r.gate+"/v2/batch/scrape/"+batch.ID, "")
+		if err != nil {
+			return "", 0, err
+		}
+		var st struct {
+			Status    string
+			Completed int
+		}
+		if a.status != 200 || json.Unmarshal(a.body, &st) != nil {
+			return "", 0, fmt.Errorf("%d %.200s", a.status, a.body)
+		}
+		return st.Status, st.Completed, nil
+	}
+	if st, done, err := batchStatus(); err != nil || st != "cancelled" {
+		t.Errorf("the batch's status through the gate with its owner down: %q (%d completed) %v", st, done, err)
+	}
+	t.Logf("the owner's batch cancelled through another cell %v after the kill", cancelledAfter.Round(10*time.Millisecond))
 	askedAtKill := len(site.requests("owner"))
 	t.Logf("job %s: killed its owner %s with %d of %d done (%d of its URLs queued, %d asked of the site)",
 		id, owner, atKill.Done, n, hv.JobShare.Queued, askedAtKill)
@@ -841,6 +877,17 @@ func TestSharedJobSurvivesKill9(t *testing.T) {
 		owner, progressed.Round(10*time.Millisecond), (downFor + progressed).Round(10*time.Millisecond), done.Sub(restarted).Round(10*time.Millisecond))
 	checkExactlyOnce(t, st, oc.p.results(t, id), urls)
 	t.Logf("counters after the owner's job: %s", r.counters(""))
+	// The batch, with its owner back: cancelled, and every URL the site
+	// was asked for (queued before the cancel) kept its document.
+	testwait.Until(t, 30*time.Second, "the batch's fetched URLs recorded", func() bool {
+		st, done, err := batchStatus()
+		return err == nil && st == "cancelled" && done == len(site.requests("batch"))
+	})
+	if _, done, _ := batchStatus(); done >= len(batchURLs) {
+		t.Errorf("the cancelled batch completed all its %d URLs", done)
+	} else {
+		t.Logf("the cancelled batch: %d of %d URLs fetched and kept", done, len(batchURLs))
+	}
 	// The gate finds the restarted owner again.
 	testwait.Until(t, 30*time.Second, "the owner's job done through the gate", func() bool {
 		s, err := gateJobStatus(r.gate, id)

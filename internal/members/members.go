@@ -133,6 +133,9 @@ type Work struct {
 	Fetching int64 `json:"fetching"` // items its pullers hold
 	Backlog  int64 `json:"backlog"`  // the region's URLs waiting for a puller
 	Lag      int64 `json:"lag"`      // outcomes of its URLs not recorded yet
+	// Coordinator: it holds the region's coordinator lease (cell/coord):
+	// it feeds the jobs of cells that are down.
+	Coordinator bool `json:"coordinator,omitempty"`
 }
 
 // A clustered cell's JetStream join states (Meta.JS).

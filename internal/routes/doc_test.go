@@ -31,7 +31,7 @@ func markdown(rows []Route) string {
 		if r.RegionQuery {
 			by += "; another region's gate for `?region=`"
 		}
-		if r.ReadAnyCell {
+		if r.AnyCell {
 			by += "; another clustered cell while it is down"
 		}
 		kind := r.Kind

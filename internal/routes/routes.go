@@ -133,11 +133,12 @@ type Route struct {
 	Service string
 	// Owner is the grammar of {id} on an Owner row.
 	Owner *Grammar
-	// ReadAnyCell: while the owner of {id} is not live, another clustered
-	// cell of its region answers the read from the region's job log
-	// (cell/jobs/logread.go); otherwise the gate answers 503
-	// cell_unavailable until the owner is back.
-	ReadAnyCell bool
+	// AnyCell: while the owner of {id} is not live, another clustered
+	// cell of its region answers from the region's job log (a read, or a
+	// cancel sent to the owner through it: cell/jobs/logread.go);
+	// otherwise the gate answers 503 cell_unavailable until the owner is
+	// back.
+	AnyCell bool
 	// RegionQuery: ?region=<r> names the region whose gate answers; this
 	// gate when absent or its own.
 	RegionQuery bool
@@ -235,8 +236,8 @@ var Rows = []Route{
 	{Pattern: "POST /scrape/batch", Kind: metering.KindBatch, PerURL: true, Server: Cell, BodyLimit: ScrapeBody, Doc: "scrape up to 100 pages, NDJSON (§4)"},
 	{Pattern: "POST /scrape/jobs", Kind: metering.KindJob, PerURL: true, Server: Cell, BodyLimit: JobBody, Doc: "submit a background job (§4)"},
 	{Pattern: "POST /extract", Kind: metering.KindExtract, Server: Cell, BodyLimit: ExtractBody, Doc: "typed JSON from a page or pasted content, by schema and/or instruction (§2.4a)"},
-	{Pattern: "GET /scrape/jobs/{id}", Server: Owner, Owner: Jobs, ReadAnyCell: true, Doc: "a job's status"},
-	{Pattern: "GET /scrape/jobs/{id}/results", Server: Owner, Owner: Jobs, ReadAnyCell: true, Doc: "a job's results, NDJSON"},
+	{Pattern: "GET /scrape/jobs/{id}", Server: Owner, Owner: Jobs, AnyCell: true, Doc: "a job's status"},
+	{Pattern: "GET /scrape/jobs/{id}/results", Server: Owner, Owner: Jobs, AnyCell: true, Doc: "a job's results, NDJSON"},
 	{Pattern: "POST /scrape/jobs/{id}/retry", Kind: metering.KindJob, Server: Owner, Owner: Jobs, Doc: "retry a job's failed URLs"},
 	{Pattern: "POST /monitors", Server: Cell, BodyLimit: MonitorBody, Doc: "create a monitor, or find the account's one with that url and watch (§2.9); checks and changes bill in the background (docs/api.md)"},
 	{Pattern: "GET /monitors", Server: Cell, Doc: "the account's monitors, newest first (§4)"},
@@ -253,9 +254,9 @@ var Rows = []Route{
 	{Pattern: "POST /v2/scrape", Kind: metering.KindScrape, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: ScrapeBody, Doc: "Firecrawl v2: scrape one page (formats, onlyMainContent, tags, maxAge, json; docs/firecrawl.md)"},
 	{Pattern: "POST /v2/map", Kind: metering.KindMap, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: 64 * KiB, Doc: "Firecrawl v2: the URLs of a site from its sitemaps and links (search, limit, includeSubdomains, sitemap; docs/firecrawl.md)"},
 	{Pattern: "POST /v2/batch/scrape", Kind: metering.KindJob, PerURL: true, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: JobBody, Doc: "Firecrawl v2: start a batch scrape, a background job charged per fetchable URL before it runs (docs/firecrawl.md)"},
-	{Pattern: "GET /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's status and documents, 10 MiB a page (?skip=, next; docs/firecrawl.md)"},
-	{Pattern: "DELETE /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: cancel a batch scrape: its URLs not yet fetched never are (docs/firecrawl.md)"},
-	{Pattern: "GET /v2/batch/scrape/{id}/errors", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's failed URLs (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, AnyCell: true, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's status and documents, 10 MiB a page (?skip=, next; docs/firecrawl.md)"},
+	{Pattern: "DELETE /v2/batch/scrape/{id}", Server: Owner, Owner: Jobs, AnyCell: true, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: cancel a batch scrape: its URLs not yet fetched never are (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/batch/scrape/{id}/errors", Server: Owner, Owner: Jobs, AnyCell: true, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a batch scrape's failed URLs (docs/firecrawl.md)"},
 	{Pattern: "POST /v2/crawl", Kind: metering.KindCrawl, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: 64 * KiB, Doc: "Firecrawl v2: start a site crawl from one URL, a growing background job; each page is charged as it is scraped (docs/firecrawl.md)"},
 	{Pattern: "GET /v2/concurrency-check", Server: Gate, Service: "firecrawl", Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: the account's requests in flight at this gate and its plan's bound (docs/firecrawl.md)"},
 	{Pattern: "GET /v2/team/queue-status", Server: Gate, Service: "firecrawl", Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: the account's job URLs being fetched and waiting, from every live cell of the region (docs/firecrawl.md)"},
