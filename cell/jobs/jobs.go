@@ -533,7 +533,7 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 	}
 	// A shared job is in the region's log before it is answered: a cell
 	// that loses its data directory restores it from there (mirror.go).
-	if s := m.mirrored(x.Grow); s != nil {
+	if s := m.mirrored(x.Local); s != nil {
 		if err := s.putJob(m.ctx, j.meta, urls); err != nil {
 			m.cfg.Logger.Error("jobs: the region's log did not take a job; refused", "err", err)
 			return "", "", errMirror
@@ -968,9 +968,20 @@ func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjso
 	b.Delete(seqKey(j.meta.ID, 'p', t.seq))
 	var added int
 	if serr == nil && !j.isCancelled() {
-		if added, err = m.growLocked(b, j, rec.Depth, made.Links); err != nil {
+		var grown []grownURL
+		if grown, err = m.growLocked(b, j, rec.Depth, made.Links); err != nil {
 			b.Discard()
 			return err
+		}
+		added = len(grown)
+		// In the region's log before the store: a restored crawl finds
+		// every URL at the seq it had (mirror.go). Refused, the outcome is
+		// not recorded (offered again).
+		if s := m.mirrored(j.meta.Local); s != nil && added > 0 {
+			if err := s.putGrowth(m.ctx, j.meta.ID, uint64(j.total()), grown); err != nil {
+				b.Discard()
+				return fmt.Errorf("the URLs a page added not in the region's log: %w", err)
+			}
 		}
 	}
 	var evs []*Event
@@ -1036,20 +1047,25 @@ func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjso
 	return nil
 }
 
+// grownURL is a URL a growing job's page added, at its depth.
+type grownURL struct {
+	URL   string `json:"u"`
+	Depth int    `json:"d"`
+}
+
 // growLocked adds to b the links of a growing job's page found at depth
 // that the job has not seen, as pending URLs one deeper, within the job's
-// limit, and returns how many; j.mu is held.
-func (m *Manager) growLocked(b *store.Batch, j *job, depth int, links []string) (int, error) {
+// limit, from seq j.total() on, and returns them; j.mu is held.
+func (m *Manager) growLocked(b *store.Batch, j *job, depth int, links []string) ([]grownURL, error) {
 	g := j.meta.Grow
 	if g == nil || depth >= g.MaxDepth || len(links) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	id := j.meta.ID
-	next := uint64(j.total())
-	added := 0
+	var added []grownURL
 	fresh := make(map[string]bool, len(links))
 	for _, u := range links {
-		if j.total()+added >= g.Limit {
+		if j.total()+len(added) >= g.Limit {
 			break
 		}
 		if fresh[u] {
@@ -1058,17 +1074,23 @@ func (m *Manager) growLocked(b *store.Batch, j *job, depth int, links []string) 
 		if _, err := m.st.Get(seenKey(id, u)); err == nil {
 			continue
 		} else if !errors.Is(err, store.ErrNotFound) {
-			return 0, err
+			return nil, err
 		}
 		fresh[u] = true
-		rec, _ := json.Marshal(urlRecord{URL: u, State: urlPending, Slot: -1, Depth: depth + 1})
-		b.Set(seqKey(id, 'u', next), rec)
-		b.Set(seqKey(id, 'p', next), []byte(u))
-		b.Set(seenKey(id, u), nil)
-		next++
-		added++
+		added = append(added, grownURL{URL: u, Depth: depth + 1})
 	}
+	putGrown(b, id, uint64(j.total()), added)
 	return added, nil
+}
+
+// putGrown adds to b a growing job's URLs from seq on, pending.
+func putGrown(b *store.Batch, id string, seq uint64, urls []grownURL) {
+	for i, g := range urls {
+		rec, _ := json.Marshal(urlRecord{URL: g.URL, State: urlPending, Slot: -1, Depth: g.Depth})
+		b.Set(seqKey(id, 'u', seq+uint64(i)), rec)
+		b.Set(seqKey(id, 'p', seq+uint64(i)), []byte(g.URL))
+		b.Set(seenKey(id, g.URL), nil)
+	}
 }
 
 // Cancel cancels account's job id: its URLs not yet fetched are cancelled
@@ -1518,7 +1540,7 @@ func (m *Manager) Sweep() (int, error) {
 		m.mu.Lock()
 		delete(m.jobs, id)
 		m.mu.Unlock()
-		if s := m.mirrored(j.meta.Grow); s != nil {
+		if s := m.mirrored(j.meta.Local); s != nil {
 			if err := s.forget(m.ctx, id); err != nil {
 				m.cfg.Logger.Warn("jobs: swept job not removed from the region's log (its age will)", "job", id, "err", err)
 			}

@@ -41,11 +41,15 @@ import (
 // jobs' records from the log, writes each job's URLs as pending, applies
 // every outcome the log has, and goes on with what is still pending
 // (restore). Nothing is charged again: a job is charged at submission,
-// and its record says so. A growing job (a site crawl) is not in the log:
-// its pages are fetched by any cell (share.go), but the URLs they add
-// are recorded by its owner alone, so a lost disk loses the crawl (one
-// that is only down goes on when it is back: its outcomes wait in the
-// log).
+// and its record says so. A growing job (a site crawl) also has
+//
+//   - .grow.<seq>: URLs its pages added, from URL seq on, each with its
+//     depth, written before the write that records them (growLocked):
+//     a restored crawl has every URL it had found, at the same seq, so
+//     a page's charge (named by its seq) is not charged twice.
+//
+// A job kept on its owner (Extra.Local: a crawl with a delay) is not in
+// the log.
 
 // headerPending marks a .res.<seq> message that puts its URL back to
 // pending (a released retry), replacing the failure it retries.
@@ -68,10 +72,10 @@ var errMirror = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code:
 var ErrRestoring = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "try_again",
 	Message: "this cell is not ready to answer for this job yet; try again", RetryAfter: 5 * time.Second}
 
-// mirrored reports the sharing a job of grow goes into the log with, or
-// nil (not sharing, or a growing job).
-func (m *Manager) mirrored(grow *Growth) *sharing {
-	if grow != nil {
+// mirrored reports the sharing a job goes into the log with, or nil (not
+// sharing, or a job kept local: Extra.Local).
+func (m *Manager) mirrored(local bool) *sharing {
+	if local {
 		return nil
 	}
 	return m.share.Load()
@@ -107,6 +111,50 @@ func (s *sharing) putJob(ctx context.Context, mt meta, urls []string) error {
 	return s.putMeta(ctx, mt)
 }
 
+// putGrowth writes to the log the URLs a growing job's page added, from
+// seq on. The subject is the first seq's: were an earlier write for it
+// refused after all stored, the next growth starts at the same seq (the
+// job's store did not take it) and replaces it.
+func (s *sharing) putGrowth(ctx context.Context, id string, seq uint64, urls []grownURL) error {
+	b, err := json.Marshal(urls)
+	if err != nil {
+		return err
+	}
+	return s.logPublish(ctx, jsnode.JobSubject(s.cfg.Cell, id)+".grow."+strconv.FormatUint(seq, 10), b, nil)
+}
+
+// logGrowth reads a growing job's added URLs from the log: the URLs from
+// seq first on, in order; an error if a seq is missing.
+func logGrowth(ctx context.Context, s *sharing, prefix string, first uint64) ([]grownURL, error) {
+	chunks := map[uint64][]grownURL{}
+	err := scanLog(ctx, s.js, prefix+".grow.*", func(msg jetstream.Msg) error {
+		seq, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
+		if err != nil {
+			return fmt.Errorf("growth %s: %w", msg.Subject(), err)
+		}
+		var c []grownURL
+		if err := json.Unmarshal(msg.Data(), &c); err != nil {
+			return fmt.Errorf("growth %s: %w", msg.Subject(), err)
+		}
+		chunks[seq] = c
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []grownURL
+	for next := first; len(chunks) > 0; {
+		c, ok := chunks[next]
+		if !ok {
+			return nil, fmt.Errorf("the log has no URLs from seq %d on, and %d later chunks", next, len(chunks))
+		}
+		delete(chunks, next)
+		out = append(out, c...)
+		next += uint64(len(c))
+	}
+	return out, nil
+}
+
 // putMeta writes a job's record to the log.
 func (s *sharing) putMeta(ctx context.Context, mt meta) error {
 	b, _ := json.Marshal(mt)
@@ -125,7 +173,7 @@ func (s *sharing) logPublish(ctx context.Context, subject string, data []byte, h
 // held. The change is durable in the store already: a record the log
 // missed is written again when the cell next starts sharing.
 func (m *Manager) mirrorMetaLocked(j *job) {
-	s := m.mirrored(j.meta.Grow)
+	s := m.mirrored(j.meta.Local)
 	if s == nil {
 		return
 	}
@@ -137,7 +185,7 @@ func (m *Manager) mirrorMetaLocked(j *job) {
 // mirrorPendingLocked records in the log that URLs seqs of j are pending
 // again (a released retry); j.mu is held.
 func (m *Manager) mirrorPendingLocked(j *job, seqs []uint64) {
-	s := m.mirrored(j.meta.Grow)
+	s := m.mirrored(j.meta.Local)
 	if s == nil || len(seqs) == 0 {
 		return
 	}
@@ -237,17 +285,14 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 		j.mu.Lock()
 		mt := j.meta
 		j.mu.Unlock()
-		if mt.Grow != nil {
+		if mt.Local {
 			continue
 		}
 		if logged[mt.ID] {
 			err = s.putMeta(ctx, mt)
 		} else {
-			var urls []string
-			if urls, err = m.jobURLs(mt.ID); err == nil {
-				err = s.putJob(ctx, mt, urls)
-				st.Mirrored++
-			}
+			err = m.mirrorJob(ctx, s, mt)
+			st.Mirrored++
 		}
 		if err != nil {
 			return st, fmt.Errorf("jobs: write job %s to the log: %w", mt.ID, err)
@@ -258,18 +303,33 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 	return st, nil
 }
 
-// jobURLs is every URL of job id, in submission order.
-func (m *Manager) jobURLs(id string) ([]string, error) {
+// mirrorJob writes a job of the store the log does not have (submitted
+// before sharing began): its URLs and record; a growing job's submitted
+// URLs (its first ones, at depth 0) as its URLs and the rest as growth.
+func (m *Manager) mirrorJob(ctx context.Context, s *sharing, mt meta) error {
 	var urls []string
-	err := m.st.Scan(jobKey(id, 'u'), nil, func(_, v []byte) (bool, error) {
+	var grown []grownURL
+	err := m.st.Scan(jobKey(mt.ID, 'u'), nil, func(_, v []byte) (bool, error) {
 		var r urlRecord
 		if err := json.Unmarshal(v, &r); err != nil {
 			return false, err
 		}
-		urls = append(urls, r.URL)
+		if mt.Grow != nil && (r.Depth > 0 || len(grown) > 0) {
+			grown = append(grown, grownURL{URL: r.URL, Depth: r.Depth})
+		} else {
+			urls = append(urls, r.URL)
+		}
 		return true, nil
 	})
-	return urls, err
+	if err != nil {
+		return err
+	}
+	for i := 0; i < len(grown); i += chunkURLs {
+		if err := s.putGrowth(ctx, mt.ID, uint64(len(urls)+i), grown[i:min(i+chunkURLs, len(grown))]); err != nil {
+			return err
+		}
+	}
+	return s.putJob(ctx, mt, urls)
 }
 
 // restoreJob writes job mt from the log into the store, every URL
@@ -281,7 +341,16 @@ func (m *Manager) restoreJob(ctx context.Context, s *sharing, mt meta) (int, err
 	if err != nil {
 		return 0, err
 	}
-	if len(urls) != mt.Total || len(urls) == 0 {
+	var grown []grownURL
+	if mt.Grow != nil && len(urls) > 0 {
+		// A crawl's record in the log may predate its last URLs: its
+		// total is what it had found.
+		if grown, err = logGrowth(ctx, s, prefix, uint64(len(urls))); err != nil {
+			return 0, err
+		}
+		mt.Total = len(urls) + len(grown)
+	}
+	if len(urls)+len(grown) != mt.Total || len(urls) == 0 {
 		return 0, fmt.Errorf("the log has %d of its %d URLs", len(urls), mt.Total)
 	}
 	// Its idempotency key (the record names it): a repeat of the
@@ -298,10 +367,11 @@ func (m *Manager) restoreJob(ctx context.Context, s *sharing, mt meta) (int, err
 		mt.IdemKey = ""
 	}
 	j := newJob(mt)
-	j.pending = len(urls)
+	j.pending = mt.Total
 	j.restoring = true
 	b := m.st.NewBatch()
-	putNewJob(b, mt, urls) // a job in the log never grows
+	putNewJob(b, mt, urls)
+	putGrown(b, mt.ID, uint64(len(urls)), grown)
 	if idem != nil {
 		b.Set([]byte(mt.IdemKey), idem)
 	}

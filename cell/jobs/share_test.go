@@ -40,6 +40,8 @@ type shareRig struct {
 	// shaped, when set, is the managers' Config.Shaped; it is told the
 	// cell that runs it.
 	shaped func(cell string) ShapedFunc
+	// events, when set, is every manager's Config.Events.
+	events Observer
 }
 
 func newShareRig(t *testing.T) *shareRig {
@@ -102,6 +104,9 @@ func (r *shareRig) unsharedOn(st *store.Store, cell string, concurrency int, del
 		Logger: slog.New(slog.NewTextHandler(logw, nil)).With("cell", cell)}
 	if r.shaped != nil {
 		cfg.Shaped = r.shaped(cell)
+	}
+	if r.events != nil {
+		cfg.Events = r.events
 	}
 	m, err := NewManager(st, fn, cfg)
 	if err != nil {
@@ -682,4 +687,76 @@ func TestCancelWhileOwnerDown(t *testing.T) {
 	}
 	t.Logf("owner down at >=20 of %d; cancelled from c2 with %d URLs in its hands; the owner back: %d done (%d lines in the log, %d recorded after the cancel), %d cancelled",
 		n, queued, own.Done, lines, late, own.Cancelled)
+}
+
+// A crawl (a growing job) whose owner comes back on an empty disk is
+// restored from the log with every URL it had found, at the seq it had
+// (its .grow chunks): it finishes with every page once, and each page's
+// events (its charge is named by its seq) name one seq, before and after
+// the loss.
+func TestRestoreGrowingJobAfterLostStore(t *testing.T) {
+	r := newShareRig(t)
+	r.shaped = func(cell string) ShapedFunc {
+		return func(ctx context.Context, tg Target, _ json.RawMessage) (Produced, error) {
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return Produced{}, ctx.Err()
+			}
+			r.mu.Lock()
+			if r.fetches[cell] == nil {
+				r.fetches[cell] = map[string]int{}
+			}
+			r.fetches[cell][tg.URL]++
+			r.mu.Unlock()
+			return Produced{Result: json.RawMessage(`{"url":"` + tg.URL + `"}`), Links: treeLinks(tg.URL)}, nil
+		}
+	}
+	rec := &recorder{}
+	r.events = rec
+	a := r.manager("c1", 2, 0, 0)
+	r.manager("c2", 2, 0, 0)
+	id, err := a.SubmitWith("acct", []string{"http://site.example/0"}, scrape.Options{}, Extra{Shape: json.RawMessage(`{"kind":"t"}`), Grow: &Growth{Limit: 100, MaxDepth: 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at *Status
+	testwait.Until(t, 30*time.Second, "a third of the crawl", func() bool {
+		at, err = a.Status(id, "acct", false)
+		return err == nil && at.Done >= 30
+	})
+	a.Close() // its store is gone with it: the next c1 opens an empty one
+
+	a2 := r.manager("c1", 2, 0, 0)
+	// Depth 6 of a binary tree is 127 pages: the limit keeps 100.
+	waitDone(t, a2, id, 100)
+	if rs := a2.ShareStats().Restored; rs == nil || rs.Jobs != 1 {
+		t.Fatalf("restore stats %+v", rs)
+	}
+	seen := resultURLs(t, a2, id)
+	if len(seen) != 100 {
+		t.Fatalf("%d distinct pages in the results, want 100", len(seen))
+	}
+	for u, k := range seen {
+		if k != 1 {
+			t.Errorf("%s: %d lines", u, k)
+		}
+	}
+	rec.mu.Lock()
+	seqs := map[string]map[uint64]bool{}
+	for _, e := range rec.events {
+		if e.Kind == EventPage {
+			if seqs[e.URL] == nil {
+				seqs[e.URL] = map[uint64]bool{}
+			}
+			seqs[e.URL][e.Seq] = true
+		}
+	}
+	rec.mu.Unlock()
+	for u, ss := range seqs {
+		if len(ss) != 1 {
+			t.Errorf("%s has page events at seqs %v: its charge would be named twice", u, ss)
+		}
+	}
+	t.Logf("crawl restored with %d of 100 pages done at the loss; fetches c1 %d, c2 %d", at.Done, r.fetched("c1"), r.fetched("c2"))
 }

@@ -845,9 +845,11 @@ func TestSharedJobSurvivesKill9(t *testing.T) {
 		}
 		if h, err := getCellHealth(r.cells[name].base); err == nil && h.JobShare.Adopted > 0 {
 			coordinator = fmt.Sprintf("%s queued %d of its URLs", name, h.JobShare.Adopted)
-			// Never a URL that had its outcome when it began.
-			if h.JobShare.Adopted > int64(n-atKill.Done) {
-				t.Errorf("%s queued %d URLs, more than the %d without an outcome at the kill", name, h.JobShare.Adopted, n-atKill.Done)
+			// Never a URL that had its outcome when it began (the batch's
+			// URLs, fed until the coordinator saw it cancelled, are at
+			// most all of them).
+			if h.JobShare.Adopted > int64(n-atKill.Done+len(batchURLs)) {
+				t.Errorf("%s queued %d URLs, more than the %d of the job without an outcome at the kill and the batch's %d", name, h.JobShare.Adopted, n-atKill.Done, len(batchURLs))
 			}
 		}
 	}
