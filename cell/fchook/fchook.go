@@ -97,6 +97,9 @@ type payload struct {
 // it. A delivery that cannot be made (a document over the body's bound)
 // is logged and left out: it never fails the job's write.
 func (o *Observer) Stage(b *store.Batch, e *jobs.Event) error {
+	if e.Restored {
+		return nil // sent before the disk was lost, or lost with it
+	}
 	var sh shape
 	if len(e.Shape) == 0 || json.Unmarshal(e.Shape, &sh) != nil || sh.Webhook == nil {
 		return nil

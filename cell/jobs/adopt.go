@@ -35,9 +35,11 @@ import (
 // job once it has an outcome for every URL, or its owner is live again
 // (its dispatcher then queues what is left), or the lease is lost.
 //
-// Not fed: a held job or retry (the gate's release goes to the owner), a
-// cancelled or failed one, a growing one (a site crawl is not in the
-// log). Cancel, retry and release still wait for the owner.
+// A growing job (a site crawl) is fed the URLs it had found (.urls and
+// .grow); the links of their pages wait for the owner, which alone grows
+// it. Not fed: a held job or retry (the gate's release goes to the
+// owner), a cancelled or failed one. A cancel is taken through the log
+// (logread.go); retry and release wait for the owner.
 
 // adoptEvery is how often the coordinator looks for jobs to feed; it
 // tops up the jobs it feeds every feedEvery.
@@ -51,6 +53,7 @@ type adopted struct {
 	id, owner string
 	mt        meta
 	urls      []string
+	depths    []int // a growing job's: each URL's depth (its submitted ones 0)
 	done      map[uint64]bool
 	marked    map[uint64]bool      // pending again after a released retry
 	sent      map[uint64]time.Time // queued by this cell, and when
@@ -159,12 +162,17 @@ func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]
 		}
 		seen[mt.ID] = true
 		if finished[mt.ID] {
+			if mt.Grow != nil && s.cfg.Live(owner) {
+				// Its owner is back and may grow it: fed again if it
+				// goes down again.
+				delete(finished, mt.ID)
+			}
 			return nil
 		}
 		if owner != s.cfg.Cell && !s.cfg.Live(owner) {
 			down++
 		}
-		if owner == s.cfg.Cell || s.cfg.Live(owner) || mt.Grow != nil || mt.Hold != "" || mt.RetryHold != "" ||
+		if owner == s.cfg.Cell || s.cfg.Live(owner) || mt.Hold != "" || mt.RetryHold != "" ||
 			!mt.CancelledAt.IsZero() || mt.Failure != "" {
 			return nil
 		}
@@ -215,6 +223,21 @@ func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt met
 	if err != nil {
 		return nil, err
 	}
+	// A growing job (a site crawl): the URLs its pages added, at their
+	// depth. Only its owner grows it: the coordinator feeds the URLs it
+	// had found, and the links of their pages wait for the owner.
+	var depths []int
+	if mt.Grow != nil {
+		grown, err := logGrowth(ctx, s, prefix, uint64(len(urls)))
+		if err != nil {
+			return nil, err
+		}
+		depths = make([]int, len(urls), len(urls)+len(grown))
+		for _, g := range grown {
+			urls = append(urls, g.URL)
+			depths = append(depths, g.Depth)
+		}
+	}
 	c, closeC, err := jsnode.Ordered(m.ctx, s.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{prefix + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true})
 	if err != nil {
@@ -230,7 +253,7 @@ func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt met
 		closeC()
 		return nil, err
 	}
-	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, it: it, since: time.Now(),
+	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, depths: depths, it: it, since: time.Now(),
 		close: func() { it.Stop(); closeC() },
 		done:  map[uint64]bool{}, marked: map[uint64]bool{}, sent: map[uint64]time.Time{}, resent: map[uint64]int{}}
 	// Every outcome the log has now, before anything is queued: a URL
@@ -321,6 +344,9 @@ func (m *Manager) feedAdopted(ctx context.Context, s *sharing, a *adopted) error
 		}
 		it := jobItem{Job: a.id, Owner: a.owner, Account: a.mt.Account, Seq: seq, Gen: gen, URL: a.urls[i],
 			Options: a.mt.Options, Shape: a.mt.Shape}
+		if a.depths != nil {
+			it.Depth = a.depths[i]
+		}
 		if err := s.publish(ctx, it); err != nil {
 			return err
 		}

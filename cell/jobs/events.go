@@ -40,6 +40,14 @@ type Event struct {
 
 	// Failure is why a failed job was stopped (Stop).
 	Failure string
+
+	// Restored: the event is recorded again, from the region's log, by an
+	// owner that lost its data directory (mirror.go). It may have had its
+	// consequences before the loss: an observer whose effect repeats (a
+	// webhook delivery) skips it; one whose effect is named by the event
+	// (a page's charge, which the gate charges once by its id) stages it
+	// again, since the earlier one may have been lost with the disk.
+	Restored bool
 }
 
 // Observer is told of a job's events inside the write that records
@@ -56,10 +64,11 @@ type Observer interface {
 // stage hands e to the observer when the job has a shape; it returns the
 // event to pass to committed (nil when there is none).
 func (m *Manager) stage(b *store.Batch, j *job, e Event) (*Event, error) {
-	if m.cfg.Events == nil || len(j.meta.Shape) == 0 || j.restoring {
+	if m.cfg.Events == nil || len(j.meta.Shape) == 0 {
 		return nil, nil
 	}
 	e.Job, e.Account, e.Shape, e.At = j.meta.ID, j.meta.Account, j.meta.Shape, m.cfg.Now().UTC()
+	e.Restored = j.restoring
 	if err := m.cfg.Events.Stage(b, &e); err != nil {
 		return nil, err
 	}

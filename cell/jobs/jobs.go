@@ -290,7 +290,7 @@ type job struct {
 	slot chan struct{}
 	gone bool // swept
 	// restoring is true while restore applies the job's outcomes from
-	// the region's log: they are not news, and make no events.
+	// the region's log: their events are marked Restored.
 	restoring bool
 	// lastDone is when a URL of the job last finished well (Queue).
 	lastDone time.Time

@@ -200,8 +200,11 @@ func (m *Manager) Share(ctx context.Context, js jetstream.JetStream, cfg ShareCo
 // retrying until it has, then records outcomes (collect): an outcome of
 // a job not restored yet would find no job to record it in.
 func (m *Manager) recover(s *sharing) {
+	var before RestoreStats // what attempts that failed had restored
 	for wait := time.Second; m.ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
 		st, err := m.restore(m.ctx, s)
+		st.Jobs, st.Outcomes = st.Jobs+before.Jobs, st.Outcomes+before.Outcomes
+		before = st
 		if err == nil {
 			s.restore.Store(&st)
 			m.restored.Store(true)

@@ -760,3 +760,95 @@ func TestRestoreGrowingJobAfterLostStore(t *testing.T) {
 	}
 	t.Logf("crawl restored with %d of 100 pages done at the loss; fetches c1 %d, c2 %d", at.Done, r.fetched("c1"), r.fetched("c2"))
 }
+
+// The coordinator feeds a dead owner's crawl the URLs it had found (its
+// .grow chunks in the log), at their depth and under the owner's ids;
+// their links wait for the owner, which, back on its data, records the
+// outcomes, grows the crawl and finishes it, every page once.
+func TestCoordinatorFeedsDeadOwnersCrawl(t *testing.T) {
+	r := newShareRig(t)
+	depths := map[string]int{}
+	r.shaped = func(cell string) ShapedFunc {
+		return func(ctx context.Context, tg Target, _ json.RawMessage) (Produced, error) {
+			select {
+			case <-time.After(20 * time.Millisecond):
+			case <-ctx.Done():
+				return Produced{}, ctx.Err()
+			}
+			r.mu.Lock()
+			if r.fetches[cell] == nil {
+				r.fetches[cell] = map[string]int{}
+			}
+			r.fetches[cell][tg.URL]++
+			depths[tg.URL] = tg.Depth
+			r.mu.Unlock()
+			return Produced{Result: json.RawMessage(`{"url":"` + tg.URL + `"}`), Links: treeLinks(tg.URL)}, nil
+		}
+	}
+	stA := r.store()
+	a := r.unsharedOn(stA, "c1", 1, 0, 0, 0)
+	if err := a.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	var ownerLive atomic.Bool
+	ownerLive.Store(true)
+	var coordinating atomic.Bool
+	b := r.unshared("c2", 1, 0, 0, 0)
+	if err := b.Share(context.Background(), r.js, ShareConfig{Live: func(c string) bool { return c != "c1" || ownerLive.Load() }, Coordinating: coordinating.Load}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.SubmitWith("acct", []string{"http://site.example/0"}, scrape.Options{}, Extra{Shape: json.RawMessage(`{"kind":"t"}`), Grow: &Growth{Limit: 127, MaxDepth: 6}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at *Status
+	testwait.Until(t, 30*time.Second, "20 pages of the crawl", func() bool {
+		at, err = a.Status(id, "acct", false)
+		return err == nil && at.Done >= 20
+	})
+	a.Close()
+	ownerLive.Store(false)
+	coordinating.Store(true)
+	// It feeds what the owner had found and not fetched, then stops: the
+	// links of those pages wait for the owner.
+	testwait.Until(t, 30*time.Second, "the coordinator to feed the crawl", func() bool { return b.ShareStats().Adopted > 0 })
+	var fromLog *Status
+	testwait.Until(t, 30*time.Second, "every URL found before the owner died fetched", func() bool {
+		fromLog, err = b.Status(id, "acct", false)
+		return err == nil && fromLog.Done >= at.Total
+	})
+	fedWhileDown := b.ShareStats().Adopted
+	if found := int64(at.Total - at.Done); fedWhileDown > found+2 {
+		t.Errorf("the coordinator queued %d URLs, the owner had found %d without an outcome", fedWhileDown, found)
+	}
+
+	ownerLive.Store(true)
+	a2 := r.unsharedOn(stA, "c1", 1, 0, 0, 0)
+	if err := a2.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a2, id, 127)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	set := map[string]int{}
+	for _, c := range r.fetches {
+		for u, k := range c {
+			set[u] += k
+		}
+	}
+	twice := 0
+	for u, k := range set {
+		if k > 1 {
+			twice++
+		}
+		n, _ := strconv.Atoi(u[strings.LastIndexByte(u, '/')+1:])
+		if want := bits.Len(uint(n+1)) - 1; depths[u] != want {
+			t.Errorf("%s fetched at depth %d, want %d", u, depths[u], want)
+		}
+	}
+	if len(set) != 127 || twice > 2 {
+		t.Errorf("%d pages fetched, %d of them twice: want 127, at most the owner's 2 cut at its close", len(set), twice)
+	}
+	t.Logf("owner down at %d of %d found pages done; the coordinator fed %d while it was down (%d pages done in the log); done with %d pages fetched twice",
+		at.Done, at.Total, fedWhileDown, fromLog.Done, twice)
+}

@@ -1005,19 +1005,49 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	// the dev account, so the gate answers for it later.
 	oc := r.cells["c2"]
 	urls := site.urls("lost", n)
+	spentBefore, err := ledgerTotal(r.gate)
+	if err != nil {
+		t.Fatal(err)
+	}
 	id := submitToCell(t, oc, urls)
+	// A site crawl of the same owner (charged page by page through the
+	// gate: the job, submitted to the cell directly, is not charged).
+	const crawlN = 300
+	code, b := oc.p.call(t, "POST", "/v2/crawl", map[string]any{"url": fmt.Sprintf("%s/c/lost/%d/0", site.URL, crawlN), "limit": crawlN,
+		"sitemap": "skip", "crawlEntireDomain": true, "includePaths": []string{"^/c/lost/"}})
+	var crawl struct{ ID string }
+	if code != 200 || json.Unmarshal(b, &crawl) != nil || crawl.ID == "" {
+		t.Fatalf("crawl to c2: %d %s", code, b)
+	}
+	type crawlStatus struct {
+		Status      string
+		Total       int
+		Completed   int
+		CreditsUsed float64
+	}
+	crawlAt := func() (crawlStatus, error) {
+		var st crawlStatus
+		code, b := oc.p.call(t, "GET", "/v2/crawl/"+crawl.ID, nil)
+		if code != 200 {
+			return st, fmt.Errorf("%d %.200s", code, b)
+		}
+		return st, json.Unmarshal(b, &st)
+	}
 	var atKill jobStatus
-	testwait.Until(t, 60*time.Second, "150 URLs of the job done", func() bool {
+	var crawlAtKill crawlStatus
+	testwait.Until(t, 60*time.Second, "150 URLs of the job and 60 pages of the crawl done", func() bool {
 		atKill = oc.p.jobStatus(t, id)
-		return atKill.Done >= 150
+		crawlAtKill, _ = crawlAt()
+		return atKill.Done >= 150 && crawlAtKill.Completed >= 60
 	})
 	killed := time.Now()
 	oc.p.kill(t)
-	if atKill.Done >= n {
-		t.Fatalf("the job finished before the kill (%+v): nothing was tested", atKill)
+	if atKill.Done >= n || crawlAtKill.Completed >= crawlN {
+		t.Fatalf("the job (%+v) or the crawl (%+v) finished before the kill: nothing was tested", atKill, crawlAtKill)
 	}
 	oc.wipeData(t)
-	t.Logf("job %s: killed its owner c2 with %d of %d done, and deleted its data directory", id, atKill.Done, n)
+	t.Logf("job %s: killed its owner c2 with %d of %d done (and its crawl with %d of %d pages found, %d done), and deleted its data directory",
+		id, atKill.Done, n, crawlAtKill.Total, crawlN, crawlAtKill.Completed)
 
 	restarted := time.Now()
 	r.startCell(t, oc)
@@ -1034,8 +1064,8 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	t.Logf("c2 restarted on an empty directory: its job answered again %v after the restart and was done %v after it; restore: %+v; cluster size %d",
 		progressed.Round(10*time.Millisecond), done.Sub(restarted).Round(10*time.Millisecond), h.JobShare.Restored, h.JetStream.ClusterSize)
 	checkExactlyOnce(t, st, oc.p.results(t, id), urls)
-	if h.JobShare.Restored == nil || h.JobShare.Restored.Jobs != 1 {
-		t.Errorf("restore counters %+v, want one job restored", h.JobShare.Restored)
+	if h.JobShare.Restored == nil || h.JobShare.Restored.Jobs != 2 {
+		t.Errorf("restore counters %+v, want two jobs restored (the job and the crawl)", h.JobShare.Restored)
 	}
 	// Asked of the site twice: at most what was in flight at the kill
 	// (every cell's fetches), not the URLs done before it.
@@ -1053,6 +1083,28 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 		s, err := gateJobStatus(r.gate, id)
 		return err == nil && s.Status == "done" && s.Done == n
 	})
+	// The crawl, restored with the URLs it had found: every page once,
+	// each charged once (a page recorded before the loss is charged
+	// again under its own name, which the gate charges once).
+	var cs crawlStatus
+	if err := testwait.Poll(2*time.Minute, func() bool {
+		cs, err = crawlAt()
+		return err == nil && cs.Status == "completed" && cs.CreditsUsed == crawlN
+	}); err != nil || cs.Total != crawlN || cs.Completed != crawlN {
+		t.Fatalf("the crawl after its owner lost its disk: %+v", cs)
+	}
+	hits := site.treeHits("lost")
+	crawlTwice := 0
+	for _, k := range hits {
+		if k > 1 {
+			crawlTwice++
+		}
+	}
+	if len(hits) != crawlN || crawlTwice > 3*conc {
+		t.Errorf("the crawl asked the site for %d pages, %d of them twice; want %d, at most %d twice", len(hits), crawlTwice, crawlN, 3*conc)
+	}
+	checkCharged(t, r.gate, spentBefore, crawlN, "the crawl's pages")
+	t.Logf("the crawl restored and completed: %d pages, %d asked twice, %v credits", cs.Completed, crawlTwice, cs.CreditsUsed)
 	// The old c2 peer (its lost directory's instance) leaves the meta
 	// group: the region is three peers again, not three of four.
 	var sizes []int
