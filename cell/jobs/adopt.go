@@ -75,6 +75,7 @@ func (m *Manager) adopt(s *sharing) {
 	defer m.wg.Done()
 	feeding := map[string]*adopted{}
 	finished := map[string]bool{}
+	var ix metaIndex
 	t := time.NewTicker(feedEvery)
 	defer t.Stop()
 	var scanned time.Time
@@ -95,13 +96,14 @@ func (m *Manager) adopt(s *sharing) {
 				a.close() // another cell feeds them now
 				delete(feeding, id)
 			}
+			ix = metaIndex{} // read whole when it coordinates again
 			continue
 		}
 		scan := time.Since(scanned) >= adoptEvery
 		if scan {
 			scanned = time.Now()
 		}
-		if err := m.adoptRound(s, feeding, finished, scan); err != nil && m.ctx.Err() == nil {
+		if err := m.adoptRound(s, &ix, feeding, finished, scan); err != nil && m.ctx.Err() == nil {
 			m.cfg.Logger.Warn("jobs: feeding the jobs of cells that are down", "err", err)
 		}
 	}
@@ -109,13 +111,13 @@ func (m *Manager) adopt(s *sharing) {
 
 // adoptRound tops up the jobs being fed; with scan, it first reads the
 // log's job records for jobs to start or stop feeding.
-func (m *Manager) adoptRound(s *sharing, feeding map[string]*adopted, finished map[string]bool, scan bool) error {
+func (m *Manager) adoptRound(s *sharing, ix *metaIndex, feeding map[string]*adopted, finished map[string]bool, scan bool) error {
 	// Short deadlines: a round cut while a stream's leader moves (its
 	// cell died: the case this is for) is begun again with fresh
 	// consumers 200 ms later rather than waiting on the old ones.
 	if scan {
 		sctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-		err := m.adoptScan(sctx, s, feeding, finished)
+		err := m.adoptScan(sctx, s, ix, feeding, finished)
 		cancel()
 		if err != nil {
 			return err
@@ -140,72 +142,118 @@ func (m *Manager) adoptRound(s *sharing, feeding map[string]*adopted, finished m
 	return nil
 }
 
-// adoptScan starts feeding the jobs of owners that are not live, and
-// stops feeding those whose owner is back (or that changed).
-func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]*adopted, finished map[string]bool) error {
-	candidates := map[string]bool{}
-	seen := map[string]bool{}
-	records, down := 0, 0
-	defer func() {
-		m.cfg.Logger.Debug("jobs: coordinator's scan", "records", records, "down", down, "feeding", len(candidates), "err", ctx.Err())
-	}()
-	err := scanLog(ctx, s.js, jsnode.SubjectJobLog+"*.*.meta", func(msg jetstream.Msg) error {
-		records++
+// The coordinator's index of the job records in the log (metaIndex):
+// read whole when it begins and every adoptRebuild (which also forgets
+// the jobs swept from the log), and in between only the records written
+// since (from the stream sequence after the last one read), so a scan
+// every adoptEvery costs the records that changed, not every job kept.
+const adoptRebuild = time.Minute
+
+type metaIndex struct {
+	jobs  map[string]indexedJob
+	last  uint64 // the stream sequence of the last record read
+	built time.Time
+}
+
+// indexedJob is what the index keeps of a job's record: enough to tell
+// whether it is to be fed.
+type indexedJob struct {
+	owner string
+	grow  bool
+	idle  bool // held, a retry held, cancelled or failed: nothing to feed
+}
+
+// refresh reads the records written since the last read, or all of them
+// when the index is due for a rebuild.
+func (ix *metaIndex) refresh(ctx context.Context, s *sharing) (read int, err error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{jsnode.SubjectJobLog + "*.*.meta"}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	jobs := ix.jobs
+	rebuild := jobs == nil || time.Since(ix.built) >= adoptRebuild
+	if rebuild {
+		jobs = map[string]indexedJob{}
+	} else {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, ix.last+1
+	}
+	last := ix.last
+	err = jsnode.Scan(ctx, s.js, jsnode.StreamJobLog, cfg, func(msg jetstream.Msg) error {
+		read++
+		if md, err := msg.Metadata(); err == nil {
+			last = max(last, md.Sequence.Stream)
+		}
 		parts := strings.Split(msg.Subject(), ".")
-		if len(parts) != 5 {
-			return nil
-		}
-		owner := parts[2]
 		var mt meta
-		if json.Unmarshal(msg.Data(), &mt) != nil || mt.ID == "" {
+		if len(parts) != 5 || json.Unmarshal(msg.Data(), &mt) != nil || mt.ID == "" {
 			return nil
 		}
-		seen[mt.ID] = true
-		if finished[mt.ID] {
-			if mt.Grow != nil && s.cfg.Live(owner) {
-				// Its owner is back and may grow it: fed again if it
-				// goes down again.
-				delete(finished, mt.ID)
-			}
-			return nil
-		}
-		if owner != s.cfg.Cell && !s.cfg.Live(owner) {
-			down++
-		}
-		if owner == s.cfg.Cell || s.cfg.Live(owner) || mt.Hold != "" || mt.RetryHold != "" ||
-			!mt.CancelledAt.IsZero() || mt.Failure != "" {
-			return nil
-		}
-		candidates[mt.ID] = true
-		refresh := false
-		if a := feeding[mt.ID]; a != nil && time.Since(a.since) > adoptFresh {
-			a.close()
-			delete(feeding, mt.ID)
-			refresh = true
-		}
-		if feeding[mt.ID] == nil {
-			a, err := m.adoptJob(ctx, s, owner, mt)
-			if err != nil {
-				m.cfg.Logger.Warn("jobs: a down cell's job not fed this round", "job", mt.ID, "owner", owner, "err", err)
-				return nil
-			}
-			feeding[mt.ID] = a
-			level := slog.LevelInfo
-			if refresh {
-				level = slog.LevelDebug
-			}
-			m.cfg.Logger.Log(ctx, level, "jobs: feeding the job of a cell that is down", "job", mt.ID, "owner", owner,
-				"urls", len(a.urls), "with_outcome", a.withOutcome())
-		}
+		jobs[mt.ID] = indexedJob{owner: parts[2], grow: mt.Grow != nil,
+			idle: mt.Hold != "" || mt.RetryHold != "" || !mt.CancelledAt.IsZero() || mt.Failure != ""}
 		return nil
 	})
 	if err != nil {
+		return read, err // the index as it was: read again next time
+	}
+	ix.jobs, ix.last = jobs, last
+	if rebuild {
+		ix.built = time.Now()
+	}
+	return read, nil
+}
+
+// adoptScan starts feeding the jobs of owners that are not live, and
+// stops feeding those whose owner is back (or that changed).
+func (m *Manager) adoptScan(ctx context.Context, s *sharing, ix *metaIndex, feeding map[string]*adopted, finished map[string]bool) error {
+	candidates := map[string]bool{}
+	read, down := 0, 0
+	defer func() {
+		m.cfg.Logger.Debug("jobs: coordinator's scan", "records", len(ix.jobs), "read", read, "down", down, "feeding", len(candidates), "err", ctx.Err())
+	}()
+	var err error
+	if read, err = ix.refresh(ctx, s); err != nil {
 		return err
 	}
 	for id := range finished {
-		if !seen[id] {
+		if _, ok := ix.jobs[id]; !ok {
 			delete(finished, id) // swept from the log
 		}
+	}
+	for id, e := range ix.jobs {
+		if finished[id] {
+			if e.grow && s.cfg.Live(e.owner) {
+				// Its owner is back and may grow it: fed again if it
+				// goes down again.
+				delete(finished, id)
+			}
+			continue
+		}
+		if e.owner == s.cfg.Cell || s.cfg.Live(e.owner) {
+			continue
+		}
+		down++
+		if e.idle {
+			continue
+		}
+		candidates[id] = true
+		refresh := false
+		if a := feeding[id]; a != nil && time.Since(a.since) > adoptFresh {
+			a.close()
+			delete(feeding, id)
+			refresh = true
+		}
+		if feeding[id] != nil {
+			continue
+		}
+		a, err := m.adoptIndexed(ctx, s, id, e.owner)
+		if err != nil {
+			m.cfg.Logger.Warn("jobs: a down cell's job not fed this round", "job", id, "owner", e.owner, "err", err)
+			continue
+		}
+		feeding[id] = a
+		level := slog.LevelInfo
+		if refresh {
+			level = slog.LevelDebug
+		}
+		m.cfg.Logger.Log(ctx, level, "jobs: feeding the job of a cell that is down", "job", id, "owner", e.owner,
+			"urls", len(a.urls), "with_outcome", a.withOutcome())
 	}
 	for id, a := range feeding {
 		if !candidates[id] {
@@ -214,6 +262,23 @@ func (m *Manager) adoptScan(ctx context.Context, s *sharing, feeding map[string]
 		}
 	}
 	return nil
+}
+
+// adoptIndexed reads job id's record from the log, then the job to feed.
+func (m *Manager) adoptIndexed(ctx context.Context, s *sharing, id, owner string) (*adopted, error) {
+	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := st.GetLastMsgForSubject(ctx, jsnode.JobSubject(owner, id)+".meta")
+	if err != nil {
+		return nil, err
+	}
+	var mt meta
+	if err := json.Unmarshal(msg.Data, &mt); err != nil {
+		return nil, fmt.Errorf("record: %w", err)
+	}
+	return m.adoptJob(ctx, s, owner, mt)
 }
 
 // adoptJob reads a job to feed from the log.

@@ -852,3 +852,53 @@ func TestCoordinatorFeedsDeadOwnersCrawl(t *testing.T) {
 	t.Logf("owner down at %d of %d found pages done; the coordinator fed %d while it was down (%d pages done in the log); done with %d pages fetched twice",
 		at.Done, at.Total, fedWhileDown, fromLog.Done, twice)
 }
+
+// The coordinator's index of job records reads them all once, then only
+// those written since (a new job, a changed record): its scan every 2 s
+// costs what changed, not every job the log keeps.
+func TestMetaIndexReadsWhatChanged(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 2, time.Millisecond, 10)
+	submit := func(n int) []string {
+		var ids []string
+		for i := 0; i < n; i++ {
+			id, err := a.Submit("acct", []string{fmt.Sprintf("http://site.test/ix%d-%d", len(ids), i)}, scrape.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		return ids
+	}
+	ids := submit(5)
+	for _, id := range ids {
+		waitDone(t, a, id, 1)
+	}
+	s := a.share.Load()
+	var ix metaIndex
+	ctx := context.Background()
+	read, err := ix.refresh(ctx, s)
+	if err != nil || read != 5 || len(ix.jobs) != 5 {
+		t.Fatalf("first read: %d records, %d jobs, %v", read, len(ix.jobs), err)
+	}
+	if read, err = ix.refresh(ctx, s); err != nil || read != 0 {
+		t.Fatalf("nothing changed, read %d: %v", read, err)
+	}
+	more := submit(2)
+	if read, err = ix.refresh(ctx, s); err != nil || read != 2 || len(ix.jobs) != 7 {
+		t.Fatalf("two new jobs: read %d, %d jobs, %v", read, len(ix.jobs), err)
+	}
+	if e := ix.jobs[more[0]]; e.owner != "c1" || e.idle {
+		t.Fatalf("new job indexed as %+v", e)
+	}
+	if err := a.Cancel(more[1], "acct"); err != nil {
+		t.Fatal(err)
+	}
+	if read, err = ix.refresh(ctx, s); err != nil || read != 1 || !ix.jobs[more[1]].idle {
+		t.Fatalf("a cancelled job: read %d, %+v, %v", read, ix.jobs[more[1]], err)
+	}
+	ix.built = time.Now().Add(-adoptRebuild)
+	if read, err = ix.refresh(ctx, s); err != nil || read != 7 || len(ix.jobs) != 7 {
+		t.Fatalf("a rebuild: read %d, %d jobs, %v", read, len(ix.jobs), err)
+	}
+}
