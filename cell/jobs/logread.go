@@ -246,24 +246,12 @@ func outcomeOf(msg jetstream.Msg) (jobOutcome, bool) {
 
 // logURLs reads a job's submitted URLs from the log.
 func logURLs(ctx context.Context, s *sharing, prefix string) ([]string, error) {
-	chunks := map[int][]string{}
-	err := scanLog(ctx, s.js, prefix+".urls.*", func(msg jetstream.Msg) error {
-		n, err := strconv.Atoi(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:])
-		if err != nil {
-			return fmt.Errorf("chunk %s: %w", msg.Subject(), err)
-		}
-		var c []string
-		if err := json.Unmarshal(msg.Data(), &c); err != nil {
-			return fmt.Errorf("chunk %s: %w", msg.Subject(), err)
-		}
-		chunks[n] = c
-		return nil
-	})
+	chunks, err := logChunks[string](ctx, s, prefix+".urls.*")
 	if err != nil {
 		return nil, err
 	}
 	var urls []string
-	for n := range len(chunks) {
+	for n := range uint64(len(chunks)) {
 		c, ok := chunks[n]
 		if !ok {
 			return nil, fmt.Errorf("chunk %d of %d missing", n, len(chunks))
@@ -271,6 +259,26 @@ func logURLs(ctx context.Context, s *sharing, prefix string) ([]string, error) {
 		urls = append(urls, c...)
 	}
 	return urls, nil
+}
+
+// logChunks reads the chunks of a job's list on subject filter (its
+// submitted URLs, a crawl's growth), by the number that ends each
+// subject: the chunk's place, or the seq of its first item.
+func logChunks[T any](ctx context.Context, s *sharing, filter string) (map[uint64][]T, error) {
+	chunks := map[uint64][]T{}
+	err := scanLog(ctx, s.js, filter, func(msg jetstream.Msg) error {
+		n, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
+		if err != nil {
+			return fmt.Errorf("chunk %s: %w", msg.Subject(), err)
+		}
+		var c []T
+		if err := json.Unmarshal(msg.Data(), &c); err != nil {
+			return fmt.Errorf("chunk %s: %w", msg.Subject(), err)
+		}
+		chunks[n] = c
+		return nil
+	})
+	return chunks, err
 }
 
 // headerCancel marks a .res.cancel message of the log: a cancel of the

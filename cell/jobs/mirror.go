@@ -126,19 +126,7 @@ func (s *sharing) putGrowth(ctx context.Context, id string, seq uint64, urls []g
 // logGrowth reads a growing job's added URLs from the log: the URLs from
 // seq first on, in order; an error if a seq is missing.
 func logGrowth(ctx context.Context, s *sharing, prefix string, first uint64) ([]grownURL, error) {
-	chunks := map[uint64][]grownURL{}
-	err := scanLog(ctx, s.js, prefix+".grow.*", func(msg jetstream.Msg) error {
-		seq, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
-		if err != nil {
-			return fmt.Errorf("growth %s: %w", msg.Subject(), err)
-		}
-		var c []grownURL
-		if err := json.Unmarshal(msg.Data(), &c); err != nil {
-			return fmt.Errorf("growth %s: %w", msg.Subject(), err)
-		}
-		chunks[seq] = c
-		return nil
-	})
+	chunks, err := logChunks[grownURL](ctx, s, prefix+".grow.*")
 	if err != nil {
 		return nil, err
 	}

@@ -117,6 +117,31 @@ func (r *shareRig) unsharedOn(st *store.Store, cell string, concurrency int, del
 	return m
 }
 
+// crawlSite makes the managers' shaped producer a crawl of treeLinks'
+// tree whose pages take delay; it returns the depth each page was
+// fetched at (read under r.mu).
+func (r *shareRig) crawlSite(delay time.Duration) map[string]int {
+	depths := map[string]int{}
+	r.shaped = func(cell string) ShapedFunc {
+		return func(ctx context.Context, tg Target, _ json.RawMessage) (Produced, error) {
+			select {
+			case <-time.After(delay):
+			case <-ctx.Done():
+				return Produced{}, ctx.Err()
+			}
+			r.mu.Lock()
+			if r.fetches[cell] == nil {
+				r.fetches[cell] = map[string]int{}
+			}
+			r.fetches[cell][tg.URL]++
+			depths[tg.URL] = tg.Depth
+			r.mu.Unlock()
+			return Produced{Result: json.RawMessage(`{"url":"` + tg.URL + `"}`), Links: treeLinks(tg.URL)}, nil
+		}
+	}
+	return depths
+}
+
 func (r *shareRig) fetched(cell string) (n int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -208,24 +233,7 @@ func TestSharedJobRunsOnEveryCell(t *testing.T) {
 // local (Extra.Local: a crawl with a delay) is fetched by its owner only.
 func TestSharedGrowingJob(t *testing.T) {
 	r := newShareRig(t)
-	depths := map[string]int{}
-	r.shaped = func(cell string) ShapedFunc {
-		return func(ctx context.Context, tg Target, _ json.RawMessage) (Produced, error) {
-			select {
-			case <-time.After(10 * time.Millisecond):
-			case <-ctx.Done():
-				return Produced{}, ctx.Err()
-			}
-			r.mu.Lock()
-			if r.fetches[cell] == nil {
-				r.fetches[cell] = map[string]int{}
-			}
-			r.fetches[cell][tg.URL]++
-			depths[tg.URL] = tg.Depth
-			r.mu.Unlock()
-			return Produced{Result: json.RawMessage(`{"url":"` + tg.URL + `"}`), Links: treeLinks(tg.URL)}, nil
-		}
-	}
+	depths := r.crawlSite(10 * time.Millisecond)
 	a := r.manager("c1", 2, 0, 0)
 	r.manager("c2", 2, 0, 0)
 	r.manager("c3", 2, 0, 0)
@@ -696,22 +704,7 @@ func TestCancelWhileOwnerDown(t *testing.T) {
 // the loss.
 func TestRestoreGrowingJobAfterLostStore(t *testing.T) {
 	r := newShareRig(t)
-	r.shaped = func(cell string) ShapedFunc {
-		return func(ctx context.Context, tg Target, _ json.RawMessage) (Produced, error) {
-			select {
-			case <-time.After(20 * time.Millisecond):
-			case <-ctx.Done():
-				return Produced{}, ctx.Err()
-			}
-			r.mu.Lock()
-			if r.fetches[cell] == nil {
-				r.fetches[cell] = map[string]int{}
-			}
-			r.fetches[cell][tg.URL]++
-			r.mu.Unlock()
-			return Produced{Result: json.RawMessage(`{"url":"` + tg.URL + `"}`), Links: treeLinks(tg.URL)}, nil
-		}
-	}
+	r.crawlSite(20 * time.Millisecond)
 	rec := &recorder{}
 	r.events = rec
 	a := r.manager("c1", 2, 0, 0)
@@ -767,24 +760,7 @@ func TestRestoreGrowingJobAfterLostStore(t *testing.T) {
 // outcomes, grows the crawl and finishes it, every page once.
 func TestCoordinatorFeedsDeadOwnersCrawl(t *testing.T) {
 	r := newShareRig(t)
-	depths := map[string]int{}
-	r.shaped = func(cell string) ShapedFunc {
-		return func(ctx context.Context, tg Target, _ json.RawMessage) (Produced, error) {
-			select {
-			case <-time.After(20 * time.Millisecond):
-			case <-ctx.Done():
-				return Produced{}, ctx.Err()
-			}
-			r.mu.Lock()
-			if r.fetches[cell] == nil {
-				r.fetches[cell] = map[string]int{}
-			}
-			r.fetches[cell][tg.URL]++
-			depths[tg.URL] = tg.Depth
-			r.mu.Unlock()
-			return Produced{Result: json.RawMessage(`{"url":"` + tg.URL + `"}`), Links: treeLinks(tg.URL)}, nil
-		}
-	}
+	depths := r.crawlSite(20 * time.Millisecond)
 	stA := r.store()
 	a := r.unsharedOn(stA, "c1", 1, 0, 0, 0)
 	if err := a.Share(context.Background(), r.js, ShareConfig{}); err != nil {
