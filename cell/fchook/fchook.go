@@ -97,8 +97,12 @@ type payload struct {
 // it. A delivery that cannot be made (a document over the body's bound)
 // is logged and left out: it never fails the job's write.
 func (o *Observer) Stage(b *store.Batch, e *jobs.Event) error {
-	if e.Restored {
-		return nil // sent before the disk was lost, or lost with it
+	if e.Restored && e.Kind == jobs.EventPage {
+		// Recorded again after a lost disk: its delivery was sent before
+		// the loss or lost with it; the job's end (completed, cancelled,
+		// failed) is sent again, so a receiver waiting for it hears it at
+		// least once (a second time, if it was sent before the loss).
+		return nil
 	}
 	var sh shape
 	if len(e.Shape) == 0 || json.Unmarshal(e.Shape, &sh) != nil || sh.Webhook == nil {

@@ -138,3 +138,18 @@ func TestStageBatchAndOrder(t *testing.T) {
 		}
 	}
 }
+
+// Events recorded again by a restore (a cell back on an empty disk):
+// a page's delivery is not repeated, the job's end is.
+func TestStageRestoredEvents(t *testing.T) {
+	o, s, st := newObserver(t)
+	w := &firecrawl.Webhook{URL: "http://127.0.0.1:8080/hook", Secret: "whsec_0123456789abcdef"}
+	crawl := shapeOf("firecrawl_crawl", w)
+	got := stage(t, o, s, st,
+		jobs.Event{Kind: jobs.EventPage, Job: "j_eu.c1.1", Shape: crawl, URL: "https://a.example/k", Line: []byte(`{"ok":true,"result":{}}`), Restored: true},
+		jobs.Event{Kind: jobs.EventCompleted, Job: "j_eu.c1.1", Shape: crawl, Restored: true},
+	)
+	if len(got) != 1 || got[0].Event != "crawl.completed" {
+		t.Fatalf("restored events staged %+v, want the completed one only", got)
+	}
+}
