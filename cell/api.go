@@ -146,6 +146,10 @@ func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
 		// page_copies: the pages this cell sends the cell that indexes
 		// them beside it, and those it indexes for the others (pages.go).
 		"page_copies": c.PageCopies(),
+		// check_queue: the region's queue of monitor checks (checks.go):
+		// whether this cell schedules them, what it queued and ran; null
+		// before the cell shares its work.
+		"check_queue": c.CheckQueueStats(),
 	}
 	if c.pool != nil {
 		st := c.pool.Stats()

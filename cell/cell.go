@@ -208,6 +208,7 @@ type Cell struct {
 	// them beside it, and indexes the others' (cell/pages.go); nil until
 	// the cell shares. freshDisk: the store held no page at start.
 	pages     atomic.Pointer[pageCopies]
+	checks    atomic.Pointer[checkQueue] // the region's queue of monitor checks (checks.go), once shared
 	freshDisk bool
 
 	stop      chan struct{}

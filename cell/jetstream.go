@@ -399,6 +399,21 @@ func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster
 		}
 	}
 	c.cfg.Logger.Info("jetstream: job URLs shared with the region", "replicas", jsnode.Replicas(ready))
+	if m != nil {
+		// Checks as work items need the lease's holder to schedule them.
+		for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+			err := c.shareChecks(ctx, n.JetStream())
+			if err == nil {
+				break
+			}
+			c.cfg.Logger.Warn("jetstream: monitor checks not shared; retrying", "err", err, "in", wait)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+	}
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		err := c.sharePages(ctx, n.JetStream(), func() []string { return c.pagePeers(m) }, c.freshDisk)
 		if err == nil {

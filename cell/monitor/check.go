@@ -145,6 +145,9 @@ func (s *Service) lease() time.Duration {
 // it returns when they are done. Run does not wait, so one slow site
 // never holds back the others.
 func (s *Service) dispatch(ctx context.Context, wait bool) int {
+	if q := s.queue.Load(); q != nil {
+		return s.schedule(ctx, q.CheckQueue)
+	}
 	var wg sync.WaitGroup
 	n := 0
 	defer func() {
@@ -182,7 +185,7 @@ func (s *Service) dispatch(ctx context.Context, wait bool) int {
 						st.MaxStartLate = late
 					}
 				})
-				if err := s.check(ctx, &m, raw, due); err != nil && ctx.Err() == nil {
+				if err := s.check(ctx, &m, raw, due, m.Claim); err != nil && ctx.Err() == nil {
 					s.log.Error("monitor: check", "monitor", m.ID, "err", err)
 				}
 			})
@@ -193,9 +196,107 @@ func (s *Service) dispatch(ctx context.Context, wait bool) int {
 	}
 }
 
-// mine reports whether m is still claimed by this process.
-func (s *Service) mine(m *Monitor) bool {
-	return m.Claim != nil && m.Claim.Cell == s.cfg.Cell && m.Claim.Instance == s.instance
+// claimedBy reports whether m is still claimed by the claim a check began
+// with (this process's, or the region's scheduler's for a work item).
+func claimedBy(m *Monitor, c *monstore.Claim) bool {
+	return c != nil && m.Claim != nil && m.Claim.Cell == c.Cell && m.Claim.Instance == c.Instance
+}
+
+// Checks as work items (docs/jetstream-design.md §5). In a region of
+// clustered cells one scheduler claims every due check: the cell that
+// holds the region's coordinator lease (CheckQueue.Scheduling) claims
+// them all from the region's store (ClaimRequest.All) and publishes each
+// claimed record to the region's work queue, where any cell's puller
+// takes it and runs it (RunClaimed) as a claimed check: its write still
+// requires the record as claimed, so a check redelivered after its cell
+// died, or queued twice by two schedulers (a lease moving), writes one
+// result. A check whose item is lost with every delivery is claimed again
+// when its claim lapses; a scheduler that dies leaves claims of a dead
+// cell, void at once, and the next one claims the checks again.
+
+// CheckQueue is the region's work queue for checks (the cell wires it to
+// JetStream).
+type CheckQueue interface {
+	// Scheduling reports whether this cell schedules the region's checks
+	// now.
+	Scheduling() bool
+	// Room is how many more checks the queue should take now (those
+	// waiting for a puller are few: a claim waits in the queue, not in
+	// the store).
+	Room(ctx context.Context) int
+	// Publish queues a claimed check.
+	Publish(ctx context.Context, c monstore.Claimed) error
+}
+
+type queueRef struct{ CheckQueue }
+
+// SetQueue makes the service's checks work items of q from now on: this
+// cell claims checks only while q says it schedules, and runs those its
+// pullers take (RunClaimed). Checks it claimed before finish as they
+// are.
+func (s *Service) SetQueue(q CheckQueue) {
+	s.queue.Store(&queueRef{q})
+	s.Kick()
+}
+
+// schedule claims the region's due checks, while this cell schedules,
+// and queues them; it returns how many.
+func (s *Service) schedule(ctx context.Context, q CheckQueue) int {
+	n := 0
+	for q.Scheduling() {
+		room := min(q.Room(ctx), s.claimBatch())
+		if room <= 0 {
+			return n
+		}
+		claimed, err := s.st.Claim(ctx, monstore.ClaimRequest{Cell: s.cfg.Cell, Instance: s.instance, Now: s.cfg.Now(),
+			Max: room, Lease: s.lease(), All: true})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("monitor: claim the region's due checks", "err", err)
+			}
+			return n
+		}
+		for _, c := range claimed {
+			if err := q.Publish(ctx, c); err != nil {
+				// Claimed and not queued: claimed again when the claim
+				// lapses.
+				s.log.Warn("monitor: due check not queued", "monitor", c.ID, "err", err)
+				return n
+			}
+			n++
+		}
+		if len(claimed) < room {
+			return n
+		}
+	}
+	return n
+}
+
+// RunClaimed runs a check a puller took from the region's queue (the
+// record as the scheduler claimed it) when a slot is free, and returns
+// once it is done; an unreadable record is dropped.
+func (s *Service) RunClaimed(ctx context.Context, c monstore.Claimed) {
+	var m Monitor
+	if err := json.Unmarshal(c.Record, &m); err != nil {
+		s.log.Error("monitor: queued record", "monitor", c.ID, "err", err)
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	s.checks.Add(1)
+	defer func() { <-s.slots; s.checks.Done() }()
+	due := m.NextAt
+	s.count(func(st *Stats) {
+		if late := s.cfg.Now().Sub(due); late > st.MaxStartLate && m.Version != "" {
+			st.MaxStartLate = late
+		}
+	})
+	if err := s.check(ctx, &m, []byte(c.Record), due, m.Claim); err != nil && ctx.Err() == nil {
+		s.log.Error("monitor: check", "monitor", m.ID, "err", err)
+	}
 }
 
 // check fetches one claimed monitor's page and writes its new state, on
@@ -203,7 +304,7 @@ func (s *Service) mine(m *Monitor) bool {
 // the record meanwhile (it keeps the claim) makes it apply the same page
 // to the record as it is now; a record claimed by another cell (this one
 // was taken for dead) or deleted ends the check without a write.
-func (s *Service) check(ctx context.Context, m *Monitor, raw []byte, due time.Time) error {
+func (s *Service) check(ctx context.Context, m *Monitor, raw []byte, due time.Time, claim *monstore.Claim) error {
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.FetchTimeout)
 	page, ferr := s.cfg.Fetcher.Fetch(fctx, m.URL, m.Region)
 	cancel()
@@ -221,8 +322,8 @@ func (s *Service) check(ctx context.Context, m *Monitor, raw []byte, due time.Ti
 		} else if gerr != nil {
 			return gerr
 		}
-		if !s.mine(m) {
-			return nil // claimed by another cell: its result counts
+		if !claimedBy(m, claim) {
+			return nil // claimed again (this one was taken for dead): the other check's result counts
 		}
 	}
 	return fmt.Errorf("monitor %s: the record kept changing", m.ID)

@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/monitor/diff"
@@ -192,9 +193,12 @@ type Service struct {
 	// process of the same cell are void.
 	instance string
 
-	checks  sync.WaitGroup
-	wake    chan struct{}
-	slots   chan struct{}
+	checks sync.WaitGroup
+	wake   chan struct{}
+	slots  chan struct{}
+	// queue, once set (SetQueue), makes checks work items of the
+	// region's queue (check.go, "Checks as work items").
+	queue   atomic.Pointer[queueRef]
 	stats   Stats
 	statsMu sync.Mutex
 }
@@ -298,6 +302,9 @@ func (s *Service) Close() {
 		s.hooks.Close()
 	}
 }
+
+// Parallel is how many checks the service runs at once.
+func (s *Service) Parallel() int { return s.cfg.Parallel }
 
 // Stats returns a copy of the counters.
 func (s *Service) Stats() Stats {

@@ -52,6 +52,12 @@ type cellHealth struct {
 		Replayed uint64 `json:"replayed"`
 		Skipped  uint64 `json:"skipped"`
 	} `json:"page_copies"`
+	CheckQueue *struct {
+		Scheduling  bool  `json:"scheduling"`
+		Queued      int64 `json:"queued"`
+		Ran         int64 `json:"ran"`
+		Redelivered int64 `json:"redelivered"`
+	} `json:"check_queue"`
 }
 
 // cellAddrs are the API addresses of the cells a dev process logged.

@@ -260,17 +260,37 @@ func TestMonitorsSurviveKillLoop(t *testing.T) {
 	defer recv.Close()
 
 	monFlags := []string{"--monitor-min-every", "1s", "--monitor-confirm-after", "3s", "--webhook-retries", "1s,1s,1s,1s,1s"}
+	// Clustered cells: the region's checks are work items of its
+	// JetStream queue, scheduled by the coordinator (c1, in the gate's
+	// process, unless the lease went elsewhere) and run by any cell.
 	dev := launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey}, "gate serving", append([]string{"dev",
 		"--listen", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)), "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)),
-		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", pricesFile(t, 100000)}, monFlags...)...)
+		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", pricesFile(t, 100000),
+		"--route-listen", "127.0.0.1:0"}, monFlags...)...)
 	seed := dev.logField(t, "gate serving", "members")
 	args := map[string][]string{}
 	procs := map[string]*proc{}
 	for _, name := range []string{"c2", "c3"} {
 		args[name] = append([]string{"cell", "--name", name, "--region", "eu", "--listen", "127.0.0.1:0",
-			"--members-join", seed, "--data", t.TempDir(), "--allow-private-networks", "--browsers", "0"}, monFlags...)
+			"--members-join", seed, "--data", t.TempDir(), "--allow-private-networks", "--browsers", "0",
+			"--route-listen", "127.0.0.1:0"}, monFlags...)
 		procs[name] = launch(t, nil, "cell serving", args[name]...)
 	}
+	bases := func() []string {
+		out := []string{"http://" + dev.logField(t, "gate serving", "cell")}
+		for _, name := range []string{"c2", "c3"} {
+			out = append(out, procs[name].base)
+		}
+		return out
+	}
+	testwait.Until(t, 2*time.Minute, "every cell sharing its checks", func() bool {
+		for _, b := range bases() {
+			if h, err := getCellHealth(b); err != nil || h.CheckQueue == nil {
+				return false
+			}
+		}
+		return true
+	})
 	cells := func() int {
 		a, err := tryGateCall("GET", dev.base+"/health", "")
 		var h struct{ Cells int }
@@ -407,6 +427,24 @@ func TestMonitorsSurviveKillLoop(t *testing.T) {
 		}
 	}
 	t.Logf("longest silence of a watched page during the loop: %v; %d deliveries, %d posts", worst.Round(10*time.Millisecond), len(got), sumValues(tries))
+	// The checks ran as work items: queued by the scheduler, run by
+	// every cell (the killed ones count since their last start).
+	var queued, ran int64
+	var per []string
+	for _, b := range bases() {
+		h, err := getCellHealth(b)
+		if err != nil || h.CheckQueue == nil {
+			t.Errorf("%s: check queue %v", b, err)
+			continue
+		}
+		queued += h.CheckQueue.Queued
+		ran += h.CheckQueue.Ran
+		per = append(per, fmt.Sprintf("%+v", *h.CheckQueue))
+	}
+	t.Logf("check queues: %s", strings.Join(per, "; "))
+	if queued == 0 || ran == 0 {
+		t.Errorf("no check went through the region's queue (queued %d, ran %d)", queued, ran)
+	}
 	if worst > 15*time.Second {
 		t.Errorf("a watched page went unchecked for %v during the kills, want at most 15 s", worst)
 	}

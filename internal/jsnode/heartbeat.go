@@ -11,8 +11,12 @@ import (
 )
 
 // HeartbeatEvery is how often a worker tells JetStream it still works on
-// a pulled item: a third of the work consumers' AckWait.
-const HeartbeatEvery = workAckWait / 3
+// a pulled item: a third of the work consumers' AckWait; CheckHeartbeatEvery
+// the same for a monitor check (ConsumerCheck's shorter AckWait).
+const (
+	HeartbeatEvery      = workAckWait / 3
+	CheckHeartbeatEvery = checkAckWait / 3
+)
 
 // Next pulls one message of c, waiting at most wait, or until ctx ends
 // (a closing cell must not wait out a pull); nats.ErrTimeout when none
@@ -31,9 +35,14 @@ func Next(ctx context.Context, c jetstream.Consumer, wait time.Duration) (jetstr
 // returned stop is called or ctx ends, so that a long item (a browser
 // page, a crawl task) is not delivered to another cell meanwhile.
 func Heartbeat(ctx context.Context, msg jetstream.Msg) (stop func()) {
+	return HeartbeatAt(ctx, msg, HeartbeatEvery)
+}
+
+// HeartbeatAt is Heartbeat every every.
+func HeartbeatAt(ctx context.Context, msg jetstream.Msg, every time.Duration) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	go func() {
-		t := time.NewTicker(HeartbeatEvery)
+		t := time.NewTicker(every)
 		defer t.Stop()
 		for {
 			select {

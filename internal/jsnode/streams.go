@@ -30,9 +30,12 @@ const (
 	// crawl-server tasks of priority ≥ 5 and below.
 	ConsumerTaskHi = "task-hi"
 	ConsumerTaskLo = "task"
-	BucketLease    = "TRAWL_LEASE" // the coordinator's lease
-	BucketIdem     = "TRAWL_IDEM"  // submission idempotency keys
-	BucketTasks    = "TRAWL_TASKS" // crawl-server task records
+	// ConsumerCheck is the durable consumer of due monitor checks the
+	// region's scheduler queued, pulled by every cell.
+	ConsumerCheck = "check"
+	BucketLease   = "TRAWL_LEASE" // the coordinator's lease
+	BucketIdem    = "TRAWL_IDEM"  // submission idempotency keys
+	BucketTasks   = "TRAWL_TASKS" // crawl-server task records
 	// StreamPages carries each page a cell archives to the one other
 	// cell of the region that indexes it beside it (cell/pages.go): the
 	// last version of each page, kept so that a cell back on an empty
@@ -55,6 +58,10 @@ const (
 	LeaseCoordinator  = "coordinator"      // the lease's key in BucketLease
 	leaseTTL          = 6 * time.Second
 	workAckWait       = 15 * time.Second
+	// checkAckWait is a monitor check's: a check of a cell that died is
+	// run by another within seconds (a monitor is checked every few
+	// minutes at most; its page, not its check, takes the time).
+	checkAckWait      = 6 * time.Second
 	workMaxMsgSize    = 1 << 20
 	workMaxBytes      = 2 << 30
 	duplicateWindow   = 10 * time.Minute
@@ -233,6 +240,8 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 			ReplayPolicy:  jetstream.ReplayInstantPolicy,
 		}}
 	}
+	checks := consumer(StreamWork, ConsumerCheck, SubjectCheck, 4, 1024)
+	checks.Config.AckWait = checkAckWait
 	return Layout{
 		Streams: []jetstream.StreamConfig{work, hooks, log, pages},
 		Consumers: []Consumer{
@@ -240,7 +249,7 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 			consumer(StreamWork, ConsumerTaskHi, SubjectTaskHi, TaskMaxDeliver, 256),
 			consumer(StreamWork, ConsumerTaskLo, SubjectTaskLo, TaskMaxDeliver, 256),
 			consumer(StreamWork, "recipe", SubjectRecipe, 3, 256),
-			consumer(StreamWork, "check", SubjectCheck, 4, 1024),
+			checks,
 			consumer(StreamWork, "hookretry", SubjectHookRetry, 6, 1024),
 			consumer(StreamHooks, "hook", SubjectHook+">", 10, 1024),
 		},

@@ -185,6 +185,11 @@ type ClaimRequest struct {
 	Now      time.Time     `json:"now"`
 	Max      int           `json:"max"`
 	Lease    time.Duration `json:"lease"`
+	// All claims every due check, not only the caller's share: the
+	// region's scheduler (the cell holding the coordinator lease) claims
+	// them all and queues each as a work item any cell runs
+	// (cell/monitor, "Checks as work items").
+	All bool `json:"all,omitempty"`
 }
 
 // Claimed is a monitor whose check the caller now holds: its record as

@@ -1,0 +1,126 @@
+package monitor
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/trawlhq/trawl/internal/metering"
+	"github.com/trawlhq/trawl/internal/monstore"
+	"github.com/trawlhq/trawl/internal/store"
+)
+
+// memQueue is a region's check queue in memory, shared by the cells'
+// services: sched says which of them schedules.
+type memQueue struct {
+	cell  string
+	sched *string
+	mu    *sync.Mutex
+	items *[]monstore.Claimed
+}
+
+func (q memQueue) Scheduling() bool { return *q.sched == q.cell }
+func (q memQueue) Room(context.Context) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return 100 - len(*q.items)
+}
+func (q memQueue) Publish(_ context.Context, c monstore.Claimed) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	*q.items = append(*q.items, c)
+	return nil
+}
+
+// Checks as work items: only the cell that schedules claims, and it
+// claims every due check of the region, whatever its share; any cell
+// runs a queued check; a check delivered twice (its first cell taken for
+// dead) writes one result, charged once; a scheduler that changes claims
+// the next slots.
+func TestChecksAsWorkItems(t *testing.T) {
+	regionSt, err := store.Open(filepath.Join(t.TempDir(), "region"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { regionSt.Close() })
+	region := monstore.NewLocal(regionSt, monstore.LocalConfig{Live: func() []string { return []string{"c1", "c2"} }})
+	c := &clock{now: time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)}
+	sched, mu, items := "c1", &sync.Mutex{}, &[]monstore.Claimed{}
+	svcs := map[string]*Service{}
+	for _, cell := range []string{"c1", "c2"} {
+		svc, err := New(nil, Config{Region: "eu", Cell: cell, AllowPrivateNetworks: true, Fetcher: httpFetcher(), Now: c.Now, Shared: region})
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc.SetQueue(memQueue{cell: cell, sched: &sched, mu: mu, items: items})
+		svcs[cell] = svc
+	}
+	s := newSite(t, shop("50"))
+	const n = 10
+	for i := range n {
+		if _, err := svcs["c2"].Create(ctx0, "acct1", &Request{URL: str(fmt.Sprintf("%s/shop/%d", s.URL, i)), Every: str("1h")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	take := func() []monstore.Claimed {
+		mu.Lock()
+		defer mu.Unlock()
+		out := *items
+		*items = nil
+		return out
+	}
+	round := func(want int) {
+		t.Helper()
+		c.Add(time.Second)
+		other := map[string]string{"c1": "c2", "c2": "c1"}[sched]
+		if got := svcs[other].Tick(ctx0); got != 0 {
+			t.Fatalf("%s, not the scheduler, queued %d checks", other, got)
+		}
+		if got := svcs[sched].Tick(ctx0); got != want {
+			t.Fatalf("the scheduler queued %d checks, want %d (every due check of the region)", got, want)
+		}
+		queued := take()
+		// Each runs on a cell in turn; the first is delivered twice.
+		for i, cl := range queued {
+			svcs[[]string{"c1", "c2"}[i%2]].RunClaimed(ctx0, cl)
+		}
+		svcs["c2"].RunClaimed(ctx0, queued[0])
+		if got := svcs[sched].Tick(ctx0); got != 0 {
+			t.Fatalf("%d checks queued again after they ran", got)
+		}
+	}
+	round(n) // baselines
+	c.Add(time.Hour)
+	sched = "c2" // the lease moved
+	round(n)
+	charges, err := svcs["c1"].Charges(ctx0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	per := map[string]int{}
+	for _, ch := range charges {
+		if ch.Usage.Kind == metering.KindMonitorCheck {
+			per[ch.Monitor]++
+		}
+	}
+	if len(per) != n {
+		t.Fatalf("%d monitors charged, want %d: %v", len(per), n, per)
+	}
+	for id, k := range per {
+		if k != 2 {
+			t.Errorf("%s charged %d checks, want 2 (one a window; the check delivered twice once)", id, k)
+		}
+	}
+	l, err := svcs["c1"].List(ctx0, "acct1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range l {
+		if v.Baseline.Status != "ok" {
+			t.Errorf("%s: baseline %+v", v.ID, v.Baseline)
+		}
+	}
+}
