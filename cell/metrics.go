@@ -34,8 +34,14 @@ func (c *Cell) observe() (metric.Registration, error) {
 	shFetched, _ := m.Int64ObservableCounter("trawl.cell.jobs.share.fetched", metric.WithDescription("job URLs this cell fetched for any cell of the region"))
 	shDup, _ := m.Int64ObservableCounter("trawl.cell.jobs.share.duplicates", metric.WithDescription("outcomes dropped: their URL had one already"))
 	shRedel, _ := m.Int64ObservableCounter("trawl.cell.jobs.share.redeliveries", metric.WithDescription("work items this cell took after an earlier delivery did not finish"))
+	// Monitor checks as work items of the region's queue (cell/checks.go).
+	ckQueued, _ := m.Int64ObservableCounter("trawl.cell.monitor.queue.queued", metric.WithDescription("due checks this cell queued as the region's scheduler"))
+	ckRan, _ := m.Int64ObservableCounter("trawl.cell.monitor.queue.ran", metric.WithDescription("queued checks this cell ran, for any cell"))
+	ckRedel, _ := m.Int64ObservableCounter("trawl.cell.monitor.queue.redeliveries", metric.WithDescription("queued checks this cell took after an earlier delivery did not finish"))
+	ckWaiting, _ := m.Int64ObservableGauge("trawl.cell.monitor.queue.waiting", metric.WithDescription("the region's queued checks without a puller, as the scheduler last saw"))
 	attrs := metric.WithAttributes(attribute.String("trawl.region", c.cfg.Region), attribute.String("trawl.cell", c.cfg.Name))
-	work := []metric.Observable{backlogJobs, backlogURLs, jobAge, shQueued, shFetching, shBacklog, shLag, shFetched, shDup, shRedel}
+	work := []metric.Observable{backlogJobs, backlogURLs, jobAge, shQueued, shFetching, shBacklog, shLag, shFetched, shDup, shRedel,
+		ckQueued, ckRan, ckRedel, ckWaiting}
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		if c.jobs != nil {
 			j, u, oldest := c.jobs.Backlog()
@@ -55,6 +61,12 @@ func (c *Cell) observe() (metric.Registration, error) {
 				o.ObserveInt64(shDup, sh.Duplicates, attrs)
 				o.ObserveInt64(shRedel, sh.Redelivered, attrs)
 			}
+		}
+		if q := c.CheckQueueStats(); q != nil {
+			o.ObserveInt64(ckQueued, q.Queued, attrs)
+			o.ObserveInt64(ckRan, q.Ran, attrs)
+			o.ObserveInt64(ckRedel, q.Redelivered, attrs)
+			o.ObserveInt64(ckWaiting, q.Waiting, attrs)
 		}
 		o.ObserveInt64(disk, int64(c.store.Metrics().DiskBytes), attrs)
 		if c.pool != nil {
