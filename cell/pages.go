@@ -66,6 +66,9 @@ type pageCopies struct {
 	js    jetstream.JetStream
 	peers func() []string // the region's other cells that may take a copy
 	out   chan *scrape.ArchivedPage
+	// since is when this process began sharing pages: a copy sent after
+	// it is of a page its store has.
+	since time.Time
 
 	sent, alone, dropped, indexed, replayed, skipped atomic.Uint64
 	warned                                           atomic.Int64 // unix s of the last send warning
@@ -85,7 +88,7 @@ func (c *Cell) PageCopies() PageCopyStats {
 // the copies the others send it, until ctx ends. fresh: the cell started
 // on a store without pages (a new cell, or one whose disk was lost).
 func (c *Cell) sharePages(ctx context.Context, js jetstream.JetStream, peers func() []string, fresh bool) error {
-	pc := &pageCopies{c: c, js: js, peers: peers, out: make(chan *scrape.ArchivedPage, pageCopyQueue)}
+	pc := &pageCopies{c: c, js: js, peers: peers, out: make(chan *scrape.ArchivedPage, pageCopyQueue), since: time.Now()}
 	cfg := jsnode.PagesConsumer(c.cfg.Name)
 	if fresh {
 		// What the consumer acked went into a disk that is gone.
@@ -222,7 +225,13 @@ func (pc *pageCopies) receive(ctx context.Context, cons jetstream.Consumer) {
 func (pc *pageCopies) replayOwn(ctx context.Context) {
 	start := time.Now()
 	var batch []jetstream.Msg // one synced write a batch, not a page
+	errNow := errors.New("sent by this process")
 	err := jsnode.Scan(ctx, pc.js, jsnode.StreamPages, jetstream.OrderedConsumerConfig{FilterSubjects: []string{jsnode.OwnPagesFilter(pc.c.cfg.Name)}}, func(msg jetstream.Msg) error {
+		if md, err := msg.Metadata(); err == nil && !md.Timestamp.Before(pc.since) {
+			// Sent since this process began (the replay is for the pages
+			// of before the disk was lost); the rest are later still.
+			return errNow
+		}
 		if batch = append(batch, msg); len(batch) < 64 {
 			return nil
 		}
@@ -230,6 +239,9 @@ func (pc *pageCopies) replayOwn(ctx context.Context) {
 		batch = batch[:0]
 		return err
 	})
+	if errors.Is(err, errNow) {
+		err = nil
+	}
 	if err == nil && len(batch) > 0 {
 		err = pc.index(ctx, batch, &pc.replayed)
 	}

@@ -507,6 +507,14 @@ func (m *Manager) submit(account string, urls []string, opts scrape.Options, hel
 	return m.submitKeyed(account, urls, opts, held, nil, nil, Extra{})
 }
 
+// account is the job's owner account (read under the job's lock: a
+// change of the record replaces it whole).
+func (j *job) account() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.meta.Account
+}
+
 func newJob(mt meta) *job {
 	return &job{meta: mt, inflight: map[uint64]bool{}, kick: make(chan struct{}, 1), slot: make(chan struct{}, 1)}
 }
@@ -862,13 +870,15 @@ func (m *Manager) run(t task) {
 	j := t.job
 	j.mu.Lock()
 	cancelled := j.isCancelled()
+	// Read under the lock: a cancel replaces the whole record.
+	id, account := j.meta.ID, j.meta.Account
 	opts, shape, grow := j.meta.Options, j.meta.Shape, j.meta.Grow != nil
 	j.mu.Unlock()
-	target := Target{Job: j.meta.ID, Account: j.meta.Account, URL: t.url}
+	target := Target{Job: id, Account: account, URL: t.url}
 	if grow && !cancelled {
-		rec, err := m.record(j.meta.ID, t.seq)
+		rec, err := m.record(id, t.seq)
 		if err != nil {
-			m.cfg.Logger.Error("job URL record unreadable; the URL stays pending", "job", j.meta.ID, "err", err)
+			m.cfg.Logger.Error("job URL record unreadable; the URL stays pending", "job", id, "err", err)
 			j.mu.Lock()
 			delete(j.inflight, t.seq)
 			j.mu.Unlock()
@@ -879,7 +889,7 @@ func (m *Manager) run(t task) {
 	if cancelled {
 		// Cancelled between its dispatch and now: not fetched.
 		if err := m.cancelOne(t); err != nil {
-			m.cfg.Logger.Error("job cancel write failed; the URL stays pending", "job", j.meta.ID, "url", urlpolicy.Redact(t.url), "err", err)
+			m.cfg.Logger.Error("job cancel write failed; the URL stays pending", "job", id, "url", urlpolicy.Redact(t.url), "err", err)
 		}
 		return
 	}
@@ -890,7 +900,7 @@ func (m *Manager) run(t task) {
 		return
 	}
 	if err := m.complete(t, line, made, serr, attempts); err != nil {
-		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", t.job.meta.ID, "url", urlpolicy.Redact(t.url), "err", err)
+		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", id, "url", urlpolicy.Redact(t.url), "err", err)
 	}
 }
 
@@ -1274,12 +1284,12 @@ type URLStatus struct {
 // stranger nothing.
 func (m *Manager) get(id, account string) (*job, error) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	j, ok := m.jobs[id]
+	m.mu.Unlock() // before the job's lock (account): never both
 	if !ok && m.mayRestore() {
 		return nil, ErrRestoring
 	}
-	if !ok || account == "" || subtle.ConstantTimeCompare([]byte(j.meta.Account), []byte(account)) != 1 {
+	if !ok || account == "" || subtle.ConstantTimeCompare([]byte(j.account()), []byte(account)) != 1 {
 		return nil, ErrNoJob
 	}
 	return j, nil

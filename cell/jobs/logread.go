@@ -355,7 +355,7 @@ func (m *Manager) applyCancelRequest(raw string) error {
 	m.mu.Lock()
 	j := m.jobs[req.Job]
 	m.mu.Unlock()
-	if j == nil || subtle.ConstantTimeCompare([]byte(j.meta.Account), []byte(req.Account)) != 1 {
+	if j == nil || subtle.ConstantTimeCompare([]byte(j.account()), []byte(req.Account)) != 1 {
 		return nil // swept, or not the account's: nothing to cancel
 	}
 	m.cfg.Logger.Info("jobs: job cancelled by another cell while this one was down", "job", req.Job, "by", req.Cell)

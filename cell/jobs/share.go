@@ -320,7 +320,7 @@ func (m *Manager) send(t task) bool {
 	}
 	it, err := m.itemOf(t, s.cfg.Cell)
 	if err != nil {
-		m.cfg.Logger.Error("job URL record unreadable; the URL stays pending", "job", t.job.meta.ID, "err", err)
+		m.cfg.Logger.Error("job URL record unreadable; the URL stays pending", "job", it.Job, "err", err)
 		m.unadmit(t)
 		return true
 	}
