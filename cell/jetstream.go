@@ -158,6 +158,11 @@ func (c *Cell) watchDrain(ctx context.Context, m *members.Cluster) {
 			c.cfg.Logger.Info("cell: drain", "drained", on)
 		}
 		c.jobs.SetDrained(on)
+		if l := c.js.lease.Load(); l != nil {
+			// A drained cell hands the coordinator's work (feeding dead
+			// owners' jobs, scheduling monitor checks) to another.
+			l.SetStandby(on)
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -78,6 +79,10 @@ type Lease struct {
 	fence   uint64    // the revision of the Create that took it: the fencing token
 	renewed time.Time // when the last successful write was sent
 	since   time.Time
+	// standby: the cell gives the lease up and does not take it (an
+	// operator drained it: SetStandby).
+	standby atomic.Bool
+	wake    chan struct{}
 }
 
 // New returns a lease that Run takes and keeps.
@@ -100,7 +105,20 @@ func New(cfg Config) (*Lease, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Lease{cfg: cfg}, nil
+	return &Lease{cfg: cfg, wake: make(chan struct{}, 1)}, nil
+}
+
+// SetStandby makes the lease given up at once and not taken again (on),
+// or taken again when free (off): a drained cell hands the coordinator's
+// work to another before its maintenance.
+func (l *Lease) SetStandby(on bool) {
+	if l.standby.Swap(on) == on {
+		return
+	}
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
 }
 
 // Acting reports whether this cell holds the lease and may act as the
@@ -126,7 +144,12 @@ func (l *Lease) Run(ctx context.Context) error {
 	for {
 		// A failed renewal is retried as soon as a take would be.
 		wait := l.cfg.Retry
-		if l.held() {
+		if l.standby.Load() {
+			if l.held() {
+				l.release()
+				l.cfg.Logger.Info("coord: gave the coordinator lease up (standby)")
+			}
+		} else if l.held() {
 			if l.renew(ctx) {
 				wait = l.cfg.Renew
 			}
@@ -137,6 +160,7 @@ func (l *Lease) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-l.cfg.Clock.After(wait):
+		case <-l.wake:
 		}
 	}
 }

@@ -218,3 +218,54 @@ func TestLeaseFailover(t *testing.T) {
 		t.Fatalf("the new fencing token %d is not above the old %d", f, fence)
 	}
 }
+
+// A lease on standby (its cell drained) is given up at once, so another
+// cell takes it within its retry period rather than the TTL, and is not
+// taken again while on standby; off standby, it waits for the lease to
+// be free like any other.
+func TestStandbyHandsOver(t *testing.T) {
+	n := jsnodetest.Standalone(t)
+	kv := leaseBucket(t, n, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	var leases [2]*Lease
+	for i := range leases {
+		var err error
+		if leases[i], err = New(Config{KV: kv, Cell: fmt.Sprintf("c%d", i+1), Instance: fmt.Sprintf("i%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { leases[i].Run(ctx) })
+	}
+	acting := func() []int {
+		var out []int
+		for i, l := range leases {
+			if _, ok := l.Acting(); ok {
+				out = append(out, i)
+			}
+		}
+		return out
+	}
+	waitOne := func(what string, not int) int {
+		t.Helper()
+		var a []int
+		jsnodetest.WaitFor(t, 10*time.Second, what, func() (bool, string) {
+			a = acting()
+			return len(a) == 1 && a[0] != not, fmt.Sprint(a)
+		})
+		return a[0]
+	}
+	first := waitOne("one cell coordinating", -1)
+	leases[first].SetStandby(true)
+	start := time.Now()
+	second := waitOne("the other cell coordinating", first)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the lease moved %v after the standby, want within the retry period (not the TTL)", took)
+	}
+	leases[first].SetStandby(false)
+	time.Sleep(3 * DefaultRetry)
+	if a := acting(); len(a) != 1 || a[0] != second {
+		t.Fatalf("off standby, acting %v: want only the holder %d", a, second)
+	}
+}

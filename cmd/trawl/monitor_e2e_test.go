@@ -449,3 +449,164 @@ func TestMonitorsSurviveKillLoop(t *testing.T) {
 		t.Errorf("a watched page went unchecked for %v during the kills, want at most 15 s", worst)
 	}
 }
+
+// TestCheckSchedulerKilled: in a region of three clustered cells, the
+// cell that schedules the region's monitor checks (the coordinator lease's
+// holder) is killed with SIGKILL. An operator first drains c1 (it lives
+// with the gate, so it cannot be the one killed): a drained cell gives
+// the lease up, and c2 or c3 takes it. Then that cell is killed: the
+// other takes the lease, claims the dead scheduler's checks again (its
+// claims are void with it) and every watched page is checked again within
+// 15 s; a change made after the kill is confirmed and delivered once per
+// monitor.
+func TestCheckSchedulerKilled(t *testing.T) {
+	const monitors = 6
+	var mu sync.Mutex
+	price := 50
+	asked := map[string][]time.Time{}
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		p := price
+		asked[r.URL.Path] = append(asked[r.URL.Path], time.Now())
+		mu.Unlock()
+		writeShop(w, r.URL.Path, strconv.Itoa(p))
+	}))
+	defer site.Close()
+	got, tries, byMonitor := map[string]int{}, map[string]int{}, map[string]map[string]bool{}
+	recv := httptest.NewServer(hookReceiver(&mu, 0, got, tries, byMonitor))
+	defer recv.Close()
+
+	monFlags := []string{"--monitor-min-every", "1s", "--monitor-confirm-after", "3s", "--webhook-retries", "1s,1s,1s"}
+	dev := launch(t, []string{"TRAWL_DEV_KEY=" + e2eKey, "TRAWL_OPERATOR_KEY=" + e2eOperatorKey}, "gate serving", append([]string{"dev",
+		"--listen", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)), "--ledger-raft", fmt.Sprintf("127.0.0.1:%d", freeRun(t, 1)),
+		"--data", t.TempDir(), "--allow-private-networks", "--browsers", "0", "--prices", pricesFile(t, 100000),
+		"--route-listen", "127.0.0.1:0"}, monFlags...)...)
+	seed := dev.logField(t, "gate serving", "members")
+	procs := map[string]*proc{}
+	for _, name := range []string{"c2", "c3"} {
+		procs[name] = launch(t, nil, "cell serving", append([]string{"cell", "--name", name, "--region", "eu", "--listen", "127.0.0.1:0",
+			"--members-join", seed, "--data", t.TempDir(), "--allow-private-networks", "--browsers", "0",
+			"--route-listen", "127.0.0.1:0"}, monFlags...)...)
+	}
+	bases := map[string]string{"c1": "http://" + dev.logField(t, "gate serving", "cell"), "c2": procs["c2"].base, "c3": procs["c3"].base}
+	scheduler := func(skip string) string {
+		for name, b := range bases {
+			if name == skip {
+				continue
+			}
+			if h, err := getCellHealth(b); err == nil && h.CheckQueue != nil && h.CheckQueue.Scheduling {
+				return name
+			}
+		}
+		return ""
+	}
+	testwait.Until(t, 2*time.Minute, "every cell sharing its checks, one scheduling", func() bool {
+		for _, b := range bases {
+			if h, err := getCellHealth(b); err != nil || h.CheckQueue == nil {
+				return false
+			}
+		}
+		return scheduler("") != ""
+	})
+	var ids []string
+	for i := range monitors {
+		a := gateCall(t, "POST", dev.base+"/monitors", fmt.Sprintf(`{"url":"%s/shop/%d","watch":"","every":"2s","notify":{"webhook":"%s","secret":"s"}}`, site.URL, i, recv.URL))
+		var v struct{ ID string }
+		if a.status != 201 || json.Unmarshal(a.body, &v) != nil {
+			t.Fatalf("create: %d %s", a.status, a.body)
+		}
+		ids = append(ids, v.ID)
+	}
+	checkedSince := func(at time.Time) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range monitors {
+			hits := asked[fmt.Sprintf("/shop/%d", i)]
+			if len(hits) == 0 || hits[len(hits)-1].Before(at) {
+				return false
+			}
+		}
+		return true
+	}
+	testwait.Until(t, 30*time.Second, "every baseline", func() bool { return checkedSince(time.Time{}) })
+
+	// The operator drains c1: another cell takes the lease.
+	req, _ := http.NewRequest("POST", dev.base+"/operator/v1/cells/c1/drain", nil)
+	req.Header.Set("Authorization", "Bearer "+e2eOperatorKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("drain c1: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	drained := time.Now()
+	var victim string
+	testwait.Until(t, 30*time.Second, "c2 or c3 scheduling", func() bool {
+		victim = scheduler("c1")
+		return victim != "" && scheduler(victim) == ""
+	})
+	t.Logf("c1 drained: %s took the lease %v later", victim, time.Since(drained).Round(10*time.Millisecond))
+	testwait.Until(t, 30*time.Second, "checks scheduled by "+victim, func() bool {
+		h, err := getCellHealth(bases[victim])
+		return err == nil && h.CheckQueue != nil && h.CheckQueue.Queued >= monitors
+	})
+
+	killed := time.Now()
+	procs[victim].kill(t)
+	delete(bases, victim)
+	mu.Lock()
+	price++ // a change the next scheduler's checks must see, confirm and deliver
+	mu.Unlock()
+	var next string
+	testwait.Until(t, 30*time.Second, "another cell scheduling", func() bool {
+		next = scheduler("")
+		return next != ""
+	})
+	tookOver := time.Since(killed)
+	testwait.Until(t, 30*time.Second, "every page checked after the kill", func() bool { return checkedSince(killed) })
+	checked := time.Since(killed)
+	t.Logf("%s killed: %s schedules %v later, every page checked again %v after the kill", victim, next, tookOver.Round(10*time.Millisecond), checked.Round(10*time.Millisecond))
+	if checked > 15*time.Second {
+		t.Errorf("the pages were checked again %v after the scheduler's kill, want within 15 s", checked)
+	}
+	testwait.Until(t, 60*time.Second, "the change confirmed and delivered on every monitor", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range ids {
+			if len(byMonitor[id]) != 1 {
+				return false
+			}
+		}
+		return len(got) == monitors
+	})
+	// Once: a second check of the change's slot would make a second
+	// event. Two more checks of every page, then the count.
+	after := time.Now()
+	testwait.Until(t, 30*time.Second, "two more checks of every page", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range monitors {
+			n := 0
+			for _, at := range asked[fmt.Sprintf("/shop/%d", i)] {
+				if at.After(after) {
+					n++
+				}
+			}
+			if n < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		if n := len(byMonitor[id]); n != 1 {
+			t.Errorf("%s: %d deliveries, want 1", id, n)
+		}
+	}
+	for d, n := range got {
+		if n != 1 {
+			t.Errorf("delivery %s taken %d times", d, n)
+		}
+	}
+}
