@@ -428,7 +428,16 @@ func TestMonitorsSurviveKillLoop(t *testing.T) {
 	}
 	t.Logf("longest silence of a watched page during the loop: %v; %d deliveries, %d posts", worst.Round(10*time.Millisecond), len(got), sumValues(tries))
 	// The checks ran as work items: queued by the scheduler, run by
-	// every cell (the killed ones count since their last start).
+	// every cell (the killed ones count since their last start; the last
+	// one restarted may still be joining).
+	testwait.Until(t, time.Minute, "every cell sharing its checks again", func() bool {
+		for _, b := range bases() {
+			if h, err := getCellHealth(b); err != nil || h.CheckQueue == nil {
+				return false
+			}
+		}
+		return true
+	})
 	var queued, ran int64
 	var per []string
 	for _, b := range bases() {
