@@ -357,6 +357,23 @@ func (c *Cell) join(ctx context.Context, m *members.Cluster) error {
 	return c.shareJobs(ctx, n, m)
 }
 
+// retry calls fn until it succeeds, waiting longer after each failure
+// (up to 5 s), or until ctx ends.
+func (c *Cell) retry(ctx context.Context, what string, fn func() error) error {
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		c.cfg.Logger.Warn("jetstream: "+what+"; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
 // shareJobs creates the region's streams at the replicas the ready
 // cells allow (a cell joining later raises them; they never go down) and
 // starts sharing job URLs through them.
@@ -406,30 +423,14 @@ func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster
 	c.cfg.Logger.Info("jetstream: job URLs shared with the region", "replicas", jsnode.Replicas(ready))
 	if m != nil {
 		// Checks as work items need the lease's holder to schedule them.
-		for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-			err := c.shareChecks(ctx, n.JetStream())
-			if err == nil {
-				break
-			}
-			c.cfg.Logger.Warn("jetstream: monitor checks not shared; retrying", "err", err, "in", wait)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
-			}
+		if err := c.retry(ctx, "monitor checks not shared", func() error { return c.shareChecks(ctx, n.JetStream()) }); err != nil {
+			return err
 		}
 	}
-	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		err := c.sharePages(ctx, n.JetStream(), func() []string { return c.pagePeers(m) }, c.freshDisk)
-		if err == nil {
-			break
-		}
-		c.cfg.Logger.Warn("jetstream: page copies not started; retrying", "err", err, "in", wait)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+	if err := c.retry(ctx, "page copies not started", func() error {
+		return c.sharePages(ctx, n.JetStream(), func() []string { return c.pagePeers(m) }, c.freshDisk)
+	}); err != nil {
+		return err
 	}
 	c.js.mu.Lock()
 	c.js.shared = n

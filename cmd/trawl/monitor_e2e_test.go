@@ -217,6 +217,20 @@ func hookReceiver(mu *sync.Mutex, fails int, got, tries map[string]int, byMonito
 	}
 }
 
+// shopSite serves writeShop's pages at *price, recording each request's
+// time by path in asked (both under mu).
+func shopSite(t *testing.T, mu *sync.Mutex, price *int, asked map[string][]time.Time) *httptest.Server {
+	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		p := *price
+		asked[r.URL.Path] = append(asked[r.URL.Path], time.Now())
+		mu.Unlock()
+		writeShop(w, r.URL.Path, strconv.Itoa(p))
+	}))
+	t.Cleanup(site.Close)
+	return site
+}
+
 func sumValues(m map[string]int) int {
 	n := 0
 	for _, v := range m {
@@ -243,14 +257,7 @@ func TestMonitorsSurviveKillLoop(t *testing.T) {
 	var mu sync.Mutex
 	price := 50
 	asked := map[string][]time.Time{} // path → requests
-	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		p := price
-		asked[r.URL.Path] = append(asked[r.URL.Path], time.Now())
-		mu.Unlock()
-		writeShop(w, r.URL.Path, strconv.Itoa(p))
-	}))
-	defer site.Close()
+	site := shopSite(t, &mu, &price, asked)
 	// The receiver answers 500 to the first post of each delivery: the
 	// kills also meet deliveries being retried.
 	got := map[string]int{}
@@ -472,15 +479,8 @@ func TestCheckSchedulerKilled(t *testing.T) {
 	const monitors = 6
 	var mu sync.Mutex
 	price := 50
-	asked := map[string][]time.Time{}
-	site := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		p := price
-		asked[r.URL.Path] = append(asked[r.URL.Path], time.Now())
-		mu.Unlock()
-		writeShop(w, r.URL.Path, strconv.Itoa(p))
-	}))
-	defer site.Close()
+	asked := map[string][]time.Time{} // path → requests
+	site := shopSite(t, &mu, &price, asked)
 	got, tries, byMonitor := map[string]int{}, map[string]int{}, map[string]map[string]bool{}
 	recv := httptest.NewServer(hookReceiver(&mu, 0, got, tries, byMonitor))
 	defer recv.Close()
