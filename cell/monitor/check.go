@@ -145,8 +145,17 @@ func (s *Service) lease() time.Duration {
 // it returns when they are done. Run does not wait, so one slow site
 // never holds back the others.
 func (s *Service) dispatch(ctx context.Context, wait bool) int {
+	now := s.cfg.Now()
 	if q := s.queue.Load(); q != nil {
-		return s.schedule(ctx, q.CheckQueue)
+		if q.Scheduling() {
+			return s.schedule(ctx, q.CheckQueue)
+		}
+		// The safety net of a region whose scheduler is missing for a
+		// moment (the lease moving, its holder cut off): a check overdue
+		// by overdueGrace is claimed by its own cell, as without a queue.
+		// The scheduler claims a check within a second of its due time,
+		// so this claims nothing while there is one.
+		now = now.Add(-overdueGrace)
 	}
 	var wg sync.WaitGroup
 	n := 0
@@ -156,7 +165,7 @@ func (s *Service) dispatch(ctx context.Context, wait bool) int {
 		}
 	}()
 	for {
-		claimed, err := s.st.Claim(ctx, monstore.ClaimRequest{Cell: s.cfg.Cell, Instance: s.instance, Now: s.cfg.Now(),
+		claimed, err := s.st.Claim(ctx, monstore.ClaimRequest{Cell: s.cfg.Cell, Instance: s.instance, Now: now,
 			Max: s.claimBatch(), Lease: s.lease()})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -229,6 +238,10 @@ type CheckQueue interface {
 }
 
 type queueRef struct{ CheckQueue }
+
+// overdueGrace is how long past its due time a check of a region with a
+// queue waits for the scheduler before its own cell claims it (dispatch).
+const overdueGrace = 5 * time.Second
 
 // SetQueue makes the service's checks work items of q from now on: this
 // cell claims checks only while q says it schedules, and runs those its

@@ -75,12 +75,12 @@ func TestChecksAsWorkItems(t *testing.T) {
 	round := func(want int) {
 		t.Helper()
 		c.Add(time.Second)
-		other := map[string]string{"c1": "c2", "c2": "c1"}[sched]
-		if got := svcs[other].Tick(ctx0); got != 0 {
-			t.Fatalf("%s, not the scheduler, queued %d checks", other, got)
-		}
 		if got := svcs[sched].Tick(ctx0); got != want {
 			t.Fatalf("the scheduler queued %d checks, want %d (every due check of the region)", got, want)
+		}
+		other := map[string]string{"c1": "c2", "c2": "c1"}[sched]
+		if got := svcs[other].Tick(ctx0); got != 0 {
+			t.Fatalf("%s, not the scheduler, claimed %d checks", other, got)
 		}
 		queued := take()
 		// Each runs on a cell in turn; the first is delivered twice.
@@ -96,6 +96,16 @@ func TestChecksAsWorkItems(t *testing.T) {
 	c.Add(time.Hour)
 	sched = "c2" // the lease moved
 	round(n)
+	// Nobody schedules (the lease between holders): a check overdue by
+	// overdueGrace is claimed by its own cell, and run there.
+	sched = ""
+	c.Add(time.Hour + overdueGrace + time.Second)
+	if got := svcs["c1"].Tick(ctx0) + svcs["c2"].Tick(ctx0); got != n {
+		t.Fatalf("without a scheduler the cells ran %d overdue checks, want %d", got, n)
+	}
+	if q := take(); len(q) != 0 {
+		t.Fatalf("%d checks queued without a scheduler", len(q))
+	}
 	charges, err := svcs["c1"].Charges(ctx0, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -110,8 +120,8 @@ func TestChecksAsWorkItems(t *testing.T) {
 		t.Fatalf("%d monitors charged, want %d: %v", len(per), n, per)
 	}
 	for id, k := range per {
-		if k != 2 {
-			t.Errorf("%s charged %d checks, want 2 (one a window; the check delivered twice once)", id, k)
+		if k != 3 {
+			t.Errorf("%s charged %d checks, want 3 (one a window; the check delivered twice once)", id, k)
 		}
 	}
 	l, err := svcs["c1"].List(ctx0, "acct1")
