@@ -185,18 +185,10 @@ func (s *Service) dispatch(ctx context.Context, wait bool) int {
 				return n // the claims left lapse with this process
 			}
 			n++
-			raw, due := []byte(c.Record), m.NextAt
 			s.checks.Add(1)
 			wg.Go(func() {
 				defer func() { <-s.slots; s.checks.Done() }()
-				s.count(func(st *Stats) {
-					if late := s.cfg.Now().Sub(due); late > st.MaxStartLate && m.Version != "" {
-						st.MaxStartLate = late
-					}
-				})
-				if err := s.check(ctx, &m, raw, due, m.Claim); err != nil && ctx.Err() == nil {
-					s.log.Error("monitor: check", "monitor", m.ID, "err", err)
-				}
+				s.runCheck(ctx, &m, []byte(c.Record))
 			})
 		}
 		if len(claimed) < s.claimBatch() {
@@ -301,13 +293,18 @@ func (s *Service) RunClaimed(ctx context.Context, c monstore.Claimed) {
 	}
 	s.checks.Add(1)
 	defer func() { <-s.slots; s.checks.Done() }()
-	due := m.NextAt
+	s.runCheck(ctx, &m, []byte(c.Record))
+}
+
+// runCheck runs claimed check m (as stored: raw) in a slot it holds: its
+// start's lateness counted, its error logged.
+func (s *Service) runCheck(ctx context.Context, m *Monitor, raw []byte) {
 	s.count(func(st *Stats) {
-		if late := s.cfg.Now().Sub(due); late > st.MaxStartLate && m.Version != "" {
+		if late := s.cfg.Now().Sub(m.NextAt); late > st.MaxStartLate && m.Version != "" {
 			st.MaxStartLate = late
 		}
 	})
-	if err := s.check(ctx, &m, []byte(c.Record), due, m.Claim); err != nil && ctx.Err() == nil {
+	if err := s.check(ctx, m, raw); err != nil && ctx.Err() == nil {
 		s.log.Error("monitor: check", "monitor", m.ID, "err", err)
 	}
 }
@@ -316,8 +313,10 @@ func (s *Service) RunClaimed(ctx context.Context, c monstore.Claimed) {
 // the condition that the record is still as claimed. A patch that wrote
 // the record meanwhile (it keeps the claim) makes it apply the same page
 // to the record as it is now; a record claimed by another cell (this one
-// was taken for dead) or deleted ends the check without a write.
-func (s *Service) check(ctx context.Context, m *Monitor, raw []byte, due time.Time, claim *monstore.Claim) error {
+// was taken for dead) or deleted ends the check without a write. The
+// check is of the slot and claim m has as claimed.
+func (s *Service) check(ctx context.Context, m *Monitor, raw []byte) error {
+	due, claim := m.NextAt, m.Claim
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.FetchTimeout)
 	page, ferr := s.cfg.Fetcher.Fetch(fctx, m.URL, m.Region)
 	cancel()
