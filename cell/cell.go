@@ -325,6 +325,7 @@ func New(cfg Config) (*Cell, error) {
 		st.Close()
 		return nil, err
 	}
+	hooks.SetMarks(mgr) // a shared job's deliveries are marked in the region's log
 	c.store, c.engine, c.pool, c.ladder, c.scrape, c.jobs = st, engine, pool, lad, svc, mgr
 	c.freshDisk = !hasPages(st)
 	// Firecrawl's change tracking keeps its snapshots where the region's

@@ -31,7 +31,9 @@ type WebhookSecrets interface {
 // newV2Hooks makes the webhooks' sender (run by startV2Hooks) and the
 // jobs manager's observer that stages their deliveries.
 func (c *Cell) newV2Hooks(st *store.Store) (*fchook.Observer, error) {
+	var o *fchook.Observer
 	s, err := webhook.New(st, webhook.Config{
+		OnFinish:             func(d webhook.Delivery) { o.Finished(d) },
 		Prefix:               store.PrefixFirecrawlHook,
 		DuePrefix:            store.PrefixFirecrawlHookDue,
 		AllowPrivateNetworks: c.cfg.AllowPrivateNetworks,
@@ -43,7 +45,8 @@ func (c *Cell) newV2Hooks(st *store.Store) (*fchook.Observer, error) {
 		return nil, err
 	}
 	c.v2Hooks = s
-	return fchook.New(s, c.cfg.Logger), nil
+	o = fchook.New(s, c.cfg.Logger)
+	return o, nil
 }
 
 // startV2Hooks runs the webhooks' sender until Close; deliveries a

@@ -27,6 +27,15 @@
 // sent one at a time in the order of their events, so started comes
 // first and completed after the last page; one that fails is retried
 // without holding back the rest.
+//
+// Of a job in the region's log (jobs.Event.Logged), each delivery is
+// also marked in the log (Marks, jobs.Manager.ClaimMark) before the
+// write that stages it, and marked done once sent or given up
+// (Observer.Finished, the sender's OnFinish). A cell that lost its data
+// directory records the job's events again from the log: an event whose
+// delivery was sent is not delivered again, one still pending is staged
+// again under the same webhookId, and one never staged (its outcome
+// reached the log, not the lost store) is staged for the first time.
 package fchook
 
 import (
@@ -34,6 +43,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -60,6 +70,7 @@ type Observer struct {
 	hooks *webhook.Sender
 	log   *slog.Logger
 	now   func() time.Time // the ids' clock: real time
+	marks Marks            // nil: no job is in a log
 
 	mu      sync.Mutex
 	lastMS  int64
@@ -74,6 +85,29 @@ func New(hooks *webhook.Sender, log *slog.Logger) *Observer {
 		log = slog.Default()
 	}
 	return &Observer{hooks: hooks, log: log, now: time.Now}
+}
+
+// Marks keep, in the region's log, the delivery of each event of a job
+// in the log and whether it was sent (jobs.Manager).
+type Marks interface {
+	ClaimMark(job, key, id string) (jobs.Mark, error)
+	FinishMark(job, key, id string) error
+}
+
+// SetMarks makes the observer mark the deliveries of jobs in the log
+// with ms. Call it before the first event.
+func (o *Observer) SetMarks(ms Marks) { o.marks = ms }
+
+// Finished marks a delivery done in the log (a sender's
+// webhook.Config.OnFinish).
+func (o *Observer) Finished(d webhook.Delivery) {
+	if d.Tag == "" || o.marks == nil {
+		return
+	}
+	if err := o.marks.FinishMark(d.Group, d.Tag, d.ID); err != nil {
+		o.log.Warn("fchook: a sent delivery not marked in the region's log (sent again if the cell loses its data)",
+			"job", d.Group, "delivery", d.ID, "err", err)
+	}
 }
 
 // shape is what the observer reads of a job's shape.
@@ -97,11 +131,12 @@ type payload struct {
 // it. A delivery that cannot be made (a document over the body's bound)
 // is logged and left out: it never fails the job's write.
 func (o *Observer) Stage(b *store.Batch, e *jobs.Event) error {
-	if e.Restored && e.Kind == jobs.EventPage {
-		// Recorded again after a lost disk: its delivery was sent before
-		// the loss or lost with it; the job's end (completed, cancelled,
-		// failed) is sent again, so a receiver waiting for it hears it at
-		// least once (a second time, if it was sent before the loss).
+	marked := e.Logged && o.marks != nil
+	if e.Restored && e.Kind == jobs.EventPage && !marked {
+		// Recorded again after a lost disk, without marks: its delivery
+		// was sent before the loss or lost with it; the job's end
+		// (completed, cancelled, failed) is sent again, so a receiver
+		// waiting for it hears it at least once.
 		return nil
 	}
 	var sh shape
@@ -117,6 +152,19 @@ func (o *Observer) Stage(b *store.Batch, e *jobs.Event) error {
 		return nil
 	}
 	p.Type, p.ID, p.WebhookID = prefix+"."+event, e.Job, o.newID()
+	tag := ""
+	if marked {
+		// Before the write that stages it: the event's first mark wins,
+		// and an event recorded again gets its delivery's id back.
+		mk, err := o.marks.ClaimMark(e.Job, e.Key, p.WebhookID)
+		if err != nil {
+			return fmt.Errorf("fchook: the delivery of %s %s not marked in the region's log: %w", e.Job, e.Key, err)
+		}
+		if mk.Done {
+			return nil // sent (or given up) before: not again
+		}
+		p.WebhookID, tag = mk.ID, e.Key
+	}
 	body, err := json.Marshal(p)
 	if err != nil {
 		o.log.Warn("fchook: a delivery's body", "job", e.Job, "event", p.Type, "err", err)
@@ -124,7 +172,7 @@ func (o *Observer) Stage(b *store.Batch, e *jobs.Event) error {
 	}
 	_, err = o.hooks.Stage(b, webhook.Delivery{
 		ID: p.WebhookID, Group: e.Job, URL: sh.Webhook.URL, Event: p.Type, Secret: sh.Webhook.Secret,
-		BodySignature: firecrawl.SignatureHeader, Header: sh.Webhook.Headers, Body: body,
+		BodySignature: firecrawl.SignatureHeader, Header: sh.Webhook.Headers, Body: body, Tag: tag,
 	})
 	if err != nil {
 		o.log.Warn("fchook: a delivery left out", "job", e.Job, "event", p.Type, "url", e.URL, "err", err)

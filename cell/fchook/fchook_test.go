@@ -153,3 +153,88 @@ func TestStageRestoredEvents(t *testing.T) {
 		t.Fatalf("restored events staged %+v, want the completed one only", got)
 	}
 }
+
+// fakeMarks keeps marks as the region's log does: the first claim of an
+// event wins.
+type fakeMarks struct {
+	m    map[string]jobs.Mark
+	down bool
+}
+
+func (f *fakeMarks) ClaimMark(job, key, id string) (jobs.Mark, error) {
+	if f.down {
+		return jobs.Mark{}, io.ErrUnexpectedEOF
+	}
+	if mk, ok := f.m[job+"/"+key]; ok {
+		return mk, nil
+	}
+	f.m[job+"/"+key] = jobs.Mark{ID: id}
+	return f.m[job+"/"+key], nil
+}
+
+func (f *fakeMarks) FinishMark(job, key, id string) error {
+	f.m[job+"/"+key] = jobs.Mark{ID: id, Done: true}
+	return nil
+}
+
+// A job in the region's log: each delivery is marked before it is
+// staged; an event recorded again (a restore after a lost disk) is
+// staged under the delivery id its mark has, or not at all once its
+// mark is done; one never marked (its outcome reached the log, not the
+// lost store) is staged as new. Without the log, nothing is staged.
+func TestStageMarkedEvents(t *testing.T) {
+	o, s, st := newObserver(t)
+	marks := &fakeMarks{m: map[string]jobs.Mark{
+		"j_eu.c1.1/page.8": {ID: "0190a1b2-0000-7000-8000-000000000001"},
+		"j_eu.c1.1/page.9": {ID: "0190a1b2-0000-7000-8000-000000000002", Done: true},
+	}}
+	o.SetMarks(marks)
+	w := &firecrawl.Webhook{URL: "http://127.0.0.1:8080/hook", Secret: "whsec_0123456789abcdef"}
+	crawl := shapeOf("firecrawl_crawl", w)
+	line := []byte(`{"ok":true,"result":{}}`)
+	page := func(key string, restored bool) jobs.Event {
+		return jobs.Event{Kind: jobs.EventPage, Job: "j_eu.c1.1", Shape: crawl, URL: "https://a.example/" + key, Line: line,
+			Key: key, Logged: true, Restored: restored}
+	}
+	got := stage(t, o, s, st,
+		page("page.7", false), // new
+		page("page.8", true),  // pending before the loss
+		page("page.9", true),  // sent before the loss
+		page("page.10", true), // never staged before the loss
+	)
+	if len(got) != 3 {
+		t.Fatalf("staged %d deliveries, want 3: %+v", len(got), got)
+	}
+	byTag := map[string]webhook.Delivery{}
+	for _, d := range got {
+		var body struct{ WebhookID string }
+		if err := json.Unmarshal(d.Body, &body); err != nil || body.WebhookID != d.ID {
+			t.Fatalf("delivery %s: webhookId %q (%v)", d.ID, body.WebhookID, err)
+		}
+		if marks.m["j_eu.c1.1/"+d.Tag].ID != d.ID {
+			t.Fatalf("delivery %s (%s) is not its event's mark %+v", d.ID, d.Tag, marks.m["j_eu.c1.1/"+d.Tag])
+		}
+		byTag[d.Tag] = d
+	}
+	if byTag["page.8"].ID != "0190a1b2-0000-7000-8000-000000000001" || byTag["page.7"].ID == "" || byTag["page.10"].ID == "" {
+		t.Fatalf("deliveries by event: %+v", byTag)
+	}
+	o.Finished(byTag["page.7"])
+	if mk := marks.m["j_eu.c1.1/page.7"]; !mk.Done || mk.ID != byTag["page.7"].ID {
+		t.Fatalf("a sent delivery's mark: %+v", mk)
+	}
+	// Its event recorded again: not staged again (the three staged
+	// above are all the sender has), and one pending keeps its id.
+	if again := stage(t, o, s, st, page("page.7", true), page("page.8", true)); len(again) != 3 {
+		t.Fatalf("recorded again, the sender has %d deliveries, want the 3 staged before: %+v", len(again), again)
+	}
+	// The log unavailable: the write that records the event fails (its
+	// outcome is offered again), rather than an unmarked delivery.
+	marks.down = true
+	b := st.NewBatch()
+	defer b.Discard()
+	e := page("page.11", false)
+	if err := o.Stage(b, &e); err == nil {
+		t.Fatal("staged without its mark")
+	}
+}

@@ -48,6 +48,16 @@ type Event struct {
 	// (a page's charge, which the gate charges once by its id) stages it
 	// again, since the earlier one may have been lost with the disk.
 	Restored bool
+
+	// Key names the event within its job, the same each time the event
+	// is recorded: "started", "end" (completed, cancelled or failed), and
+	// a page's "page.<n>", n the sequence of its outcome's message in the
+	// region's log (a released retry's outcome is another message).
+	// Logged: the job is in the region's log, where an observer may keep
+	// what it did about the event (ClaimMark). Of a job not in the log, a
+	// page's key is "page.u<seq>" and names the URL, not its outcome.
+	Key    string
+	Logged bool
 }
 
 // Observer is told of a job's events inside the write that records
@@ -63,12 +73,16 @@ type Observer interface {
 
 // stage hands e to the observer when the job has a shape; it returns the
 // event to pass to committed (nil when there is none).
-func (m *Manager) stage(b *store.Batch, j *job, e Event) (*Event, error) {
+// logSeq is the sequence of a page's outcome in the region's log (0:
+// none).
+func (m *Manager) stage(b *store.Batch, j *job, e Event, logSeq uint64) (*Event, error) {
 	if m.cfg.Events == nil || len(j.meta.Shape) == 0 {
 		return nil, nil
 	}
 	e.Job, e.Account, e.Shape, e.At = j.meta.ID, j.meta.Account, j.meta.Shape, m.cfg.Now().UTC()
 	e.Restored = j.restoring
+	e.Key = eventKey(e.Kind, e.Seq, logSeq)
+	e.Logged = m.mirrored(j.meta.Local) != nil
 	if err := m.cfg.Events.Stage(b, &e); err != nil {
 		return nil, err
 	}

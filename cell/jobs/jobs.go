@@ -313,6 +313,9 @@ type task struct {
 	job *job
 	seq uint64
 	url string
+	// logSeq is the sequence of the outcome's message in the region's
+	// log, for an outcome read from there (Event.Key).
+	logSeq uint64
 }
 
 // total is how many URLs the job holds; j.mu is held.
@@ -555,7 +558,7 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 	var started *Event
 	if !held {
 		var err error
-		if started, err = m.stage(b, j, Event{Kind: EventStarted}); err != nil {
+		if started, err = m.stage(b, j, Event{Kind: EventStarted}, 0); err != nil {
 			b.Discard()
 			return "", "", err
 		}
@@ -651,7 +654,7 @@ func (m *Manager) ReleaseCharged(id, account, token string, creditsMC int64) err
 		b := m.st.NewBatch()
 		mb, _ := json.Marshal(nm)
 		b.Set(metaKey(id), mb)
-		ev, err := m.stage(b, j, Event{Kind: EventStarted})
+		ev, err := m.stage(b, j, Event{Kind: EventStarted}, 0)
 		if err == nil {
 			err = b.Commit(store.Sync)
 		}
@@ -1000,14 +1003,14 @@ func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjso
 		if serr == nil {
 			page.Line = line
 		}
-		ev, err := m.stage(b, j, page)
+		ev, err := m.stage(b, j, page, t.logSeq)
 		if err != nil {
 			b.Discard()
 			return err
 		}
 		evs = append(evs, ev)
 		if j.pending+added == 1 {
-			ev, err := m.stage(b, j, Event{Kind: EventCompleted})
+			ev, err := m.stage(b, j, Event{Kind: EventCompleted}, 0)
 			if err != nil {
 				b.Discard()
 				return err
@@ -1195,7 +1198,7 @@ func (m *Manager) cancelPendingLocked(j *job, nm meta, ev *Event) (int, error) {
 	b.Set(metaKey(id), mb)
 	var staged *Event
 	if ev != nil {
-		if staged, err = m.stage(b, j, *ev); err != nil {
+		if staged, err = m.stage(b, j, *ev, 0); err != nil {
 			b.Discard()
 			return 0, err
 		}

@@ -382,7 +382,7 @@ func (m *Manager) restoreJob(ctx context.Context, s *sharing, mt meta) (int, err
 		if _, ok := outcomeOf(msg); !ok {
 			return nil // a mark; a cancel request is in the record too
 		}
-		if _, err := m.applyOutcome(s, msg.Headers().Get(headerOutcome), msg.Data()); err != nil {
+		if _, err := m.applyOutcome(s, msg); err != nil {
 			return err
 		}
 		applied++

@@ -571,7 +571,7 @@ func (m *Manager) collect(s *sharing) {
 				done = append(done, msg)
 				continue
 			}
-			_, err := m.applyOutcome(s, msg.Headers().Get(headerOutcome), msg.Data())
+			_, err := m.applyOutcome(s, msg)
 			if err != nil {
 				if m.ctx.Err() == nil {
 					m.cfg.Logger.Error("jobs: outcome not recorded; offered again", "err", err)
@@ -599,9 +599,14 @@ func (m *Manager) collect(s *sharing) {
 // applyOutcome records one outcome through complete (the first outcome
 // of a URL wins) and frees its place in the window; it returns the
 // outcome's blob, for the caller to delete once the record is durable.
-func (m *Manager) applyOutcome(s *sharing, head string, line []byte) (string, error) {
+func (m *Manager) applyOutcome(s *sharing, msg jetstream.Msg) (string, error) {
 	var out jobOutcome
-	if err := json.Unmarshal([]byte(head), &out); err != nil || out.Job == "" {
+	line := msg.Data()
+	var logSeq uint64
+	if md, err := msg.Metadata(); err == nil {
+		logSeq = md.Sequence.Stream
+	}
+	if err := json.Unmarshal([]byte(msg.Headers().Get(headerOutcome)), &out); err != nil || out.Job == "" {
 		m.cfg.Logger.Error("jobs: unreadable outcome dropped", "err", err)
 		return "", nil
 	}
@@ -628,7 +633,7 @@ func (m *Manager) applyOutcome(s *sharing, head string, line []byte) (string, er
 		if out.Error != nil {
 			serr = &httpjson.HTTPError{Status: out.Error.Status, Code: out.Error.Code, Message: out.Error.Message}
 		}
-		recorded, err := m.completeShared(task{job: j, seq: out.Seq, url: out.URL}, line, Produced{Links: out.Links, Usage: out.Usage}, serr, out.Attempts)
+		recorded, err := m.completeShared(task{job: j, seq: out.Seq, url: out.URL, logSeq: logSeq}, line, Produced{Links: out.Links, Usage: out.Usage}, serr, out.Attempts)
 		if err != nil {
 			return "", err
 		}

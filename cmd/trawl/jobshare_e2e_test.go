@@ -1012,9 +1012,12 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	id := submitToCell(t, oc, urls)
 	// A site crawl of the same owner (charged page by page through the
 	// gate: the job, submitted to the cell directly, is not charged).
+	// Its webhook's receiver is slow (30 ms a delivery, one at a time),
+	// so deliveries are still pending at the kill.
 	const crawlN = 300
+	hooks := newHookLog(t, 30*time.Millisecond)
 	code, b := oc.p.call(t, "POST", "/v2/crawl", map[string]any{"url": fmt.Sprintf("%s/c/lost/%d/0", site.URL, crawlN), "limit": crawlN,
-		"sitemap": "skip", "crawlEntireDomain": true, "includePaths": []string{"^/c/lost/"}})
+		"sitemap": "skip", "crawlEntireDomain": true, "includePaths": []string{"^/c/lost/"}, "webhook": hooks.URL})
 	var crawl struct{ ID string }
 	if code != 200 || json.Unmarshal(b, &crawl) != nil || crawl.ID == "" {
 		t.Fatalf("crawl to c2: %d %s", code, b)
@@ -1042,6 +1045,7 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	})
 	killed := time.Now()
 	oc.p.kill(t)
+	sentAtKill := hooks.count()
 	if atKill.Done >= n || crawlAtKill.Completed >= crawlN {
 		t.Fatalf("the job (%+v) or the crawl (%+v) finished before the kill: nothing was tested", atKill, crawlAtKill)
 	}
@@ -1105,6 +1109,20 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	}
 	checkCharged(t, r.gate, spentBefore, crawlN, "the crawl's pages")
 	t.Logf("the crawl restored and completed: %d pages, %d asked twice, %v credits", cs.Completed, crawlTwice, cs.CreditsUsed)
+	// Its webhook: every page delivered, each under one webhookId (a
+	// delivery pending at the loss is sent again under its id, one sent
+	// is not sent again), and completed once.
+	testwait.Until(t, time.Minute, "crawl.completed delivered", func() bool { return hooks.types()["crawl.completed"] > 0 })
+	pages, ids, repeats := hooks.pages()
+	types := hooks.types()
+	t.Logf("webhook: %d deliveries sent before the kill; after it, every kind %v; %d pages under %d ids, %d sent twice under their id",
+		sentAtKill, types, len(pages), ids, repeats)
+	if len(pages) != crawlN || ids != crawlN || types["crawl.completed"] != 1 || types["crawl.started"] != 1 {
+		t.Errorf("webhook deliveries: %d pages under %d ids (want %d), %v", len(pages), ids, crawlN, types)
+	}
+	if repeats > 4 {
+		t.Errorf("%d page deliveries repeated: more than the receiver had in flight at the kill", repeats)
+	}
 	// The old c2 peer (its lost directory's instance) leaves the meta
 	// group: the region is three peers again, not three of four.
 	var sizes []int
@@ -1125,4 +1143,83 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	id2, _ := submitThroughGate(t, r.gate, urls2)
 	st2, _ := waitJobDone(t, 2*time.Minute, "a job after the loss", func() (jobStatus, error) { return gateJobStatus(r.gate, id2) })
 	checkExactlyOnce(t, st2, gateResults(t, r.gate, id2), urls2)
+}
+
+// hookLog is a Firecrawl webhook receiver on loopback that answers each
+// delivery after a delay, one at a time, and keeps what it was sent.
+type hookLog struct {
+	*httptest.Server
+	mu    sync.Mutex
+	posts []hookPost
+}
+
+type hookPost struct {
+	Type      string `json:"type"`
+	WebhookID string `json:"webhookId"`
+	Data      []struct {
+		Metadata struct {
+			SourceURL string `json:"sourceURL"`
+		} `json:"metadata"`
+	} `json:"data"`
+}
+
+func newHookLog(t *testing.T, delay time.Duration) *hookLog {
+	h := &hookLog{}
+	var one sync.Mutex
+	h.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		one.Lock()
+		defer one.Unlock()
+		var p hookPost
+		if err := json.NewDecoder(r.Body).Decode(&p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		time.Sleep(delay) // the receiver's own latency: not a wait on a condition
+		h.mu.Lock()
+		h.posts = append(h.posts, p)
+		h.mu.Unlock()
+	}))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *hookLog) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.posts)
+}
+
+func (h *hookLog) types() map[string]int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]int{}
+	for _, p := range h.posts {
+		out[p.Type]++
+	}
+	return out
+}
+
+// pages are the page deliveries: webhookIds by page, how many distinct
+// webhookIds, and how many deliveries repeated one.
+func (h *hookLog) pages() (map[string]map[string]bool, int, int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	pages := map[string]map[string]bool{}
+	ids := map[string]bool{}
+	repeats := 0
+	for _, p := range h.posts {
+		if !strings.HasSuffix(p.Type, ".page") || len(p.Data) == 0 {
+			continue
+		}
+		u := p.Data[0].Metadata.SourceURL
+		if pages[u] == nil {
+			pages[u] = map[string]bool{}
+		}
+		if ids[p.WebhookID] {
+			repeats++
+		}
+		ids[p.WebhookID] = true
+		pages[u][p.WebhookID] = true
+	}
+	return pages, len(ids), repeats
 }

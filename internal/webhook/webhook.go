@@ -149,6 +149,9 @@ type Delivery struct {
 	// sender's (a monitor's delivery carries its cell's ladder to the
 	// gate that sends it).
 	Schedule []time.Duration `json:"schedule,omitempty"`
+	// Tag is the caller's own name for the delivery, kept with it and
+	// handed back to Config.OnFinish; it is not sent.
+	Tag string `json:"tag,omitempty"`
 
 	// Attempts made so far, the status of the last one (0 when it got
 	// no answer) and why it failed.

@@ -1,0 +1,140 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/store"
+	"github.com/trawlhq/trawl/internal/testwait"
+)
+
+// marker is an observer that marks each event of a job in the log as a
+// webhook sender does (cell/fchook): before the write, and done for
+// every other event once committed.
+type marker struct {
+	mgr atomic.Pointer[Manager]
+
+	mu     sync.Mutex
+	n      int
+	first  map[string]string // event key → the id its first stage claimed
+	seen   map[string]Mark   // event key → the mark the last stage got
+	keys   map[string]map[string]bool
+	staged []string // keys staged as new (their mark not done)
+	again  int      // events recorded again whose mark was done
+	pend   int      // events recorded again whose mark was pending
+}
+
+func (mk *marker) Stage(_ *store.Batch, e *Event) error {
+	if !e.Logged {
+		return nil
+	}
+	mk.mu.Lock()
+	mk.n++
+	id := fmt.Sprintf("d%d", mk.n)
+	mk.mu.Unlock()
+	got, err := mk.mgr.Load().ClaimMark(e.Job, e.Key, id)
+	if err != nil {
+		return err
+	}
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	if _, ok := mk.first[e.Key]; !ok {
+		mk.first[e.Key] = id
+	}
+	mk.seen[e.Key] = got
+	if e.URL != "" {
+		if mk.keys[e.URL] == nil {
+			mk.keys[e.URL] = map[string]bool{}
+		}
+		mk.keys[e.URL][e.Key] = true
+	}
+	switch {
+	case got.Done:
+		mk.again++
+	case got.ID != id:
+		mk.pend++
+	default:
+		mk.staged = append(mk.staged, e.Key)
+	}
+	return nil
+}
+
+func (mk *marker) Committed(e *Event) {
+	mk.mu.Lock()
+	got, ok := mk.seen[e.Key]
+	finish := ok && !got.Done && len(mk.staged)%2 == 0
+	mk.mu.Unlock()
+	if finish {
+		if err := mk.mgr.Load().FinishMark(e.Job, e.Key, got.ID); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// An observer's marks follow a job's events through a lost disk: each
+// event has one key whether recorded before the loss or again from the
+// log, its first mark wins, and a done mark stays done.
+func TestMarksFollowEventsThroughRestore(t *testing.T) {
+	r := newShareRig(t)
+	r.crawlSite(20 * time.Millisecond)
+	mk := &marker{first: map[string]string{}, seen: map[string]Mark{}, keys: map[string]map[string]bool{}}
+	r.events = mk
+	share := func(cell string) *Manager {
+		m := r.unshared(cell, 2, 0, 0, 0)
+		if cell == "c1" {
+			mk.mgr.Store(m)
+		}
+		if err := m.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	a := share("c1")
+	share("c2")
+	const n = 80
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.example/%d", 1000+i)
+	}
+	id, err := a.SubmitWith("acct", urls, scrape.Options{}, Extra{Shape: json.RawMessage(`{"kind":"t"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "a third of the job", func() bool {
+		st, err := a.Status(id, "acct", false)
+		return err == nil && st.Done >= n/3
+	})
+	a.Close() // its store is gone with it: the next c1 opens an empty one
+	mk.mu.Lock()
+	before := len(mk.first)
+	mk.mu.Unlock()
+
+	a2 := share("c1")
+	waitDone(t, a2, id, n)
+	mk.mu.Lock()
+	defer mk.mu.Unlock()
+	for _, u := range urls {
+		if len(mk.keys[u]) != 1 {
+			t.Errorf("%s: page events under keys %v, want one", u, mk.keys[u])
+		}
+	}
+	for key, got := range mk.seen {
+		if got.ID != mk.first[key] {
+			t.Errorf("event %s: its mark is %+v, not its first id %s", key, got, mk.first[key])
+		}
+	}
+	_, started := mk.first["started"]
+	if _, ended := mk.first["end"]; !started || !ended || len(mk.first) != n+2 {
+		t.Errorf("%d events marked (started %v, end %v), want the start, %d pages and the end", len(mk.first), started, ended, n)
+	}
+	if mk.again == 0 || mk.pend == 0 {
+		t.Errorf("recorded again: %d done, %d pending; want some of each", mk.again, mk.pend)
+	}
+	t.Logf("%d events marked before the loss; recorded again: %d done, %d pending; %d marked in all", before, mk.again, mk.pend, len(mk.staged))
+}
