@@ -312,6 +312,7 @@ func New(cfg Config) (*Cell, error) {
 		// minute, rather than run here and again from the queue.
 		AwaitShare: awaitShare(cfg.JetStream),
 		Events:     jobs.Observers{crawlEvents{c}, extractEvents{}, hooks},
+		TakeMark:   hooks.Take, // a down cell's pending webhook deliveries, sent from here
 		Now:        cfg.Now,
 		Logger:     cfg.Logger,
 	})

@@ -34,6 +34,7 @@ func (c *Cell) newV2Hooks(st *store.Store) (*fchook.Observer, error) {
 	var o *fchook.Observer
 	s, err := webhook.New(st, webhook.Config{
 		OnFinish:             func(d webhook.Delivery) { o.Finished(d) },
+		Settled:              func(d webhook.Delivery) bool { return o.Settled(d) },
 		Prefix:               store.PrefixFirecrawlHook,
 		DuePrefix:            store.PrefixFirecrawlHookDue,
 		AllowPrivateNetworks: c.cfg.AllowPrivateNetworks,

@@ -90,7 +90,8 @@ func New(hooks *webhook.Sender, log *slog.Logger) *Observer {
 // Marks keep, in the region's log, the delivery of each event of a job
 // in the log and whether it was sent (jobs.Manager).
 type Marks interface {
-	ClaimMark(job, key, id string) (jobs.Mark, error)
+	ClaimMark(job, key string, mk jobs.Mark) (jobs.Mark, error)
+	ReadMark(job, key string) (jobs.Mark, error)
 	FinishMark(job, key, id string) error
 }
 
@@ -108,6 +109,30 @@ func (o *Observer) Finished(d webhook.Delivery) {
 		o.log.Warn("fchook: a sent delivery not marked in the region's log (sent again if the cell loses its data)",
 			"job", d.Group, "delivery", d.ID, "err", err)
 	}
+}
+
+// Settled reports a delivery another cell made for this one (its mark
+// done under the delivery's id): the sender's webhook.Config.Settled.
+func (o *Observer) Settled(d webhook.Delivery) bool {
+	if d.Tag == "" || o.marks == nil {
+		return false
+	}
+	mk, err := o.marks.ReadMark(d.Group, d.Tag)
+	return err == nil && mk.Done && mk.ID == d.ID
+}
+
+// Take sends, from this cell, the delivery a cell that is down left
+// pending (its mark's payload): jobs.Config.TakeMark, called by the
+// region's coordinator. Sent, it is marked done, and the owner back
+// drops its own copy.
+func (o *Observer) Take(job, key string, mk jobs.Mark) error {
+	var d webhook.Delivery
+	if err := json.Unmarshal(mk.Payload, &d); err != nil {
+		return fmt.Errorf("fchook: the payload of mark %s of %s: %w", key, job, err)
+	}
+	d.ID, d.Group, d.Tag = mk.ID, job, key
+	_, err := o.hooks.Send(d)
+	return err
 }
 
 // shape is what the observer reads of a job's shape.
@@ -152,28 +177,36 @@ func (o *Observer) Stage(b *store.Batch, e *jobs.Event) error {
 		return nil
 	}
 	p.Type, p.ID, p.WebhookID = prefix+"."+event, e.Job, o.newID()
-	tag := ""
+	d := webhook.Delivery{Group: e.Job, URL: sh.Webhook.URL, Event: p.Type, Secret: sh.Webhook.Secret,
+		BodySignature: firecrawl.SignatureHeader, Header: sh.Webhook.Headers}
 	if marked {
 		// Before the write that stages it: the event's first mark wins,
-		// and an event recorded again gets its delivery's id back.
-		mk, err := o.marks.ClaimMark(e.Job, e.Key, p.WebhookID)
+		// and an event recorded again gets its delivery's id back. The
+		// mark carries the delivery, for a cell that sends it while this
+		// one is down.
+		body, err := json.Marshal(p)
+		if err != nil {
+			o.log.Warn("fchook: a delivery's body", "job", e.Job, "event", p.Type, "err", err)
+			return nil
+		}
+		d.Body = body
+		payload, _ := json.Marshal(d)
+		mk, err := o.marks.ClaimMark(e.Job, e.Key, jobs.Mark{ID: p.WebhookID, Payload: payload})
 		if err != nil {
 			return fmt.Errorf("fchook: the delivery of %s %s not marked in the region's log: %w", e.Job, e.Key, err)
 		}
 		if mk.Done {
 			return nil // sent (or given up) before: not again
 		}
-		p.WebhookID, tag = mk.ID, e.Key
+		p.WebhookID, d.Tag = mk.ID, e.Key
 	}
 	body, err := json.Marshal(p)
 	if err != nil {
 		o.log.Warn("fchook: a delivery's body", "job", e.Job, "event", p.Type, "err", err)
 		return nil
 	}
-	_, err = o.hooks.Stage(b, webhook.Delivery{
-		ID: p.WebhookID, Group: e.Job, URL: sh.Webhook.URL, Event: p.Type, Secret: sh.Webhook.Secret,
-		BodySignature: firecrawl.SignatureHeader, Header: sh.Webhook.Headers, Body: body, Tag: tag,
-	})
+	d.ID, d.Body = p.WebhookID, body
+	_, err = o.hooks.Stage(b, d)
 	if err != nil {
 		o.log.Warn("fchook: a delivery left out", "job", e.Job, "event", p.Type, "url", e.URL, "err", err)
 	}

@@ -161,16 +161,18 @@ type fakeMarks struct {
 	down bool
 }
 
-func (f *fakeMarks) ClaimMark(job, key, id string) (jobs.Mark, error) {
+func (f *fakeMarks) ClaimMark(job, key string, mk jobs.Mark) (jobs.Mark, error) {
 	if f.down {
 		return jobs.Mark{}, io.ErrUnexpectedEOF
 	}
-	if mk, ok := f.m[job+"/"+key]; ok {
-		return mk, nil
+	if had, ok := f.m[job+"/"+key]; ok {
+		return had, nil
 	}
-	f.m[job+"/"+key] = jobs.Mark{ID: id}
-	return f.m[job+"/"+key], nil
+	f.m[job+"/"+key] = mk
+	return mk, nil
 }
+
+func (f *fakeMarks) ReadMark(job, key string) (jobs.Mark, error) { return f.m[job+"/"+key], nil }
 
 func (f *fakeMarks) FinishMark(job, key, id string) error {
 	f.m[job+"/"+key] = jobs.Mark{ID: id, Done: true}
@@ -227,6 +229,32 @@ func TestStageMarkedEvents(t *testing.T) {
 	// above are all the sender has), and one pending keeps its id.
 	if again := stage(t, o, s, st, page("page.7", true), page("page.8", true)); len(again) != 3 {
 		t.Fatalf("recorded again, the sender has %d deliveries, want the 3 staged before: %+v", len(again), again)
+	}
+	// Another cell acting for this one while it is down (the region's
+	// coordinator) sends a pending delivery from its mark's payload,
+	// under its id, and marks it done; this cell's copy is then settled.
+	o2, s2, _ := newObserver(t)
+	o2.SetMarks(marks)
+	mk10 := marks.m["j_eu.c1.1/page.10"]
+	if len(mk10.Payload) == 0 {
+		t.Fatal("the mark carries no delivery")
+	}
+	for range 2 { // taken twice (a new coordinator): one delivery
+		if err := o2.Take("j_eu.c1.1", "page.10", mk10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p2, _ := s2.Pending()
+	if len(p2) != 1 || p2[0].ID != byTag["page.10"].ID || p2[0].Tag != "page.10" || p2[0].Group != "j_eu.c1.1" ||
+		string(p2[0].Body) != string(byTag["page.10"].Body) || p2[0].Header[firecrawl.SignatureHeader] != byTag["page.10"].Header[firecrawl.SignatureHeader] {
+		t.Fatalf("taken: %+v, want %+v", p2, byTag["page.10"])
+	}
+	if o.Settled(byTag["page.10"]) {
+		t.Fatal("settled before the other cell sent it")
+	}
+	o2.Finished(p2[0])
+	if !o.Settled(byTag["page.10"]) || o.Settled(byTag["page.8"]) {
+		t.Fatal("the other cell's delivery does not settle this cell's copy (or settles another)")
 	}
 	// The log unavailable: the write that records the event fails (its
 	// outcome is offered again), rather than an unmarked delivery.

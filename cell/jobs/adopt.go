@@ -153,6 +153,10 @@ type metaIndex struct {
 	jobs  map[string]indexedJob
 	last  uint64 // the stream sequence of the last record read
 	built time.Time
+	// marks is, per owner that is not live, the stream sequence its
+	// jobs' marks are to be read from (the ones before it were taken:
+	// marks.go); forgotten when the owner is live again.
+	marks map[string]uint64
 }
 
 // indexedJob is what the index keeps of a job's record: enough to tell
@@ -261,7 +265,43 @@ func (m *Manager) adoptScan(ctx context.Context, s *sharing, ix *metaIndex, feed
 			delete(feeding, id)
 		}
 	}
+	m.takeDownMarks(ctx, s, ix)
 	return nil
+}
+
+// takeDownMarks hands the pending marks of the jobs of owners that are
+// not live to Config.TakeMark: read whole when an owner is first seen
+// down, then only the marks written since.
+func (m *Manager) takeDownMarks(ctx context.Context, s *sharing, ix *metaIndex) {
+	if m.cfg.TakeMark == nil {
+		return
+	}
+	down := map[string]bool{}
+	for _, e := range ix.jobs {
+		if e.owner != s.cfg.Cell && !s.cfg.Live(e.owner) {
+			down[e.owner] = true
+		}
+	}
+	if ix.marks == nil {
+		ix.marks = map[string]uint64{}
+	}
+	for owner := range ix.marks {
+		if !down[owner] {
+			delete(ix.marks, owner) // live again: its own sender goes on
+		}
+	}
+	for owner := range down {
+		next, taken, err := m.takeMarks(ctx, s, owner, ix.marks[owner])
+		if next > ix.marks[owner] {
+			ix.marks[owner] = next
+		}
+		if taken > 0 {
+			m.cfg.Logger.Info("jobs: acting on a down cell's pending marks (its webhook deliveries)", "owner", owner, "marks", taken)
+		}
+		if err != nil && ctx.Err() == nil {
+			m.cfg.Logger.Warn("jobs: a down cell's marks not all taken this round", "owner", owner, "err", err)
+		}
+	}
 }
 
 // adoptIndexed reads job id's record from the log, then the job to feed.

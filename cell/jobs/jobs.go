@@ -119,6 +119,10 @@ type Config struct {
 	// Events, when set, is told of what happens to jobs with a shape,
 	// inside the write that records it (Observer).
 	Events Observer
+	// TakeMark, when set, acts for a cell that is not live on a mark its
+	// observer left pending with a payload (marks.go): the region's
+	// coordinator calls it (a webhook delivery: this cell sends it).
+	TakeMark func(job, key string, mk Mark) error
 	// AwaitShare, for a cell that will share its jobs (a clustered one),
 	// holds URLs for up to this long after Start until Share is called,
 	// rather than fetch them locally meanwhile: a restarted owner would

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/jsnode"
 )
 
@@ -27,6 +29,16 @@ import (
 // so an event recorded again reuses its delivery's id; the observer
 // rewrites the mark done once its effect happened, and an event whose
 // mark is done is not acted on again.
+//
+// A mark may carry what acting on the event needs (Payload: a webhook
+// delivery, signed body and all). While the owner is down, the region's
+// coordinator hands each pending mark with a payload to Config.TakeMark
+// (a cell acting for the owner: its own sender sends the delivery and
+// marks it done), so a delivery does not wait for a dead cell. Either
+// sender checks the mark before each attempt (ReadMark): one done by
+// the other is dropped unsent, so the owner back does not repeat what
+// the coordinator sent; both may send one in flight at the same moment
+// (the same id twice: webhooks are at least once).
 
 // Mark is an observer's record of one event of a job in the region's
 // log.
@@ -35,7 +47,14 @@ type Mark struct {
 	ID string `json:"id"`
 	// Done: the effect happened (a delivery sent or given up).
 	Done bool `json:"done,omitempty"`
+	// Payload is what another cell needs to act on the event for the
+	// owner (opaque to the manager); nil when too large to keep here.
+	Payload json.RawMessage `json:"payload,omitempty"`
 }
+
+// MaxMarkPayload bounds a mark's payload: a larger one is left out, and
+// its effect waits for the owner.
+const MaxMarkPayload = 256 << 10
 
 // eventKey names event e of a page whose outcome is message logSeq of
 // the log (0: none) within its job (Event.Key).
@@ -61,18 +80,20 @@ func markSubject(cell, job, key string) string {
 // errNotLogged answers a mark of a job that is not in the log.
 var errNotLogged = errors.New("jobs: the job is not in the region's log")
 
-// ClaimMark records id as the mark of event key of job (Event.Key; a job
+// ClaimMark records mk as the mark of event key of job (Event.Key; a job
 // of this cell in the region's log: Event.Logged) unless the event has
-// one already, and returns the mark the event has: id's, or the earlier
+// one already, and returns the mark the event has: mk, or the earlier
 // one. It may be called from an Observer's Stage: it takes no lock of
 // the manager.
-func (m *Manager) ClaimMark(job, key, id string) (Mark, error) {
+func (m *Manager) ClaimMark(job, key string, mk Mark) (Mark, error) {
 	s := m.share.Load()
 	if s == nil {
 		return Mark{}, errNotLogged
 	}
+	if len(mk.Payload) > MaxMarkPayload {
+		mk.Payload = nil
+	}
 	subject := markSubject(s.cfg.Cell, job, key)
-	mk := Mark{ID: id}
 	b, _ := json.Marshal(mk)
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
@@ -82,29 +103,88 @@ func (m *Manager) ClaimMark(job, key, id string) (Mark, error) {
 	}
 	// Refused because the event has a mark (or not stored at all: then
 	// there is none to read either).
-	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
-	if err != nil {
+	had, err := readMark(ctx, s, subject)
+	if err != nil || had.ID == "" {
 		return Mark{}, fmt.Errorf("jobs: mark %s of %s: %w (and %v)", key, job, perr, err)
-	}
-	msg, err := st.GetLastMsgForSubject(ctx, subject)
-	if err != nil {
-		return Mark{}, fmt.Errorf("jobs: mark %s of %s: %w (and %v)", key, job, perr, err)
-	}
-	var had Mark
-	if err := json.Unmarshal(msg.Data, &had); err != nil || had.ID == "" {
-		return Mark{}, fmt.Errorf("jobs: mark %s of %s unreadable: %v", key, job, err)
 	}
 	return had, nil
 }
 
+// ReadMark is the mark of event key of job (the zero Mark: none).
+func (m *Manager) ReadMark(job, key string) (Mark, error) {
+	s := m.share.Load()
+	if s == nil {
+		return Mark{}, errNotLogged
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	defer cancel()
+	return readMark(ctx, s, markSubject(ownerOf(job), job, key))
+}
+
+func readMark(ctx context.Context, s *sharing, subject string) (Mark, error) {
+	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
+	if err != nil {
+		return Mark{}, err
+	}
+	msg, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Mark{}, nil
+	}
+	if err != nil {
+		return Mark{}, err
+	}
+	var mk Mark
+	if err := json.Unmarshal(msg.Data, &mk); err != nil {
+		return Mark{}, fmt.Errorf("jobs: mark %s unreadable: %w", subject, err)
+	}
+	return mk, nil
+}
+
 // FinishMark records that the effect named id of event key of job
-// happened. A mark not rewritten (the log unavailable) means the effect
-// may happen again after a lost disk, with the same id.
+// happened, on the owner or on a cell acting for it. A mark not
+// rewritten (the log unavailable) means the effect may happen again
+// (after a lost disk, or by the owner back), with the same id.
 func (m *Manager) FinishMark(job, key, id string) error {
 	s := m.share.Load()
 	if s == nil {
 		return errNotLogged
 	}
 	b, _ := json.Marshal(Mark{ID: id, Done: true})
-	return s.logPublish(m.ctx, markSubject(s.cfg.Cell, job, key), b, nil)
+	return s.logPublish(m.ctx, markSubject(ownerOf(job), job, key), b, nil)
+}
+
+// ownerOf is the cell a job id names.
+func ownerOf(job string) string {
+	_, owner, _ := jobid.Parse(job)
+	return owner
+}
+
+// takeMarks hands the pending marks with a payload of owner's jobs (a
+// cell that is not live) to Config.TakeMark, from stream sequence from
+// on; it returns the sequence to read from next time (after the last
+// mark handed, or read and not pending).
+func (m *Manager) takeMarks(ctx context.Context, s *sharing, owner string, from uint64) (uint64, int, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{jsnode.JobSubject(owner, "*") + ".mark.>"},
+		DeliverPolicy: jetstream.DeliverAllPolicy}
+	if from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
+	}
+	next, taken := from, 0
+	err := jsnode.Scan(ctx, s.js, jsnode.StreamJobLog, cfg, func(msg jetstream.Msg) error {
+		md, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		parts := strings.SplitN(msg.Subject(), ".", 6) // trawl.job.<owner>.<job>.mark.<key>
+		var mk Mark
+		if len(parts) == 6 && json.Unmarshal(msg.Data(), &mk) == nil && !mk.Done && len(mk.Payload) > 0 {
+			if err := m.cfg.TakeMark(jsnode.Untoken(parts[3]), parts[5], mk); err != nil {
+				return err
+			}
+			taken++
+		}
+		next = md.Sequence.Stream + 1
+		return nil
+	})
+	return next, taken, err
 }

@@ -38,7 +38,7 @@ func (mk *marker) Stage(_ *store.Batch, e *Event) error {
 	mk.n++
 	id := fmt.Sprintf("d%d", mk.n)
 	mk.mu.Unlock()
-	got, err := mk.mgr.Load().ClaimMark(e.Job, e.Key, id)
+	got, err := mk.mgr.Load().ClaimMark(e.Job, e.Key, Mark{ID: id})
 	if err != nil {
 		return err
 	}

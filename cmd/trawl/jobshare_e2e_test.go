@@ -1052,6 +1052,16 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	oc.wipeData(t)
 	t.Logf("job %s: killed its owner c2 with %d of %d done (and its crawl with %d of %d pages found, %d done), and deleted its data directory",
 		id, atKill.Done, n, crawlAtKill.Total, crawlN, crawlAtKill.Completed)
+	// While c2 is down, the region's coordinator sends the deliveries it
+	// left pending (from their marks in the log): every page recorded
+	// before the kill is delivered without c2.
+	testwait.Until(t, time.Minute, "the dead owner's pending deliveries sent by another cell", func() bool {
+		pages, _, _ := hooks.pages()
+		return len(pages) >= crawlAtKill.Completed
+	})
+	pagesDown, _, _ := hooks.pages()
+	t.Logf("webhook: %d of the %d pages done at the kill delivered before it, %d after it while c2 was down (%v after the kill)",
+		sentAtKill-1, crawlAtKill.Completed, len(pagesDown)-(sentAtKill-1), time.Since(killed).Round(100*time.Millisecond))
 
 	restarted := time.Now()
 	r.startCell(t, oc)

@@ -106,6 +106,9 @@ func OwnPagesFilter(cell string) string { return SubjectPages + "*." + cell + ".
 // and regions and cells are [a-z0-9], so "-" for "." is reversible.
 func Token(id string) string { return strings.ReplaceAll(id, ".", "-") }
 
+// Untoken is the id a Token was made from.
+func Untoken(tok string) string { return strings.ReplaceAll(tok, "-", ".") }
+
 // JobSubject is the prefix of job's subjects in the job log, owned by
 // cell owner; what follows is ".meta" (its record, the last one kept),
 // ".urls.<n>" (its submitted URLs, in chunks) and ".res.<seq>" (the

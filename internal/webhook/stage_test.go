@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -316,4 +317,36 @@ func TestGroupInOrder(t *testing.T) {
 		t.Errorf("the retry is %v", o["a"])
 	}
 	testwait.Until(t, deliveryWait, "nothing pending", func() bool { p, _ := s.Pending(); return len(p) == 0 && dueEntries(t, st) == 0 })
+}
+
+// A delivery made elsewhere (Config.Settled) is removed unsent, without
+// OnFinish, and the next of its group goes; Send of an id already
+// pending keeps the one pending (its attempts, its one index entry).
+func TestSettledAndSendAgain(t *testing.T) {
+	rc := newReceiver(t, func(n int) int { return 503 })
+	clk := &clock{t: time.Unix(1_800_000_000, 0)}
+	st := openStore(t, t.TempDir())
+	t.Cleanup(func() { st.Close() })
+	var settled sync.Map
+	var finished atomic.Int32
+	s, _ := startIndexed(t, st, Config{Now: clk.Now,
+		Settled:  func(d Delivery) bool { _, ok := settled.Load(d.ID); return ok },
+		OnFinish: func(Delivery) { finished.Add(1) }})
+	a := Delivery{ID: "a", Group: "g", URL: rc.URL, Body: []byte(`{"a":1}`), Tag: "page.1"}
+	if _, err := s.Send(a); err != nil {
+		t.Fatal(err)
+	}
+	waitKicking(t, s, "the first attempt failed", func() bool { p, _ := s.Pending(); return len(p) == 1 && p[0].Attempts == 1 })
+	if _, err := s.Send(a); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.Pending(); len(p) != 1 || p[0].Attempts != 1 || p[0].Tag != "page.1" || dueEntries(t, st) != 1 {
+		t.Fatalf("sent again: %+v, %d index entries", p, dueEntries(t, st))
+	}
+	settled.Store("a", true)
+	clk.Advance(time.Hour)
+	waitKicking(t, s, "the settled delivery removed", func() bool { p, _ := s.Pending(); return len(p) == 0 && dueEntries(t, st) == 0 })
+	if rc.count() != 1 || finished.Load() != 0 {
+		t.Fatalf("%d attempts (want the first only), %d finished", rc.count(), finished.Load())
+	}
 }

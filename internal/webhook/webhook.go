@@ -109,7 +109,12 @@ type Config struct {
 	// OnFinish, when set, is called once per delivery that succeeded or
 	// was given up, with its final state.
 	OnFinish func(Delivery)
-	Logger   *slog.Logger
+	// Settled, when set, is asked before each attempt whether the
+	// delivery was made elsewhere (another cell's sender, acting for
+	// this one): a settled delivery is removed unsent, without
+	// OnFinish.
+	Settled func(Delivery) bool
+	Logger  *slog.Logger
 
 	public func(netip.Addr) bool // tests: the guard's notion of public
 }
@@ -293,7 +298,8 @@ func Check(d *Delivery, allowPrivate bool) error {
 }
 
 // Send accepts a delivery: it is checked, stored (synced to disk) and
-// attempted at once by Run. It returns the delivery's id.
+// attempted at once by Run. It returns the delivery's id. A delivery
+// whose id is pending already is left as it is.
 func (s *Sender) Send(d Delivery) (string, error) {
 	s.mu.Lock()
 	closed := s.closed
@@ -303,6 +309,11 @@ func (s *Sender) Send(d Delivery) (string, error) {
 	}
 	if closed {
 		return "", ErrClosed
+	}
+	// A delivery already pending under its id is kept as it is (its
+	// attempts and its place in the due index).
+	if _, ok, err := s.current(d.ID); err != nil || ok {
+		return d.ID, err
 	}
 	b := s.st.NewBatch()
 	defer b.Discard()
@@ -479,6 +490,11 @@ func (s *Sender) done(d *Delivery) {
 // attempt sends d once and records the outcome: removed when delivered or
 // given up, rescheduled otherwise.
 func (s *Sender) attempt(ctx context.Context, d Delivery) {
+	if s.cfg.Settled != nil && s.cfg.Settled(d) {
+		s.log.Info("webhook: delivered elsewhere; dropped", "delivery", d.ID)
+		s.remove(&d)
+		return
+	}
 	status, err := s.post(ctx, &d)
 	if ctx.Err() != nil {
 		return // shutting down: the delivery stays due and runs at the next start
@@ -523,6 +539,14 @@ func (s *Sender) attempt(ctx context.Context, d Delivery) {
 }
 
 func (s *Sender) finish(d *Delivery) {
+	s.remove(d)
+	if s.cfg.OnFinish != nil {
+		s.cfg.OnFinish(*d)
+	}
+}
+
+// remove deletes a delivery from the store.
+func (s *Sender) remove(d *Delivery) {
 	b := s.st.NewBatch()
 	defer b.Discard()
 	b.Delete(s.key(d.ID))
@@ -531,9 +555,6 @@ func (s *Sender) finish(d *Delivery) {
 	}
 	if err := b.Commit(store.Sync); err != nil {
 		s.log.Error("webhook: remove delivery", "delivery", d.ID, "err", err)
-	}
-	if s.cfg.OnFinish != nil {
-		s.cfg.OnFinish(*d)
 	}
 }
 
