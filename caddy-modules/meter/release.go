@@ -138,7 +138,14 @@ func (m *Meter) releaseOnce(ctx context.Context, account, job, token, credits st
 		}
 	}
 	if addr == "" {
-		return errNoCell
+		// The owner is down: in a clustered region another cell takes
+		// the release through the job log (cell/jobs/logread.go), so a
+		// charged job starts without waiting for it.
+		c, ok := m.rt.StandIn(cell, job)
+		if !ok {
+			return errNoCell
+		}
+		addr = c.API
 	}
 	ctx, cancel := context.WithTimeout(ctx, releaseTimeout)
 	defer cancel()

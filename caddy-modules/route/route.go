@@ -22,7 +22,6 @@ package route
 
 import (
 	"context"
-	"hash/fnv"
 	"log/slog"
 	"net/http"
 
@@ -37,7 +36,6 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
-	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/routes"
@@ -171,13 +169,7 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 		if m.AnyCell {
 			// A clustered region keeps its jobs in its job log: another
 			// cell whose JetStream node is ready reads it there.
-			var ready []members.Meta
-			for _, c := range rt.rt.Cells() {
-				if c.JS == members.JSReady {
-					ready = append(ready, c)
-				}
-			}
-			if c, ok := rendezvous(ready, p.Owner); ok {
+			if c, ok := rt.rt.StandIn(p.Cell, p.Owner); ok {
 				return target{dial: c.API, region: own}, nil
 			}
 		}
@@ -190,29 +182,12 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 		// cells taking new work are candidates (an operator's drain moves
 		// later repeats of a key to another cell: docs/api.md).
 		if id := gate.IdentityFrom(r.Context()); id != nil {
-			if c, ok := rendezvous(rt.rt.WorkCells(), id.Account.ID+"\x00"+k); ok {
+			if c, ok := gate.Rendezvous(rt.rt.WorkCells(), id.Account.ID+"\x00"+k); ok {
 				return target{dial: c.API, region: own}, nil
 			}
 		}
 	}
 	return target{region: own}, nil
-}
-
-// rendezvous picks the cell with the highest hash of (its name, key):
-// every gate picks the same one for as long as the set of cells holds it.
-func rendezvous(cells []members.Meta, key string) (members.Meta, bool) {
-	var best members.Meta
-	var bestH uint64
-	for _, c := range cells {
-		h := fnv.New64a()
-		h.Write([]byte(c.Name))
-		h.Write([]byte{0})
-		h.Write([]byte(key))
-		if v := h.Sum64(); best.Name == "" || v > bestH {
-			best, bestH = c, v
-		}
-	}
-	return best, best.Name != ""
 }
 
 // regionWriter names the answering region on the response and, for a

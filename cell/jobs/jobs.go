@@ -635,16 +635,28 @@ func (m *Manager) Release(id, account, token string) error {
 // thousandths of a credit for (-1: it did not say), which the job adds to
 // what it has been charged (Status.CreditsMC).
 func (m *Manager) ReleaseCharged(id, account, token string, creditsMC int64) error {
+	if s, ok := m.foreign(id); ok {
+		if s == nil {
+			return ErrRestoring
+		}
+		return m.logRelease(s, id, account, token, creditsMC) // its owner is down (logread.go)
+	}
 	j, err := m.get(id, account)
 	if err != nil {
 		return err
 	}
+	return m.releaseJob(j, token, creditsMC, m.cfg.Now())
+}
+
+// releaseJob is ReleaseCharged of a job of this cell, its hold judged at
+// now.
+func (m *Manager) releaseJob(j *job, token string, creditsMC int64, now time.Time) error {
 	if token == "" {
 		return ErrNoHold
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	now := m.cfg.Now()
+	id := j.meta.ID
 	switch {
 	case token == j.meta.Released || token == j.meta.RetryReleased:
 		return nil
@@ -704,6 +716,9 @@ func (m *Manager) ReleaseCharged(id, account, token string, creditsMC int64) err
 // gate could not charge it): a held job expires now (Sweep deletes it), a
 // held retry is undone. An unknown token changes nothing.
 func (m *Manager) Drop(id, account, token string) error {
+	if _, ok := m.foreign(id); ok {
+		return ErrOwnerDown // the hold expires on its owner
+	}
 	j, err := m.get(id, account)
 	if err != nil {
 		return err
@@ -1499,6 +1514,26 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 	return n, nm.RetryHold, nil
 }
 
+// releasedInLog reports whether a held job of this cell may have been
+// released in the region's log while the cell was down (logRelease):
+// its record there is released, or the log cannot say.
+func (m *Manager) releasedInLog(j *job) bool {
+	j.mu.Lock()
+	id, account, local := j.meta.ID, j.meta.Account, j.meta.Local
+	j.mu.Unlock()
+	s := m.mirrored(local)
+	if s == nil {
+		return !local && m.cfg.AwaitShare > 0 // a cell that will share: not yet known
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
+	defer cancel()
+	mt, _, err := s.logMeta(ctx, id, account)
+	if errors.Is(err, ErrNoJob) {
+		return false
+	}
+	return err != nil || mt.Hold == ""
+}
+
 // Sweep deletes jobs older than the retention period and held jobs whose
 // hold expired, undoes expired held retries, and returns how many jobs it
 // deleted.
@@ -1506,19 +1541,27 @@ func (m *Manager) Sweep() (int, error) {
 	now := m.cfg.Now()
 	cutoff := now.Add(-m.cfg.Retention)
 	m.mu.Lock()
-	var old, retries []*job
+	var old, retries, expired []*job
 	for _, j := range m.jobs {
 		j.mu.Lock()
-		expired := j.meta.Hold != "" && now.After(j.meta.HeldUntil)
+		held := j.meta.Hold != "" && now.After(j.meta.HeldUntil)
 		if j.meta.RetryHold != "" && now.After(j.meta.RetryUntil) {
 			retries = append(retries, j)
 		}
 		j.mu.Unlock()
-		if expired || j.meta.CreatedAt.Before(cutoff) {
+		switch {
+		case j.meta.CreatedAt.Before(cutoff):
 			old = append(old, j)
+		case held:
+			expired = append(expired, j)
 		}
 	}
 	m.mu.Unlock()
+	for _, j := range expired {
+		if !m.releasedInLog(j) { // else released by another cell while this one was down: applied from its results
+			old = append(old, j)
+		}
+	}
 	for _, j := range retries {
 		j.mu.Lock()
 		if j.meta.RetryHold != "" && now.After(j.meta.RetryUntil) {

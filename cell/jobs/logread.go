@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/jsnode"
 )
@@ -23,8 +25,9 @@ import (
 // (mirror.go): any sharing cell reads the job's record and outcomes
 // there, and takes a cancel for it (logCancel). The gate sends those
 // calls to another clustered cell only while the owner is not live
-// (routes.Route AnyCell); the other writes (retry, release) wait for
-// the owner.
+// (routes.Route AnyCell), and sends a held job's release to another
+// cell while its owner is down (logRelease); a retry waits for the
+// owner.
 //
 // The answer is the log's: counts from the outcomes it holds (an URL the
 // owner recorded is in the log before its outcome is acked), the
@@ -46,26 +49,34 @@ func (m *Manager) foreign(id string) (*sharing, bool) {
 
 // logMeta reads job id's record from the log and checks its account.
 func (s *sharing) logMeta(ctx context.Context, id, account string) (meta, string, error) {
+	mt, _, err := s.logRecord(ctx, id, account)
+	_, owner, _ := jobid.Parse(id)
+	return mt, owner, err
+}
+
+// logRecord is logMeta with the record's message (its subject and
+// sequence, for a write over it).
+func (s *sharing) logRecord(ctx context.Context, id, account string) (meta, *jetstream.RawStreamMsg, error) {
 	var mt meta
 	_, owner, _ := jobid.Parse(id)
 	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
 	if err != nil {
-		return mt, owner, err
+		return mt, nil, err
 	}
 	msg, err := st.GetLastMsgForSubject(ctx, jsnode.JobSubject(owner, id)+".meta")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return mt, owner, ErrNoJob
+		return mt, nil, ErrNoJob
 	}
 	if err != nil {
-		return mt, owner, err
+		return mt, nil, err
 	}
 	if err := json.Unmarshal(msg.Data, &mt); err != nil {
-		return mt, owner, fmt.Errorf("job %s: record: %w", id, err)
+		return mt, nil, fmt.Errorf("job %s: record: %w", id, err)
 	}
 	if account == "" || subtle.ConstantTimeCompare([]byte(mt.Account), []byte(account)) != 1 {
-		return mt, owner, ErrNoJob
+		return mt, nil, ErrNoJob
 	}
-	return mt, owner, nil
+	return mt, msg, nil
 }
 
 // logStatus is Status of a job this cell does not own, from the log.
@@ -238,7 +249,7 @@ func (m *Manager) logFailures(s *sharing, id, account string) ([]Failure, error)
 func outcomeOf(msg jetstream.Msg) (jobOutcome, bool) {
 	var out jobOutcome
 	h := msg.Headers()
-	if h.Get(headerPending) != "" || h.Get(headerCancel) != "" {
+	if h.Get(headerPending) != "" || h.Get(headerCancel) != "" || h.Get(headerRelease) != "" {
 		return out, false
 	}
 	return out, json.Unmarshal([]byte(h.Get(headerOutcome)), &out) == nil
@@ -281,12 +292,14 @@ func logChunks[T any](ctx context.Context, s *sharing, filter string) (map[uint6
 	return chunks, err
 }
 
-// headerCancel marks a .res.cancel message of the log: a cancel of the
-// job taken by another cell while its owner was down (logCancel). Its
-// value is the cancel (cancelRequest, JSON). The owner's results
-// consumer applies it: at once if the owner is live after all, or when
-// it is back.
-const headerCancel = "Trawl-Cancel"
+// Requests to a job's owner, taken by another cell while it was down:
+// a .res.cancel or .res.release message of the log whose header carries
+// the request (JSON). The owner's results consumer applies it: at once
+// if the owner is live after all, or when it is back.
+const (
+	headerCancel  = "Trawl-Cancel"  // cancelRequest (logCancel)
+	headerRelease = "Trawl-Release" // releaseRequest (logRelease)
+)
 
 type cancelRequest struct {
 	Job     string    `json:"job"`
@@ -295,69 +308,132 @@ type cancelRequest struct {
 	Cell    string    `json:"cell"` // who took it
 }
 
+// releaseRequest is a release of a held job's hold, charged CreditsMC
+// (-1: the gate did not say).
+type releaseRequest struct {
+	cancelRequest
+	Token     string `json:"token"`
+	CreditsMC int64  `json:"credits_mc"`
+}
+
 // logCancel is Cancel of a job this cell does not own, whose owner is
 // down: the cancel goes to the owner as a request in its results (stored
 // on a quorum before the answer), then the job's record in the log says
 // cancelled, so the region's reads and its coordinator (adopt.go, which
-// stops feeding the job) see it now. The record is written only over
-// the one read (a change of the owner's meanwhile wins: the owner
-// applies the request anyway). URLs already queued are fetched and keep
-// their results, as a cancel's in-flight URLs do.
+// stops feeding the job) see it now. URLs already queued are fetched and
+// keep their results, as a cancel's in-flight URLs do.
 func (m *Manager) logCancel(s *sharing, id, account string) error {
+	now := m.cfg.Now().UTC()
+	req := cancelRequest{Job: id, Account: account, At: now, Cell: m.cfg.Cell}
+	return m.logRequest(s, id, account, "cancel", headerCancel, req, func(mt *meta) (bool, error) {
+		if !mt.CancelledAt.IsZero() {
+			return false, nil // cancelling again changes nothing
+		}
+		mt.CancelledAt = now
+		return true, nil
+	})
+}
+
+// logRelease is ReleaseCharged of a held job this cell does not own,
+// whose owner is down (the gate charged the hold and must not wait for
+// the owner for longer than the hold lasts): as logCancel, a request to
+// the owner, then the record released, so the coordinator feeds the job
+// now (adopt.go) and the region's reads see it started. A held retry
+// (RetryHold) is not released this way: its URLs' states are the
+// owner's; it waits for the owner (ErrOwnerDown).
+func (m *Manager) logRelease(s *sharing, id, account, token string, creditsMC int64) error {
+	if token == "" {
+		return ErrNoHold
+	}
+	now := m.cfg.Now().UTC()
+	req := releaseRequest{cancelRequest: cancelRequest{Job: id, Account: account, At: now, Cell: m.cfg.Cell}, Token: token, CreditsMC: creditsMC}
+	return m.logRequest(s, id, account, "release", headerRelease, req, func(mt *meta) (bool, error) {
+		switch {
+		case token == mt.Released || token == mt.RetryReleased:
+			return false, nil
+		case token == mt.Hold:
+			if now.After(mt.HeldUntil) {
+				return false, ErrNoHold
+			}
+			mt.Hold, mt.HeldUntil, mt.Released = "", time.Time{}, token
+			mt.addCredits(creditsMC)
+			return true, nil
+		case token == mt.RetryHold:
+			return false, ErrOwnerDown
+		}
+		return false, ErrNoHold
+	})
+}
+
+// ErrOwnerDown answers a write that waits for the job's owner, which is
+// down.
+var ErrOwnerDown = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "cell_unavailable", RetryAfter: 5 * time.Second,
+	Message: "the cell holding this job is not reachable right now; the job is kept, repeat the request in a few seconds"}
+
+// logRequest takes a write for job id of account while its owner is
+// down: it reads the job's record in the log (another account's job is
+// ErrNoJob), lets change check and alter it (false: nothing to do),
+// sends req to the owner on its results subject .res.<kind> with
+// header (stored on a quorum before the answer), then writes the
+// changed record only over the one read (a change of the owner's
+// meanwhile wins: the owner applies the request anyway).
+func (m *Manager) logRequest(s *sharing, id, account, kind, header string, req any, change func(*meta) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
 	defer cancel()
 	_, owner, _ := jobid.Parse(id)
-	stream, err := s.js.Stream(ctx, jsnode.StreamJobLog)
+	mt, rec, err := s.logRecord(ctx, id, account)
 	if err != nil {
 		return err
 	}
-	rec, err := stream.GetLastMsgForSubject(ctx, jsnode.JobSubject(owner, id)+".meta")
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return ErrNoJob
-	}
-	if err != nil {
+	if ok, err := change(&mt); !ok || err != nil {
 		return err
 	}
-	var mt meta
-	if err := json.Unmarshal(rec.Data, &mt); err != nil {
-		return fmt.Errorf("job %s: record: %w", id, err)
-	}
-	if account == "" || subtle.ConstantTimeCompare([]byte(mt.Account), []byte(account)) != 1 {
-		return ErrNoJob
-	}
-	if !mt.CancelledAt.IsZero() {
-		return nil // cancelling again changes nothing
-	}
-	now := m.cfg.Now().UTC()
-	req, _ := json.Marshal(cancelRequest{Job: id, Account: account, At: now, Cell: m.cfg.Cell})
-	msg := nats.NewMsg(jsnode.JobSubject(owner, id) + ".res.cancel")
-	msg.Header.Set(headerCancel, string(req))
-	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id+"/cancel")); err != nil {
+	body, _ := json.Marshal(req)
+	msg := nats.NewMsg(jsnode.JobSubject(owner, id) + ".res." + kind)
+	msg.Header.Set(header, string(body))
+	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id+"/"+kind)); err != nil {
 		return err
 	}
-	mt.CancelledAt = now
 	b, _ := json.Marshal(mt)
 	if _, err := s.js.Publish(ctx, rec.Subject, b, jetstream.WithExpectLastSequencePerSubject(rec.Sequence)); err != nil {
-		m.cfg.Logger.Warn("jobs: a cancel's record not written to the log (its owner applies the cancel when it is back)", "job", id, "err", err)
+		m.cfg.Logger.Warn("jobs: a record changed for a cell that is down not written to the log (it applies the request when it is back)",
+			"job", id, "request", kind, "err", err)
 	}
-	m.cfg.Logger.Info("jobs: cancelled the job of a cell that is down", "job", id, "owner", owner)
+	m.cfg.Logger.Info("jobs: took a request for the job of a cell that is down", "job", id, "owner", owner, "request", kind)
 	return nil
 }
 
-// applyCancelRequest applies a cancel another cell took for one of this
-// cell's jobs while it was down (logCancel).
-func (m *Manager) applyCancelRequest(raw string) error {
-	var req cancelRequest
+// applyRequest applies a request another cell took for one of this
+// cell's jobs while it was down (logRequest); false when h is not one.
+// A release is judged at the time it was taken, as the gate's release
+// would have been.
+func (m *Manager) applyRequest(h nats.Header) (bool, error) {
+	kind, raw := "cancel", h.Get(headerCancel)
+	if raw == "" {
+		kind, raw = "release", h.Get(headerRelease)
+	}
+	if raw == "" {
+		return false, nil
+	}
+	var req releaseRequest // a cancel's fields are its first ones
 	if err := json.Unmarshal([]byte(raw), &req); err != nil || req.Job == "" {
-		m.cfg.Logger.Error("jobs: unreadable cancel request dropped", "err", err)
-		return nil
+		m.cfg.Logger.Error("jobs: unreadable request dropped", "request", kind, "err", err)
+		return true, nil
 	}
 	m.mu.Lock()
 	j := m.jobs[req.Job]
 	m.mu.Unlock()
 	if j == nil || subtle.ConstantTimeCompare([]byte(j.account()), []byte(req.Account)) != 1 {
-		return nil // swept, or not the account's: nothing to cancel
+		return true, nil // swept, or not the account's: nothing to do
 	}
-	m.cfg.Logger.Info("jobs: job cancelled by another cell while this one was down", "job", req.Job, "by", req.Cell)
-	return m.cancelJob(j)
+	m.cfg.Logger.Info("jobs: a request another cell took while this one was down", "request", kind, "job", req.Job, "by", req.Cell)
+	if kind == "cancel" {
+		return true, m.cancelJob(j)
+	}
+	err := m.releaseJob(j, req.Token, req.CreditsMC, req.At)
+	if errors.Is(err, ErrNoHold) {
+		m.cfg.Logger.Warn("jobs: a release taken while this cell was down matches no hold", "job", req.Job)
+		return true, nil
+	}
+	return true, err
 }

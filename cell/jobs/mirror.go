@@ -233,7 +233,7 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 	start := time.Now()
 	var st RestoreStats
 	var lost []meta
-	logged := map[string]bool{}
+	logged := map[string]meta{}
 	now := m.cfg.Now()
 	err := scanLog(ctx, s.js, jsnode.JobSubject(s.cfg.Cell, "*")+".meta", func(msg jetstream.Msg) error {
 		var mt meta
@@ -241,7 +241,7 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 			m.cfg.Logger.Error("jobs: unreadable job record in the region's log", "subject", msg.Subject(), "err", err)
 			return nil
 		}
-		logged[mt.ID] = true
+		logged[mt.ID] = mt
 		m.mu.Lock()
 		_, have := m.jobs[mt.ID]
 		m.mu.Unlock()
@@ -276,7 +276,10 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 		if mt.Local {
 			continue
 		}
-		if logged[mt.ID] {
+		if lm, ok := logged[mt.ID]; ok {
+			if takenForOwner(lm, mt) {
+				continue // the request is in its results, applied next; then the record is written
+			}
 			err = s.putMeta(ctx, mt)
 		} else {
 			err = m.mirrorJob(ctx, s, mt)
@@ -289,6 +292,15 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 	st.Took = time.Since(start)
 	st.Seconds = st.Took.Seconds()
 	return st, nil
+}
+
+// takenForOwner reports whether the log's record lm of a job is ahead of
+// the owner's mt by a request another cell took while the owner was down
+// (logCancel, logRelease): writing mt over it would hide the request's
+// effect from the region until the owner applies it.
+func takenForOwner(lm, mt meta) bool {
+	return (!lm.CancelledAt.IsZero() && mt.CancelledAt.IsZero()) ||
+		(mt.Hold != "" && lm.Hold == "" && lm.Released == mt.Hold)
 }
 
 // mirrorJob writes a job of the store the log does not have (submitted

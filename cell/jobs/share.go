@@ -560,10 +560,10 @@ func (m *Manager) collect(s *sharing) {
 				done = append(done, msg) // the log's mark of a retry (mirror.go)
 				continue
 			}
-			if req := msg.Headers().Get(headerCancel); req != "" {
-				if err := m.applyCancelRequest(req); err != nil {
+			if ok, err := m.applyRequest(msg.Headers()); ok {
+				if err != nil {
 					if m.ctx.Err() == nil {
-						m.cfg.Logger.Error("jobs: cancel request not applied; offered again", "err", err)
+						m.cfg.Logger.Error("jobs: a request taken for this cell not applied; offered again", "err", err)
 					}
 					msg.NakWithDelay(time.Second)
 					continue

@@ -42,6 +42,8 @@ type shareRig struct {
 	shaped func(cell string) ShapedFunc
 	// events, when set, is every manager's Config.Events.
 	events Observer
+	// now, when set, is every manager's clock.
+	now func() time.Time
 }
 
 func newShareRig(t *testing.T) *shareRig {
@@ -108,6 +110,7 @@ func (r *shareRig) unsharedOn(st *store.Store, cell string, concurrency int, del
 	if r.events != nil {
 		cfg.Events = r.events
 	}
+	cfg.Now = r.now
 	m, err := NewManager(st, fn, cfg)
 	if err != nil {
 		r.t.Fatal(err)
@@ -876,5 +879,93 @@ func TestMetaIndexReadsWhatChanged(t *testing.T) {
 	ix.built = time.Now().Add(-adoptRebuild)
 	if read, err = ix.refresh(ctx, s); err != nil || read != 7 || len(ix.jobs) != 7 {
 		t.Fatalf("a rebuild: read %d, %d jobs, %v", read, len(ix.jobs), err)
+	}
+}
+
+// A held job whose owner is down is released through another cell
+// (logRelease): the record in the log says released and charged at once,
+// the coordinator feeds the job, and the owner, back on its data,
+// applies the release (judged when it was taken, not when applied) and
+// finishes the job with every URL once. Another account's release, a
+// wrong token and a held retry change nothing.
+func TestReleaseWhileOwnerDown(t *testing.T) {
+	r := newShareRig(t)
+	stA := r.store()
+	a := r.unsharedOn(stA, "c1", 2, 20*time.Millisecond, 10, 0)
+	if err := a.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	var ownerLive atomic.Bool
+	ownerLive.Store(true)
+	b := r.unshared("c2", 2, 20*time.Millisecond, 10, 0)
+	if err := b.Share(context.Background(), r.js, ShareConfig{Live: func(c string) bool { return c != "c1" || ownerLive.Load() },
+		Coordinating: func() bool { return true }}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/held%d", i)
+	}
+	id, token, err := a.Hold("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close() // the owner is down before the gate's release
+	ownerLive.Store(false)
+
+	if err := b.ReleaseCharged(id, "other", token, 60_000); err != ErrNoJob {
+		t.Fatalf("another account's release: %v", err)
+	}
+	if err := b.ReleaseCharged(id, "acct", "not-the-token", 60_000); err != ErrNoHold {
+		t.Fatalf("a wrong token: %v", err)
+	}
+	if st, _ := b.Status(id, "acct", false); st == nil || !st.Held || st.Done != 0 {
+		t.Fatalf("refused releases changed the job: %+v", st)
+	}
+	if err := b.ReleaseCharged(id, "acct", token, 60_000); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReleaseCharged(id, "acct", token, 60_000); err != nil {
+		t.Fatalf("releasing again: %v", err)
+	}
+	st, err := b.Status(id, "acct", false)
+	if err != nil || st.Held || st.CreditsMC != 60_000 {
+		t.Fatalf("status from the log after the release: %+v %v", st, err)
+	}
+	// The coordinator feeds it without the owner.
+	testwait.Until(t, 60*time.Second, "the released job done from the log", func() bool {
+		st, err := b.Status(id, "acct", false)
+		return err == nil && st.Done == n
+	})
+	// The owner back, long after the hold would have expired: it applies
+	// the release it missed and records the outcomes, each once.
+	// Its janitor's sweep, before and after it shares again, keeps the
+	// job its hold's expiry would have deleted.
+	r.now = func() time.Time { return time.Now().Add(2 * DefaultHoldTTL) }
+	a2 := r.unsharedOn(stA, "c1", 2, 20*time.Millisecond, 10, time.Minute)
+	if n, err := a2.Sweep(); err != nil || n != 0 {
+		t.Fatalf("the sweep before sharing: %d deleted, %v", n, err)
+	}
+	if err := a2.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a2.Sweep(); err != nil || n != 0 {
+		t.Fatalf("the sweep once sharing: %d deleted, %v", n, err)
+	}
+	ownerLive.Store(true)
+	waitDone(t, a2, id, n)
+	own, _ := a2.Status(id, "acct", false)
+	if own.Held || own.CreditsMC != 60_000 {
+		t.Errorf("the owner's status after applying the release: %+v", own)
+	}
+	seen := resultURLs(t, a2, id)
+	for _, u := range urls {
+		if seen[u] != 1 {
+			t.Errorf("%s: %d lines", u, seen[u])
+		}
+	}
+	if f := r.fetched("c1") + r.fetched("c2"); f != n {
+		t.Errorf("%d fetches for %d URLs", f, n)
 	}
 }

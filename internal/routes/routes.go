@@ -135,9 +135,9 @@ type Route struct {
 	Owner *Grammar
 	// AnyCell: while the owner of {id} is not live, another clustered
 	// cell of its region answers from the region's job log (a read, or a
-	// cancel sent to the owner through it: cell/jobs/logread.go);
-	// otherwise the gate answers 503 cell_unavailable until the owner is
-	// back.
+	// cancel sent to the owner through it: cell/jobs/logread.go), the
+	// one gate.Runtime.StandIn picks; otherwise the gate answers 503
+	// cell_unavailable until the owner is back.
 	AnyCell bool
 	// RegionQuery: ?region=<r> names the region whose gate answers; this
 	// gate when absent or its own.
