@@ -37,9 +37,9 @@ import (
 //
 // A growing job (a site crawl) is fed the URLs it had found (.urls and
 // .grow); the links of their pages wait for the owner, which alone grows
-// it. Not fed: a held job or retry, a cancelled or failed one. A cancel
-// and a held job's release are taken through the log (logread.go): a
-// job released there is fed; a retry waits for the owner.
+// it. Not fed: a held job or retry, a cancelled or failed one. A cancel,
+// a retry and a hold's release are taken through the log (logread.go): a
+// job or retry released there is fed.
 
 // adoptEvery is how often the coordinator looks for jobs to feed; it
 // tops up the jobs it feeds every feedEvery.

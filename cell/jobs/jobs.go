@@ -645,12 +645,13 @@ func (m *Manager) ReleaseCharged(id, account, token string, creditsMC int64) err
 	if err != nil {
 		return err
 	}
-	return m.releaseJob(j, token, creditsMC, m.cfg.Now())
+	return m.releaseJob(j, token, creditsMC, m.cfg.Now(), false)
 }
 
 // releaseJob is ReleaseCharged of a job of this cell, its hold judged at
-// now.
-func (m *Manager) releaseJob(j *job, token string, creditsMC int64, now time.Time) error {
+// now; fromLog: taken by another cell while this one was down, which
+// marked a retry's URLs pending in the log already.
+func (m *Manager) releaseJob(j *job, token string, creditsMC int64, now time.Time, fromLog bool) error {
 	if token == "" {
 		return ErrNoHold
 	}
@@ -693,7 +694,7 @@ func (m *Manager) releaseJob(j *job, token string, creditsMC int64, now time.Tim
 		if j.isCancelled() {
 			to = urlCancelled
 		}
-		n, err := m.moveHeldLocked(j, to, token, creditsMC)
+		n, err := m.moveHeldLocked(j, to, token, creditsMC, !fromLog)
 		if err != nil {
 			return err
 		}
@@ -735,7 +736,7 @@ func (m *Manager) Drop(id, account, token string) error {
 			return err
 		}
 	case token == j.meta.RetryHold:
-		_, err := m.moveHeldLocked(j, urlError, "", -1)
+		_, err := m.moveHeldLocked(j, urlError, "", -1, true)
 		return err
 	}
 	return nil
@@ -744,7 +745,7 @@ func (m *Manager) Drop(id, account, token string) error {
 // moveHeldLocked moves the job's held URLs to state to (pending: queued
 // again; cancelled: released into a cancelled job; error: the retry
 // undone) and ends the retry hold, in one batch; j.mu is held.
-func (m *Manager) moveHeldLocked(j *job, to, token string, creditsMC int64) (int, error) {
+func (m *Manager) moveHeldLocked(j *job, to, token string, creditsMC int64, mirror bool) (int, error) {
 	id := j.meta.ID
 	b := m.st.NewBatch()
 	n := 0
@@ -785,7 +786,9 @@ func (m *Manager) moveHeldLocked(j *job, to, token string, creditsMC int64) (int
 	}
 	j.meta = nm
 	m.mirrorMetaLocked(j)
-	m.mirrorPendingLocked(j, queued)
+	if mirror {
+		m.mirrorPendingLocked(j, queued)
+	}
 	return n, nil
 }
 
@@ -1466,6 +1469,12 @@ func (m *Manager) Failures(id, account string) ([]Failure, error) {
 // job has at most one held retry (ErrRetryHeld); a held or cancelled job
 // has nothing to retry. n 0 holds nothing and returns no token.
 func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n int, token string, err error) {
+	if s, ok := m.foreign(id); ok {
+		if s == nil {
+			return 0, "", ErrRestoring
+		}
+		return m.logRetry(s, id, account, fetchable) // its owner is down (logread.go)
+	}
 	j, err := m.get(id, account)
 	if err != nil {
 		return 0, "", err
@@ -1479,7 +1488,7 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 		if !m.cfg.Now().After(j.meta.RetryUntil) {
 			return 0, "", ErrRetryHeld
 		}
-		if _, err := m.moveHeldLocked(j, urlError, "", -1); err != nil {
+		if _, err := m.moveHeldLocked(j, urlError, "", -1, true); err != nil {
 			return 0, "", err
 		}
 	}
@@ -1512,6 +1521,62 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 	j.meta = nm
 	m.mirrorMetaLocked(j)
 	return n, nm.RetryHold, nil
+}
+
+// holdRetryFor holds, as HoldRetry would have, the failed URLs of a
+// retry another cell held for this one while it was down (logRetry),
+// under that retry's token and until. A job held, cancelled, or with a
+// retry of its own still held keeps its state (the other token's release
+// then finds no hold).
+func (m *Manager) holdRetryFor(j *job, req retryRequest) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	now := m.cfg.Now()
+	switch {
+	case j.meta.RetryHold == req.Token || j.meta.RetryReleased == req.Token:
+		return nil
+	case j.meta.Hold != "" || j.isCancelled() || now.After(req.Until):
+		return nil
+	case j.meta.RetryHold != "":
+		if !now.After(j.meta.RetryUntil) {
+			m.cfg.Logger.Warn("jobs: a retry taken while this cell was down meets one of its own; not held", "job", j.meta.ID)
+			return nil
+		}
+		if _, err := m.moveHeldLocked(j, urlError, "", -1, true); err != nil {
+			return err
+		}
+	}
+	id := j.meta.ID
+	b := m.st.NewBatch()
+	for _, seq := range req.Seqs {
+		k := seqKey(id, 'u', seq)
+		v, err := m.st.Get(k)
+		if err != nil {
+			b.Discard()
+			return fmt.Errorf("job %s: URL %d of a retry: %w", id, seq, err)
+		}
+		var r urlRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			b.Discard()
+			return err
+		}
+		if r.State != urlError {
+			continue
+		}
+		r.State = urlHeld
+		rb, _ := json.Marshal(r)
+		b.Set(k, rb)
+	}
+	nm := j.meta
+	nm.RetryHold, nm.RetryUntil = req.Token, req.Until
+	mb, _ := json.Marshal(nm)
+	b.Set(metaKey(id), mb)
+	if err := b.Commit(store.Sync); err != nil {
+		return err
+	}
+	j.meta = nm
+	m.mirrorMetaLocked(j)
+	return nil
 }
 
 // releasedInLog reports whether a held job of this cell may have been
@@ -1565,7 +1630,7 @@ func (m *Manager) Sweep() (int, error) {
 	for _, j := range retries {
 		j.mu.Lock()
 		if j.meta.RetryHold != "" && now.After(j.meta.RetryUntil) {
-			if _, err := m.moveHeldLocked(j, urlError, "", -1); err != nil {
+			if _, err := m.moveHeldLocked(j, urlError, "", -1, true); err != nil {
 				j.mu.Unlock()
 				return 0, err
 			}

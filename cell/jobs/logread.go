@@ -25,9 +25,9 @@ import (
 // (mirror.go): any sharing cell reads the job's record and outcomes
 // there, and takes a cancel for it (logCancel). The gate sends those
 // calls to another clustered cell only while the owner is not live
-// (routes.Route AnyCell), and sends a held job's release to another
-// cell while its owner is down (logRelease); a retry waits for the
-// owner.
+// (routes.Route AnyCell), including a retry (logRetry), and sends a
+// held job's or retry's release to another cell while its owner is down
+// (logRelease).
 //
 // The answer is the log's: counts from the outcomes it holds (an URL the
 // owner recorded is in the log before its outcome is acked), the
@@ -249,7 +249,7 @@ func (m *Manager) logFailures(s *sharing, id, account string) ([]Failure, error)
 func outcomeOf(msg jetstream.Msg) (jobOutcome, bool) {
 	var out jobOutcome
 	h := msg.Headers()
-	if h.Get(headerPending) != "" || h.Get(headerCancel) != "" || h.Get(headerRelease) != "" {
+	if h.Get(headerPending) != "" || h.Get(headerCancel) != "" || h.Get(headerRelease) != "" || h.Get(headerRetry) != "" {
 		return out, false
 	}
 	return out, json.Unmarshal([]byte(h.Get(headerOutcome)), &out) == nil
@@ -299,6 +299,7 @@ func logChunks[T any](ctx context.Context, s *sharing, filter string) (map[uint6
 const (
 	headerCancel  = "Trawl-Cancel"  // cancelRequest (logCancel)
 	headerRelease = "Trawl-Release" // releaseRequest (logRelease)
+	headerRetry   = "Trawl-Retry"   // retryRequest (logRetry; logRelease of its token)
 )
 
 type cancelRequest struct {
@@ -314,6 +315,25 @@ type releaseRequest struct {
 	cancelRequest
 	Token     string `json:"token"`
 	CreditsMC int64  `json:"credits_mc"`
+}
+
+// retryRequest is a retry of a job's failed URLs Seqs, held under Token
+// until Until (logRetry), or with Released its release, charged
+// CreditsMC (logRelease).
+type retryRequest struct {
+	releaseRequest
+	Until    time.Time `json:"until,omitzero"`
+	Seqs     []uint64  `json:"seqs"`
+	Released bool      `json:"released,omitempty"`
+}
+
+// retryKind names a retry's hold request, and with released its
+// release, on the owner's results subject (.res.<kind>).
+func retryKind(token string, released bool) string {
+	if released {
+		return "retryrel-" + token
+	}
+	return "retry-" + token
 }
 
 // logCancel is Cancel of a job this cell does not own, whose owner is
@@ -347,10 +367,12 @@ func (m *Manager) logRelease(s *sharing, id, account, token string, creditsMC in
 	}
 	now := m.cfg.Now().UTC()
 	req := releaseRequest{cancelRequest: cancelRequest{Job: id, Account: account, At: now, Cell: m.cfg.Cell}, Token: token, CreditsMC: creditsMC}
-	return m.logRequest(s, id, account, "release", headerRelease, req, func(mt *meta) (bool, error) {
+	err := m.logRequest(s, id, account, "release", headerRelease, req, func(mt *meta) (bool, error) {
 		switch {
 		case token == mt.Released || token == mt.RetryReleased:
 			return false, nil
+		case token == mt.RetryHold:
+			return false, errRetryToken
 		case token == mt.Hold:
 			if now.After(mt.HeldUntil) {
 				return false, ErrNoHold
@@ -358,11 +380,110 @@ func (m *Manager) logRelease(s *sharing, id, account, token string, creditsMC in
 			mt.Hold, mt.HeldUntil, mt.Released = "", time.Time{}, token
 			mt.addCredits(creditsMC)
 			return true, nil
-		case token == mt.RetryHold:
-			return false, ErrOwnerDown
 		}
 		return false, ErrNoHold
 	})
+	if err == errRetryToken {
+		return m.logReleaseRetry(s, id, account, token, creditsMC)
+	}
+	return err
+}
+
+// errRetryToken: the token released is a held retry's (logReleaseRetry).
+var errRetryToken = errors.New("jobs: a retry's token")
+
+// logRetry is HoldRetry of a job this cell does not own, whose owner is
+// down: the job's failed URLs that are fetchable (from the log's
+// outcomes) are held under a new token, told to the owner as a request
+// in its results (which it applies as its own HoldRetry would have), and
+// the record in the log says so; the gate's release of the token then
+// comes here too (logReleaseRetry).
+func (m *Manager) logRetry(s *sharing, id, account string, fetchable func(string) bool) (int, string, error) {
+	failed, err := m.logFailures(s, id, account)
+	if err != nil {
+		return 0, "", err
+	}
+	var seqs []uint64
+	for _, f := range failed {
+		if fetchable(f.URL) {
+			seqs = append(seqs, uint64(f.Index))
+		}
+	}
+	if len(seqs) == 0 {
+		return 0, "", nil
+	}
+	now := m.cfg.Now().UTC()
+	token := newToken()
+	req := retryRequest{releaseRequest: releaseRequest{cancelRequest: cancelRequest{Job: id, Account: account, At: now, Cell: m.cfg.Cell},
+		Token: token}, Until: now.Add(m.cfg.HoldTTL), Seqs: seqs}
+	held := false
+	err = m.logRequest(s, id, account, retryKind(token, false), headerRetry, req, func(mt *meta) (bool, error) {
+		if mt.Hold != "" || !mt.CancelledAt.IsZero() {
+			return false, nil
+		}
+		if mt.RetryHold != "" && !now.After(mt.RetryUntil) {
+			return false, ErrRetryHeld
+		}
+		mt.RetryHold, mt.RetryUntil = token, req.Until
+		held = true
+		return true, nil
+	})
+	if err != nil || !held {
+		return 0, "", err
+	}
+	return len(seqs), token, nil
+}
+
+// logReleaseRetry is logRelease of a retry this cell held for a down
+// owner (logRetry: its request names the URLs): the release goes to the
+// owner as a request, the record says released and charged, and the
+// retried URLs are marked pending in the log, so the coordinator feeds
+// them and reads count them pending. A retry the owner held itself
+// before it went down waits for it (ErrOwnerDown): which URLs it held
+// is in its store only.
+func (m *Manager) logReleaseRetry(s *sharing, id, account, token string, creditsMC int64) error {
+	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
+	defer cancel()
+	_, owner, _ := jobid.Parse(id)
+	stream, err := s.js.Stream(ctx, jsnode.StreamJobLog)
+	if err != nil {
+		return err
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, jsnode.JobSubject(owner, id)+".res."+retryKind(token, false))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return ErrOwnerDown
+	}
+	if err != nil {
+		return err
+	}
+	var req retryRequest
+	if err := json.Unmarshal([]byte(msg.Header.Get(headerRetry)), &req); err != nil || req.Token != token {
+		return fmt.Errorf("job %s: retry request: %v", id, err)
+	}
+	now := m.cfg.Now().UTC()
+	req.Released, req.CreditsMC, req.At, req.Cell = true, creditsMC, now, m.cfg.Cell
+	released, cancelled := false, false
+	err = m.logRequest(s, id, account, retryKind(token, true), headerRetry, req, func(mt *meta) (bool, error) {
+		cancelled = !mt.CancelledAt.IsZero()
+		switch {
+		case token == mt.RetryReleased:
+			return false, nil
+		case token != mt.RetryHold || now.After(mt.RetryUntil):
+			return false, ErrNoHold
+		}
+		mt.RetryHold, mt.RetryUntil, mt.RetryReleased = "", time.Time{}, token
+		mt.RetryUnits += len(req.Seqs)
+		mt.addCredits(creditsMC)
+		released = true
+		return true, nil
+	})
+	if err != nil || !released {
+		return err
+	}
+	if !cancelled { // else its held URLs are cancelled with it (by the owner)
+		s.markPending(owner, id, req.Seqs, m.cfg.Logger)
+	}
+	return nil
 }
 
 // ErrOwnerDown answers a write that waits for the job's owner, which is
@@ -406,16 +527,20 @@ func (m *Manager) logRequest(s *sharing, id, account, kind, header string, req a
 // applyRequest applies a request another cell took for one of this
 // cell's jobs while it was down (logRequest); false when h is not one.
 // A release is judged at the time it was taken, as the gate's release
-// would have been.
+// would have been; a retry's URLs are marked pending in the log by the
+// cell that took its release.
 func (m *Manager) applyRequest(h nats.Header) (bool, error) {
 	kind, raw := "cancel", h.Get(headerCancel)
 	if raw == "" {
 		kind, raw = "release", h.Get(headerRelease)
 	}
 	if raw == "" {
+		kind, raw = "retry", h.Get(headerRetry)
+	}
+	if raw == "" {
 		return false, nil
 	}
-	var req releaseRequest // a cancel's fields are its first ones
+	var req retryRequest // a cancel's and a release's fields are its first ones
 	if err := json.Unmarshal([]byte(raw), &req); err != nil || req.Job == "" {
 		m.cfg.Logger.Error("jobs: unreadable request dropped", "request", kind, "err", err)
 		return true, nil
@@ -427,10 +552,13 @@ func (m *Manager) applyRequest(h nats.Header) (bool, error) {
 		return true, nil // swept, or not the account's: nothing to do
 	}
 	m.cfg.Logger.Info("jobs: a request another cell took while this one was down", "request", kind, "job", req.Job, "by", req.Cell)
-	if kind == "cancel" {
+	switch {
+	case kind == "cancel":
 		return true, m.cancelJob(j)
+	case kind == "retry" && !req.Released:
+		return true, m.holdRetryFor(j, req)
 	}
-	err := m.releaseJob(j, req.Token, req.CreditsMC, req.At)
+	err := m.releaseJob(j, req.Token, req.CreditsMC, req.At, true)
 	if errors.Is(err, ErrNoHold) {
 		m.cfg.Logger.Warn("jobs: a release taken while this cell was down matches no hold", "job", req.Job)
 		return true, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strconv"
@@ -173,23 +174,30 @@ func (m *Manager) mirrorMetaLocked(j *job) {
 // mirrorPendingLocked records in the log that URLs seqs of j are pending
 // again (a released retry); j.mu is held.
 func (m *Manager) mirrorPendingLocked(j *job, seqs []uint64) {
-	s := m.mirrored(j.meta.Local)
-	if s == nil || len(seqs) == 0 {
+	if s := m.mirrored(j.meta.Local); s != nil {
+		s.markPending(s.cfg.Cell, j.meta.ID, seqs, m.cfg.Logger)
+	}
+}
+
+// markPending records in the log that URLs seqs of job, owned by owner,
+// are pending again: each one's outcome is replaced by a mark.
+func (s *sharing) markPending(owner, job string, seqs []uint64, log *slog.Logger) {
+	if len(seqs) == 0 {
 		return
 	}
 	h := nats.Header{}
 	h.Set(headerPending, "1")
 	for _, seq := range seqs {
-		msg := &nats.Msg{Subject: jsnode.ResultSubject(s.cfg.Cell, j.meta.ID, seq), Header: h}
+		msg := &nats.Msg{Subject: jsnode.ResultSubject(owner, job, seq), Header: h}
 		if _, err := s.js.PublishMsgAsync(msg); err != nil {
-			m.cfg.Logger.Warn("jobs: retried URL not marked pending in the region's log", "job", j.meta.ID, "err", err)
+			log.Warn("jobs: retried URL not marked pending in the region's log", "job", job, "err", err)
 			return
 		}
 	}
 	select {
 	case <-s.js.PublishAsyncComplete():
 	case <-time.After(30 * time.Second):
-		m.cfg.Logger.Warn("jobs: retried URLs not confirmed pending in the region's log", "job", j.meta.ID)
+		log.Warn("jobs: retried URLs not confirmed pending in the region's log", "job", job)
 	}
 }
 
@@ -300,7 +308,9 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 // effect from the region until the owner applies it.
 func takenForOwner(lm, mt meta) bool {
 	return (!lm.CancelledAt.IsZero() && mt.CancelledAt.IsZero()) ||
-		(mt.Hold != "" && lm.Hold == "" && lm.Released == mt.Hold)
+		(mt.Hold != "" && lm.Hold == "" && lm.Released == mt.Hold) ||
+		(lm.RetryHold != "" && lm.RetryHold != mt.RetryHold) ||
+		(lm.RetryReleased != "" && lm.RetryReleased != mt.RetryReleased)
 }
 
 // mirrorJob writes a job of the store the log does not have (submitted

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"math/bits"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/httpjson"
 	"github.com/trawlhq/trawl/internal/jsnode"
 	"github.com/trawlhq/trawl/internal/jsnode/jsnodetest"
 	"github.com/trawlhq/trawl/internal/store"
@@ -44,6 +46,8 @@ type shareRig struct {
 	events Observer
 	// now, when set, is every manager's clock.
 	now func() time.Time
+	// fail, when set, makes the scrape of the URLs it names fail (404).
+	fail func(url string) bool
 }
 
 func newShareRig(t *testing.T) *shareRig {
@@ -94,7 +98,11 @@ func (r *shareRig) unsharedOn(st *store.Store, cell string, concurrency int, del
 			r.fetches[cell] = map[string]int{}
 		}
 		r.fetches[cell][u]++
+		fail := r.fail
 		r.mu.Unlock()
+		if fail != nil && fail(u) {
+			return nil, &httpjson.HTTPError{Status: http.StatusNotFound, Code: "site_not_found", Message: "the site answered 404"}
+		}
 		body, _ := json.Marshal(map[string]string{"markdown": strings.Repeat("x", size), "url": u})
 		return &scrape.Outcome{Body: body[:len(body)-1]}, nil
 	}
@@ -156,11 +164,17 @@ func (r *shareRig) fetched(cell string) (n int) {
 
 func waitDone(t *testing.T, m *Manager, id string, n int) {
 	t.Helper()
-	testwait.Until(t, 60*time.Second, "the job to finish", func() bool {
-		st, err := m.Status(id, "acct", false)
+	var st *Status
+	if err := testwait.Poll(60*time.Second, func() bool {
+		var err error
+		st, err = m.Status(id, "acct", false)
 		return err == nil && st.Status == StatusDone
-	})
-	st, _ := m.Status(id, "acct", false)
+	}); err != nil {
+		// What the stall was: URLs still queued without an outcome, the
+		// region's backlog, outcomes not recorded.
+		t.Fatalf("%v: the job to finish; status %+v; share stats %+v", err, st, m.ShareStats())
+	}
+	st, _ = m.Status(id, "acct", false)
 	if st.Total != n || st.Done != n {
 		t.Fatalf("status %+v, want %d done", st, n)
 	}
@@ -968,4 +982,92 @@ func TestReleaseWhileOwnerDown(t *testing.T) {
 	if f := r.fetched("c1") + r.fetched("c2"); f != n {
 		t.Errorf("%d fetches for %d URLs", f, n)
 	}
+}
+
+// A retry of a job whose owner is down is held and released through
+// another cell (logRetry, logReleaseRetry): the failed URLs are held
+// under the new token, the release marks them pending in the log, and
+// the coordinator fetches them; the owner back applies the hold and the
+// release it missed, records each retried URL once, and counts the
+// retry's units. Another account's retry and a second retry while one is
+// held change nothing.
+func TestRetryWhileOwnerDown(t *testing.T) {
+	r := newShareRig(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	r.fail = func(u string) bool { return failing.Load() && strings.HasSuffix(u, "0") }
+	stA := r.store()
+	a := r.unsharedOn(stA, "c1", 2, 10*time.Millisecond, 10, 0)
+	if err := a.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	var ownerLive atomic.Bool
+	ownerLive.Store(true)
+	b := r.unshared("c2", 2, 10*time.Millisecond, 10, 0)
+	if err := b.Share(context.Background(), r.js, ShareConfig{Live: func(c string) bool { return c != "c1" || ownerLive.Load() },
+		Coordinating: func() bool { return true }}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/retry%d", i)
+	}
+	id, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before *Status
+	testwait.Until(t, 30*time.Second, "every URL with an outcome", func() bool {
+		before, err = a.Status(id, "acct", false)
+		return err == nil && before.Status == StatusDone
+	})
+	if before.Error != n/10 {
+		t.Fatalf("%d failed, want %d", before.Error, n/10)
+	}
+	a.Close()
+	ownerLive.Store(false)
+	failing.Store(false)
+	all := func(string) bool { return true }
+
+	if _, _, err := b.HoldRetry(id, "other", all); err != ErrNoJob {
+		t.Fatalf("another account's retry: %v", err)
+	}
+	k, token, err := b.HoldRetry(id, "acct", all)
+	if err != nil || k != n/10 || token == "" {
+		t.Fatalf("retry through the log: %d %q %v", k, token, err)
+	}
+	if _, _, err := b.HoldRetry(id, "acct", all); err != ErrRetryHeld {
+		t.Fatalf("a second retry while one is held: %v", err)
+	}
+	if err := b.ReleaseCharged(id, "acct", token, 5_000); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.ReleaseCharged(id, "acct", token, 5_000); err != nil {
+		t.Fatalf("releasing again: %v", err)
+	}
+	testwait.Until(t, 60*time.Second, "the retried URLs fetched without the owner", func() bool {
+		st, err := b.Status(id, "acct", false)
+		return err == nil && st.Done == n && st.Error == 0
+	})
+	a2 := r.unsharedOn(stA, "c1", 2, 10*time.Millisecond, 10, 0)
+	if err := a2.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ownerLive.Store(true)
+	var own *Status
+	testwait.Until(t, 60*time.Second, "the owner to apply the retry and record its URLs", func() bool {
+		own, err = a2.Status(id, "acct", false)
+		return err == nil && own.Status == StatusDone && own.Done == n
+	})
+	if own.Error != 0 || own.Charged != before.Charged+n/10 || own.Held {
+		t.Errorf("the owner after the retry: %+v (before %+v)", own, before)
+	}
+	seen := resultURLs(t, a2, id)
+	for _, u := range urls {
+		if seen[u] != 1 {
+			t.Errorf("%s: %d lines", u, seen[u])
+		}
+	}
+	t.Logf("retried %d URLs through c2 while c1 was down; %d fetches in all for %d URLs", k, r.fetched("c1")+r.fetched("c2"), n)
 }

@@ -238,7 +238,7 @@ var Rows = []Route{
 	{Pattern: "POST /extract", Kind: metering.KindExtract, Server: Cell, BodyLimit: ExtractBody, Doc: "typed JSON from a page or pasted content, by schema and/or instruction (§2.4a)"},
 	{Pattern: "GET /scrape/jobs/{id}", Server: Owner, Owner: Jobs, AnyCell: true, Doc: "a job's status"},
 	{Pattern: "GET /scrape/jobs/{id}/results", Server: Owner, Owner: Jobs, AnyCell: true, Doc: "a job's results, NDJSON"},
-	{Pattern: "POST /scrape/jobs/{id}/retry", Kind: metering.KindJob, Server: Owner, Owner: Jobs, Doc: "retry a job's failed URLs"},
+	{Pattern: "POST /scrape/jobs/{id}/retry", Kind: metering.KindJob, Server: Owner, Owner: Jobs, AnyCell: true, Doc: "retry a job's failed URLs"},
 	{Pattern: "POST /monitors", Server: Cell, BodyLimit: MonitorBody, Doc: "create a monitor, or find the account's one with that url and watch (§2.9); checks and changes bill in the background (docs/api.md)"},
 	{Pattern: "GET /monitors", Server: Cell, Doc: "the account's monitors, newest first (§4)"},
 	{Pattern: "GET /monitors/{id}", Server: Owner, Owner: Monitors, Doc: "one monitor (§2.9)"},
