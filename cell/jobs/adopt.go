@@ -36,8 +36,14 @@ import (
 // (its dispatcher then queues what is left), or the lease is lost.
 //
 // A growing job (a site crawl) is fed the URLs it had found (.urls and
-// .grow); the links of their pages wait for the owner, which alone grows
-// it. Not fed: a held job or retry, a cancelled or failed one. A cancel,
+// .grow), and grown: the links of its pages' outcomes (in the outcome's
+// header) that it has not seen are added, within its depth and limit,
+// as the owner's growLocked would in the same order, and written to the
+// log as the owner's .grow.<seq> chunks (the first chunk at a seq wins:
+// an owner back that grew it first stops the coordinator's growth, and
+// an owner whose chunk is refused takes the log's in and grows again);
+// the owner back takes the URLs added in before it records outcomes
+// (absorbGrowthLocked). Not fed: a held job or retry, a cancelled or failed one. A cancel,
 // a retry and a hold's release are taken through the log (logread.go): a
 // job or retry released there is fed.
 
@@ -59,8 +65,21 @@ type adopted struct {
 	sent      map[uint64]time.Time // queued by this cell, and when
 	resent    map[uint64]int
 	it        jetstream.MessagesContext // the job's outcomes as they come (ordered, headers only)
+	// Of a growing job: every URL it has, and the links of outcomes not
+	// yet grown from, with the depth of their page.
+	seen  map[string]bool
+	links []pageLinks
+	// stopped: the owner grew it at a seq the coordinator meant to (it
+	// is back): the owner grows it from here.
+	stopped bool
 	close     func()                    // stops it and deletes its consumer
 	since     time.Time                 // when it was made
+}
+
+// pageLinks are a page's links and its depth.
+type pageLinks struct {
+	depth int
+	links []string
 }
 
 // adoptFresh is how long an adopted job's outcomes consumer is used: a
@@ -132,7 +151,7 @@ func (m *Manager) adoptRound(s *sharing, ix *metaIndex, feeding map[string]*adop
 			delete(feeding, id)
 			return err
 		}
-		if a.withOutcome() == len(a.urls) {
+		if a.withOutcome() == len(a.urls) && len(a.links) == 0 {
 			finished[id] = true
 			a.close()
 			delete(feeding, id)
@@ -361,6 +380,12 @@ func (m *Manager) adoptJob(ctx context.Context, s *sharing, owner string, mt met
 	a := &adopted{id: mt.ID, owner: owner, mt: mt, urls: urls, depths: depths, it: it, since: time.Now(),
 		close: func() { it.Stop(); closeC() },
 		done:  map[uint64]bool{}, marked: map[uint64]bool{}, sent: map[uint64]time.Time{}, resent: map[uint64]int{}}
+	if mt.Grow != nil {
+		a.seen = make(map[string]bool, len(urls))
+		for _, u := range urls {
+			a.seen[u] = true
+		}
+	}
 	// Every outcome the log has now, before anything is queued: a URL
 	// with one must not be fetched again.
 	for n := info.NumPending; n > 0; n-- {
@@ -385,6 +410,61 @@ func (a *adopted) take(msg jetstream.Msg) {
 	}
 	pending := msg.Headers().Get(headerPending) != ""
 	a.done[seq], a.marked[seq] = !pending, pending
+	if a.seen == nil || pending || seq >= uint64(len(a.urls)) {
+		return
+	}
+	if out, ok := outcomeOf(msg); ok && out.Error == nil && len(out.Links) > 0 {
+		a.links = append(a.links, pageLinks{depth: a.depths[seq], links: out.Links})
+	}
+}
+
+// grow adds, as the owner would (growLocked), the links of the outcomes
+// taken since the last call, and writes them to the log as the owner's
+// next chunk.
+func (m *Manager) growAdopted(ctx context.Context, s *sharing, a *adopted) error {
+	g := a.mt.Grow
+	if a.seen == nil || a.stopped || len(a.links) == 0 {
+		return nil
+	}
+	var added []grownURL
+	fresh := map[string]bool{}
+	for _, pl := range a.links {
+		if pl.depth >= g.MaxDepth {
+			continue
+		}
+		for _, u := range pl.links {
+			if len(a.urls)+len(added) >= g.Limit {
+				break
+			}
+			if a.seen[u] || fresh[u] {
+				continue
+			}
+			fresh[u] = true
+			added = append(added, grownURL{URL: u, Depth: pl.depth + 1})
+		}
+	}
+	if len(added) > 0 {
+		for i := 0; i < len(added); i += chunkURLs {
+			chunk := added[i:min(i+chunkURLs, len(added))]
+			err := s.putGrowthOf(ctx, a.owner, a.id, uint64(len(a.urls)), chunk)
+			if errors.Is(err, errGrowthTaken) {
+				a.stopped = true
+				m.cfg.Logger.Info("jobs: a down cell's crawl was grown by its owner; the coordinator stops growing it", "job", a.id)
+				return nil
+			}
+			if err != nil {
+				return err // the links are kept: grown at the next round
+			}
+			for _, gu := range chunk {
+				a.urls = append(a.urls, gu.URL)
+				a.depths = append(a.depths, gu.Depth)
+				a.seen[gu.URL] = true
+			}
+		}
+		s.adoptGrown.Add(int64(len(added)))
+	}
+	a.links = a.links[:0]
+	return nil
 }
 
 // read takes in the outcomes that came since the last read.
@@ -417,6 +497,9 @@ func (a *adopted) withOutcome() int {
 // feedAdopted queues a's URLs without an outcome, up to the window.
 func (m *Manager) feedAdopted(ctx context.Context, s *sharing, a *adopted) error {
 	if err := a.read(ctx); err != nil {
+		return err
+	}
+	if err := m.growAdopted(ctx, s, a); err != nil {
 		return err
 	}
 	now := time.Now()

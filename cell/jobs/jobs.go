@@ -971,6 +971,15 @@ func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjso
 	defer j.mu.Unlock()
 	delete(j.inflight, t.seq)
 	rec, err := m.record(j.meta.ID, t.seq)
+	if errors.Is(err, store.ErrNotFound) && j.meta.Grow != nil && t.seq >= uint64(j.total()) {
+		// A URL the coordinator added to this crawl while this cell was
+		// down, after the restore took in what the log had then.
+		if s := m.mirrored(j.meta.Local); s != nil {
+			if err = m.absorbGrowthLocked(m.ctx, s, j); err == nil {
+				rec, err = m.record(j.meta.ID, t.seq)
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -1015,6 +1024,14 @@ func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjso
 		if s := m.mirrored(j.meta.Local); s != nil && added > 0 {
 			if err := s.putGrowth(m.ctx, j.meta.ID, uint64(j.total()), grown); err != nil {
 				b.Discard()
+				if errors.Is(err, errGrowthTaken) {
+					// URLs at that seq already (the coordinator grew the
+					// crawl while this cell was down): taken in, and the
+					// outcome, offered again, grows it from there.
+					if aerr := m.absorbGrowthLocked(m.ctx, s, j); aerr != nil {
+						err = fmt.Errorf("%w (and taking them in: %v)", err, aerr)
+					}
+				}
 				return fmt.Errorf("the URLs a page added not in the region's log: %w", err)
 			}
 		}

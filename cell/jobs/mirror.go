@@ -117,11 +117,38 @@ func (s *sharing) putJob(ctx context.Context, mt meta, urls []string) error {
 // refused after all stored, the next growth starts at the same seq (the
 // job's store did not take it) and replaces it.
 func (s *sharing) putGrowth(ctx context.Context, id string, seq uint64, urls []grownURL) error {
+	return s.putGrowthOf(ctx, s.cfg.Cell, id, seq, urls)
+}
+
+// errGrowthTaken refuses a growth chunk at a seq the log has one at
+// already: another writer's (the coordinator's, while the owner was
+// down; or the owner's, back) or an earlier try of this one whose store
+// write did not follow. The writer absorbs the log's chunks
+// (absorbGrowthLocked) and grows again from there.
+var errGrowthTaken = errors.New("jobs: the log has URLs at that seq already")
+
+// putGrowthOf is putGrowth of a job owned by owner: the first chunk at a
+// seq is the one kept (the subject must be empty: errGrowthTaken).
+func (s *sharing) putGrowthOf(ctx context.Context, owner, id string, seq uint64, urls []grownURL) error {
 	b, err := json.Marshal(urls)
 	if err != nil {
 		return err
 	}
-	return s.logPublish(ctx, jsnode.JobSubject(s.cfg.Cell, id)+".grow."+strconv.FormatUint(seq, 10), b, nil)
+	subject := jsnode.JobSubject(owner, id) + ".grow." + strconv.FormatUint(seq, 10)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, perr := s.js.Publish(ctx, subject, b, jetstream.WithExpectLastSequencePerSubject(0))
+	if perr == nil {
+		return nil
+	}
+	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
+	if err != nil {
+		return perr
+	}
+	if _, err := st.GetLastMsgForSubject(ctx, subject); err == nil {
+		return errGrowthTaken
+	}
+	return perr
 }
 
 // logGrowth reads a growing job's added URLs from the log: the URLs from
@@ -130,6 +157,11 @@ func logGrowth(ctx context.Context, s *sharing, prefix string, first uint64) ([]
 	chunks, err := logChunks[grownURL](ctx, s, prefix+".grow.*")
 	if err != nil {
 		return nil, err
+	}
+	for seq := range chunks {
+		if seq < first {
+			delete(chunks, seq) // the caller has them
+		}
 	}
 	var out []grownURL
 	for next := first; len(chunks) > 0; {
@@ -284,6 +316,16 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 		if mt.Local {
 			continue
 		}
+		if mt.Grow != nil && logged[mt.ID].ID != "" {
+			// URLs the coordinator added while this cell was down
+			// (adopt.go), before any outcome of theirs is recorded.
+			j.mu.Lock()
+			err := m.absorbGrowthLocked(ctx, s, j)
+			j.mu.Unlock()
+			if err != nil {
+				return st, fmt.Errorf("jobs: crawl %s's growth from the log: %w", mt.ID, err)
+			}
+		}
 		if lm, ok := logged[mt.ID]; ok {
 			if takenForOwner(lm, mt) {
 				continue // the request is in its results, applied next; then the record is written
@@ -300,6 +342,30 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 	st.Took = time.Since(start)
 	st.Seconds = st.Took.Seconds()
 	return st, nil
+}
+
+// absorbGrowthLocked adds to growing job j the URLs the log has from its
+// total on (written by the coordinator while this cell was down, or by
+// an earlier try of a write whose store part did not follow), pending;
+// j.mu is held.
+func (m *Manager) absorbGrowthLocked(ctx context.Context, s *sharing, j *job) error {
+	total := uint64(j.total())
+	grown, err := logGrowth(ctx, s, jsnode.JobSubject(s.cfg.Cell, j.meta.ID), total)
+	if err != nil || len(grown) == 0 {
+		return err
+	}
+	b := m.st.NewBatch()
+	putGrown(b, j.meta.ID, total, grown)
+	if err := b.Commit(store.Sync); err != nil {
+		return err
+	}
+	j.pending += len(grown)
+	j.meta.Total += len(grown)
+	m.cfg.Logger.Info("jobs: a crawl's URLs added in the region's log taken in", "job", j.meta.ID, "urls", len(grown), "from", total)
+	if !j.isCancelled() && j.meta.Hold == "" {
+		m.startDispatchLocked(j)
+	}
+	return nil
 }
 
 // takenForOwner reports whether the log's record lm of a job is ahead of
@@ -335,7 +401,8 @@ func (m *Manager) mirrorJob(ctx context.Context, s *sharing, mt meta) error {
 		return err
 	}
 	for i := 0; i < len(grown); i += chunkURLs {
-		if err := s.putGrowth(ctx, mt.ID, uint64(len(urls)+i), grown[i:min(i+chunkURLs, len(grown))]); err != nil {
+		err := s.putGrowth(ctx, mt.ID, uint64(len(urls)+i), grown[i:min(i+chunkURLs, len(grown))])
+		if err != nil && !errors.Is(err, errGrowthTaken) { // taken: by an earlier try of this write
 			return err
 		}
 	}

@@ -136,6 +136,9 @@ type sharing struct {
 	// the region's coordinator (adopt.go).
 	adoptedURLs atomic.Int64
 	adoptTicks  atomic.Int64 // the adopt loop's turns (tests wait on them)
+	// adoptGrown is the URLs this cell added to down cells' crawls as
+	// the coordinator (adopt.go).
+	adoptGrown atomic.Int64
 	// fetching is the items this cell's pullers hold now; backlog the
 	// region's job URLs waiting for a puller and lag this cell's
 	// outcomes waiting to be recorded (refreshed every 2 s by watch).

@@ -772,9 +772,11 @@ func TestRestoreGrowingJobAfterLostStore(t *testing.T) {
 }
 
 // The coordinator feeds a dead owner's crawl the URLs it had found (its
-// .grow chunks in the log), at their depth and under the owner's ids;
-// their links wait for the owner, which, back on its data, records the
-// outcomes, grows the crawl and finishes it, every page once.
+// .grow chunks in the log), at their depth and under the owner's ids,
+// and grows it with their links as the owner would (.grow chunks of the
+// owner's, at the owner's next seqs): the whole crawl is fetched while
+// the owner is down. The owner, back on its data, takes the added URLs
+// in, records the outcomes and finishes it, every page once.
 func TestCoordinatorFeedsDeadOwnersCrawl(t *testing.T) {
 	r := newShareRig(t)
 	depths := r.crawlSite(20 * time.Millisecond)
@@ -802,17 +804,21 @@ func TestCoordinatorFeedsDeadOwnersCrawl(t *testing.T) {
 	a.Close()
 	ownerLive.Store(false)
 	coordinating.Store(true)
-	// It feeds what the owner had found and not fetched, then stops: the
-	// links of those pages wait for the owner.
+	// It feeds what the owner had found and not fetched, and grows the
+	// crawl with their links as the owner would: the whole crawl is
+	// fetched without its owner.
 	testwait.Until(t, 30*time.Second, "the coordinator to feed the crawl", func() bool { return b.ShareStats().Adopted > 0 })
 	var fromLog *Status
-	testwait.Until(t, 30*time.Second, "every URL found before the owner died fetched", func() bool {
+	testwait.Until(t, 60*time.Second, "every page of the crawl fetched while its owner is down", func() bool {
 		fromLog, err = b.Status(id, "acct", false)
-		return err == nil && fromLog.Done >= at.Total
+		return err == nil && fromLog.Done >= 127
 	})
-	fedWhileDown := b.ShareStats().Adopted
-	if found := int64(at.Total - at.Done); fedWhileDown > found+2 {
-		t.Errorf("the coordinator queued %d URLs, the owner had found %d without an outcome", fedWhileDown, found)
+	fedWhileDown, grown := b.ShareStats().Adopted, b.share.Load().adoptGrown.Load()
+	// Fed: at most the pages without an outcome (some the owner had
+	// queued itself); added: every page the owner had not found.
+	if found := int64(at.Total - at.Done); fedWhileDown > 127-int64(at.Done) || grown == 0 || grown > int64(127-at.Total) {
+		t.Errorf("the coordinator queued %d URLs and added %d; the owner had done %d and found %d (%d without an outcome)",
+			fedWhileDown, grown, at.Done, at.Total, found)
 	}
 
 	ownerLive.Store(true)
@@ -842,8 +848,8 @@ func TestCoordinatorFeedsDeadOwnersCrawl(t *testing.T) {
 	if len(set) != 127 || twice > 2 {
 		t.Errorf("%d pages fetched, %d of them twice: want 127, at most the owner's 2 cut at its close", len(set), twice)
 	}
-	t.Logf("owner down at %d of %d found pages done; the coordinator fed %d while it was down (%d pages done in the log); done with %d pages fetched twice",
-		at.Done, at.Total, fedWhileDown, fromLog.Done, twice)
+	t.Logf("owner down at %d of %d found pages done; the coordinator fed %d while it was down and added %d (%d pages done in the log); done with %d pages fetched twice",
+		at.Done, at.Total, fedWhileDown, grown, fromLog.Done, twice)
 }
 
 // The coordinator's index of job records reads them all once, then only
