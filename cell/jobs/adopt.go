@@ -72,8 +72,8 @@ type adopted struct {
 	// stopped: the owner grew it at a seq the coordinator meant to (it
 	// is back): the owner grows it from here.
 	stopped bool
-	close     func()                    // stops it and deletes its consumer
-	since     time.Time                 // when it was made
+	close   func()    // stops it and deletes its consumer
+	since   time.Time // when it was made
 }
 
 // pageLinks are a page's links and its depth.
