@@ -128,6 +128,34 @@ func (r *shareRig) unsharedOn(st *store.Store, cell string, concurrency int, del
 	return m
 }
 
+// ownerAndCoordinator starts cell c1, on a store it can be started
+// again on (stA), and c2, the region's coordinator, to which c1 is live
+// while ownerLive says so; both fetch in delay.
+func (r *shareRig) ownerAndCoordinator(delay time.Duration) (stA *store.Store, a, b *Manager, ownerLive *atomic.Bool) {
+	stA = r.store()
+	a = r.unsharedOn(stA, "c1", 2, delay, 10, 0)
+	if err := a.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		r.t.Fatal(err)
+	}
+	ownerLive = &atomic.Bool{}
+	ownerLive.Store(true)
+	b = r.unshared("c2", 2, delay, 10, 0)
+	if err := b.Share(context.Background(), r.js, ShareConfig{Live: func(c string) bool { return c != "c1" || ownerLive.Load() },
+		Coordinating: func() bool { return true }}); err != nil {
+		r.t.Fatal(err)
+	}
+	return stA, a, b, ownerLive
+}
+
+// siteURLs are n URLs of the test site under prefix.
+func siteURLs(prefix string, n int) []string {
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/%s%d", prefix, i)
+	}
+	return urls
+}
+
 // crawlSite makes the managers' shaped producer a crawl of treeLinks'
 // tree whose pages take delay; it returns the depth each page was
 // fetched at (read under r.mu).
@@ -910,23 +938,9 @@ func TestMetaIndexReadsWhatChanged(t *testing.T) {
 // wrong token and a held retry change nothing.
 func TestReleaseWhileOwnerDown(t *testing.T) {
 	r := newShareRig(t)
-	stA := r.store()
-	a := r.unsharedOn(stA, "c1", 2, 20*time.Millisecond, 10, 0)
-	if err := a.Share(context.Background(), r.js, ShareConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	var ownerLive atomic.Bool
-	ownerLive.Store(true)
-	b := r.unshared("c2", 2, 20*time.Millisecond, 10, 0)
-	if err := b.Share(context.Background(), r.js, ShareConfig{Live: func(c string) bool { return c != "c1" || ownerLive.Load() },
-		Coordinating: func() bool { return true }}); err != nil {
-		t.Fatal(err)
-	}
+	stA, a, b, ownerLive := r.ownerAndCoordinator(20 * time.Millisecond)
 	const n = 60
-	urls := make([]string, n)
-	for i := range urls {
-		urls[i] = fmt.Sprintf("http://site.test/held%d", i)
-	}
+	urls := siteURLs("held", n)
 	id, token, err := a.Hold("acct", urls, scrape.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -1002,23 +1016,9 @@ func TestRetryWhileOwnerDown(t *testing.T) {
 	var failing atomic.Bool
 	failing.Store(true)
 	r.fail = func(u string) bool { return failing.Load() && strings.HasSuffix(u, "0") }
-	stA := r.store()
-	a := r.unsharedOn(stA, "c1", 2, 10*time.Millisecond, 10, 0)
-	if err := a.Share(context.Background(), r.js, ShareConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	var ownerLive atomic.Bool
-	ownerLive.Store(true)
-	b := r.unshared("c2", 2, 10*time.Millisecond, 10, 0)
-	if err := b.Share(context.Background(), r.js, ShareConfig{Live: func(c string) bool { return c != "c1" || ownerLive.Load() },
-		Coordinating: func() bool { return true }}); err != nil {
-		t.Fatal(err)
-	}
+	stA, a, b, ownerLive := r.ownerAndCoordinator(10 * time.Millisecond)
 	const n = 50
-	urls := make([]string, n)
-	for i := range urls {
-		urls[i] = fmt.Sprintf("http://site.test/retry%d", i)
-	}
+	urls := siteURLs("retry", n)
 	id, err := a.Submit("acct", urls, scrape.Options{})
 	if err != nil {
 		t.Fatal(err)
