@@ -282,6 +282,7 @@ type ShareStats struct {
 	Lag         int64 `json:"lag"`         // outcomes of this cell's URLs not recorded yet
 	Drained     bool  `json:"drained"`     // an operator drained the cell: it pulls nothing
 	Adopted     int64 `json:"adopted"`     // URLs of down cells' jobs this cell queued as the coordinator
+	Grown       int64 `json:"grown"`       // URLs this cell added to down cells' crawls as the coordinator
 	// Restored is what the cell restored from the region's job log when
 	// it began sharing (mirror.go); nil until that is done.
 	Restored *RestoreStats `json:"restored,omitempty"`
@@ -299,7 +300,7 @@ func (m *Manager) ShareStats() ShareStats {
 	return ShareStats{Shared: true, Queued: q, Fetched: s.fetched.Load(), Applied: s.applied.Load(),
 		Duplicates: s.duplicates.Load(), Redelivered: s.redelivered.Load(),
 		Fetching: s.fetching.Load(), Backlog: s.backlog.Load(), Lag: s.lag.Load(), Restored: s.restore.Load(),
-		Drained: m.drained.Load(), Adopted: s.adoptedURLs.Load()}
+		Drained: m.drained.Load(), Adopted: s.adoptedURLs.Load(), Grown: s.adoptGrown.Load()}
 }
 
 // send hands an admitted URL to a local worker, or, when sharing, to the

@@ -841,7 +841,7 @@ func TestCoordinatorFeedsDeadOwnersCrawl(t *testing.T) {
 		fromLog, err = b.Status(id, "acct", false)
 		return err == nil && fromLog.Done >= 127
 	})
-	fedWhileDown, grown := b.ShareStats().Adopted, b.share.Load().adoptGrown.Load()
+	fedWhileDown, grown := b.ShareStats().Adopted, b.ShareStats().Grown
 	// Fed: at most the pages without an outcome (some the owner had
 	// queued itself); added: every page the owner had not found.
 	if found := int64(at.Total - at.Done); fedWhileDown > 127-int64(at.Done) || grown == 0 || grown > int64(127-at.Total) {
