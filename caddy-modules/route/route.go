@@ -75,6 +75,12 @@ func WithAnswer(r *http.Request) (*http.Request, *Answer) {
 type target struct {
 	dial   string // host:port; "" for any live cell of the region
 	region string
+	// standIn: an AnyCell row's owner cell and object id, when dial is
+	// the owner's: reverse_proxy's tries after a failed dial go to its
+	// stand-in once membership no longer lists the owner (a cell that
+	// just died), rather than to the dead address until lb_try_duration
+	// ends in a 502.
+	owner, id string
 }
 
 // Route picks the destination of each request.
@@ -159,7 +165,11 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 	case p.Cell != "":
 		for _, c := range rt.rt.Cells() {
 			if c.Name == p.Cell {
-				return target{dial: c.API, region: own}, nil
+				t := target{dial: c.API, region: own}
+				if m.AnyCell {
+					t.owner, t.id = p.Cell, p.Owner
+				}
+				return t, nil
 			}
 		}
 		if !rt.rt.KnewCell(p.Cell) {
@@ -282,8 +292,18 @@ func (c *Cells) Provision(ctx caddy.Context) error {
 
 // GetUpstreams returns the upstreams of r. An empty list makes
 // reverse_proxy answer 503, which the error renderer explains.
+//
+// reverse_proxy asks again before each try, so a request to an AnyCell
+// row's owner that failed to dial (the owner just died) goes to the
+// owner's stand-in as soon as membership drops the owner.
 func (c *Cells) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
 	if t, ok := r.Context().Value(targetKey{}).(target); ok && t.dial != "" {
+		if t.owner != "" {
+			if s, ok := c.rt.StandIn(t.owner, t.id); ok {
+				trace.SpanFromContext(r.Context()).AddEvent("owner gone: its stand-in " + s.Name)
+				return []*reverseproxy.Upstream{{Dial: s.API}}, nil
+			}
+		}
 		return []*reverseproxy.Upstream{{Dial: t.dial}}, nil
 	}
 	cells := c.rt.WorkCells() // not the cells an operator drained
