@@ -1552,8 +1552,8 @@ func (m *Manager) holdRetryFor(j *job, req retryRequest) error {
 	switch {
 	case j.meta.RetryHold == req.Token || j.meta.RetryReleased == req.Token:
 		return nil
-	case j.meta.Hold != "" || j.isCancelled() || now.After(req.Until):
-		return nil
+	case j.meta.Hold != "" || j.isCancelled():
+		return nil // not started, or cancelled: nothing to retry
 	case j.meta.RetryHold != "":
 		if !now.After(j.meta.RetryUntil) {
 			m.cfg.Logger.Warn("jobs: a retry taken while this cell was down meets one of its own; not held", "job", j.meta.ID)
@@ -1563,6 +1563,9 @@ func (m *Manager) holdRetryFor(j *job, req retryRequest) error {
 			return err
 		}
 	}
+	// Held even if its end has passed: its release, taken before the
+	// end, may follow in the results (one never released is undone by
+	// the sweep).
 	id := j.meta.ID
 	b := m.st.NewBatch()
 	for _, seq := range req.Seqs {
@@ -1596,10 +1599,12 @@ func (m *Manager) holdRetryFor(j *job, req retryRequest) error {
 	return nil
 }
 
-// releasedInLog reports whether a held job of this cell may have been
-// released in the region's log while the cell was down (logRelease):
-// its record there is released, or the log cannot say.
-func (m *Manager) releasedInLog(j *job) bool {
+// releasedInLog reports whether hold token (a job's or a retry's) of a
+// job of this cell may have been released in the region's log while the
+// cell was down (logRelease, logReleaseRetry): its record there says
+// so, or the log cannot say. The release is then applied from the
+// cell's results; the sweep leaves the hold alone.
+func (m *Manager) releasedInLog(j *job, token string) bool {
 	j.mu.Lock()
 	id, account, local := j.meta.ID, j.meta.Account, j.meta.Local
 	j.mu.Unlock()
@@ -1613,7 +1618,7 @@ func (m *Manager) releasedInLog(j *job) bool {
 	if errors.Is(err, ErrNoJob) {
 		return false
 	}
-	return err != nil || mt.Hold == ""
+	return err != nil || mt.Released == token || mt.RetryReleased == token
 }
 
 // Sweep deletes jobs older than the retention period and held jobs whose
@@ -1623,30 +1628,42 @@ func (m *Manager) Sweep() (int, error) {
 	now := m.cfg.Now()
 	cutoff := now.Add(-m.cfg.Retention)
 	m.mu.Lock()
-	var old, retries, expired []*job
+	type held struct {
+		j     *job
+		token string
+	}
+	var old []*job
+	var retries, expired []held
 	for _, j := range m.jobs {
 		j.mu.Lock()
-		held := j.meta.Hold != "" && now.After(j.meta.HeldUntil)
-		if j.meta.RetryHold != "" && now.After(j.meta.RetryUntil) {
-			retries = append(retries, j)
+		hold, retry := j.meta.Hold, j.meta.RetryHold
+		gone := hold != "" && now.After(j.meta.HeldUntil)
+		if retry != "" && now.After(j.meta.RetryUntil) {
+			retries = append(retries, held{j, retry})
 		}
 		j.mu.Unlock()
 		switch {
 		case j.meta.CreatedAt.Before(cutoff):
 			old = append(old, j)
-		case held:
-			expired = append(expired, j)
+		case gone:
+			expired = append(expired, held{j, hold})
 		}
 	}
 	m.mu.Unlock()
-	for _, j := range expired {
-		if !m.releasedInLog(j) { // else released by another cell while this one was down: applied from its results
-			old = append(old, j)
+	// A hold released by another cell while this one was down is left:
+	// the release is applied from this cell's results.
+	for _, h := range expired {
+		if !m.releasedInLog(h.j, h.token) {
+			old = append(old, h.j)
 		}
 	}
-	for _, j := range retries {
+	for _, h := range retries {
+		if m.releasedInLog(h.j, h.token) {
+			continue
+		}
+		j := h.j
 		j.mu.Lock()
-		if j.meta.RetryHold != "" && now.After(j.meta.RetryUntil) {
+		if j.meta.RetryHold == h.token && now.After(j.meta.RetryUntil) {
 			if _, err := m.moveHeldLocked(j, urlError, "", -1, true); err != nil {
 				j.mu.Unlock()
 				return 0, err

@@ -358,9 +358,8 @@ func (m *Manager) logCancel(s *sharing, id, account string) error {
 // whose owner is down (the gate charged the hold and must not wait for
 // the owner for longer than the hold lasts): as logCancel, a request to
 // the owner, then the record released, so the coordinator feeds the job
-// now (adopt.go) and the region's reads see it started. A held retry
-// (RetryHold) is not released this way: its URLs' states are the
-// owner's; it waits for the owner (ErrOwnerDown).
+// now (adopt.go) and the region's reads see it started. A held retry's
+// token is released by logReleaseRetry.
 func (m *Manager) logRelease(s *sharing, id, account, token string, creditsMC int64) error {
 	if token == "" {
 		return ErrNoHold

@@ -1007,9 +1007,9 @@ func TestReleaseWhileOwnerDown(t *testing.T) {
 // A retry of a job whose owner is down is held and released through
 // another cell (logRetry, logReleaseRetry): the failed URLs are held
 // under the new token, the release marks them pending in the log, and
-// the coordinator fetches them; the owner back applies the hold and the
-// release it missed, records each retried URL once, and counts the
-// retry's units. Another account's retry and a second retry while one is
+// the coordinator fetches them; the owner back, after the hold's end,
+// applies the hold and the release it missed, records each retried URL
+// once, and counts the retry's units. Another account's retry and a second retry while one is
 // held change nothing.
 func TestRetryWhileOwnerDown(t *testing.T) {
 	r := newShareRig(t)
@@ -1056,8 +1056,18 @@ func TestRetryWhileOwnerDown(t *testing.T) {
 		st, err := b.Status(id, "acct", false)
 		return err == nil && st.Done == n && st.Error == 0
 	})
-	a2 := r.unsharedOn(stA, "c1", 2, 10*time.Millisecond, 10, 0)
+	// The owner back after the retry's hold would have ended: it still
+	// applies the hold and its release (taken before the end), and its
+	// sweep, before or after it shares again, undoes nothing.
+	r.now = func() time.Time { return time.Now().Add(2 * DefaultHoldTTL) }
+	a2 := r.unsharedOn(stA, "c1", 2, 10*time.Millisecond, 10, time.Minute)
+	if _, err := a2.Sweep(); err != nil {
+		t.Fatal(err)
+	}
 	if err := a2.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a2.Sweep(); err != nil {
 		t.Fatal(err)
 	}
 	ownerLive.Store(true)
