@@ -65,7 +65,7 @@ func TestMonitorCellKill9(t *testing.T) {
 		if i == 16 {
 			t.Fatalf("rendezvous gave c2 only %d of %d monitors", ofC2, len(ids))
 		}
-		a := gateCall(t, "POST", dev.base+"/monitors", fmt.Sprintf(`{"url":"%s/shop/%d","watch":"the price drops below 48","every":"2s","notify":{"webhook":"%s","secret":"s"}}`, site.URL, i, recv.URL))
+		a := createMonitor(t, dev.base, fmt.Sprintf(`{"url":"%s/shop/%d","watch":"the price drops below 48","every":"2s","notify":{"webhook":"%s","secret":"s"}}`, site.URL, i, recv.URL))
 		var v struct{ ID string }
 		if a.status != 201 || json.Unmarshal(a.body, &v) != nil {
 			t.Fatalf("create: %d %s", a.status, a.body)
@@ -310,7 +310,7 @@ func TestMonitorsSurviveKillLoop(t *testing.T) {
 
 	var ids []string
 	for i := range monitors {
-		a := gateCall(t, "POST", dev.base+"/monitors", fmt.Sprintf(`{"url":"%s/shop/%d","watch":"","every":"2s","notify":{"webhook":"%s","secret":"s"}}`, site.URL, i, recv.URL))
+		a := createMonitor(t, dev.base, fmt.Sprintf(`{"url":"%s/shop/%d","watch":"","every":"2s","notify":{"webhook":"%s","secret":"s"}}`, site.URL, i, recv.URL))
 		var v struct{ ID string }
 		if a.status != 201 || json.Unmarshal(a.body, &v) != nil {
 			t.Fatalf("create: %d %s", a.status, a.body)
@@ -519,7 +519,7 @@ func TestCheckSchedulerKilled(t *testing.T) {
 	})
 	var ids []string
 	for i := range monitors {
-		a := gateCall(t, "POST", dev.base+"/monitors", fmt.Sprintf(`{"url":"%s/shop/%d","watch":"","every":"2s","notify":{"webhook":"%s","secret":"s"}}`, site.URL, i, recv.URL))
+		a := createMonitor(t, dev.base, fmt.Sprintf(`{"url":"%s/shop/%d","watch":"","every":"2s","notify":{"webhook":"%s","secret":"s"}}`, site.URL, i, recv.URL))
 		var v struct{ ID string }
 		if a.status != 201 || json.Unmarshal(a.body, &v) != nil {
 			t.Fatalf("create: %d %s", a.status, a.body)
@@ -618,4 +618,18 @@ func TestCheckSchedulerKilled(t *testing.T) {
 			t.Errorf("delivery %s taken %d times", d, n)
 		}
 	}
+}
+
+// createMonitor creates a monitor through the gate at base. A cell that
+// has just joined may not have heard of its gate yet (the gate hears of
+// it first): its 503 store_unavailable says to repeat the request, and
+// this does, for up to 15 s.
+func createMonitor(t *testing.T, base, body string) answer {
+	t.Helper()
+	var a answer
+	testwait.Until(t, 15*time.Second, "a monitor created", func() bool {
+		a = gateCall(t, "POST", base+"/monitors", body)
+		return a.status != http.StatusServiceUnavailable
+	})
+	return a
 }
