@@ -181,6 +181,10 @@ type Manager struct {
 
 	mu   sync.Mutex
 	jobs map[string]*job
+	// creating is the jobs being submitted: in the region's log before
+	// they are in jobs, so a restore running meanwhile must not take
+	// them for jobs lost with the store.
+	creating map[string]bool
 	// keyMu orders submissions with an idempotency key (idempotency.go).
 	keyMu sync.Mutex
 	// share, once set (Share), sends admitted URLs to the region's work
@@ -348,7 +352,7 @@ func NewManager(st *store.Store, fn ScrapeFunc, cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Manager{cfg: cfg, st: st, scrape: fn, jobs: map[string]*job{}, work: make(chan task), shared: make(chan struct{})}
+	m := &Manager{cfg: cfg, st: st, scrape: fn, jobs: map[string]*job{}, creating: map[string]bool{}, work: make(chan task), shared: make(chan struct{})}
 	var ids []string
 	err := st.Scan([]byte(store.PrefixJobIndex), nil, func(k, _ []byte) (bool, error) {
 		ids = append(ids, string(k[len(store.PrefixJobIndex):]))
@@ -536,6 +540,14 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 		return "", "", scrape.BadInput(fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", MaxJobURLs, len(urls)))
 	}
 	id := jobid.New(m.cfg.Region, m.cfg.Cell)
+	m.mu.Lock()
+	m.creating[id] = true // until it is in m.jobs (or refused)
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.creating, id)
+		m.mu.Unlock()
+	}()
 	now := m.cfg.Now().UTC()
 	j := newJob(meta{ID: id, Account: account, CreatedAt: now, Options: opts, Total: len(urls),
 		Shape: x.Shape, Units: x.Units, Concurrency: x.Concurrency, Grow: x.Grow, Local: x.Local})

@@ -283,7 +283,9 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 		}
 		logged[mt.ID] = mt
 		m.mu.Lock()
-		_, have := m.jobs[mt.ID]
+		// A job being submitted now is in the log before the store:
+		// not lost.
+		have := m.jobs[mt.ID] != nil || m.creating[mt.ID]
 		m.mu.Unlock()
 		expired := mt.CreatedAt.Before(now.Add(-m.cfg.Retention)) || (mt.Hold != "" && now.After(mt.HeldUntil))
 		if !have && !expired {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/jsnode"
 	"github.com/trawlhq/trawl/internal/jsnode/jsnodetest"
 	"github.com/trawlhq/trawl/internal/store"
@@ -1090,4 +1091,38 @@ func TestRetryWhileOwnerDown(t *testing.T) {
 		}
 	}
 	t.Logf("retried %d URLs through c2 while c1 was down; %d fetches in all for %d URLs", k, r.fetched("c1")+r.fetched("c2"), n)
+}
+
+// A job being submitted is in the region's log before it is in the
+// manager: a restore that reads the log meanwhile (a cell that has just
+// begun sharing and already takes submissions) leaves it, rather than
+// restore a second copy that the first one's dispatcher never sees (the
+// job then stalled: seen in full-package runs under load). Without the
+// mark, the same record is a job lost with the store, and restored.
+func TestRestoreLeavesJobsBeingSubmitted(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 2, 0, 10)
+	s := a.share.Load()
+	testwait.Until(t, 30*time.Second, "the first restore", func() bool { return a.ShareStats().Restored != nil })
+	mt := meta{ID: jobid.New("eu", "c1"), Account: "acct", CreatedAt: time.Now().UTC(), Total: 1}
+	a.mu.Lock()
+	a.creating[mt.ID] = true
+	a.mu.Unlock()
+	ctx := context.Background()
+	if err := s.putJob(ctx, mt, []string{"http://site.test/being-submitted"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.restore(ctx, s)
+	a.mu.Lock()
+	_, restored := a.jobs[mt.ID]
+	a.mu.Unlock()
+	if err != nil || st.Jobs != 0 || restored {
+		t.Fatalf("a job being submitted: restore %+v %v, in the manager: %v", st, err, restored)
+	}
+	a.mu.Lock()
+	delete(a.creating, mt.ID)
+	a.mu.Unlock()
+	if st, err := a.restore(ctx, s); err != nil || st.Jobs != 1 {
+		t.Fatalf("the same record not being submitted: restore %+v %v, want it restored", st, err)
+	}
 }
