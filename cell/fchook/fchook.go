@@ -179,17 +179,17 @@ func (o *Observer) Stage(b *store.Batch, e *jobs.Event) error {
 	p.Type, p.ID, p.WebhookID = prefix+"."+event, e.Job, o.newID()
 	d := webhook.Delivery{Group: e.Job, URL: sh.Webhook.URL, Event: p.Type, Secret: sh.Webhook.Secret,
 		BodySignature: firecrawl.SignatureHeader, Header: sh.Webhook.Headers}
+	body, err := json.Marshal(p)
+	if err != nil {
+		o.log.Warn("fchook: a delivery's body", "job", e.Job, "event", p.Type, "err", err)
+		return nil
+	}
+	d.Body = body
 	if marked {
 		// Before the write that stages it: the event's first mark wins,
 		// and an event recorded again gets its delivery's id back. The
 		// mark carries the delivery, for a cell that sends it while this
 		// one is down.
-		body, err := json.Marshal(p)
-		if err != nil {
-			o.log.Warn("fchook: a delivery's body", "job", e.Job, "event", p.Type, "err", err)
-			return nil
-		}
-		d.Body = body
 		payload, _ := json.Marshal(d)
 		mk, err := o.marks.ClaimMark(e.Job, e.Key, jobs.Mark{ID: p.WebhookID, Payload: payload})
 		if err != nil {
@@ -198,16 +198,14 @@ func (o *Observer) Stage(b *store.Batch, e *jobs.Event) error {
 		if mk.Done {
 			return nil // sent (or given up) before: not again
 		}
-		p.WebhookID, d.Tag = mk.ID, e.Key
+		if mk.ID != p.WebhookID { // an earlier mark's: its id in the body
+			p.WebhookID = mk.ID
+			d.Body, _ = json.Marshal(p) // marshalled once already
+		}
+		d.Tag = e.Key
 	}
-	body, err := json.Marshal(p)
-	if err != nil {
-		o.log.Warn("fchook: a delivery's body", "job", e.Job, "event", p.Type, "err", err)
-		return nil
-	}
-	d.ID, d.Body = p.WebhookID, body
-	_, err = o.hooks.Stage(b, d)
-	if err != nil {
+	d.ID = p.WebhookID
+	if _, err := o.hooks.Stage(b, d); err != nil {
 		o.log.Warn("fchook: a delivery left out", "job", e.Job, "event", p.Type, "url", e.URL, "err", err)
 	}
 	return nil

@@ -93,19 +93,17 @@ func (m *Manager) ClaimMark(job, key string, mk Mark) (Mark, error) {
 	if len(mk.Payload) > MaxMarkPayload {
 		mk.Payload = nil
 	}
-	subject := markSubject(s.cfg.Cell, job, key)
 	b, _ := json.Marshal(mk)
-	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
-	defer cancel()
-	_, perr := s.js.Publish(ctx, subject, b, jetstream.WithExpectLastSequencePerSubject(0))
-	if perr == nil {
+	raw, err := s.publishFirst(m.ctx, markSubject(s.cfg.Cell, job, key), b)
+	if err != nil {
+		return Mark{}, fmt.Errorf("jobs: mark %s of %s: %w", key, job, err)
+	}
+	if raw == nil {
 		return mk, nil
 	}
-	// Refused because the event has a mark (or not stored at all: then
-	// there is none to read either).
-	had, err := readMark(ctx, s, subject)
-	if err != nil || had.ID == "" {
-		return Mark{}, fmt.Errorf("jobs: mark %s of %s: %w (and %v)", key, job, perr, err)
+	var had Mark
+	if err := json.Unmarshal(raw, &had); err != nil || had.ID == "" {
+		return Mark{}, fmt.Errorf("jobs: mark %s of %s unreadable: %v", key, job, err)
 	}
 	return had, nil
 }

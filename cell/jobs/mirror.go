@@ -134,21 +134,34 @@ func (s *sharing) putGrowthOf(ctx context.Context, owner, id string, seq uint64,
 	if err != nil {
 		return err
 	}
-	subject := jsnode.JobSubject(owner, id) + ".grow." + strconv.FormatUint(seq, 10)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	_, perr := s.js.Publish(ctx, subject, b, jetstream.WithExpectLastSequencePerSubject(0))
-	if perr == nil {
-		return nil
-	}
-	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
-	if err != nil {
-		return perr
-	}
-	if _, err := st.GetLastMsgForSubject(ctx, subject); err == nil {
+	had, err := s.publishFirst(ctx, jsnode.JobSubject(owner, id)+".grow."+strconv.FormatUint(seq, 10), b)
+	if err == nil && had != nil {
 		return errGrowthTaken
 	}
-	return perr
+	return err
+}
+
+// publishFirst writes data to subject of the job log unless the subject
+// has a message; it returns that message's data then (nil: data is the
+// subject's message now).
+func (s *sharing) publishFirst(ctx context.Context, subject string, data []byte) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, perr := s.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(0))
+	if perr == nil {
+		return nil, nil
+	}
+	// Refused because the subject has a message (or not stored at all:
+	// then there is none to read either).
+	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
+	if err != nil {
+		return nil, perr
+	}
+	msg, err := st.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return nil, fmt.Errorf("%w (and reading the subject: %v)", perr, err)
+	}
+	return msg.Data, nil
 }
 
 // logGrowth reads a growing job's added URLs from the log: the URLs from
