@@ -140,19 +140,69 @@ func HasArg(pid int, arg string) bool {
 	return false
 }
 
-// FindArg returns a process that has arg among its arguments: a marker a
-// child was started with so that it can be found.
+// FindArg returns the process that has arg among its arguments: a marker
+// a child was started with so that it can be found. A process that has
+// just forked carries its parent's arguments until its child execs, and
+// /proc lists pids as names (10089 before 9990), so of the processes that
+// have arg it returns the one whose parent does not: the leader of its
+// group if several are, else the oldest.
 func FindArg(arg string) (int, error) {
 	procs, err := Processes()
 	if err != nil {
 		return 0, err
 	}
+	var have []Process
 	for _, p := range procs {
 		if HasArg(p.PID, arg) {
-			return p.PID, nil
+			have = append(have, p)
 		}
 	}
+	if p, ok := rootOf(have); ok {
+		return p.PID, nil
+	}
 	return 0, fmt.Errorf("no process has the argument %s", arg)
+}
+
+// rootOf picks, of processes sharing an argument, the one that started
+// the others: its parent is not among them; a group leader before other
+// such processes, then the oldest.
+func rootOf(procs []Process) (Process, bool) {
+	in := make(map[int]bool, len(procs))
+	for _, p := range procs {
+		in[p.PID] = true
+	}
+	var best Process
+	found := false
+	for _, p := range procs {
+		if in[p.PPID] {
+			continue
+		}
+		leader, bestLeader := p.PGID == p.PID, best.PGID == best.PID
+		var better bool
+		switch {
+		case !found:
+			better = true
+		case leader != bestLeader:
+			better = leader
+		default:
+			better = p.StartTime < best.StartTime
+		}
+		if better {
+			best, found = p, true
+		}
+	}
+	if !found && len(procs) > 0 {
+		// A cycle cannot happen in a process tree; a reused pid can make
+		// one appear. Take the oldest.
+		best = procs[0]
+		for _, p := range procs[1:] {
+			if p.StartTime < best.StartTime {
+				best = p
+			}
+		}
+		found = true
+	}
+	return best, found
 }
 
 // PSS is the proportional set size of a process in bytes, from the Pss

@@ -106,3 +106,33 @@ func TestProcessFunctions(t *testing.T) {
 		t.Errorf("SumPSS with a gone process = %d, %v; want about %d, the gone one skipped", sum, err, mine)
 	}
 }
+
+// TestRootOfForkedChildren: a browser that has just forked shares its
+// arguments with the child until it execs; the child may have a pid that
+// /proc lists first (CI: "browser process 10089 is not its group's
+// leader").
+func TestRootOfForkedChildren(t *testing.T) {
+	browser := Process{PID: 9990, PPID: 9980, PGID: 9990, StartTime: 500}
+	forked := Process{PID: 10089, PPID: 9990, PGID: 9990, StartTime: 501}
+	daemon := Process{PID: 10001, PPID: 1, PGID: 10001, StartTime: 502} // a double fork, reparented
+	stray := Process{PID: 10002, PPID: 1, PGID: 9990, StartTime: 499}
+	for _, tc := range []struct {
+		name  string
+		procs []Process
+		want  int
+	}{
+		{"one", []Process{browser}, 9990},
+		{"child listed first", []Process{forked, browser}, 9990},
+		{"leader before an older non-leader", []Process{stray, forked, browser}, 9990},
+		{"oldest of two leaders", []Process{daemon, forked, browser}, 9990},
+		{"cycle", []Process{{PID: 1, PPID: 2, StartTime: 9}, {PID: 2, PPID: 1, StartTime: 8}}, 2},
+	} {
+		got, ok := rootOf(tc.procs)
+		if !ok || got.PID != tc.want {
+			t.Errorf("%s: rootOf = %d, %v; want %d", tc.name, got.PID, ok, tc.want)
+		}
+	}
+	if _, ok := rootOf(nil); ok {
+		t.Error("rootOf(nil) found a process")
+	}
+}
