@@ -418,31 +418,15 @@ func (a *adopted) take(msg jetstream.Msg) {
 	}
 }
 
-// grow adds, as the owner would (growLocked), the links of the outcomes
-// taken since the last call, and writes them to the log as the owner's
-// next chunk.
+// growAdopted adds, as the owner would (both by newLinks), the links of
+// the outcomes taken since the last call, and writes them to the log as
+// the owner's next chunk.
 func (m *Manager) growAdopted(ctx context.Context, s *sharing, a *adopted) error {
 	g := a.mt.Grow
 	if a.seen == nil || a.stopped || len(a.links) == 0 {
 		return nil
 	}
-	var added []grownURL
-	fresh := map[string]bool{}
-	for _, pl := range a.links {
-		if pl.depth >= g.MaxDepth {
-			continue
-		}
-		for _, u := range pl.links {
-			if len(a.urls)+len(added) >= g.Limit {
-				break
-			}
-			if a.seen[u] || fresh[u] {
-				continue
-			}
-			fresh[u] = true
-			added = append(added, grownURL{URL: u, Depth: pl.depth + 1})
-		}
-	}
+	added, _ := newLinks(g, len(a.urls), a.links, func(u string) (bool, error) { return a.seen[u], nil })
 	if len(added) > 0 {
 		for i := 0; i < len(added); i += chunkURLs {
 			chunk := added[i:min(i+chunkURLs, len(added))]

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -170,5 +171,31 @@ func TestGrowingJob(t *testing.T) {
 	}
 	if _, err := m2.SubmitWith("acct", urlsN(3), scrape.Options{}, Extra{Shape: json.RawMessage(`{}`), Grow: &Growth{Limit: 2}}); err == nil {
 		t.Error("a growing job with a limit under its URLs was accepted")
+	}
+}
+
+// TestNewLinks: how a growing job chooses the links it adds, the same on
+// its owner and on the coordinator feeding it.
+func TestNewLinks(t *testing.T) {
+	g := &Growth{MaxDepth: 2, Limit: 6}
+	seen := func(u string) (bool, error) { return u == "a", nil }
+	pages := []pageLinks{
+		{depth: 0, links: []string{"a", "b", "b", "c"}}, // a seen, b once
+		{depth: 2, links: []string{"d"}},                // too deep
+		{depth: 1, links: []string{"c", "e", "f", "g"}}, // c chosen above; g over the limit
+	}
+	got, err := newLinks(g, 2, pages, seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []grownURL{{"b", 1}, {"c", 1}, {"e", 2}, {"f", 2}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("newLinks = %v, want %v", got, want)
+	}
+	if got, _ := newLinks(g, 6, pages, seen); len(got) != 0 {
+		t.Errorf("a job at its limit grew by %v", got)
+	}
+	if _, err := newLinks(g, 0, pages, func(string) (bool, error) { return false, errors.New("disk gone") }); err == nil {
+		t.Error("newLinks hid its store's error")
 	}
 }

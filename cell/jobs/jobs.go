@@ -1122,28 +1122,52 @@ type grownURL struct {
 // limit, from seq j.total() on, and returns them; j.mu is held.
 func (m *Manager) growLocked(b *store.Batch, j *job, depth int, links []string) ([]grownURL, error) {
 	g := j.meta.Grow
-	if g == nil || depth >= g.MaxDepth || len(links) == 0 {
+	if g == nil {
 		return nil, nil
 	}
 	id := j.meta.ID
-	var added []grownURL
-	fresh := make(map[string]bool, len(links))
-	for _, u := range links {
-		if j.total()+len(added) >= g.Limit {
-			break
+	added, err := newLinks(g, j.total(), []pageLinks{{depth: depth, links: links}}, func(u string) (bool, error) {
+		_, err := m.st.Get(seenKey(id, u))
+		if errors.Is(err, store.ErrNotFound) {
+			return false, nil
 		}
-		if fresh[u] {
-			continue
-		}
-		if _, err := m.st.Get(seenKey(id, u)); err == nil {
-			continue
-		} else if !errors.Is(err, store.ErrNotFound) {
-			return nil, err
-		}
-		fresh[u] = true
-		added = append(added, grownURL{URL: u, Depth: depth + 1})
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	putGrown(b, id, uint64(j.total()), added)
+	return added, nil
+}
+
+// newLinks is how a growing job grows, on its owner (growLocked) and on
+// the coordinator that feeds it while the owner is down (growAdopted),
+// which must choose alike: of pages' links, in order, those not seen by
+// the job and not chosen before, one deeper than their page if it is
+// above g.MaxDepth, until the job, which has have URLs, has g.Limit.
+func newLinks(g *Growth, have int, pages []pageLinks, seen func(url string) (bool, error)) ([]grownURL, error) {
+	var added []grownURL
+	fresh := map[string]bool{}
+	for _, pl := range pages {
+		if pl.depth >= g.MaxDepth {
+			continue
+		}
+		for _, u := range pl.links {
+			if have+len(added) >= g.Limit {
+				return added, nil
+			}
+			if fresh[u] {
+				continue
+			}
+			if ok, err := seen(u); err != nil {
+				return nil, err
+			} else if ok {
+				continue
+			}
+			fresh[u] = true
+			added = append(added, grownURL{URL: u, Depth: pl.depth + 1})
+		}
+	}
 	return added, nil
 }
 
