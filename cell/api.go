@@ -150,6 +150,9 @@ func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
 		// whether this cell schedules them, what it queued and ran; null
 		// before the cell shares its work.
 		"check_queue": c.CheckQueueStats(),
+		// recipe_share: the background recipe runs this cell queued on
+		// the region, ran for any cell and recorded (cell/recipe/share.go).
+		"recipe_share": c.recipes.ShareStats(),
 	}
 	if c.pool != nil {
 		st := c.pool.Stats()

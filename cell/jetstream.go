@@ -18,6 +18,7 @@ import (
 
 	"github.com/trawlhq/trawl/cell/coord"
 	"github.com/trawlhq/trawl/cell/jobs"
+	"github.com/trawlhq/trawl/cell/recipe"
 	"github.com/trawlhq/trawl/internal/jsnode"
 	"github.com/trawlhq/trawl/internal/members"
 )
@@ -426,6 +427,13 @@ func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster
 		if err := c.retry(ctx, "monitor checks not shared", func() error { return c.shareChecks(ctx, n.JetStream()) }); err != nil {
 			return err
 		}
+	}
+	if err := c.retry(ctx, "background recipe runs not shared", func() error {
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		return c.recipes.Share(sctx, n.JetStream(), recipe.ShareConfig{Cell: c.cfg.Name, Seal: c.cfg.RegionKeys, Paused: c.Drained})
+	}); err != nil {
+		return err
 	}
 	if err := c.retry(ctx, "page copies not started", func() error {
 		return c.sharePages(ctx, n.JetStream(), func() []string { return c.pagePeers(m) }, c.freshDisk)

@@ -28,6 +28,7 @@ func (c *Cell) startRecipes() error {
 		Remote:       rc.Remote,
 		Region:       c.cfg.Region,
 		Cell:         c.cfg.Name,
+		AwaitShare:   awaitShare(c.cfg.JetStream) > 0,
 		HealthInputs: rc.HealthInputs,
 		Timeout:      rc.Timeout,
 		CheckEvery:   rc.CheckEvery,
@@ -131,14 +132,16 @@ type recipeJobRef struct {
 }
 
 // handleRecipeJob serves GET /recipes/jobs/{id}: a background run's
-// status and, once done, its rows; another account's job is 404.
+// status and, once done, its rows; another account's job is 404. Another
+// cell's job is read from the region's log (the gate asks here while its
+// owner is down).
 func (c *Cell) handleRecipeJob(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if _, _, ok := jobid.Parse(id); !ok {
 		httpjson.Error(w, http.StatusNotFound, "not_found", "no such recipe job")
 		return
 	}
-	job, err := c.recipes.Job(accountOf(r), id)
+	job, err := c.recipes.Job(r.Context(), accountOf(r), id)
 	if err != nil {
 		httpjson.WriteError(w, err)
 		return
@@ -164,7 +167,7 @@ func (c *Cell) handleRecipeRun(w http.ResponseWriter, r *http.Request) {
 	}
 	if rc.Run == "job" {
 		id := jobid.New(c.cfg.Region, c.cfg.Name)
-		job, err := c.recipes.Submit(accountOf(r), id, rc, vals, bypass)
+		job, err := c.recipes.Submit(accountOf(r), id, rc, body, vals, bypass)
 		if err != nil {
 			c.cfg.Logger.Error("recipe job not submitted", "recipe", rc.Name, "err", err)
 			httpjson.Error(w, http.StatusServiceUnavailable, "unavailable", "the job could not be recorded; nothing was charged, repeat the call")

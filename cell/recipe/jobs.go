@@ -1,12 +1,14 @@
 package recipe
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
 
 	"github.com/trawlhq/trawl/internal/httpjson"
+	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/store"
 )
@@ -15,9 +17,11 @@ import (
 // call answers 202 with a job reference at once; GET /recipes/jobs/{id}
 // says its status and, once done, has the rows. The run's units are
 // charged when it ends, as a background charge the gate collects (the
-// monitors' outbox, GET /monitor-charges). A job record holds no input:
-// a job cut by a restart is failed, never run again with inputs from
-// disk, so a session is never written.
+// monitors' outbox, GET /monitor-charges). A job record holds no input.
+// On a standalone cell a job cut by a restart is failed, never run again
+// with inputs from disk, so a session is never written. A clustered
+// cell queues the run on its region (share.go), its inputs sealed with
+// the region's keys, and any cell runs it.
 
 // Job states.
 const (
@@ -66,6 +70,9 @@ func jobError(e *httpjson.HTTPError) *JobError {
 type jobRecord struct {
 	Job
 	Owner string `json:"owner"`
+	// Shared: the run was queued on the region (share.go); its outcome
+	// comes back from whichever cell ran it, even after a restart.
+	Shared bool `json:"shared,omitempty"`
 }
 
 // Charge is a finished job's charge, for the gate to collect (the shape
@@ -84,17 +91,33 @@ var ErrNoJob = &httpjson.HTTPError{Status: http.StatusNotFound, Code: "not_found
 
 func jobKey(id string) []byte { return append(append([]byte(nil), prefixJob...), id...) }
 
-// Submit starts a background run of rc under id for account.
-func (s *Service) Submit(account, id string, rc *Recipe, vals Values, bypass bool) (*Job, error) {
+// Submit starts a background run of rc under id for account. body is
+// the request's body (Prepare made rc, vals and bypass of it): a cell
+// that shares its runs with its region (Share) queues it, sealed, for
+// whichever cell takes it; otherwise the run starts here.
+func (s *Service) Submit(account, id string, rc *Recipe, body map[string]json.RawMessage, vals Values, bypass bool) (*Job, error) {
 	if s.cfg.Store == nil {
 		return nil, errors.New("recipe jobs need a store")
 	}
 	now := s.cfg.Now().UTC()
 	rec := &jobRecord{Job: Job{ID: id, Recipe: rc.Name, Version: rc.Version, Status: JobRunning, Created: now}, Owner: account}
+	sh := s.share.Load()
+	rec.Shared = sh != nil
 	if err := s.saveJob(rec, store.Sync); err != nil {
 		return nil, err
 	}
 	job := rec.Job // the caller's copy: the run below writes rec when it ends
+	if sh != nil {
+		err := s.queueRun(sh, rec, body)
+		if err == nil {
+			return &job, nil
+		}
+		s.cfg.Logger.Warn("recipe job not queued on the region; it runs here", "job", id, "err", err)
+		rec.Shared = false
+		if err := s.saveJob(rec, store.Sync); err != nil {
+			return nil, err
+		}
+	}
 	s.jobsWG.Add(1)
 	go func() {
 		defer s.jobsWG.Done()
@@ -102,7 +125,9 @@ func (s *Service) Submit(account, id string, rc *Recipe, vals Values, bypass boo
 		if s.jobsCtx.Err() != nil {
 			return // the cell is closing: the job is failed at the next start
 		}
-		s.finishJob(rec, rc, res, err)
+		if err := s.applyOutcome(rec, outcomeOf(rc, res, err, s.cfg.Now().UTC())); err != nil {
+			s.cfg.Logger.Error("recipe job not recorded", "job", rec.ID, "err", err)
+		}
 	}()
 	return &job, nil
 }
@@ -115,55 +140,88 @@ func (s *Service) saveJob(rec *jobRecord, d store.Durability) error {
 	return s.cfg.Store.SetExpiring(jobKey(rec.ID), b, rec.Created.Add(JobRetention), d)
 }
 
-// finishJob records the result and the charge, in one batch.
-func (s *Service) finishJob(rec *jobRecord, rc *Recipe, res *Result, err error) {
-	at := s.cfg.Now().UTC()
-	rec.Finished = &at
+// runOutcome is how a run ended, wherever it ran: what its job's record
+// keeps, and the charge, if any, its owner makes.
+type runOutcome struct {
+	Job      string          `json:"job"`
+	Status   string          `json:"status"`
+	Finished time.Time       `json:"finished"`
+	Rows     json.RawMessage `json:"rows,omitempty"`
+	Meta     *Meta           `json:"meta"`
+	Units    int             `json:"units"`
+	Error    *JobError       `json:"error,omitempty"`
+	// Charge is the run's usage to charge; nil: nothing (a cached
+	// result, a run that fetched and asked nothing).
+	Charge *metering.Usage `json:"charge,omitempty"`
+	Cell   string          `json:"cell,omitempty"` // the cell that ran it
+	Blob   string          `json:"blob,omitempty"` // the outcome, in the object store when too large for a message
+}
+
+// outcomeOf is the outcome of a run of rc that ended at at.
+func outcomeOf(rc *Recipe, res *Result, err error, at time.Time) *runOutcome {
 	meta := res.Meta
-	rec.Meta = &meta
-	rec.Units = res.Units
+	out := &runOutcome{Finished: at, Meta: &meta, Units: res.Units}
 	if meta.FromCache {
-		rec.Units = 0
+		out.Units = 0
 	}
 	if err != nil {
-		rec.Status = JobFailed
-		rec.Error = jobError(RunError(err))
+		out.Status = JobFailed
+		out.Error = jobError(RunError(err))
 	} else {
-		rec.Status = JobDone
-		rec.Rows = res.rowsJSON()
+		out.Status = JobDone
+		out.Rows = res.rowsJSON()
 	}
-	b, merr := json.Marshal(rec)
-	if merr != nil {
-		s.cfg.Logger.Error("recipe job not recorded", "job", rec.ID, "err", merr)
-		return
+	if !meta.FromCache && (res.Units > 0 || res.InTokens+res.OutTokens > 0) {
+		u := res.Usage(Box(rc.Kind))
+		u.Lines = nil // the charge's line; the job's record lists the pages
+		out.Charge = &u
+	}
+	return out
+}
+
+// applyOutcome records a run's outcome on its job and its charge, in one
+// synced batch.
+func (s *Service) applyOutcome(rec *jobRecord, out *runOutcome) error {
+	at := out.Finished
+	rec.Finished, rec.Status, rec.Meta, rec.Units, rec.Error, rec.Rows = &at, out.Status, out.Meta, out.Units, out.Error, out.Rows
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
 	}
 	batch := s.cfg.Store.NewBatch()
 	defer batch.Discard()
 	batch.SetExpiring(jobKey(rec.ID), b, rec.Created.Add(JobRetention))
-	if !meta.FromCache && (res.Units > 0 || res.InTokens+res.OutTokens > 0) {
-		c := Charge{ID: "rj-" + rec.ID, Account: rec.Owner, URL: "", At: at, Usage: res.Usage(Box(rc.Kind))}
-		c.Usage.Lines = nil // the charge's line; the job's record lists the pages
+	if out.Charge != nil {
+		c := Charge{ID: "rj-" + rec.ID, Account: rec.Owner, URL: "", At: at, Usage: *out.Charge}
 		cb, _ := json.Marshal(c)
 		batch.Set(append(append([]byte(nil), prefixCharge...), c.ID...), cb)
 	}
-	if err := batch.Commit(store.Sync); err != nil {
-		s.cfg.Logger.Error("recipe job not recorded", "job", rec.ID, "err", err)
-	}
+	return batch.Commit(store.Sync)
 }
 
-// Job returns account's job id.
-func (s *Service) Job(account, id string) (*Job, error) {
+// Job returns account's job id. A job of another cell is read from the
+// region's log (the gate asks this cell while its owner is down).
+func (s *Service) Job(ctx context.Context, account, id string) (*Job, error) {
 	if s.cfg.Store == nil {
 		return nil, ErrNoJob
 	}
-	v, _, err := s.cfg.Store.GetLive(nil, jobKey(id), s.cfg.Now())
+	sh := s.share.Load()
+	if _, owner, ok := jobid.Parse(id); ok && s.cfg.Cell != "" && owner != s.cfg.Cell {
+		switch {
+		case sh != nil:
+			return s.logJob(ctx, sh, account, id)
+		case s.cfg.AwaitShare:
+			return nil, ErrRestoring
+		}
+		return nil, ErrNoJob
+	}
+	rec, err := s.jobRecord(id)
 	if errors.Is(err, store.ErrNotFound) {
+		if sh == nil && s.cfg.AwaitShare {
+			return nil, ErrRestoring // the log may have it: a store lost while the cell was down
+		}
 		return nil, ErrNoJob
 	} else if err != nil {
-		return nil, err
-	}
-	var rec jobRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
 		return nil, err
 	}
 	if rec.Owner != account {
@@ -173,7 +231,8 @@ func (s *Service) Job(account, id string) (*Job, error) {
 }
 
 // failInterrupted marks the jobs a previous run of the cell left running
-// as failed: their inputs were never written, so they cannot resume.
+// here as failed: their inputs were never written, so they cannot resume.
+// A shared job's run is the region's queue's: it comes back.
 func (s *Service) failInterrupted() {
 	if s.cfg.Store == nil {
 		return
@@ -184,7 +243,7 @@ func (s *Service) failInterrupted() {
 			return true, nil
 		}
 		var rec jobRecord
-		if json.Unmarshal(v[8:], &rec) == nil && rec.Status == JobRunning {
+		if json.Unmarshal(v[8:], &rec) == nil && rec.Status == JobRunning && !rec.Shared {
 			recs = append(recs, rec)
 		}
 		return true, nil

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/extract"
@@ -61,8 +62,14 @@ type Config struct {
 	NoBuiltins bool
 	// Extra are recipes loaded by the caller (trawl recipe run DIR).
 	Extra []*Recipe
-	// Region and Cell name where checks ran.
+	// Region and Cell name where checks ran; Cell is also the owner a
+	// background job's id names.
 	Region, Cell string
+	// AwaitShare: the cell is clustered and will share its background
+	// runs (Share); until it does, a job it does not have may be in the
+	// region's log (its store was lost), and is answered 503 try_again,
+	// not 404.
+	AwaitShare bool
 	// HealthInputs are the operator's health inputs by recipe name, for
 	// recipes (the built-ins) that ship none or to replace theirs.
 	HealthInputs map[string]map[string]json.RawMessage
@@ -101,6 +108,10 @@ type Service struct {
 	jobsCtx  context.Context
 	jobsStop context.CancelFunc
 	jobsWG   sync.WaitGroup
+	// share is set once the cell shares its runs with its region
+	// (share.go); applyMu orders the outcomes recorded on its jobs.
+	share   atomic.Pointer[runSharing]
+	applyMu sync.Mutex
 }
 
 // New loads the built-ins and the operator's directory.

@@ -33,9 +33,12 @@ const (
 	// ConsumerCheck is the durable consumer of due monitor checks the
 	// region's scheduler queued, pulled by every cell.
 	ConsumerCheck = "check"
-	BucketLease   = "TRAWL_LEASE" // the coordinator's lease
-	BucketIdem    = "TRAWL_IDEM"  // submission idempotency keys
-	BucketTasks   = "TRAWL_TASKS" // crawl-server task records
+	// ConsumerRecipe is the durable consumer of background recipe runs,
+	// pulled by every cell (cell/recipe/share.go).
+	ConsumerRecipe = "recipe"
+	BucketLease    = "TRAWL_LEASE" // the coordinator's lease
+	BucketIdem     = "TRAWL_IDEM"  // submission idempotency keys
+	BucketTasks    = "TRAWL_TASKS" // crawl-server task records
 	// StreamPages carries each page a cell archives to the one other
 	// cell of the region that indexes it beside it (cell/pages.go): the
 	// last version of each page, kept so that a cell back on an empty
@@ -48,12 +51,13 @@ const (
 	SubjectWorkJob    = "trawl.work.job."    // + Token(job)
 	SubjectTaskHi     = "trawl.work.task.hi" // priority ≥ 5
 	SubjectTaskLo     = "trawl.work.task.lo"
-	SubjectRecipe     = "trawl.work.recipe"
+	SubjectRecipe     = "trawl.work.recipe." // + Token(job): one subject a run, so its owner can tell it is queued
 	SubjectCheck      = "trawl.work.check"
 	SubjectHookRetry  = "trawl.work.hookretry"
 	SubjectHook       = "trawl.work.hook." // + Token(job)
 	SubjectJobLog     = "trawl.job."       // + owner cell + "." + Token(job) + "." + kind
 	SubjectTaskResult = "trawl.task."      // + owner cell + "." + task id: a crawl task's outcome
+	SubjectRecipeRun  = "trawl.recipe."    // + owner cell + "." + Token(job): a background recipe run's outcome
 	SubjectPages      = "trawl.page."      // + indexing cell + "." + archiving cell + "." + hash of the URL
 	LeaseCoordinator  = "coordinator"      // the lease's key in BucketLease
 	leaseTTL          = 6 * time.Second
@@ -159,9 +163,37 @@ func TaskResultsConsumer(cell string) jetstream.ConsumerConfig {
 	return c
 }
 
+// RecipeResultSubject is where the outcome of background recipe run job,
+// accepted by cell owner, is published (in the job log).
+func RecipeResultSubject(owner, job string) string {
+	return SubjectRecipeRun + owner + "." + Token(job)
+}
+
+// RecipeRecordSubject is where background recipe run job is recorded as
+// accepted (who owns it, which recipe, when; never its inputs): a cell
+// reads it to answer for a down owner, and an owner back on an empty
+// disk restores its runs from it. The results consumer's filter does not
+// match it.
+func RecipeRecordSubject(owner, job string) string { return RecipeResultSubject(owner, job) + ".rec" }
+
+// RecipeResultsConsumer is cell's durable consumer of the outcomes of
+// the background recipe runs it accepted.
+func RecipeResultsConsumer(cell string) jetstream.ConsumerConfig {
+	c := ResultsConsumer(cell)
+	c.Durable = "rres-" + cell
+	c.FilterSubject = SubjectRecipeRun + cell + ".*"
+	return c
+}
+
+// RecipeMaxDeliver is how many times a background recipe run is
+// delivered to be run; the delivery after the last fails it rather than
+// run it again.
+const RecipeMaxDeliver = 3
+
 // TaskMaxDeliver is how many times a crawl task is delivered: each
 // delivery after the first is a cell that died (or closed) running it;
-// the last delivery fails it rather than run it again.
+// the runner that takes this delivery fails it rather than run it again
+// (the consumer itself delivers without a limit).
 const TaskMaxDeliver = 10
 
 // Replicas is the number of replicas of every stream and bucket for a
@@ -193,7 +225,7 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 	}
 	work := jetstream.StreamConfig{
 		Name:       StreamWork,
-		Subjects:   []string{SubjectWorkJob + ">", "trawl.work.task.*", SubjectRecipe, SubjectCheck, SubjectHookRetry},
+		Subjects:   []string{SubjectWorkJob + ">", "trawl.work.task.*", SubjectRecipe + "*", SubjectCheck, SubjectHookRetry},
 		Retention:  jetstream.WorkQueuePolicy,
 		Storage:    jetstream.FileStorage,
 		Replicas:   replicas,
@@ -210,7 +242,7 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 	hooks.DiscardNewPerSubject = true
 	log := jetstream.StreamConfig{
 		Name:              StreamJobLog,
-		Subjects:          []string{SubjectJobLog + ">", SubjectTaskResult + ">"},
+		Subjects:          []string{SubjectJobLog + ">", SubjectTaskResult + ">", SubjectRecipeRun + ">"},
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
 		Replicas:          replicas,
@@ -249,9 +281,14 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 		Streams: []jetstream.StreamConfig{work, hooks, log, pages},
 		Consumers: []Consumer{
 			consumer(StreamWork, ConsumerJob, SubjectWorkJob+">", 5, 4096),
-			consumer(StreamWork, ConsumerTaskHi, SubjectTaskHi, TaskMaxDeliver, 256),
-			consumer(StreamWork, ConsumerTaskLo, SubjectTaskLo, TaskMaxDeliver, 256),
-			consumer(StreamWork, "recipe", SubjectRecipe, 3, 256),
+			// Tasks and recipe runs are delivered until a runner sends
+			// an outcome: the runner that takes the TaskMaxDeliver-th (or
+			// RecipeMaxDeliver-th) delivery fails it. A limit here would
+			// leave one whose last runner died undelivered, without an
+			// outcome, for good.
+			consumer(StreamWork, ConsumerTaskHi, SubjectTaskHi, -1, 256),
+			consumer(StreamWork, ConsumerTaskLo, SubjectTaskLo, -1, 256),
+			consumer(StreamWork, ConsumerRecipe, SubjectRecipe+"*", -1, 256),
 			checks,
 			consumer(StreamWork, "hookretry", SubjectHookRetry, 6, 1024),
 			consumer(StreamHooks, "hook", SubjectHook+">", 10, 1024),

@@ -249,7 +249,7 @@ var Rows = []Route{
 	{Pattern: "GET /recipes", Server: Cell, Doc: "the recipe catalog: every field of §2.7 with stage and health; free (docs/recipes.md)"},
 	{Pattern: "GET /recipes/health", Public: true, Server: Gate, Service: "recipes", RegionQuery: true, Doc: "the region's recipe health checks, per recipe: the gate merges its live cells' (?region=, §4, docs/recipes.md)"},
 	{Pattern: "POST /recipes/{name}", Kind: metering.KindRecipe, Server: Cell, BodyLimit: RecipeBody, Doc: "run a recipe: inputs and bypass_cache → rows, usage, meta (§2.7); per unit of a run, a cache hit 0"},
-	{Pattern: "GET /recipes/jobs/{id}", Server: Owner, Owner: Jobs, Doc: "a background recipe run (run: job): status, then rows; its units are charged when it ends (docs/recipes.md)"},
+	{Pattern: "GET /recipes/jobs/{id}", Server: Owner, Owner: Jobs, AnyCell: true, Doc: "a background recipe run (run: job): status, then rows; its units are charged when it ends (docs/recipes.md)"},
 	// Firecrawl's v2 API (docs/firecrawl.md): its SDKs work by changing the base URL.
 	{Pattern: "POST /v2/scrape", Kind: metering.KindScrape, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: ScrapeBody, Doc: "Firecrawl v2: scrape one page (formats, onlyMainContent, tags, maxAge, json; docs/firecrawl.md)"},
 	{Pattern: "POST /v2/map", Kind: metering.KindMap, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: 64 * KiB, Doc: "Firecrawl v2: the URLs of a site from its sitemaps and links (search, limit, includeSubdomains, sitemap; docs/firecrawl.md)"},
