@@ -39,9 +39,12 @@ func (c *Cell) observe() (metric.Registration, error) {
 	ckRan, _ := m.Int64ObservableCounter("trawl.cell.monitor.queue.ran", metric.WithDescription("queued checks this cell ran, for any cell"))
 	ckRedel, _ := m.Int64ObservableCounter("trawl.cell.monitor.queue.redeliveries", metric.WithDescription("queued checks this cell took after an earlier delivery did not finish"))
 	ckWaiting, _ := m.Int64ObservableGauge("trawl.cell.monitor.queue.waiting", metric.WithDescription("the region's queued checks without a puller, as the scheduler last saw"))
+	rcRan, _ := m.Int64ObservableCounter("trawl.cell.recipe.queue.ran", metric.WithDescription("background recipe runs of the region's queue this cell ran, for any cell"))
+	rcRedel, _ := m.Int64ObservableCounter("trawl.cell.recipe.queue.redeliveries", metric.WithDescription("queued recipe runs this cell took after an earlier delivery did not finish"))
+	rcRunning, _ := m.Int64ObservableGauge("trawl.cell.recipe.queue.running", metric.WithDescription("queued recipe runs this cell runs now"))
 	attrs := metric.WithAttributes(attribute.String("trawl.region", c.cfg.Region), attribute.String("trawl.cell", c.cfg.Name))
 	work := []metric.Observable{backlogJobs, backlogURLs, jobAge, shQueued, shFetching, shBacklog, shLag, shFetched, shDup, shRedel,
-		ckQueued, ckRan, ckRedel, ckWaiting}
+		ckQueued, ckRan, ckRedel, ckWaiting, rcRan, rcRedel, rcRunning}
 	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		if c.jobs != nil {
 			j, u, oldest := c.jobs.Backlog()
@@ -67,6 +70,13 @@ func (c *Cell) observe() (metric.Registration, error) {
 			o.ObserveInt64(ckRan, q.Ran, attrs)
 			o.ObserveInt64(ckRedel, q.Redelivered, attrs)
 			o.ObserveInt64(ckWaiting, q.Waiting, attrs)
+		}
+		if c.recipes != nil {
+			if rs := c.recipes.ShareStats(); rs.Shared {
+				o.ObserveInt64(rcRan, rs.Ran, attrs)
+				o.ObserveInt64(rcRedel, rs.Redelivered, attrs)
+				o.ObserveInt64(rcRunning, rs.Running, attrs)
+			}
 		}
 		o.ObserveInt64(disk, int64(c.store.Metrics().DiskBytes), attrs)
 		if c.pool != nil {
