@@ -436,7 +436,13 @@ func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster
 		return err
 	}
 	if err := c.retry(ctx, "page copies not started", func() error {
-		return c.sharePages(ctx, n.JetStream(), func() []string { return c.pagePeers(m) }, c.freshDisk)
+		return c.sharePages(ctx, n.JetStream(), func() []string { return c.pagePeers(m) }, func() []string {
+			var out []string
+			for _, o := range c.otherCells(m) {
+				out = append(out, o.Name)
+			}
+			return out
+		}, c.freshDisk)
 	}); err != nil {
 		return err
 	}

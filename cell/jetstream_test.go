@@ -37,6 +37,14 @@ func TestStandaloneJetStream(t *testing.T) {
 // membership seeded by seed, and lets it join its region.
 func startClusteredCell(t *testing.T, seed *members.Cluster, name string) *Cell {
 	t.Helper()
+	c, _ := startStoppableCell(t, seed, name)
+	return c
+}
+
+// startStoppableCell is startClusteredCell with the cell's stop: it leaves
+// the region's membership and closes (idempotent).
+func startStoppableCell(t *testing.T, seed *members.Cluster, name string) (*Cell, func()) {
+	t.Helper()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c, err := New(Config{
 		Name:       name,
@@ -59,12 +67,16 @@ func startClusteredCell(t *testing.T, seed *members.Cluster, name string) *Cell 
 		c.Close()
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		m.Close()
-		c.Close()
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			m.Close()
+			c.Close()
+		})
+	}
+	t.Cleanup(stop)
 	c.JoinRegion(m)
-	return c
+	return c, stop
 }
 
 // Two cells joining a running one-cell region at the same moment enter

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,19 @@ import (
 // the stream, which keeps the last version of each page and pair for
 // 30 days or 1 GiB.
 
+// A cell gone for longer than recopyAfter (dead, or down for long: a
+// restart is shorter) leaves pages indexed on one cell only: the pages
+// of this cell it held copies of, and its own pages whose copies this
+// cell holds. Each cell then copies those again to the cell the page's
+// URL now picks (recopy), from the stream, which has them: the region is
+// back to two copies a page without the gone cell. A cell that comes
+// back keeps what it had (a third copy; the gate keeps one hit a URL).
+// Cells gone before this process began sharing are not looked for.
+
+// recopyAfter is how long a cell may be gone before its share of the
+// page copies is made again elsewhere (a var: tests shorten it).
+var recopyAfter = 2 * time.Minute
+
 // maxPageCopy is the largest compressed record sent: the rest of a
 // message (1 MiB at most) is its subject and headers. A larger page is
 // indexed by its own cell only (counted).
@@ -59,19 +73,23 @@ type PageCopyStats struct {
 	Indexed  uint64 `json:"indexed"`
 	Replayed uint64 `json:"replayed"`
 	Skipped  uint64 `json:"skipped"`
+	// Recopied: copies this cell made again because the cell that held
+	// one, or the page's own cell, was gone for longer than 2 minutes.
+	Recopied uint64 `json:"recopied"`
 }
 
 type pageCopies struct {
 	c     *Cell
 	js    jetstream.JetStream
 	peers func() []string // the region's other cells that may take a copy
+	live  func() []string // the region's other live cells, drained or not
 	out   chan *scrape.ArchivedPage
 	// since is when this process began sharing pages: a copy sent after
 	// it is of a page its store has.
 	since time.Time
 
-	sent, alone, dropped, indexed, replayed, skipped atomic.Uint64
-	warned                                           atomic.Int64 // unix s of the last send warning
+	sent, alone, dropped, indexed, replayed, skipped, recopied atomic.Uint64
+	warned                                                     atomic.Int64 // unix s of the last send warning
 }
 
 // PageCopies reports the page copies (zero for a cell that does not share).
@@ -81,14 +99,14 @@ func (c *Cell) PageCopies() PageCopyStats {
 		return PageCopyStats{}
 	}
 	return PageCopyStats{Sent: pc.sent.Load(), Alone: pc.alone.Load(), Dropped: pc.dropped.Load(),
-		Indexed: pc.indexed.Load(), Replayed: pc.replayed.Load(), Skipped: pc.skipped.Load()}
+		Indexed: pc.indexed.Load(), Replayed: pc.replayed.Load(), Skipped: pc.skipped.Load(), Recopied: pc.recopied.Load()}
 }
 
 // sharePages starts sending this cell's pages to the region and indexing
 // the copies the others send it, until ctx ends. fresh: the cell started
 // on a store without pages (a new cell, or one whose disk was lost).
-func (c *Cell) sharePages(ctx context.Context, js jetstream.JetStream, peers func() []string, fresh bool) error {
-	pc := &pageCopies{c: c, js: js, peers: peers, out: make(chan *scrape.ArchivedPage, pageCopyQueue), since: time.Now()}
+func (c *Cell) sharePages(ctx context.Context, js jetstream.JetStream, peers, live func() []string, fresh bool) error {
+	pc := &pageCopies{c: c, js: js, peers: peers, live: live, out: make(chan *scrape.ArchivedPage, pageCopyQueue), since: time.Now()}
 	cfg := jsnode.PagesConsumer(c.cfg.Name)
 	if fresh {
 		// What the consumer acked went into a disk that is gone.
@@ -112,6 +130,81 @@ func (c *Cell) sharePages(ctx context.Context, js jetstream.JetStream, peers fun
 		}
 		pc.receive(ctx, cons)
 	})
+	c.js.wg.Go(func() { pc.watchGone(ctx) })
+	return nil
+}
+
+// watchGone follows the region's other cells and copies again the pages
+// whose second copy a cell gone for recopyAfter took with it.
+func (pc *pageCopies) watchGone(ctx context.Context) {
+	seen := map[string]time.Time{} // cells live since this began, when last seen
+	done := map[string]bool{}      // gone cells whose pages were copied again
+	t := time.NewTicker(min(5*time.Second, recopyAfter/2))
+	defer t.Stop()
+	for {
+		now := time.Now()
+		for _, name := range pc.live() {
+			seen[name] = now
+			delete(done, name)
+		}
+		for name, at := range seen {
+			if done[name] || now.Sub(at) < recopyAfter {
+				continue
+			}
+			if err := pc.recopy(ctx, name); err != nil {
+				if ctx.Err() == nil {
+					pc.c.cfg.Logger.Warn("search: the pages a gone cell held were not copied again; trying again", "gone", name, "err", err)
+				}
+				continue
+			}
+			done[name] = true
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// recopy sends again the copies whose other copy was on gone: this
+// cell's pages gone held, and gone's pages this cell holds, each to the
+// cell its URL picks now, under its own cell's name.
+func (pc *pageCopies) recopy(ctx context.Context, gone string) error {
+	me, start := pc.c.cfg.Name, time.Now()
+	var n uint64
+	for _, pair := range [][2]string{{gone, me}, {me, gone}} {
+		holder, origin := pair[0], pair[1]
+		err := jsnode.Scan(ctx, pc.js, jsnode.StreamPages, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{jsnode.SubjectPages + holder + "." + origin + ".*"},
+			DeliverPolicy:  jetstream.DeliverLastPerSubjectPolicy,
+		}, func(msg jetstream.Msg) error {
+			rec, err := s2.Decode(nil, msg.Data())
+			var p *scrape.ArchivedPage
+			if err == nil {
+				p, err = scrape.ParseArchived(rec)
+			}
+			if err != nil {
+				return nil // unreadable: index dropped it too
+			}
+			to := copyTo(p.URL, slices.DeleteFunc(pc.peers(), func(c string) bool { return c == gone }))
+			if to == "" {
+				return nil // no other cell: indexed here alone, as a new page would be
+			}
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if _, err := pc.js.Publish(pctx, jsnode.PageSubject(to, origin, p.URL), msg.Data()); err != nil {
+				return err
+			}
+			n++
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	pc.recopied.Add(n)
+	pc.c.cfg.Logger.Info("search: pages whose other copy was on a gone cell copied again", "gone", gone, "pages", n, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

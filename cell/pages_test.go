@@ -3,6 +3,7 @@ package cell
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -116,4 +117,96 @@ func TestCopyToSpreads(t *testing.T) {
 	if copyTo("x", nil) != "" {
 		t.Error("no peer: a copy went somewhere")
 	}
+}
+
+// A cell gone for longer than recopyAfter leaves no page indexed on one
+// cell only: the others copy again the pages it held copies of, and its
+// own pages they hold (pages.go, recopy), so every page of the region is
+// on the two cells left.
+func TestGoneCellsPagesCopiedAgain(t *testing.T) {
+	peersOf := func(name string) []string {
+		return slices.DeleteFunc([]string{"c1", "c2", "c3"}, func(c string) bool { return c == name })
+	}
+	defer func(d time.Duration) { recopyAfter = d }(recopyAfter)
+	recopyAfter = time.Second
+	seed, err := members.Start(members.Config{
+		Meta: members.Meta{Role: members.RoleGate, Region: "eu", Name: "g1"},
+		Keys: testKeys.All(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { seed.Close() })
+	c1 := startClusteredCell(t, seed, "c1")
+	c2 := startClusteredCell(t, seed, "c2")
+	c3, stop3 := startStoppableCell(t, seed, "c3")
+	cells := []*Cell{c1, c2, c3}
+	jsnodetest.WaitFor(t, 120*time.Second, "three cells sharing pages, each with two peers", func() (bool, string) {
+		ok := true
+		var views []string
+		for _, c := range cells {
+			h := c.JetStreamHealth()
+			pc := c.pages.Load()
+			views = append(views, fmt.Sprintf("%s %+v pages=%v", c.Name(), h, pc != nil))
+			ok = ok && h.Ready && h.ClusterSize == 3 && pc != nil && len(pc.peers()) == 2
+		}
+		return ok, fmt.Sprint(views)
+	})
+	type pg struct {
+		url, word string
+		origin    *Cell
+	}
+	var pages []pg
+	for i, c := range cells {
+		for j := range 8 {
+			w := fmt.Sprintf("zq%dx%d", i, j)
+			p := pg{url: fmt.Sprintf("https://site%d.example/%s", i, w), word: w, origin: c}
+			pages = append(pages, p)
+			c.archived(p.url, "text/html; charset=utf-8", fmt.Appendf(nil, `<!doctype html><html><head><title>Page %[1]s</title></head><body><main><h1>About %[1]s</h1>
+<p>This page is the one that talks about %[1]s at length, in a paragraph long enough to be the main content of it.</p></main></body></html>`, w), nil, time.Now())
+		}
+	}
+	on := func(p pg, among []*Cell) int {
+		n := 0
+		for _, c := range among {
+			if found(t, c, p.word, p.url) {
+				n++
+			}
+		}
+		return n
+	}
+	jsnodetest.WaitFor(t, 30*time.Second, "every page on two cells", func() (bool, string) {
+		for _, p := range pages {
+			if on(p, cells) < 2 {
+				return false, p.url
+			}
+		}
+		return true, ""
+	})
+	held := 0 // pages of c1 and c2 whose copy c3 held
+	for _, p := range pages {
+		if p.origin != c3 && copyTo(p.url, peersOf(p.origin.Name())) == "c3" {
+			held++
+		}
+	}
+	gone := time.Now()
+	stop3()
+	jsnodetest.WaitFor(t, 60*time.Second, "every page of the region on c1 and c2", func() (bool, string) {
+		var missing []string
+		for _, p := range pages {
+			if on(p, []*Cell{c1, c2}) < 2 {
+				missing = append(missing, p.url)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("%d missing; c1 %+v c2 %+v", len(missing), c1.PageCopies(), c2.PageCopies())
+	})
+	r1, r2 := c1.PageCopies().Recopied, c2.PageCopies().Recopied
+	// c3's 8 own pages, each held by c1 or c2, and the c1/c2 pages it
+	// held; more if gossip lost sight of c1 or c2 for a second meanwhile
+	// (a loaded machine: recopyAfter is 1 s here, 2 minutes in a cell).
+	if r1+r2 < uint64(8+held) {
+		t.Errorf("recopied %d + %d, want at least %d (c3's 8 pages and the %d it held)", r1, r2, 8+held, held)
+	}
+	t.Logf("c3 gone: %d pages copied again (c3's 8, and %d of the others' it held), every page on the two cells left %v after it went",
+		r1+r2, held, time.Since(gone).Round(100*time.Millisecond))
 }
