@@ -1,7 +1,6 @@
 package crawl
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,9 +52,6 @@ type taskOutcome struct {
 
 // ErrClosed is Share's answer once the server is closed.
 var ErrClosed = errors.New("crawl: the server is closed")
-
-// taskInline is the largest outcome sent inside a message.
-const taskInline = 768 << 10
 
 // ShareStats count the shared path's work.
 type ShareStats struct {
@@ -266,14 +262,12 @@ func (s *Server) sendOutcome(sh *taskSharing, owner string, out *taskOutcome, ge
 		return err
 	}
 	id := fmt.Sprintf("task/%s/%s/%d", out.ID, sh.cell, gen)
-	if len(data) > taskInline {
-		octx, cancel := context.WithTimeout(s.life, time.Minute)
-		_, err := sh.blobs.Put(octx, jetstream.ObjectMeta{Name: id}, bytes.NewReader(data))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("blob: %w", err)
-		}
-		data, _ = json.Marshal(taskOutcome{ID: out.ID, Cell: out.Cell, Blob: id})
+	data, err = jsnode.Offload(s.life, sh.blobs, id, data, func(blob string) []byte {
+		b, _ := json.Marshal(taskOutcome{ID: out.ID, Cell: out.Cell, Blob: blob})
+		return b
+	})
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
 	defer cancel()
@@ -284,28 +278,9 @@ func (s *Server) sendOutcome(sh *taskSharing, owner string, out *taskOutcome, ge
 // collectTasks stores the outcomes of this server's tasks, whoever ran
 // them; an outcome is acked once stored (putFinished syncs).
 func (s *Server) collectTasks(sh *taskSharing) {
-	for s.life.Err() == nil {
-		batch, err := sh.res.Fetch(64, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			if s.life.Err() == nil {
-				select {
-				case <-time.After(time.Second):
-				case <-s.life.Done():
-				}
-			}
-			continue
-		}
-		for msg := range batch.Messages() {
-			if err := s.applyOutcome(sh, msg.Data()); err != nil {
-				if s.life.Err() == nil {
-					s.log.Error("crawl: task outcome not stored; offered again", "err", err)
-				}
-				msg.NakWithDelay(time.Second)
-				continue
-			}
-			msg.Ack()
-		}
-	}
+	jsnode.Collect(s.life, sh.res, func(data []byte) error { return s.applyOutcome(sh, data) }, func(err error) {
+		s.log.Error("crawl: task outcome not stored; offered again", "err", err)
+	})
 }
 
 // readOutcome reads a task's outcome message (from the object store when
@@ -318,11 +293,9 @@ func (s *Server) readOutcome(sh *taskSharing, data []byte) (*taskOutcome, error)
 		return nil, nil
 	}
 	if out.Blob != "" {
-		ctx, cancel := context.WithTimeout(s.life, time.Minute)
-		b, err := sh.blobs.GetBytes(ctx, out.Blob)
-		cancel()
+		b, err := jsnode.Unload(s.life, sh.blobs, out.Blob)
 		if err != nil {
-			return nil, fmt.Errorf("blob %s: %w", out.Blob, err)
+			return nil, err
 		}
 		if err := json.Unmarshal(b, &out); err != nil {
 			s.log.Error("crawl: unreadable task outcome dropped", "blob", out.Blob, "err", err)

@@ -187,9 +187,9 @@ func (m *Manager) logScanResults(s *sharing, id, account string, after int64, fn
 		}
 		line := msg.Data()
 		if out.Blob != "" {
-			b, err := s.blobs.GetBytes(ctx, out.Blob)
+			b, err := jsnode.Unload(ctx, s.blobs, out.Blob)
 			if err != nil {
-				return fmt.Errorf("blob %s: %w", out.Blob, err)
+				return err
 			}
 			line = b
 		}

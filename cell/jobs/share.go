@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -103,11 +102,6 @@ type outcomeError struct {
 // is, and whose header headerOutcome is the rest (jobOutcome, JSON): the
 // line, often most of the bytes, is neither re-encoded nor scanned again.
 const headerOutcome = "Trawl-Outcome"
-
-// inlineMax is the largest line sent inside an outcome message; a larger
-// one goes to the TRAWL_BLOBS object store (a scraped page may carry
-// megabytes of HTML and Markdown; NATS messages are at most 1 MiB).
-const inlineMax = 768 << 10
 
 type outKey struct {
 	job string
@@ -492,16 +486,13 @@ func (m *Manager) work1(s *sharing, msg jetstream.Msg) {
 func (s *sharing) send(ctx context.Context, it jobItem, out *jobOutcome, line []byte) error {
 	id := fmt.Sprintf("%s/%d/%d/%s", it.Job, it.Seq, it.Gen, out.Cell)
 	msg := nats.NewMsg(jsnode.ResultSubject(it.Owner, it.Job, it.Seq))
-	if len(line) <= inlineMax {
-		msg.Data = line
-	} else {
-		out.Blob = id
-		octx, cancel := context.WithTimeout(ctx, time.Minute)
-		_, err := s.blobs.Put(octx, jetstream.ObjectMeta{Name: id}, bytes.NewReader(line))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("blob: %w", err)
-		}
+	var err error
+	msg.Data, err = jsnode.Offload(ctx, s.blobs, id, line, func(blob string) []byte {
+		out.Blob = blob
+		return nil // the outcome's header names it
+	})
+	if err != nil {
+		return err
 	}
 	head, err := json.Marshal(out)
 	if err != nil {
@@ -615,9 +606,7 @@ func (m *Manager) applyOutcome(s *sharing, msg jetstream.Msg) (string, error) {
 		return "", nil
 	}
 	if out.Blob != "" {
-		ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
-		b, err := s.blobs.GetBytes(ctx, out.Blob)
-		cancel()
+		b, err := jsnode.Unload(m.ctx, s.blobs, out.Blob)
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			// Recorded (and synced) before and its blob deleted: a repeat.
 			s.done(out.Job, out.Seq)
@@ -625,7 +614,7 @@ func (m *Manager) applyOutcome(s *sharing, msg jetstream.Msg) (string, error) {
 			return "", nil
 		}
 		if err != nil {
-			return "", fmt.Errorf("blob %s: %w", out.Blob, err)
+			return "", err
 		}
 		line = b
 	}

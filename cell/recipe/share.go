@@ -1,7 +1,6 @@
 package recipe
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,9 +38,6 @@ import (
 
 // sealPurpose names what the region's keys seal for a queued run.
 const sealPurpose = "recipe run inputs"
-
-// runInline is the largest outcome sent inside a message.
-const runInline = 768 << 10
 
 // Sealer seals and opens what a cell puts in the region's queue
 // (regionauth.Keys).
@@ -331,14 +327,12 @@ func (s *Service) sendOutcome(sh *runSharing, owner string, out *runOutcome, gen
 		return err
 	}
 	id := fmt.Sprintf("recipe/%s/%s/%d", out.Job, sh.cell, gen)
-	if len(data) > runInline {
-		octx, cancel := context.WithTimeout(s.jobsCtx, time.Minute)
-		_, err := sh.blobs.Put(octx, jetstream.ObjectMeta{Name: id}, bytes.NewReader(data))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("blob: %w", err)
-		}
-		data, _ = json.Marshal(runOutcome{Job: out.Job, Cell: out.Cell, Blob: id})
+	data, err = jsnode.Offload(s.jobsCtx, sh.blobs, id, data, func(blob string) []byte {
+		b, _ := json.Marshal(runOutcome{Job: out.Job, Cell: out.Cell, Blob: blob})
+		return b
+	})
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(s.jobsCtx, 10*time.Second)
 	defer cancel()
@@ -354,29 +348,9 @@ func (s *Service) sendOutcome(sh *runSharing, owner string, out *runOutcome, gen
 // collectRuns records the outcomes of this cell's runs, whoever ran them;
 // an outcome is acked once recorded.
 func (s *Service) collectRuns(sh *runSharing) {
-	ctx := s.jobsCtx
-	for ctx.Err() == nil {
-		batch, err := sh.res.Fetch(64, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			if ctx.Err() == nil {
-				select {
-				case <-time.After(time.Second):
-				case <-ctx.Done():
-				}
-			}
-			continue
-		}
-		for msg := range batch.Messages() {
-			if err := s.collect(sh, msg.Data()); err != nil {
-				if ctx.Err() == nil {
-					s.cfg.Logger.Error("recipe: run outcome not recorded; offered again", "err", err)
-				}
-				msg.NakWithDelay(time.Second)
-				continue
-			}
-			msg.Ack()
-		}
-	}
+	jsnode.Collect(s.jobsCtx, sh.res, func(data []byte) error { return s.collect(sh, data) }, func(err error) {
+		s.cfg.Logger.Error("recipe: run outcome not recorded; offered again", "err", err)
+	})
 }
 
 // readOutcome reads an outcome message (from the object store when it is
@@ -389,11 +363,9 @@ func (s *Service) readOutcome(ctx context.Context, sh *runSharing, data []byte) 
 		return nil, nil
 	}
 	if out.Blob != "" {
-		octx, cancel := context.WithTimeout(ctx, time.Minute)
-		b, err := sh.blobs.GetBytes(octx, out.Blob)
-		cancel()
+		b, err := jsnode.Unload(ctx, sh.blobs, out.Blob)
 		if err != nil {
-			return nil, fmt.Errorf("blob %s: %w", out.Blob, err)
+			return nil, err
 		}
 		if err := json.Unmarshal(b, &out); err != nil {
 			s.cfg.Logger.Error("recipe: unreadable run outcome dropped", "blob", out.Blob, "err", err)

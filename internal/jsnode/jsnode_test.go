@@ -256,7 +256,9 @@ func TestGrowOneToThree(t *testing.T) {
 	c.WaitPeers(3)
 
 	var lastErr error
-	jsnodetest.WaitFor(t, 30*time.Second, "streams raised to R3", func() (bool, string) {
+	// Generous: a loaded machine (make test runs packages side by side)
+	// took over 30 s to catch a new replica up.
+	jsnodetest.WaitFor(t, 90*time.Second, "streams raised to R3", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if lastErr = jsnode.Ensure(ctx, n2.JetStream(), jsnode.RegionLayout(3, retention)); lastErr != nil {

@@ -1,0 +1,71 @@
+package jsnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Outcomes (a crawl task's, a background recipe run's) travel from the
+// cell that ran the work to its owner on the job log, and the owner's
+// durable consumer collects them. These are the two halves both use.
+
+// OutcomeInline is the largest outcome sent inside its message (a
+// message is at most 1 MiB with its subject and headers); a larger one
+// goes through the TRAWL_BLOBS object store.
+const OutcomeInline = 768 << 10
+
+// Offload returns what an outcome's message carries: data itself when it
+// fits OutcomeInline, else stub(name), data being put in blobs under
+// name first (the stub names it for Unload).
+func Offload(ctx context.Context, blobs jetstream.ObjectStore, name string, data []byte, stub func(blob string) []byte) ([]byte, error) {
+	if len(data) <= OutcomeInline {
+		return data, nil
+	}
+	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if _, err := blobs.Put(octx, jetstream.ObjectMeta{Name: name}, bytes.NewReader(data)); err != nil {
+		return nil, fmt.Errorf("jsnode: blob %s: %w", name, err)
+	}
+	return stub(name), nil
+}
+
+// Unload reads the outcome an Offload put in blobs under name.
+func Unload(ctx context.Context, blobs jetstream.ObjectStore, name string) ([]byte, error) {
+	octx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	b, err := blobs.GetBytes(octx, name)
+	if err != nil {
+		return nil, fmt.Errorf("jsnode: blob %s: %w", name, err)
+	}
+	return b, nil
+}
+
+// Collect takes cons's messages in batches of up to 64 until ctx ends,
+// and acks each one apply took; one apply refused is offered again a
+// second later, after failed is told why (unless ctx ended).
+func Collect(ctx context.Context, cons jetstream.Consumer, apply func(data []byte) error, failed func(error)) {
+	for ctx.Err() == nil {
+		batch, err := cons.Fetch(64, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		for msg := range batch.Messages() {
+			if err := apply(msg.Data()); err != nil {
+				if ctx.Err() == nil {
+					failed(err)
+				}
+				msg.NakWithDelay(time.Second)
+				continue
+			}
+			msg.Ack()
+		}
+	}
+}
