@@ -474,7 +474,8 @@ func (c *Cell) advertiseWork(ctx context.Context, m *members.Cluster) {
 	defer t.Stop()
 	for {
 		st := c.jobs.ShareStats()
-		w := members.Work{Queued: int64(st.Queued), Fetching: st.Fetching, Backlog: st.Backlog, Lag: st.Lag, Coordinator: c.Coordinating()}
+		w := members.Work{Queued: int64(st.Queued), Fetching: st.Fetching, Backlog: st.Backlog, Lag: st.Lag, Coordinator: c.Coordinating(),
+			Recipes: c.recipes.ShareStats().Running}
 		if last == nil || w != *last {
 			if err := m.UpdateMeta(func(mm *members.Meta) { mm.Work = &w }); err != nil {
 				c.cfg.Logger.Warn("jetstream: membership meta", "err", err)

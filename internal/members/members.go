@@ -133,6 +133,8 @@ type Work struct {
 	Fetching int64 `json:"fetching"` // items its pullers hold
 	Backlog  int64 `json:"backlog"`  // the region's URLs waiting for a puller
 	Lag      int64 `json:"lag"`      // outcomes of its URLs not recorded yet
+	// Recipes: the background recipe runs its runners hold (any cell's).
+	Recipes int64 `json:"recipes,omitempty"`
 	// Coordinator: it holds the region's coordinator lease (cell/coord):
 	// it feeds the jobs of cells that are down.
 	Coordinator bool `json:"coordinator,omitempty"`
