@@ -1546,6 +1546,7 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 		}
 	}
 	b := m.st.NewBatch()
+	var seqs []uint64
 	err = m.st.Scan(jobKey(id, 'u'), nil, func(k, v []byte) (bool, error) {
 		var r urlRecord
 		if err := json.Unmarshal(v, &r); err != nil {
@@ -1557,6 +1558,7 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 		r.State = urlHeld
 		rb, _ := json.Marshal(r)
 		b.Set(bytes.Clone(k), rb)
+		seqs = append(seqs, seqOf(k))
 		n++
 		return true, nil
 	})
@@ -1572,6 +1574,17 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 		return 0, "", err
 	}
 	j.meta = nm
+	if s := m.mirrored(nm.Local); s != nil {
+		// Which URLs the retry holds, in the log as another cell's retry
+		// for this one would be (logRetry): if this cell goes down before
+		// the gate's release, the cell that takes the release finds them
+		// (logReleaseRetry). Its own request comes back to it, a no-op.
+		req := retryRequest{releaseRequest: releaseRequest{cancelRequest: cancelRequest{Job: id, Account: account, At: m.cfg.Now().UTC(), Cell: m.cfg.Cell},
+			Token: nm.RetryHold}, Until: nm.RetryUntil, Seqs: seqs}
+		if err := s.putRequest(m.ctx, s.cfg.Cell, id, retryKind(nm.RetryHold, false), headerRetry, req); err != nil && m.ctx.Err() == nil {
+			m.cfg.Logger.Warn("jobs: a held retry not written to the region's log (its release waits for this cell if it goes down)", "job", id, "err", err)
+		}
+	}
 	m.mirrorMetaLocked(j)
 	return n, nm.RetryHold, nil
 }

@@ -437,9 +437,9 @@ func (m *Manager) logRetry(s *sharing, id, account string, fetchable func(string
 // owner (logRetry: its request names the URLs): the release goes to the
 // owner as a request, the record says released and charged, and the
 // retried URLs are marked pending in the log, so the coordinator feeds
-// them and reads count them pending. A retry the owner held itself
-// before it went down waits for it (ErrOwnerDown): which URLs it held
-// is in its store only.
+// them and reads count them pending. A retry the owner held itself is
+// in the log the same way (HoldRetry); one held before that was written
+// waits for the owner (ErrOwnerDown).
 func (m *Manager) logReleaseRetry(s *sharing, id, account, token string, creditsMC int64) error {
 	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
 	defer cancel()
@@ -508,10 +508,7 @@ func (m *Manager) logRequest(s *sharing, id, account, kind, header string, req a
 	if ok, err := change(&mt); !ok || err != nil {
 		return err
 	}
-	body, _ := json.Marshal(req)
-	msg := nats.NewMsg(jsnode.JobSubject(owner, id) + ".res." + kind)
-	msg.Header.Set(header, string(body))
-	if _, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id+"/"+kind)); err != nil {
+	if err := s.putRequest(ctx, owner, id, kind, header, req); err != nil {
 		return err
 	}
 	b, _ := json.Marshal(mt)
@@ -521,6 +518,18 @@ func (m *Manager) logRequest(s *sharing, id, account, kind, header string, req a
 	}
 	m.cfg.Logger.Info("jobs: took a request for the job of a cell that is down", "job", id, "owner", owner, "request", kind)
 	return nil
+}
+
+// putRequest publishes req for owner's job id on its results subject
+// .res.<kind>, with header, stored on a quorum.
+func (s *sharing) putRequest(ctx context.Context, owner, id, kind, header string, req any) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(req)
+	msg := nats.NewMsg(jsnode.JobSubject(owner, id) + ".res." + kind)
+	msg.Header.Set(header, string(body))
+	_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id+"/"+kind))
+	return err
 }
 
 // applyRequest applies a request another cell took for one of this

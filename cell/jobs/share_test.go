@@ -1093,6 +1093,64 @@ func TestRetryWhileOwnerDown(t *testing.T) {
 	t.Logf("retried %d URLs through c2 while c1 was down; %d fetches in all for %d URLs", k, r.fetched("c1")+r.fetched("c2"), n)
 }
 
+// A retry the owner held itself is released by another cell when the
+// owner goes down before the gate's release: the owner wrote which URLs
+// it held to the log (HoldRetry), so the release marks them pending
+// there and the coordinator fetches them; the owner back records each
+// once and counts the retry's units.
+func TestOwnersRetryReleasedWhileDown(t *testing.T) {
+	r := newShareRig(t)
+	var failing atomic.Bool
+	failing.Store(true)
+	r.fail = func(u string) bool { return failing.Load() && strings.HasSuffix(u, "0") }
+	stA, a, b, ownerLive := r.ownerAndCoordinator(10 * time.Millisecond)
+	const n = 40
+	urls := siteURLs("ownretry", n)
+	id, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before *Status
+	testwait.Until(t, 30*time.Second, "every URL with an outcome", func() bool {
+		before, err = a.Status(id, "acct", false)
+		return err == nil && before.Status == StatusDone
+	})
+	all := func(string) bool { return true }
+	k, token, err := a.HoldRetry(id, "acct", all)
+	if err != nil || k != n/10 {
+		t.Fatalf("the owner's retry: %d %q %v", k, token, err)
+	}
+	a.Close()
+	ownerLive.Store(false)
+	failing.Store(false)
+	if err := b.ReleaseCharged(id, "acct", token, 4_000); err != nil {
+		t.Fatalf("the owner's retry released through c2: %v", err)
+	}
+	testwait.Until(t, 60*time.Second, "the retried URLs fetched without the owner", func() bool {
+		st, err := b.Status(id, "acct", false)
+		return err == nil && st.Done == n && st.Error == 0
+	})
+	a2 := r.unsharedOn(stA, "c1", 2, 10*time.Millisecond, 10, time.Minute)
+	if err := a2.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ownerLive.Store(true)
+	var own *Status
+	testwait.Until(t, 60*time.Second, "the owner to apply the release and record the URLs", func() bool {
+		own, err = a2.Status(id, "acct", false)
+		return err == nil && own.Status == StatusDone && own.Done == n
+	})
+	if own.Error != 0 || own.Charged != before.Charged+n/10 || own.Held {
+		t.Errorf("the owner after the retry: %+v (before %+v)", own, before)
+	}
+	seen := resultURLs(t, a2, id)
+	for _, u := range urls {
+		if seen[u] != 1 {
+			t.Errorf("%s: %d lines", u, seen[u])
+		}
+	}
+}
+
 // A job being submitted is in the region's log before it is in the
 // manager: a restore that reads the log meanwhile (a cell that has just
 // begun sharing and already takes submissions) leaves it, rather than
