@@ -31,7 +31,7 @@ import (
 // mark is done is not acted on again.
 //
 // A mark may carry what acting on the event needs (Payload: a webhook
-// delivery, signed body and all). While the owner is down, the region's
+// delivery, signed body and all; a large one in the blob store). While the owner is down, the region's
 // coordinator hands each pending mark with a payload to Config.TakeMark
 // (a cell acting for the owner: its own sender sends the delivery and
 // marks it done), so a delivery does not wait for a dead cell. Either
@@ -50,10 +50,13 @@ type Mark struct {
 	// Payload is what another cell needs to act on the event for the
 	// owner (opaque to the manager); nil when too large to keep here.
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Blob names the payload in TRAWL_BLOBS when it is larger than
+	// MaxMarkPayload (the coordinator reads it back before TakeMark).
+	Blob string `json:"blob,omitempty"`
 }
 
-// MaxMarkPayload bounds a mark's payload: a larger one is left out, and
-// its effect waits for the owner.
+// MaxMarkPayload bounds a mark's payload in the mark's message: a larger
+// one goes to the blob store (Mark.Blob).
 const MaxMarkPayload = 256 << 10
 
 // eventKey names event e of a page whose outcome is message logSeq of
@@ -91,6 +94,14 @@ func (m *Manager) ClaimMark(job, key string, mk Mark) (Mark, error) {
 		return Mark{}, errNotLogged
 	}
 	if len(mk.Payload) > MaxMarkPayload {
+		// An earlier mark of the event, if any, keeps its own blob: this
+		// one then stays unnamed until the blob store's retention.
+		name := "mark/" + s.cfg.Cell + "/" + jsnode.Token(job) + "/" + key
+		if err := jsnode.PutBlob(m.ctx, s.blobs, name, mk.Payload); err != nil {
+			m.cfg.Logger.Warn("jobs: a mark's payload not kept (its effect waits for this cell if it goes down)", "job", job, "mark", key, "err", err)
+		} else {
+			mk.Blob = name
+		}
 		mk.Payload = nil
 	}
 	b, _ := json.Marshal(mk)
@@ -175,7 +186,12 @@ func (m *Manager) takeMarks(ctx context.Context, s *sharing, owner string, from 
 		}
 		parts := strings.SplitN(msg.Subject(), ".", 6) // trawl.job.<owner>.<job>.mark.<key>
 		var mk Mark
-		if len(parts) == 6 && json.Unmarshal(msg.Data(), &mk) == nil && !mk.Done && len(mk.Payload) > 0 {
+		if len(parts) == 6 && json.Unmarshal(msg.Data(), &mk) == nil && !mk.Done && (len(mk.Payload) > 0 || mk.Blob != "") {
+			if mk.Blob != "" {
+				if mk.Payload, err = jsnode.Unload(ctx, s.blobs, mk.Blob); err != nil {
+					return err
+				}
+			}
 			if err := m.cfg.TakeMark(jsnode.Untoken(parts[3]), parts[5], mk); err != nil {
 				return err
 			}

@@ -1,15 +1,18 @@
 package jobs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/trawlhq/trawl/cell/scrape"
+	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/store"
 	"github.com/trawlhq/trawl/internal/testwait"
 )
@@ -137,4 +140,39 @@ func TestMarksFollowEventsThroughRestore(t *testing.T) {
 		t.Errorf("recorded again: %d done, %d pending; want some of each", mk.again, mk.pend)
 	}
 	t.Logf("%d events marked before the loss; recorded again: %d done, %d pending; %d marked in all", before, mk.again, mk.pend, len(mk.staged))
+}
+
+// A mark whose payload is over MaxMarkPayload keeps it in the blob store,
+// and the coordinator hands it whole to TakeMark: a large delivery (a
+// page's document) does not wait for its owner.
+func TestLargeMarkPayload(t *testing.T) {
+	r := newShareRig(t)
+	m := r.manager("c1", 2, 0, 10)
+	s := m.share.Load()
+	job := jobid.New("eu", "c1")
+	big, _ := json.Marshal(map[string]string{"markdown": strings.Repeat("a long page. ", MaxMarkPayload/8)})
+	small := json.RawMessage(`{"markdown":"short"}`)
+	for key, p := range map[string]json.RawMessage{"page.1": big, "page.2": small} {
+		got, err := m.ClaimMark(job, key, Mark{ID: "d-" + key, Payload: p})
+		if err != nil || got.ID != "d-"+key {
+			t.Fatalf("claim %s: %+v %v", key, got, err)
+		}
+	}
+	if mk, err := m.ReadMark(job, "page.1"); err != nil || mk.Blob == "" || len(mk.Payload) != 0 {
+		t.Fatalf("the large mark: blob %q, %d payload bytes in the message, %v", mk.Blob, len(mk.Payload), err)
+	}
+	took := map[string]json.RawMessage{}
+	m.cfg.TakeMark = func(j, key string, mk Mark) error {
+		if j != job {
+			t.Errorf("mark of job %s", j)
+		}
+		took[key] = mk.Payload
+		return nil
+	}
+	if _, n, err := m.takeMarks(context.Background(), s, "c1", 0); err != nil || n != 2 {
+		t.Fatalf("takeMarks: %d, %v", n, err)
+	}
+	if !bytes.Equal(took["page.1"], big) || !bytes.Equal(took["page.2"], small) {
+		t.Errorf("payloads taken: %d and %q bytes, want %d and %q", len(took["page.1"]), took["page.2"], len(big), small)
+	}
 }

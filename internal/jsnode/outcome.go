@@ -25,12 +25,20 @@ func Offload(ctx context.Context, blobs jetstream.ObjectStore, name string, data
 	if len(data) <= OutcomeInline {
 		return data, nil
 	}
+	if err := PutBlob(ctx, blobs, name, data); err != nil {
+		return nil, err
+	}
+	return stub(name), nil
+}
+
+// PutBlob puts data in blobs under name (Unload reads it).
+func PutBlob(ctx context.Context, blobs jetstream.ObjectStore, name string, data []byte) error {
 	octx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	if _, err := blobs.Put(octx, jetstream.ObjectMeta{Name: name}, bytes.NewReader(data)); err != nil {
-		return nil, fmt.Errorf("jsnode: blob %s: %w", name, err)
+		return fmt.Errorf("jsnode: blob %s: %w", name, err)
 	}
-	return stub(name), nil
+	return nil
 }
 
 // Unload reads the outcome an Offload put in blobs under name.
