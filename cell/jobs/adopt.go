@@ -209,7 +209,9 @@ func (ix *metaIndex) refresh(ctx context.Context, s *sharing) (read int, err err
 			return nil
 		}
 		jobs[mt.ID] = indexedJob{owner: parts[2], grow: mt.Grow != nil,
-			idle: mt.Hold != "" || mt.RetryHold != "" || !mt.CancelledAt.IsZero() || mt.Failure != ""}
+			// A job kept on its owner (a crawl with a delay) waits for it:
+			// fed from here it would not keep its delay.
+			idle: mt.Hold != "" || mt.RetryHold != "" || !mt.CancelledAt.IsZero() || mt.Failure != "" || mt.Local}
 		return nil
 	})
 	if err != nil {

@@ -82,7 +82,7 @@ func (m *Manager) stage(b *store.Batch, j *job, e Event, logSeq uint64) (*Event,
 	e.Job, e.Account, e.Shape, e.At = j.meta.ID, j.meta.Account, j.meta.Shape, m.cfg.Now().UTC()
 	e.Restored = j.restoring
 	e.Key = eventKey(e.Kind, e.Seq, logSeq)
-	e.Logged = m.mirrored(j.meta.Local) != nil
+	e.Logged = m.mirrored() != nil
 	if err := m.cfg.Events.Stage(b, &e); err != nil {
 		return nil, err
 	}

@@ -156,7 +156,8 @@ type Extra struct {
 	// Local keeps the job's URLs on the cell that accepted it, even when
 	// the cell shares its work with the region (share.go): for a job
 	// whose pages depend on one another's timing (a crawl's delay
-	// between pages is kept by one cell's clock).
+	// between pages is kept by one cell's clock). It is in the region's
+	// log all the same (mirror.go), so a lost disk loses none of it.
 	Local bool
 }
 
@@ -560,7 +561,7 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 	}
 	// A shared job is in the region's log before it is answered: a cell
 	// that loses its data directory restores it from there (mirror.go).
-	if s := m.mirrored(x.Local); s != nil {
+	if s := m.mirrored(); s != nil {
 		if err := s.putJob(m.ctx, j.meta, urls); err != nil {
 			m.cfg.Logger.Error("jobs: the region's log did not take a job; refused", "err", err)
 			return "", "", errMirror
@@ -936,6 +937,23 @@ func (m *Manager) run(t task) {
 		m.unadmit(t)
 		return
 	}
+	if s := m.mirrored(); s != nil {
+		// A job kept here while the cell shares (a crawl with a delay):
+		// its outcome goes to the log first, and is recorded from there
+		// as any shared outcome is (mirror.go).
+		it, err := m.itemOf(t, s.cfg.Cell)
+		if err == nil {
+			out := jobOutcome{Job: it.Job, Seq: it.Seq, Gen: it.Gen, URL: it.URL, Links: made.Links, Usage: made.Usage,
+				Attempts: attempts, Cell: m.cfg.Cell}
+			if serr != nil {
+				out.Error = &outcomeError{Status: serr.Status, Code: serr.Code, Message: serr.Message}
+			}
+			if err = s.send(m.ctx, it, &out, line); err == nil {
+				return
+			}
+		}
+		m.cfg.Logger.Warn("jobs: a kept job's outcome not sent to the region's log; recorded here only", "job", id, "err", err)
+	}
 	if err := m.complete(t, line, made, serr, attempts); err != nil {
 		m.cfg.Logger.Error("job result write failed; the URL stays pending", "job", id, "url", urlpolicy.Redact(t.url), "err", err)
 	}
@@ -986,7 +1004,7 @@ func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjso
 	if errors.Is(err, store.ErrNotFound) && j.meta.Grow != nil && t.seq >= uint64(j.total()) {
 		// A URL the coordinator added to this crawl while this cell was
 		// down, after the restore took in what the log had then.
-		if s := m.mirrored(j.meta.Local); s != nil {
+		if s := m.mirrored(); s != nil {
 			if err = m.absorbGrowthLocked(m.ctx, s, j); err == nil {
 				rec, err = m.record(j.meta.ID, t.seq)
 			}
@@ -1033,7 +1051,7 @@ func (m *Manager) completeWith(t task, line []byte, made Produced, serr *httpjso
 		// In the region's log before the store: a restored crawl finds
 		// every URL at the seq it had (mirror.go). Refused, the outcome is
 		// not recorded (offered again).
-		if s := m.mirrored(j.meta.Local); s != nil && added > 0 {
+		if s := m.mirrored(); s != nil && added > 0 {
 			if err := s.putGrowth(m.ctx, j.meta.ID, uint64(j.total()), grown); err != nil {
 				b.Discard()
 				if errors.Is(err, errGrowthTaken) {
@@ -1574,7 +1592,7 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 		return 0, "", err
 	}
 	j.meta = nm
-	if s := m.mirrored(nm.Local); s != nil {
+	if s := m.mirrored(); s != nil {
 		// Which URLs the retry holds, in the log as another cell's retry
 		// for this one would be (logRetry): if this cell goes down before
 		// the gate's release, the cell that takes the release finds them
@@ -1655,11 +1673,11 @@ func (m *Manager) holdRetryFor(j *job, req retryRequest) error {
 // cell's results; the sweep leaves the hold alone.
 func (m *Manager) releasedInLog(j *job, token string) bool {
 	j.mu.Lock()
-	id, account, local := j.meta.ID, j.meta.Account, j.meta.Local
+	id, account := j.meta.ID, j.meta.Account
 	j.mu.Unlock()
-	s := m.mirrored(local)
+	s := m.mirrored()
 	if s == nil {
-		return !local && m.cfg.AwaitShare > 0 // a cell that will share: not yet known
+		return m.cfg.AwaitShare > 0 // a cell that will share: not yet known
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
@@ -1748,7 +1766,7 @@ func (m *Manager) Sweep() (int, error) {
 		m.mu.Lock()
 		delete(m.jobs, id)
 		m.mu.Unlock()
-		if s := m.mirrored(j.meta.Local); s != nil {
+		if s := m.mirrored(); s != nil {
 			if err := s.forget(m.ctx, id); err != nil {
 				m.cfg.Logger.Warn("jobs: swept job not removed from the region's log (its age will)", "job", id, "err", err)
 			}

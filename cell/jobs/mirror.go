@@ -49,8 +49,11 @@ import (
 //     a restored crawl has every URL it had found, at the same seq, so
 //     a page's charge (named by its seq) is not charged twice.
 //
-// A job kept on its owner (Extra.Local: a crawl with a delay) is not in
-// the log.
+// A job kept on its owner (Extra.Local: a crawl with a delay) is in the
+// log too: its owner fetches its URLs (its clock keeps the delay) and
+// publishes each outcome to its own results rather than record it at
+// once, so a lost disk loses none of it; the coordinator does not feed
+// it while the owner is down (it would not keep the delay).
 
 // headerPending marks a .res.<seq> message that puts its URL back to
 // pending (a released retry), replacing the failure it retries.
@@ -73,12 +76,9 @@ var errMirror = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code:
 var ErrRestoring = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "try_again",
 	Message: "this cell is not ready to answer for this job yet; try again", RetryAfter: 5 * time.Second}
 
-// mirrored reports the sharing a job goes into the log with, or nil (not
-// sharing, or a job kept local: Extra.Local).
-func (m *Manager) mirrored(local bool) *sharing {
-	if local {
-		return nil
-	}
+// mirrored reports the sharing jobs go into the log with, or nil (not
+// sharing).
+func (m *Manager) mirrored() *sharing {
 	return m.share.Load()
 }
 
@@ -207,7 +207,7 @@ func (s *sharing) logPublish(ctx context.Context, subject string, data []byte, h
 // held. The change is durable in the store already: a record the log
 // missed is written again when the cell next starts sharing.
 func (m *Manager) mirrorMetaLocked(j *job) {
-	s := m.mirrored(j.meta.Local)
+	s := m.mirrored()
 	if s == nil {
 		return
 	}
@@ -219,7 +219,7 @@ func (m *Manager) mirrorMetaLocked(j *job) {
 // mirrorPendingLocked records in the log that URLs seqs of j are pending
 // again (a released retry); j.mu is held.
 func (m *Manager) mirrorPendingLocked(j *job, seqs []uint64) {
-	if s := m.mirrored(j.meta.Local); s != nil {
+	if s := m.mirrored(); s != nil {
 		s.markPending(s.cfg.Cell, j.meta.ID, seqs, m.cfg.Logger)
 	}
 }
@@ -328,9 +328,6 @@ func (m *Manager) restore(ctx context.Context, s *sharing) (RestoreStats, error)
 		j.mu.Lock()
 		mt := j.meta
 		j.mu.Unlock()
-		if mt.Local {
-			continue
-		}
 		if mt.Grow != nil && logged[mt.ID].ID != "" {
 			// URLs the coordinator added while this cell was down
 			// (adopt.go), before any outcome of theirs is recorded.

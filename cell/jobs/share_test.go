@@ -1184,3 +1184,59 @@ func TestRestoreLeavesJobsBeingSubmitted(t *testing.T) {
 		t.Fatalf("the same record not being submitted: restore %+v %v, want it restored", st, err)
 	}
 }
+
+// A job kept on its owner (a crawl with a delay: Extra.Local) is in the
+// region's log all the same: its owner fetches every page itself, and a
+// lost disk loses none of it; the coordinator leaves it to its owner.
+func TestKeptCrawlSurvivesLostStore(t *testing.T) {
+	r := newShareRig(t)
+	r.crawlSite(20 * time.Millisecond)
+	var ownerLive, coordinating atomic.Bool
+	ownerLive.Store(true)
+	a := r.manager("c1", 1, 0, 0)
+	b := r.unshared("c2", 2, 0, 0, 0)
+	if err := b.Share(context.Background(), r.js, ShareConfig{Live: func(c string) bool { return c != "c1" || ownerLive.Load() }, Coordinating: coordinating.Load}); err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.SubmitWith("acct", []string{"http://site.example/0"}, scrape.Options{},
+		Extra{Shape: json.RawMessage(`{"kind":"t"}`), Grow: &Growth{Limit: 63, MaxDepth: 5}, Local: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at *Status
+	testwait.Until(t, 30*time.Second, "20 pages of the crawl", func() bool {
+		at, err = a.Status(id, "acct", false)
+		return err == nil && at.Done >= 20
+	})
+	a.Close() // its store is gone with it
+	ownerLive.Store(false)
+	coordinating.Store(true)
+	// Read from the log while it is down; not fed by the coordinator.
+	var fromLog *Status
+	testwait.Until(t, 30*time.Second, "the crawl read from the log", func() bool {
+		fromLog, err = b.Status(id, "acct", false)
+		return err == nil && fromLog.Done >= at.Done
+	})
+	if b.ShareStats().Adopted != 0 {
+		t.Errorf("the coordinator fed %d URLs of a kept crawl", b.ShareStats().Adopted)
+	}
+	a2 := r.unshared("c1", 1, 0, 0, time.Minute)
+	if err := a2.Share(context.Background(), r.js, ShareConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	ownerLive.Store(true)
+	waitDone(t, a2, id, 63)
+	seen := resultURLs(t, a2, id)
+	if len(seen) != 63 {
+		t.Errorf("%d pages, want 63", len(seen))
+	}
+	for u, n := range seen {
+		if n != 1 {
+			t.Errorf("%s: %d lines", u, n)
+		}
+	}
+	if f := r.fetched("c2"); f != 0 {
+		t.Errorf("c2 fetched %d pages of a crawl kept on c1", f)
+	}
+	t.Logf("owner lost its disk at %d of %d found pages done (%d in the log); restored and finished with 63 pages, %d fetches in all", at.Done, at.Total, fromLog.Done, r.fetched("c1"))
+}
