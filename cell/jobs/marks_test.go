@@ -176,3 +176,78 @@ func TestLargeMarkPayload(t *testing.T) {
 		t.Errorf("payloads taken: %d and %q bytes, want %d and %q", len(took["page.1"]), took["page.2"], len(big), small)
 	}
 }
+
+// hookish marks every event as a webhook sender does (cell/fchook): a
+// claim with the delivery as payload before the event's write, and once
+// sent a read of the mark (webhook.Config.Settled) and its rewrite done.
+type hookish struct {
+	mgr     atomic.Pointer[Manager]
+	payload json.RawMessage
+	n       atomic.Int64
+}
+
+func (h *hookish) Stage(_ *store.Batch, e *Event) error {
+	if !e.Logged {
+		return nil
+	}
+	_, err := h.mgr.Load().ClaimMark(e.Job, e.Key, Mark{ID: fmt.Sprintf("d%d", h.n.Add(1)), Payload: h.payload})
+	return err
+}
+
+func (h *hookish) Committed(e *Event) {
+	if !e.Logged {
+		return
+	}
+	m := h.mgr.Load()
+	if mk, err := m.ReadMark(e.Job, e.Key); err == nil && !mk.Done {
+		m.FinishMark(e.Job, e.Key, mk.ID)
+	}
+}
+
+// BenchmarkJobMarks: a shared job's pages/s with every event marked in
+// the log as a job with a webhook's are (marks.go), beside the same job
+// without; one cell on one node, pages answered at once (the marks' cost
+// alone, not a site's).
+func BenchmarkJobMarks(b *testing.B) {
+	const urls = 200
+	page := json.RawMessage(`{"markdown":"` + strings.Repeat("x", 2048) + `"}`)
+	for _, marked := range []bool{false, true} {
+		name := "plain"
+		if marked {
+			name = "marked"
+		}
+		b.Run(name, func(b *testing.B) {
+			r := newShareRig(b)
+			r.shaped = func(string) ShapedFunc {
+				return func(context.Context, Target, json.RawMessage) (Produced, error) { return Produced{Result: page}, nil }
+			}
+			h := &hookish{payload: page}
+			if marked {
+				r.events = h
+			}
+			m := r.manager("c1", 8, 0, 0)
+			h.mgr.Store(m)
+			b.ResetTimer()
+			for i := range b.N {
+				u := make([]string, urls)
+				for k := range u {
+					u[k] = fmt.Sprintf("http://site.example/%d/%d", i, k)
+				}
+				id, err := m.SubmitWith("acct", u, scrape.Options{}, Extra{Shape: json.RawMessage(`{"kind":"t"}`)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := testwait.Poll(60*time.Second, func() bool {
+					st, err := m.Status(id, "acct", false)
+					return err == nil && st.Status == StatusDone
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(urls*b.N)/b.Elapsed().Seconds(), "pages/s")
+			if marked && h.n.Load() < int64(urls*b.N) {
+				b.Fatalf("%d events marked for %d pages", h.n.Load(), urls*b.N)
+			}
+		})
+	}
+}

@@ -34,7 +34,7 @@ import (
 // shareRig is cells' job managers sharing one real JetStream node, each
 // with its own store, as the cells of a region do.
 type shareRig struct {
-	t  *testing.T
+	t  testing.TB
 	js jetstream.JetStream
 
 	mu      sync.Mutex
@@ -51,7 +51,7 @@ type shareRig struct {
 	fail func(url string) bool
 }
 
-func newShareRig(t *testing.T) *shareRig {
+func newShareRig(t testing.TB) *shareRig {
 	n := jsnodetest.Standalone(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
