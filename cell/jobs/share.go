@@ -198,7 +198,10 @@ func (m *Manager) Share(ctx context.Context, js jetstream.JetStream, cfg ShareCo
 // a job not restored yet would find no job to record it in.
 func (m *Manager) recover(s *sharing) {
 	var before RestoreStats // what attempts that failed had restored
-	for wait := time.Second; m.ctx.Err() == nil; wait = min(2*wait, 30*time.Second) {
+	// Retried every few seconds at most: outcomes wait for it (a CI run
+	// under load had a crawl's owner back, restoring after failures at
+	// 1, 2, 4, 8 and 16 s, still not recording after 60 s).
+	for wait := time.Second; m.ctx.Err() == nil; wait = min(2*wait, 5*time.Second) {
 		st, err := m.restore(m.ctx, s)
 		st.Jobs, st.Outcomes = st.Jobs+before.Jobs, st.Outcomes+before.Outcomes
 		before = st

@@ -71,18 +71,23 @@ func TestSearchSurvivesDeadCell(t *testing.T) {
 	waitJobDone(t, 2*time.Minute, "the job", func() (jobStatus, error) { return gateJobStatus(r.gate, id) })
 
 	// Every page is copied to one other cell, and indexed there.
-	testwait.Until(t, 60*time.Second, "every page sent to another cell and indexed there", func() bool {
+	var copies []string
+	if err := testwait.Poll(60*time.Second, func() bool {
 		var sent, indexed uint64
+		copies = copies[:0]
 		for _, name := range r.names {
 			h, err := getCellHealth(r.cells[name].base)
 			if err != nil {
 				return false
 			}
+			copies = append(copies, fmt.Sprintf("%s %+v", name, h.PageCopies))
 			sent += h.PageCopies.Sent
 			indexed += h.PageCopies.Indexed
 		}
 		return sent == n && indexed == n
-	})
+	}); err != nil {
+		t.Fatalf("%v: every page sent to another cell and indexed there; page copies %v", err, copies)
+	}
 	before := map[string]cellHealth{}
 	for _, name := range r.names {
 		h, _ := getCellHealth(r.cells[name].base)
