@@ -1009,6 +1009,39 @@ func TestReleaseWhileOwnerDown(t *testing.T) {
 	}
 }
 
+// failedJob is a finished job of n URLs on c1 (owner, with c2 as the
+// coordinator) whose every tenth URL failed while failing was set.
+type failedJob struct {
+	stA       *store.Store
+	a, b      *Manager
+	ownerLive *atomic.Bool
+	failing   *atomic.Bool
+	id        string
+	urls      []string
+	before    *Status
+}
+
+func newFailedJob(t *testing.T, prefix string, n int) (*shareRig, failedJob) {
+	t.Helper()
+	r := newShareRig(t)
+	f := failedJob{failing: new(atomic.Bool), urls: siteURLs(prefix, n)}
+	f.failing.Store(true)
+	r.fail = func(u string) bool { return f.failing.Load() && strings.HasSuffix(u, "0") }
+	f.stA, f.a, f.b, f.ownerLive = r.ownerAndCoordinator(10 * time.Millisecond)
+	var err error
+	if f.id, err = f.a.Submit("acct", f.urls, scrape.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "every URL with an outcome", func() bool {
+		f.before, err = f.a.Status(f.id, "acct", false)
+		return err == nil && f.before.Status == StatusDone
+	})
+	if f.before.Error != n/10 {
+		t.Fatalf("%d failed, want %d", f.before.Error, n/10)
+	}
+	return r, f
+}
+
 // A retry of a job whose owner is down is held and released through
 // another cell (logRetry, logReleaseRetry): the failed URLs are held
 // under the new token, the release marks them pending in the log, and
@@ -1017,25 +1050,9 @@ func TestReleaseWhileOwnerDown(t *testing.T) {
 // once, and counts the retry's units. Another account's retry and a second retry while one is
 // held change nothing.
 func TestRetryWhileOwnerDown(t *testing.T) {
-	r := newShareRig(t)
-	var failing atomic.Bool
-	failing.Store(true)
-	r.fail = func(u string) bool { return failing.Load() && strings.HasSuffix(u, "0") }
-	stA, a, b, ownerLive := r.ownerAndCoordinator(10 * time.Millisecond)
 	const n = 50
-	urls := siteURLs("retry", n)
-	id, err := a.Submit("acct", urls, scrape.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var before *Status
-	testwait.Until(t, 30*time.Second, "every URL with an outcome", func() bool {
-		before, err = a.Status(id, "acct", false)
-		return err == nil && before.Status == StatusDone
-	})
-	if before.Error != n/10 {
-		t.Fatalf("%d failed, want %d", before.Error, n/10)
-	}
+	r, f := newFailedJob(t, "retry", n)
+	stA, a, b, ownerLive, failing, id, urls, before := f.stA, f.a, f.b, f.ownerLive, f.failing, f.id, f.urls, f.before
 	a.Close()
 	ownerLive.Store(false)
 	failing.Store(false)
@@ -1099,22 +1116,9 @@ func TestRetryWhileOwnerDown(t *testing.T) {
 // there and the coordinator fetches them; the owner back records each
 // once and counts the retry's units.
 func TestOwnersRetryReleasedWhileDown(t *testing.T) {
-	r := newShareRig(t)
-	var failing atomic.Bool
-	failing.Store(true)
-	r.fail = func(u string) bool { return failing.Load() && strings.HasSuffix(u, "0") }
-	stA, a, b, ownerLive := r.ownerAndCoordinator(10 * time.Millisecond)
 	const n = 40
-	urls := siteURLs("ownretry", n)
-	id, err := a.Submit("acct", urls, scrape.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var before *Status
-	testwait.Until(t, 30*time.Second, "every URL with an outcome", func() bool {
-		before, err = a.Status(id, "acct", false)
-		return err == nil && before.Status == StatusDone
-	})
+	r, f := newFailedJob(t, "ownretry", n)
+	stA, a, b, ownerLive, failing, id, urls, before := f.stA, f.a, f.b, f.ownerLive, f.failing, f.id, f.urls, f.before
 	all := func(string) bool { return true }
 	k, token, err := a.HoldRetry(id, "acct", all)
 	if err != nil || k != n/10 {
