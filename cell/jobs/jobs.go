@@ -652,7 +652,7 @@ func (m *Manager) ReleaseCharged(id, account, token string, creditsMC int64) err
 		if s == nil {
 			return ErrRestoring
 		}
-		return m.logRelease(s, id, account, token, creditsMC) // its owner is down (logread.go)
+		return m.fromLog("release", id, m.logRelease(s, id, account, token, creditsMC)) // its owner is down (logread.go)
 	}
 	j, err := m.get(id, account)
 	if err != nil {
@@ -1212,7 +1212,7 @@ func (m *Manager) Cancel(id, account string) error {
 		if s == nil {
 			return ErrRestoring
 		}
-		return m.logCancel(s, id, account)
+		return m.fromLog("cancel", id, m.logCancel(s, id, account))
 	}
 	j, err := m.get(id, account)
 	if err != nil {
@@ -1399,10 +1399,7 @@ func (m *Manager) Status(id, account string, full bool) (*Status, error) {
 			return nil, ErrRestoring
 		}
 		st, err := m.logStatus(s, id, account, full) // its owner is down (logread.go)
-		if err != nil && err != ErrNoJob {
-			m.cfg.Logger.Warn("jobs: status from the region's log", "job", id, "err", err)
-		}
-		return st, err
+		return st, m.fromLog("status", id, err)
 	}
 	j, err := m.get(id, account)
 	if err != nil {
@@ -1448,8 +1445,10 @@ func (m *Manager) Results(id, account string, after int64, w io.Writer) (int, er
 			return 0, ErrRestoring
 		}
 		n, err := m.logResults(s, id, account, max(after, 0), w) // its owner is down (logread.go)
-		if err != nil && err != ErrNoJob {
-			m.cfg.Logger.Warn("jobs: results from the region's log", "job", id, "err", err)
+		if n == 0 {
+			err = m.fromLog("results", id, err) // nothing written yet: the answer may still be a 503
+		} else if err != nil {
+			m.cfg.Logger.Warn("jobs: results from the region's log cut short", "job", id, "lines", n, "err", err)
 		}
 		return n, err
 	}
@@ -1480,7 +1479,7 @@ func (m *Manager) ScanResults(id, account string, after int64, fn func(line []by
 		if s == nil {
 			return ErrRestoring
 		}
-		return m.logScanResults(s, id, account, max(after, 0), fn) // its owner is down (logread.go)
+		return m.fromLog("results", id, m.logScanResults(s, id, account, max(after, 0), fn)) // its owner is down (logread.go)
 	}
 	if _, err := m.get(id, account); err != nil {
 		return err
@@ -1513,7 +1512,8 @@ func (m *Manager) Failures(id, account string) ([]Failure, error) {
 		if s == nil {
 			return nil, ErrRestoring
 		}
-		return m.logFailures(s, id, account) // its owner is down (logread.go)
+		failed, err := m.logFailures(s, id, account) // its owner is down (logread.go)
+		return failed, m.fromLog("failures", id, err)
 	}
 	if _, err := m.get(id, account); err != nil {
 		return nil, err
@@ -1544,7 +1544,8 @@ func (m *Manager) HoldRetry(id, account string, fetchable func(string) bool) (n 
 		if s == nil {
 			return 0, "", ErrRestoring
 		}
-		return m.logRetry(s, id, account, fetchable) // its owner is down (logread.go)
+		n, token, err := m.logRetry(s, id, account, fetchable) // its owner is down (logread.go)
+		return n, token, m.fromLog("retry", id, err)
 	}
 	j, err := m.get(id, account)
 	if err != nil {

@@ -485,6 +485,26 @@ func (m *Manager) logReleaseRetry(s *sharing, id, account, token string, credits
 	return nil
 }
 
+// ErrLogUnavailable answers a call about a down owner's job that the
+// region's log did not answer (its streams electing new leaders just
+// after a cell died, or without a quorum): the caller repeats it.
+var ErrLogUnavailable = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "try_again", RetryAfter: 2 * time.Second,
+	Message: "the region's job log did not answer for this job just now; repeat the request in a few seconds"}
+
+// fromLog is err of a call about job id that another cell's log answers
+// for: the jobs package's own answers as they are, any other failure
+// (the log's) ErrLogUnavailable rather than a 500.
+func (m *Manager) fromLog(op, id string, err error) error {
+	if err == nil || errors.Is(err, ErrNoJob) || errors.Is(err, ErrNoHold) || errors.Is(err, ErrRetryHeld) {
+		return err
+	}
+	if _, ok := errors.AsType[*httpjson.HTTPError](err); ok {
+		return err
+	}
+	m.cfg.Logger.Warn("jobs: the region's log did not answer for a down cell's job", "op", op, "job", id, "err", err)
+	return ErrLogUnavailable
+}
+
 // ErrOwnerDown answers a write that waits for the job's owner, which is
 // down.
 var ErrOwnerDown = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "cell_unavailable", RetryAfter: 5 * time.Second,

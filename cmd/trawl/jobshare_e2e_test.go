@@ -34,6 +34,9 @@ type slowSite struct {
 	delay time.Duration
 	mu    sync.Mutex
 	hits  map[string][]time.Time // request URI → arrival of each request
+	// fail, when set, makes the pages whose request URI it names close
+	// the connection unanswered (read under mu).
+	fail func(uri string) bool
 }
 
 func newSlowSite(t *testing.T, delay time.Duration) *slowSite {
@@ -47,7 +50,16 @@ func newSlowSite(t *testing.T, delay time.Duration) *slowSite {
 		}
 		s.mu.Lock()
 		s.hits[r.URL.RequestURI()] = append(s.hits[r.URL.RequestURI()], time.Now())
+		fail := s.fail != nil && s.fail(r.URL.RequestURI())
 		s.mu.Unlock()
+		if fail {
+			// Reset: the site did not answer (502 fetch_failed, the URL's
+			// state error). A 404 is a page like any.
+			if c, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				c.Close()
+			}
+			return
+		}
 		select {
 		case <-time.After(s.delay):
 		case <-r.Context().Done():
@@ -1240,4 +1252,94 @@ func (h *hookLog) pages() (map[string]map[string]bool, int, int) {
 		pages[u][p.WebhookID] = true
 	}
 	return pages, len(ids), repeats
+}
+
+// TestRetryThroughStandIn: a job's retry, taken through the gate while
+// the job's owner is down (killed -9), is held by another cell from the
+// region's log, charged by the gate and released at that cell
+// (caddy-modules/meter: the owner is not live, so its stand-in); the
+// coordinator fetches the retried URLs, the job is done without its
+// owner, and the owner back records each URL once.
+func TestRetryThroughStandIn(t *testing.T) {
+	const n = 60
+	site := newSlowSite(t, 20*time.Millisecond)
+	site.fail = func(uri string) bool { return strings.HasSuffix(uri, "0") }
+	r := startShareRegion(t, 3, 4)
+	spent, err := ledgerTotal(r.gate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A job whose owner is not c1 (its process is the gate's).
+	var id, owner string
+	var urls []string
+	jobs := 0
+	for try := 0; owner == "" || owner == "c1"; try++ {
+		if try == 8 {
+			t.Fatal("eight jobs in a row on c1")
+		}
+		urls = site.urls(fmt.Sprintf("standin%d", try), n)
+		id, _ = submitThroughGate(t, r.gate, urls)
+		_, owner, _ = jobid.Parse(id)
+		jobs++
+	}
+	st, _ := waitJobDone(t, time.Minute, "the job", func() (jobStatus, error) { return gateJobStatus(r.gate, id) })
+	if st.Error != n/10 {
+		t.Fatalf("status %+v, want %d failed", st, n/10)
+	}
+	r.cells[owner].p.kill(t)
+	site.mu.Lock()
+	site.fail = nil
+	site.mu.Unlock()
+	var a answer
+	killed := time.Now()
+	if err := testwait.Poll(30*time.Second, func() bool {
+		a, err = tryGateCall("POST", r.gate+"/scrape/jobs/"+id+"/retry", "")
+		return err == nil && a.status != http.StatusServiceUnavailable && a.status != http.StatusBadGateway
+	}); err != nil {
+		t.Fatalf("%v: the retry taken while %s is down; last answer %d %.300s", err, owner, a.status, a.body)
+	}
+	t.Logf("the retry taken %v after %s's kill", time.Since(killed).Round(100*time.Millisecond), owner)
+	var ret struct {
+		Retried int `json:"retried"`
+	}
+	if a.status != 200 || json.Unmarshal(a.body, &ret) != nil || ret.Retried != n/10 {
+		t.Fatalf("retry: %d %.300s", a.status, a.body)
+	}
+	st, _ = waitJobDone(t, time.Minute, "the retried URLs fetched while the owner is down", func() (jobStatus, error) {
+		s, err := gateJobStatus(r.gate, id)
+		if err == nil && s.Error > 0 {
+			s.Status = "running" // the retry's URLs not pending in the log yet
+		}
+		return s, err
+	})
+	if st.Done != n || st.Error != 0 {
+		t.Fatalf("while %s is down: %+v", owner, st)
+	}
+	if cost := a.header.Get("X-Svc-Cost"); cost != fmt.Sprintf("%d.000", n/10) {
+		t.Errorf("the retry cost %q, want %d.000", cost, n/10)
+	}
+	checkCharged(t, r.gate, spent, jobs*n+n/10, "the jobs and the retry")
+	r.startCell(t, r.cells[owner])
+	r.waitShared(t, 90*time.Second)
+	// The owner back, and the gate's to it again: its own status and
+	// results, once it has applied what was done while it was down.
+	var final jobStatus
+	var lines []resultLine
+	if err := testwait.Poll(2*time.Minute, func() bool {
+		s, err := gateJobStatus(r.gate, id)
+		if err != nil || s.Done != n || s.Error != 0 {
+			return false
+		}
+		final, lines = s, gateResults(t, r.gate, id)
+		for _, l := range lines {
+			if !l.OK {
+				return false
+			}
+		}
+		return len(lines) == n
+	}); err != nil {
+		t.Fatalf("%v: the owner back with every URL; status %+v, %d lines", err, final, len(lines))
+	}
+	checkExactlyOnce(t, final, lines, urls)
+	t.Logf("job %s of %s: %d URLs retried through another cell while %s was down, charged once, each URL once with %s back", id, owner, n/10, owner, owner)
 }
