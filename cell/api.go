@@ -136,6 +136,9 @@ func (c *Cell) health(w http.ResponseWriter, r *http.Request) {
 		"status":     "ok",
 		"store_disk": c.store.Metrics().DiskBytes,
 		"jetstream":  c.JetStreamHealth(),
+		// job_log: the region's job log's replicas and how many are
+		// current; null before the cell shares work.
+		"job_log": c.JobLogReplicas(),
 		// jobs_shared: this cell's job URLs go to the region's work
 		// queue, and it fetches the region's (cell/jobs/share.go).
 		"jobs_shared": c.jobs.Shared(),

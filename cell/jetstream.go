@@ -581,6 +581,51 @@ type JetStreamHealth struct {
 	Error       string   `json:"error,omitempty"` // why the node did not start
 }
 
+// LogReplicas is the region's job log's replicas as this cell sees them:
+// how many the stream has, and how many are current (its leader, and the
+// followers caught up with it). With 3 replicas and 3 current the region
+// survives the loss of any one cell; while a joining cell's replica
+// catches up, a cell lost can take the log's quorum with it.
+type LogReplicas struct {
+	Replicas int    `json:"replicas"`
+	Current  int    `json:"current"`
+	Leader   string `json:"leader,omitempty"`
+}
+
+// JobLogReplicas reports the job log's replicas; nil before the cell
+// shares work, or when the log does not answer within a second.
+func (c *Cell) JobLogReplicas() *LogReplicas {
+	j := c.js
+	j.mu.Lock()
+	n := j.shared
+	j.mu.Unlock()
+	if n == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	st, err := n.JetStream().Stream(ctx, jsnode.StreamJobLog)
+	if err != nil {
+		return nil
+	}
+	info := st.CachedInfo()
+	lr := &LogReplicas{Replicas: info.Config.Replicas}
+	if ci := info.Cluster; ci != nil {
+		lr.Leader = ci.Leader
+		if ci.Leader != "" {
+			lr.Current++
+		}
+		for _, r := range ci.Replicas {
+			if r.Current {
+				lr.Current++
+			}
+		}
+	} else {
+		lr.Current = 1 // a standalone node's stream
+	}
+	return lr
+}
+
 // JetStreamHealth reports the node's state.
 func (c *Cell) JetStreamHealth() JetStreamHealth {
 	j := c.js

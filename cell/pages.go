@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/s2"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/trawlhq/trawl/cell/scrape"
@@ -282,20 +281,12 @@ func (pc *pageCopies) send(ctx context.Context) {
 // in the store (synced), queued for the index, then acked.
 func (pc *pageCopies) receive(ctx context.Context, cons jetstream.Consumer) {
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(64, jetstream.FetchMaxWait(2*time.Second))
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, nats.ErrTimeout) {
-				pc.c.cfg.Logger.Warn("search: reading page copies", "err", err)
-				sleepCtx(ctx, time.Second)
+		msgs, err := jsnode.Batch(cons, 64, 2*time.Second)
+		if err != nil && ctx.Err() == nil {
+			pc.c.cfg.Logger.Warn("search: reading page copies", "err", err)
+			if len(msgs) == 0 {
+				jsnode.Pause(ctx, time.Second)
 			}
-			continue
-		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		if batch.Error() != nil && !errors.Is(batch.Error(), nats.ErrTimeout) && ctx.Err() == nil {
-			pc.c.cfg.Logger.Warn("search: reading page copies", "err", batch.Error())
 		}
 		if len(msgs) == 0 {
 			continue
@@ -303,7 +294,7 @@ func (pc *pageCopies) receive(ctx context.Context, cons jetstream.Consumer) {
 		if err := pc.index(ctx, msgs, &pc.indexed); err != nil {
 			if ctx.Err() == nil {
 				pc.c.cfg.Logger.Warn("search: indexing page copies", "err", err)
-				sleepCtx(ctx, time.Second)
+				jsnode.Pause(ctx, time.Second)
 			}
 			continue // not acked: delivered again
 		}
@@ -397,13 +388,4 @@ func hasPages(st *store.Store) bool {
 		}
 	}
 	return false
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

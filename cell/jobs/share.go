@@ -541,19 +541,16 @@ func (m *Manager) collect(s *sharing) {
 	defer m.wg.Done()
 	var done []jetstream.Msg
 	for m.ctx.Err() == nil {
-		batch, err := s.res.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
-		if err != nil {
+		msgs, err := jsnode.Batch(s.res, 256, 500*time.Millisecond)
+		if err != nil && len(msgs) == 0 {
 			if m.ctx.Err() == nil {
 				m.cfg.Logger.Debug("jobs: results pull", "err", err)
-				select {
-				case <-time.After(time.Second):
-				case <-m.ctx.Done():
-				}
+				jsnode.Pause(m.ctx, time.Second)
 			}
 			continue
 		}
 		done = done[:0]
-		for msg := range batch.Messages() {
+		for _, msg := range msgs {
 			if msg.Headers().Get(headerPending) != "" {
 				done = append(done, msg) // the log's mark of a retry (mirror.go)
 				continue

@@ -263,6 +263,31 @@ func startShareRegion(t *testing.T, n, conc int, extra ...string) *shareRegion {
 	return r
 }
 
+// waitLogCurrent waits until the region's job log has every one of its
+// three replicas current: before then (a cell that joined last still
+// catching up) a cell killed may take the log's quorum with it.
+func (r *shareRegion) waitLogCurrent(t *testing.T) {
+	t.Helper()
+	var saw string
+	if err := testwait.Poll(60*time.Second, func() bool {
+		resp, err := http.Get(r.cells["c1"].base + "/health")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var h struct {
+			JobLog *struct{ Replicas, Current int } `json:"job_log"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&h) != nil || h.JobLog == nil {
+			return false
+		}
+		saw = fmt.Sprintf("%+v", *h.JobLog)
+		return h.JobLog.Replicas == 3 && h.JobLog.Current == 3
+	}); err != nil {
+		t.Fatalf("%v: the job log's three replicas current (last %s)", err, saw)
+	}
+}
+
 // startCell starts (or restarts, on its data directory) a cell process.
 func (r *shareRegion) startCell(t *testing.T, c *shareCell) {
 	t.Helper()
@@ -1265,6 +1290,7 @@ func TestRetryThroughStandIn(t *testing.T) {
 	site := newSlowSite(t, 20*time.Millisecond)
 	site.fail = func(uri string) bool { return strings.HasSuffix(uri, "0") }
 	r := startShareRegion(t, 3, 4)
+	r.waitLogCurrent(t)
 	spent, err := ledgerTotal(r.gate)
 	if err != nil {
 		t.Fatal(err)

@@ -119,6 +119,7 @@ func TestRecipeRunsSurviveKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := startShareRegion(t, 3, 4, "--recipes", dir)
+	r.waitLogCurrent(t)
 	testwait.Until(t, 60*time.Second, "every cell shares recipe runs", func() bool {
 		for _, name := range r.names {
 			if s, err := getRecipeShare(r.cells[name].base); err != nil || !s.Shared {

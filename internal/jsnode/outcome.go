@@ -3,9 +3,11 @@ package jsnode
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -52,20 +54,48 @@ func Unload(ctx context.Context, blobs jetstream.ObjectStore, name string) ([]by
 	return b, nil
 }
 
+// Batch takes up to n of cons's messages, waiting up to wait for them.
+// Its error is the fetch's, a wait that ran out is none. A consumer
+// without a leader (its cell just died) fails at once, batch after
+// batch: a caller that got an error and no message waits before it asks
+// again (three loops asking at once took a cell's two cores when another
+// cell was killed).
+func Batch(cons jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
+	b, err := cons.Fetch(n, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	var msgs []jetstream.Msg
+	for m := range b.Messages() {
+		msgs = append(msgs, m)
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+		return msgs, err
+	}
+	return msgs, nil
+}
+
+// Pause waits d, or until ctx ends.
+func Pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // Collect takes cons's messages in batches of up to 64 until ctx ends,
 // and acks each one apply took; one apply refused is offered again a
 // second later, after failed is told why (unless ctx ended).
 func Collect(ctx context.Context, cons jetstream.Consumer, apply func(data []byte) error, failed func(error)) {
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(64, jetstream.FetchMaxWait(time.Second))
-		if err != nil {
-			select {
-			case <-time.After(time.Second):
-			case <-ctx.Done():
-			}
+		msgs, err := Batch(cons, 64, time.Second)
+		if err != nil && len(msgs) == 0 {
+			Pause(ctx, time.Second)
 			continue
 		}
-		for msg := range batch.Messages() {
+		for _, msg := range msgs {
 			if err := apply(msg.Data()); err != nil {
 				if ctx.Err() == nil {
 					failed(err)
