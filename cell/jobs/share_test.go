@@ -1021,6 +1021,29 @@ type failedJob struct {
 	before    *Status
 }
 
+// checkRetried waits for the owner back, a2, to have applied the retry
+// done while it was down: every URL done, once, and the retry's units
+// counted.
+func (f failedJob) checkRetried(t *testing.T, a2 *Manager) {
+	t.Helper()
+	n := len(f.urls)
+	var own *Status
+	testwait.Until(t, 60*time.Second, "the owner to apply the retry and record its URLs", func() bool {
+		var err error
+		own, err = a2.Status(f.id, "acct", false)
+		return err == nil && own.Status == StatusDone && own.Done == n
+	})
+	if own.Error != 0 || own.Charged != f.before.Charged+n/10 || own.Held {
+		t.Errorf("the owner after the retry: %+v (before %+v)", own, f.before)
+	}
+	seen := resultURLs(t, a2, f.id)
+	for _, u := range f.urls {
+		if seen[u] != 1 {
+			t.Errorf("%s: %d lines", u, seen[u])
+		}
+	}
+}
+
 func newFailedJob(t *testing.T, prefix string, n int) (*shareRig, failedJob) {
 	t.Helper()
 	r := newShareRig(t)
@@ -1052,7 +1075,7 @@ func newFailedJob(t *testing.T, prefix string, n int) (*shareRig, failedJob) {
 func TestRetryWhileOwnerDown(t *testing.T) {
 	const n = 50
 	r, f := newFailedJob(t, "retry", n)
-	stA, a, b, ownerLive, failing, id, urls, before := f.stA, f.a, f.b, f.ownerLive, f.failing, f.id, f.urls, f.before
+	stA, a, b, ownerLive, failing, id := f.stA, f.a, f.b, f.ownerLive, f.failing, f.id
 	a.Close()
 	ownerLive.Store(false)
 	failing.Store(false)
@@ -1093,20 +1116,7 @@ func TestRetryWhileOwnerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	ownerLive.Store(true)
-	var own *Status
-	testwait.Until(t, 60*time.Second, "the owner to apply the retry and record its URLs", func() bool {
-		own, err = a2.Status(id, "acct", false)
-		return err == nil && own.Status == StatusDone && own.Done == n
-	})
-	if own.Error != 0 || own.Charged != before.Charged+n/10 || own.Held {
-		t.Errorf("the owner after the retry: %+v (before %+v)", own, before)
-	}
-	seen := resultURLs(t, a2, id)
-	for _, u := range urls {
-		if seen[u] != 1 {
-			t.Errorf("%s: %d lines", u, seen[u])
-		}
-	}
+	f.checkRetried(t, a2)
 	t.Logf("retried %d URLs through c2 while c1 was down; %d fetches in all for %d URLs", k, r.fetched("c1")+r.fetched("c2"), n)
 }
 
@@ -1118,7 +1128,7 @@ func TestRetryWhileOwnerDown(t *testing.T) {
 func TestOwnersRetryReleasedWhileDown(t *testing.T) {
 	const n = 40
 	r, f := newFailedJob(t, "ownretry", n)
-	stA, a, b, ownerLive, failing, id, urls, before := f.stA, f.a, f.b, f.ownerLive, f.failing, f.id, f.urls, f.before
+	stA, a, b, ownerLive, failing, id := f.stA, f.a, f.b, f.ownerLive, f.failing, f.id
 	all := func(string) bool { return true }
 	k, token, err := a.HoldRetry(id, "acct", all)
 	if err != nil || k != n/10 {
@@ -1139,20 +1149,7 @@ func TestOwnersRetryReleasedWhileDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	ownerLive.Store(true)
-	var own *Status
-	testwait.Until(t, 60*time.Second, "the owner to apply the release and record the URLs", func() bool {
-		own, err = a2.Status(id, "acct", false)
-		return err == nil && own.Status == StatusDone && own.Done == n
-	})
-	if own.Error != 0 || own.Charged != before.Charged+n/10 || own.Held {
-		t.Errorf("the owner after the retry: %+v (before %+v)", own, before)
-	}
-	seen := resultURLs(t, a2, id)
-	for _, u := range urls {
-		if seen[u] != 1 {
-			t.Errorf("%s: %d lines", u, seen[u])
-		}
-	}
+	f.checkRetried(t, a2)
 }
 
 // A job being submitted is in the region's log before it is in the
