@@ -855,7 +855,11 @@ func TestCoordinatorFeedsDeadOwnersCrawl(t *testing.T) {
 	}
 
 	ownerLive.Store(true)
-	a2 := r.unsharedOn(stA, "c1", 1, 0, 0, 0)
+	// Back as a clustered cell is (cell.awaitShare): its URLs wait for
+	// sharing. With no wait, one recorded here before Share grew the
+	// crawl in its store alone, at seqs the coordinator's growth had
+	// taken in the log, and the restore found a gap (failed twice in CI).
+	a2 := r.unsharedOn(stA, "c1", 1, 0, 0, time.Minute)
 	if err := a2.Share(context.Background(), r.js, ShareConfig{}); err != nil {
 		t.Fatal(err)
 	}
