@@ -127,7 +127,10 @@ func TestGoneCellsPagesCopiedAgain(t *testing.T) {
 	peersOf := func(name string) []string {
 		return slices.DeleteFunc([]string{"c1", "c2", "c3"}, func(c string) bool { return c == name })
 	}
-	defer func(d time.Duration) { recopyAfter = d }(recopyAfter)
+	// Put back after the cells' own cleanups, which wait for their
+	// goroutines (a deferred write raced with them: CI, -race).
+	was := recopyAfter
+	t.Cleanup(func() { recopyAfter = was })
 	recopyAfter = time.Second
 	seed, err := members.Start(members.Config{
 		Meta: members.Meta{Role: members.RoleGate, Region: "eu", Name: "g1"},
