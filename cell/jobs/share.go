@@ -541,8 +541,8 @@ func (m *Manager) collect(s *sharing) {
 	defer m.wg.Done()
 	var done []jetstream.Msg
 	for m.ctx.Err() == nil {
-		msgs, err := jsnode.Batch(s.res, 256, 500*time.Millisecond)
-		if err != nil && len(msgs) == 0 {
+		batch, err := s.res.Fetch(256, jetstream.FetchMaxWait(500*time.Millisecond))
+		if err != nil {
 			if m.ctx.Err() == nil {
 				m.cfg.Logger.Debug("jobs: results pull", "err", err)
 				jsnode.Pause(m.ctx, time.Second)
@@ -550,7 +550,9 @@ func (m *Manager) collect(s *sharing) {
 			continue
 		}
 		done = done[:0]
-		for _, msg := range msgs {
+		got := 0
+		for msg := range batch.Messages() { // each applied as it comes
+			got++
 			if msg.Headers().Get(headerPending) != "" {
 				done = append(done, msg) // the log's mark of a retry (mirror.go)
 				continue
@@ -575,6 +577,9 @@ func (m *Manager) collect(s *sharing) {
 				continue
 			}
 			done = append(done, msg)
+		}
+		if got == 0 && jsnode.Failed(batch) {
+			jsnode.Pause(m.ctx, time.Second) // a consumer without a leader answers at once
 		}
 		if len(done) == 0 {
 			continue

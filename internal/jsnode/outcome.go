@@ -54,12 +54,12 @@ func Unload(ctx context.Context, blobs jetstream.ObjectStore, name string) ([]by
 	return b, nil
 }
 
-// Batch takes up to n of cons's messages, waiting up to wait for them.
-// Its error is the fetch's, a wait that ran out is none. A consumer
-// without a leader (its cell just died) fails at once, batch after
-// batch: a caller that got an error and no message waits before it asks
-// again (three loops asking at once took a cell's two cores when another
-// cell was killed).
+// Batch takes up to n of cons's messages, waiting up to wait for them
+// all (for a caller that handles them together; one that handles each
+// as it comes ranges over the fetch and asks Failed). Its error is the
+// fetch's or the batch's (Failed): a caller that got an error and no
+// message waits before it asks again (three loops asking at once took a
+// cell's two cores when another cell was killed).
 func Batch(cons jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg, error) {
 	b, err := cons.Fetch(n, jetstream.FetchMaxWait(wait))
 	if err != nil {
@@ -69,10 +69,19 @@ func Batch(cons jetstream.Consumer, n int, wait time.Duration) ([]jetstream.Msg,
 	for m := range b.Messages() {
 		msgs = append(msgs, m)
 	}
-	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-		return msgs, err
+	if Failed(b) {
+		return msgs, b.Error()
 	}
 	return msgs, nil
+}
+
+// Failed reports whether a fetched batch ended on an error other than a
+// wait that ran out (a consumer without a leader fails at once, batch
+// after batch: a caller that got no message from a failed batch waits
+// before it asks again). Read once its messages are drained.
+func Failed(b jetstream.MessageBatch) bool {
+	err := b.Error()
+	return err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // Pause waits d, or until ctx ends.
@@ -90,12 +99,14 @@ func Pause(ctx context.Context, d time.Duration) {
 // second later, after failed is told why (unless ctx ended).
 func Collect(ctx context.Context, cons jetstream.Consumer, apply func(data []byte) error, failed func(error)) {
 	for ctx.Err() == nil {
-		msgs, err := Batch(cons, 64, time.Second)
-		if err != nil && len(msgs) == 0 {
+		batch, err := cons.Fetch(64, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
 			Pause(ctx, time.Second)
 			continue
 		}
-		for _, msg := range msgs {
+		got := 0
+		for msg := range batch.Messages() { // each as it comes
+			got++
 			if err := apply(msg.Data()); err != nil {
 				if ctx.Err() == nil {
 					failed(err)
@@ -104,6 +115,9 @@ func Collect(ctx context.Context, cons jetstream.Consumer, apply func(data []byt
 				continue
 			}
 			msg.Ack()
+		}
+		if got == 0 && Failed(batch) {
+			Pause(ctx, time.Second)
 		}
 	}
 }
