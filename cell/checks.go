@@ -80,7 +80,7 @@ func (q *checkQueue) Publish(ctx context.Context, cl monstore.Claimed) error {
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	id := "check/" + cl.ID + "/" + rec.Claim.Instance + "/" + strconv.FormatInt(rec.Claim.Until.UnixNano(), 10)
-	if _, err := q.js.Publish(pctx, jsnode.SubjectCheck, data, jetstream.WithMsgID(id)); err != nil {
+	if _, err := jsnode.PublishData(pctx, q.js, jsnode.SubjectCheck, data, jetstream.WithMsgID(id)); err != nil {
 		return err
 	}
 	q.stats.queued.Add(1)

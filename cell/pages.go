@@ -192,7 +192,7 @@ func (pc *pageCopies) recopy(ctx context.Context, gone string) error {
 			}
 			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
-			if _, err := pc.js.Publish(pctx, jsnode.PageSubject(to, origin, p.URL), msg.Data()); err != nil {
+			if _, err := jsnode.PublishData(pctx, pc.js, jsnode.PageSubject(to, origin, p.URL), msg.Data()); err != nil {
 				return err
 			}
 			n++
@@ -264,7 +264,7 @@ func (pc *pageCopies) send(ctx context.Context) {
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := pc.js.Publish(pctx, jsnode.PageSubject(to, pc.c.cfg.Name, p.URL), data)
+		_, err := jsnode.PublishData(pctx, pc.js, jsnode.PageSubject(to, pc.c.cfg.Name, p.URL), data)
 		cancel()
 		if err != nil {
 			pc.dropped.Add(1)

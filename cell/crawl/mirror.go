@@ -43,7 +43,7 @@ func (s *Server) recordTask(sh *taskSharing, t *Task) error {
 	}
 	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
 	defer cancel()
-	_, err = sh.js.Publish(ctx, jsnode.TaskRecordSubject(sh.cell, t.ID), data, jetstream.WithMsgID("taskrec/"+t.ID))
+	_, err = jsnode.PublishData(ctx, sh.js, jsnode.TaskRecordSubject(sh.cell, t.ID), data, jetstream.WithMsgID("taskrec/"+t.ID))
 	return err
 }
 
@@ -90,7 +90,7 @@ func (s *Server) restoreTask(ctx context.Context, sh *taskSharing, stream jetstr
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return false, false, err
 	}
-	raw, err := stream.GetLastMsgForSubject(ctx, jsnode.TaskResultSubject(sh.cell, t.ID))
+	raw, err := jsnode.LastMsgOf(ctx, stream, jsnode.TaskResultSubject(sh.cell, t.ID))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		t.Status = StatusPending

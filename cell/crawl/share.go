@@ -178,7 +178,7 @@ func (s *Server) publishTask(sh *taskSharing, t *Task) error {
 	}
 	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
 	defer cancel()
-	_, err = sh.js.Publish(ctx, subject, data, jetstream.WithMsgID("task/"+t.ID))
+	_, err = jsnode.PublishData(ctx, sh.js, subject, data, jetstream.WithMsgID("task/"+t.ID))
 	return err
 }
 
@@ -271,7 +271,7 @@ func (s *Server) sendOutcome(sh *taskSharing, owner string, out *taskOutcome, ge
 	}
 	ctx, cancel := context.WithTimeout(s.life, 10*time.Second)
 	defer cancel()
-	_, err = sh.js.Publish(ctx, jsnode.TaskResultSubject(owner, out.ID), data, jetstream.WithMsgID(id))
+	_, err = jsnode.PublishData(ctx, sh.js, jsnode.TaskResultSubject(owner, out.ID), data, jetstream.WithMsgID(id))
 	return err
 }
 

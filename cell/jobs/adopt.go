@@ -327,11 +327,7 @@ func (m *Manager) takeDownMarks(ctx context.Context, s *sharing, ix *metaIndex) 
 
 // adoptIndexed reads job id's record from the log, then the job to feed.
 func (m *Manager) adoptIndexed(ctx context.Context, s *sharing, id, owner string) (*adopted, error) {
-	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
-	if err != nil {
-		return nil, err
-	}
-	msg, err := st.GetLastMsgForSubject(ctx, jsnode.JobSubject(owner, id)+".meta")
+	msg, err := jsnode.LastMsg(ctx, s.js, jsnode.StreamJobLog, jsnode.JobSubject(owner, id)+".meta")
 	if err != nil {
 		return nil, err
 	}

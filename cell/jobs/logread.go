@@ -59,11 +59,7 @@ func (s *sharing) logMeta(ctx context.Context, id, account string) (meta, string
 func (s *sharing) logRecord(ctx context.Context, id, account string) (meta, *jetstream.RawStreamMsg, error) {
 	var mt meta
 	_, owner, _ := jobid.Parse(id)
-	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
-	if err != nil {
-		return mt, nil, err
-	}
-	msg, err := st.GetLastMsgForSubject(ctx, jsnode.JobSubject(owner, id)+".meta")
+	msg, err := jsnode.LastMsg(ctx, s.js, jsnode.StreamJobLog, jsnode.JobSubject(owner, id)+".meta")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return mt, nil, ErrNoJob
 	}
@@ -444,11 +440,7 @@ func (m *Manager) logReleaseRetry(s *sharing, id, account, token string, credits
 	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
 	defer cancel()
 	_, owner, _ := jobid.Parse(id)
-	stream, err := s.js.Stream(ctx, jsnode.StreamJobLog)
-	if err != nil {
-		return err
-	}
-	msg, err := stream.GetLastMsgForSubject(ctx, jsnode.JobSubject(owner, id)+".res."+retryKind(token, false))
+	msg, err := jsnode.LastMsg(ctx, s.js, jsnode.StreamJobLog, jsnode.JobSubject(owner, id)+".res."+retryKind(token, false))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return ErrOwnerDown
 	}
@@ -532,7 +524,7 @@ func (m *Manager) logRequest(s *sharing, id, account, kind, header string, req a
 		return err
 	}
 	b, _ := json.Marshal(mt)
-	if _, err := s.js.Publish(ctx, rec.Subject, b, jetstream.WithExpectLastSequencePerSubject(rec.Sequence)); err != nil {
+	if _, err := jsnode.PublishData(ctx, s.js, rec.Subject, b, jetstream.WithExpectLastSequencePerSubject(rec.Sequence)); err != nil {
 		m.cfg.Logger.Warn("jobs: a record changed for a cell that is down not written to the log (it applies the request when it is back)",
 			"job", id, "request", kind, "err", err)
 	}
@@ -548,7 +540,7 @@ func (s *sharing) putRequest(ctx context.Context, owner, id, kind, header string
 	body, _ := json.Marshal(req)
 	msg := nats.NewMsg(jsnode.JobSubject(owner, id) + ".res." + kind)
 	msg.Header.Set(header, string(body))
-	_, err := s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id+"/"+kind))
+	_, err := jsnode.Publish(ctx, s.js, msg, jetstream.WithMsgID(id+"/"+kind))
 	return err
 }
 

@@ -131,11 +131,7 @@ func (m *Manager) ReadMark(job, key string) (Mark, error) {
 }
 
 func readMark(ctx context.Context, s *sharing, subject string) (Mark, error) {
-	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
-	if err != nil {
-		return Mark{}, err
-	}
-	msg, err := st.GetLastMsgForSubject(ctx, subject)
+	msg, err := jsnode.LastMsg(ctx, s.js, jsnode.StreamJobLog, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return Mark{}, nil
 	}

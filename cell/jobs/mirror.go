@@ -147,17 +147,13 @@ func (s *sharing) putGrowthOf(ctx context.Context, owner, id string, seq uint64,
 func (s *sharing) publishFirst(ctx context.Context, subject string, data []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, perr := s.js.Publish(ctx, subject, data, jetstream.WithExpectLastSequencePerSubject(0))
+	_, perr := jsnode.PublishData(ctx, s.js, subject, data, jetstream.WithExpectLastSequencePerSubject(0))
 	if perr == nil {
 		return nil, nil
 	}
 	// Refused because the subject has a message (or not stored at all:
 	// then there is none to read either).
-	st, err := s.js.Stream(ctx, jsnode.StreamJobLog)
-	if err != nil {
-		return nil, perr
-	}
-	msg, err := st.GetLastMsgForSubject(ctx, subject)
+	msg, err := jsnode.LastMsg(ctx, s.js, jsnode.StreamJobLog, subject)
 	if err != nil {
 		return nil, fmt.Errorf("%w (and reading the subject: %v)", perr, err)
 	}
@@ -199,7 +195,7 @@ func (s *sharing) logPublish(ctx context.Context, subject string, data []byte, h
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	msg := &nats.Msg{Subject: subject, Data: data, Header: h}
-	_, err := s.js.PublishMsg(ctx, msg)
+	_, err := jsnode.Publish(ctx, s.js, msg)
 	return err
 }
 

@@ -405,7 +405,7 @@ func (s *sharing) publish(ctx context.Context, it jobItem) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = s.js.Publish(ctx, jsnode.SubjectWorkJob+jsnode.Token(it.Job), data,
+	_, err = jsnode.PublishData(ctx, s.js, jsnode.SubjectWorkJob+jsnode.Token(it.Job), data,
 		jetstream.WithMsgID(fmt.Sprintf("%s/%d/%d", it.Job, it.Seq, it.Gen)))
 	return err
 }
@@ -504,7 +504,7 @@ func (s *sharing) send(ctx context.Context, it jobItem, out *jobOutcome, line []
 	msg.Header.Set(headerOutcome, string(head))
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err = s.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id))
+	_, err = jsnode.Publish(ctx, s.js, msg, jetstream.WithMsgID(id))
 	return err
 }
 

@@ -204,10 +204,10 @@ func (s *Service) queueRun(sh *runSharing, rec *jobRecord, body map[string]json.
 	item, _ := json.Marshal(runItem{Job: rec.ID, Owner: sh.cell, Recipe: rec.Recipe, Version: rec.Version, Inputs: sealed})
 	ctx, cancel := context.WithTimeout(s.jobsCtx, 10*time.Second)
 	defer cancel()
-	if _, err := sh.js.Publish(ctx, jsnode.RecipeRecordSubject(sh.cell, rec.ID), recData, jetstream.WithMsgID("recipe/"+rec.ID+"/rec")); err != nil {
+	if _, err := jsnode.PublishData(ctx, sh.js, jsnode.RecipeRecordSubject(sh.cell, rec.ID), recData, jetstream.WithMsgID("recipe/"+rec.ID+"/rec")); err != nil {
 		return fmt.Errorf("record: %w", err)
 	}
-	if _, err := sh.js.Publish(ctx, jsnode.SubjectRecipe+jsnode.Token(rec.ID), item, jetstream.WithMsgID("recipe/"+rec.ID)); err != nil {
+	if _, err := jsnode.PublishData(ctx, sh.js, jsnode.SubjectRecipe+jsnode.Token(rec.ID), item, jetstream.WithMsgID("recipe/"+rec.ID)); err != nil {
 		return fmt.Errorf("queue: %w", err)
 	}
 	sh.queued.Add(1)
@@ -336,7 +336,7 @@ func (s *Service) sendOutcome(sh *runSharing, owner string, out *runOutcome, gen
 	}
 	ctx, cancel := context.WithTimeout(s.jobsCtx, 10*time.Second)
 	defer cancel()
-	_, err = sh.js.Publish(ctx, jsnode.RecipeResultSubject(owner, out.Job), data, jetstream.WithMsgID(id),
+	_, err = jsnode.PublishData(ctx, sh.js, jsnode.RecipeResultSubject(owner, out.Job), data, jetstream.WithMsgID(id),
 		jetstream.WithExpectLastSequencePerSubject(0))
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
@@ -465,7 +465,7 @@ func (s *Service) restoreRuns(ctx context.Context, sh *runSharing) error {
 // logOutcome is the outcome of owner's run job in the log; nil if it has
 // none yet.
 func (s *Service) logOutcome(ctx context.Context, sh *runSharing, owner, job string) (*runOutcome, error) {
-	msg, err := sh.log.GetLastMsgForSubject(ctx, jsnode.RecipeResultSubject(owner, job))
+	msg, err := jsnode.LastMsgOf(ctx, sh.log, jsnode.RecipeResultSubject(owner, job))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	} else if err != nil {
@@ -482,7 +482,7 @@ func (s *Service) logOutcome(ctx context.Context, sh *runSharing, owner, job str
 // log: the gate asks this cell while the job's owner is down.
 func (s *Service) logJob(ctx context.Context, sh *runSharing, account, id string) (*Job, error) {
 	_, owner, _ := jobid.Parse(id)
-	msg, err := sh.log.GetLastMsgForSubject(ctx, jsnode.RecipeRecordSubject(owner, id))
+	msg, err := jsnode.LastMsgOf(ctx, sh.log, jsnode.RecipeRecordSubject(owner, id))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, ErrNoJob
 	} else if err != nil {
@@ -535,7 +535,7 @@ func (s *Service) SweepLost(ctx context.Context) (int, error) {
 	for _, rec := range recs {
 		// The queue first: a run's outcome is published before its item
 		// is acked, so an item gone means its outcome, if any, is there.
-		_, err := sh.queue.GetLastMsgForSubject(ctx, jsnode.SubjectRecipe+jsnode.Token(rec.ID))
+		_, err := jsnode.LastMsgOf(ctx, sh.queue, jsnode.SubjectRecipe+jsnode.Token(rec.ID))
 		if err == nil {
 			continue
 		} else if !errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -29,6 +29,10 @@ type cellHealth struct {
 		JoinSeconds float64  `json:"join_seconds"`
 		Error       string   `json:"error"`
 	} `json:"jetstream"`
+	JobLog     *struct {
+		Replicas, Current int
+		Leader            string
+	} `json:"job_log"`
 	JobsShared bool `json:"jobs_shared"`
 	JobShare   struct {
 		Queued      int   `json:"queued"`

@@ -58,14 +58,30 @@ func HeartbeatAt(ctx context.Context, msg jetstream.Msg, every time.Duration) (s
 
 // Scan calls fn with each message of stream that cfg selects, in order,
 // up to the last one there was when it began (an ordered consumer made
-// for the read and deleted after it).
+// for the read and deleted after it). The consumer is made with Retry's
+// attempts: a stream between leaders delays the read, not fails it.
 func Scan(ctx context.Context, js jetstream.JetStream, stream string, cfg jetstream.OrderedConsumerConfig, fn func(jetstream.Msg) error) error {
-	c, done, err := Ordered(ctx, js, stream, cfg)
+	var c jetstream.Consumer
+	var done func()
+	var left uint64
+	err := Retry(ctx, func(ctx context.Context) error {
+		cc, d, err := Ordered(ctx, js, stream, cfg)
+		if err != nil {
+			return err
+		}
+		info, err := cc.Info(ctx)
+		if err != nil {
+			d()
+			return err
+		}
+		c, done, left = cc, d, info.NumPending
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	defer done()
-	return drain(ctx, c, fn)
+	return drain(ctx, c, left, fn)
 }
 
 // Ordered makes an ordered consumer of stream for one read (a scan, a
@@ -97,16 +113,11 @@ func Ordered(ctx context.Context, js jetstream.JetStream, stream string, cfg jet
 }
 
 // drain calls fn with each message an ordered consumer delivers until the
-// last one there was when it was made. It reads through one pull
+// last one there was when it was made (left of them). It reads through one pull
 // subscription (an ordered consumer's Fetch makes a new consumer at every
 // call, each a request to the meta leader), and gives up when the log
 // sends nothing for 15 s or ctx ends.
-func drain(ctx context.Context, c jetstream.Consumer, fn func(jetstream.Msg) error) error {
-	info, err := c.Info(ctx)
-	if err != nil {
-		return err
-	}
-	left := info.NumPending
+func drain(ctx context.Context, c jetstream.Consumer, left uint64, fn func(jetstream.Msg) error) error {
 	if left == 0 {
 		return nil
 	}

@@ -51,6 +51,11 @@ type Config struct {
 	// a free one. "" runs a standalone node with no cluster (trawl dev
 	// with one cell): it can never grow.
 	RouteListen string
+	// RouteAdvertise is the host:port the other nodes are told to dial
+	// for this one when they learn of it from a peer (NATS's
+	// cluster.advertise), if not RouteListen's: a relay or a NAT in
+	// front of it. Peers must give them the same address.
+	RouteAdvertise string
 	// Peers returns the route URLs of the region's other live cells
 	// ("nats-route://host:port", no credentials). It is called at start
 	// and every PeerInterval; nil means none.
@@ -255,6 +260,7 @@ func (n *Node) clusterOptions(opts *server.Options) error {
 		Username:    RouteUser,
 		Password:    pass,
 		NoAdvertise: true,
+		Advertise:   cfg.RouteAdvertise,
 	}
 	n.routeURL = &url.URL{Scheme: "nats-route", User: url.UserPassword(RouteUser, pass), Host: net.JoinHostPort(host, strconv.Itoa(port))}
 	if cfg.RouteTLS != nil {

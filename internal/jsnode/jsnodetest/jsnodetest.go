@@ -55,19 +55,26 @@ type Cluster struct {
 	TLS bool
 	// Logger receives every node's log; nil means the test's log.
 	Logger *slog.Logger
+	// Cuttable routes every node's routes through relays, so that Cut
+	// can drop a node's routes as a SIGKILL would (cut.go). Set it
+	// before the first Add.
+	Cuttable bool
 
-	base  string // the nodes' data directories are in it
-	mu    sync.Mutex
-	dirs  map[string]string // cell → data directory (kept over restarts)
-	addrs map[string]string // cell → route host:port (kept over restarts)
-	nodes map[string]*jsnode.Node
-	order []string
+	base   string // the nodes' data directories are in it
+	mu     sync.Mutex
+	dirs   map[string]string // cell → data directory (kept over restarts)
+	addrs  map[string]string // cell → route host:port (kept over restarts)
+	nodes  map[string]*jsnode.Node
+	order  []string
+	relays map[string]*relay // Cuttable: cell → the relay to its node
+	cut    map[string]bool
 }
 
 // NewCluster returns an empty cluster for region "eu" with new keys.
 func NewCluster(t testing.TB) *Cluster {
 	c := &Cluster{t: t, Region: "eu", Keys: Keys(t), base: t.TempDir(),
-		dirs: map[string]string{}, addrs: map[string]string{}, nodes: map[string]*jsnode.Node{}}
+		dirs: map[string]string{}, addrs: map[string]string{}, nodes: map[string]*jsnode.Node{},
+		relays: map[string]*relay{}, cut: map[string]bool{}}
 	// Registered after the TempDir, so it runs before its removal.
 	t.Cleanup(func() {
 		c.mu.Lock()
@@ -135,16 +142,21 @@ func (c *Cluster) Config(cell string) jsnode.Config {
 	if logger == nil {
 		logger = Logger(c.t)
 	}
+	advertise := ""
+	if c.Cuttable {
+		advertise = c.relayAddr(cell)
+	}
 	return jsnode.Config{
-		Region:       c.Region,
-		Cell:         cell,
-		Dir:          dir,
-		Keys:         c.Keys,
-		RouteListen:  listen,
-		Peers:        func() []string { return c.peers(cell) },
-		PeerInterval: 100 * time.Millisecond,
-		TLS:          c.TLS,
-		Logger:       logger,
+		RouteAdvertise: advertise,
+		Region:         c.Region,
+		Cell:           cell,
+		Dir:            dir,
+		Keys:           c.Keys,
+		RouteListen:    listen,
+		Peers:          func() []string { return c.peers(cell) },
+		PeerInterval:   100 * time.Millisecond,
+		TLS:            c.TLS,
+		Logger:         logger,
 	}
 }
 
@@ -196,7 +208,12 @@ func (c *Cluster) peers(self string) []string {
 	defer c.mu.Unlock()
 	var out []string
 	for _, cell := range c.order {
-		if n := c.nodes[cell]; n != nil && cell != self {
+		n := c.nodes[cell]
+		switch {
+		case n == nil || cell == self:
+		case c.Cuttable:
+			out = append(out, "nats-route://"+c.relayAddr(cell))
+		default:
 			out = append(out, n.RouteURL())
 		}
 	}
