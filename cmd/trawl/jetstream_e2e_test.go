@@ -29,7 +29,7 @@ type cellHealth struct {
 		JoinSeconds float64  `json:"join_seconds"`
 		Error       string   `json:"error"`
 	} `json:"jetstream"`
-	JobLog     *struct {
+	JobLog *struct {
 		Replicas, Current int
 		Leader            string
 	} `json:"job_log"`
