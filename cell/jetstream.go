@@ -404,6 +404,12 @@ func (c *Cell) shareJobs(ctx context.Context, n *jsnode.Node, m *members.Cluster
 					return slices.ContainsFunc(m.Live(members.RoleCell, c.cfg.Region), func(mm members.Meta) bool { return mm.Name == cell })
 				}
 				cfg.Coordinating = c.Coordinating
+				// New jobs' ids name no cell: the gates place each on
+				// the cell that minted it (routes.Grammar.Placed).
+				cfg.Place = func(id string) bool {
+					p, ok := members.Rendezvous(members.Placed(m.Live(members.RoleCell, c.cfg.Region)), id)
+					return ok && p.Name == c.cfg.Name
+				}
 			}
 			err = c.jobs.Share(ectx, n.JetStream(), cfg)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -75,10 +76,14 @@ type PageCopyStats struct {
 	// Recopied: copies this cell made again because the cell that held
 	// one, or the page's own cell, was gone for longer than 2 minutes.
 	Recopied uint64 `json:"recopied"`
+	// CaughtUp: copies of this cell's pages queued again from its archive
+	// because they were owed (not sent when archived, owed.go).
+	CaughtUp uint64 `json:"caught_up"`
 }
 
 type pageCopies struct {
 	c     *Cell
+	store *store.Store
 	js    jetstream.JetStream
 	peers func() []string // the region's other cells that may take a copy
 	live  func() []string // the region's other live cells, drained or not
@@ -86,6 +91,14 @@ type pageCopies struct {
 	// since is when this process began sharing pages: a copy sent after
 	// it is of a page its store has.
 	since time.Time
+
+	// The copies still owed (owed.go): pages queued or being sent, and
+	// the earliest fetch time of a page whose copy was not sent.
+	mu       sync.Mutex
+	pending  map[*scrape.ArchivedPage]struct{}
+	owedFrom time.Time
+	scanning time.Time // a catch-up's from while it queues pages
+	owedSent atomic.Uint64 // copies sent by a catch-up
 
 	sent, alone, dropped, indexed, replayed, skipped, recopied atomic.Uint64
 	warned                                                     atomic.Int64 // unix s of the last send warning
@@ -98,14 +111,16 @@ func (c *Cell) PageCopies() PageCopyStats {
 		return PageCopyStats{}
 	}
 	return PageCopyStats{Sent: pc.sent.Load(), Alone: pc.alone.Load(), Dropped: pc.dropped.Load(),
-		Indexed: pc.indexed.Load(), Replayed: pc.replayed.Load(), Skipped: pc.skipped.Load(), Recopied: pc.recopied.Load()}
+		Indexed: pc.indexed.Load(), Replayed: pc.replayed.Load(), Skipped: pc.skipped.Load(), Recopied: pc.recopied.Load(),
+		CaughtUp: pc.owedSent.Load()}
 }
 
 // sharePages starts sending this cell's pages to the region and indexing
 // the copies the others send it, until ctx ends. fresh: the cell started
 // on a store without pages (a new cell, or one whose disk was lost).
 func (c *Cell) sharePages(ctx context.Context, js jetstream.JetStream, peers, live func() []string, fresh bool) error {
-	pc := &pageCopies{c: c, js: js, peers: peers, live: live, out: make(chan *scrape.ArchivedPage, pageCopyQueue), since: time.Now()}
+	pc := &pageCopies{c: c, store: c.store, js: js, peers: peers, live: live, out: make(chan *scrape.ArchivedPage, pageCopyQueue),
+		since: time.Now(), pending: map[*scrape.ArchivedPage]struct{}{}}
 	cfg := jsnode.PagesConsumer(c.cfg.Name)
 	if fresh {
 		// What the consumer acked went into a disk that is gone.
@@ -130,6 +145,7 @@ func (c *Cell) sharePages(ctx context.Context, js jetstream.JetStream, peers, li
 		pc.receive(ctx, cons)
 	})
 	c.js.wg.Go(func() { pc.watchGone(ctx) })
+	c.js.wg.Go(func() { pc.keepOwed(ctx) })
 	return nil
 }
 
@@ -207,12 +223,17 @@ func (pc *pageCopies) recopy(ctx context.Context, gone string) error {
 	return nil
 }
 
-// offer queues an archived page for its copy; it never blocks.
+// offer queues an archived page for its copy; it never blocks. A page
+// the full queue refuses is owed (owed.go).
 func (pc *pageCopies) offer(p *scrape.ArchivedPage) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
 	select {
 	case pc.out <- p:
+		pc.pending[p] = struct{}{}
 	default:
 		pc.dropped.Add(1)
+		pc.oweLocked(p.FetchedAt)
 	}
 }
 
@@ -253,28 +274,35 @@ func (pc *pageCopies) send(ctx context.Context) {
 			return
 		case p = <-pc.out:
 		}
-		to := copyTo(p.URL, pc.peers())
-		if to == "" {
-			pc.alone.Add(1)
-			continue
-		}
-		data := s2.Encode(nil, scrape.EncodeArchived(p))
-		if len(data) > maxPageCopy {
-			pc.dropped.Add(1)
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := jsnode.PublishData(pctx, pc.js, jsnode.PageSubject(to, pc.c.cfg.Name, p.URL), data)
-		cancel()
-		if err != nil {
-			pc.dropped.Add(1)
-			if now := time.Now().Unix(); ctx.Err() == nil && pc.warned.Swap(now) < now-10 {
-				pc.c.cfg.Logger.Warn("search: a page's copy was not sent; it is indexed by this cell only", "to", to, "err", err)
-			}
-			continue
-		}
-		pc.sent.Add(1)
+		pc.done(p, pc.sendOne(ctx, p))
 	}
+}
+
+// sendOne sends p's copy to the cell its URL picks; false when a copy is
+// still owed (no other cell to take it, or the send failed).
+func (pc *pageCopies) sendOne(ctx context.Context, p *scrape.ArchivedPage) bool {
+	to := copyTo(p.URL, pc.peers())
+	if to == "" {
+		pc.alone.Add(1)
+		return false
+	}
+	data := s2.Encode(nil, scrape.EncodeArchived(p))
+	if len(data) > maxPageCopy {
+		pc.dropped.Add(1)
+		return true // never sent: nothing owed
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := jsnode.PublishData(pctx, pc.js, jsnode.PageSubject(to, pc.c.cfg.Name, p.URL), data)
+	cancel()
+	if err != nil {
+		pc.dropped.Add(1)
+		if now := time.Now().Unix(); ctx.Err() == nil && pc.warned.Swap(now) < now-10 {
+			pc.c.cfg.Logger.Warn("search: a page's copy was not sent; it is sent again later", "to", to, "err", err)
+		}
+		return false
+	}
+	pc.sent.Add(1)
+	return true
 }
 
 // receive indexes the copies sent to this cell, a batch at a time: kept

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trawlhq/trawl/cell/scrape"
 	"github.com/trawlhq/trawl/cell/search"
 	"github.com/trawlhq/trawl/internal/jsnode/jsnodetest"
 	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/searchapi"
+	"github.com/trawlhq/trawl/internal/store"
 )
 
 // found reports whether c's index answers q with url first.
@@ -212,4 +214,66 @@ func TestGoneCellsPagesCopiedAgain(t *testing.T) {
 	}
 	t.Logf("c3 gone: %d pages copied again (c3's 8, and %d of the others' it held), every page on the two cells left %v after it went",
 		r1+r2, held, time.Since(gone).Round(100*time.Millisecond))
+}
+
+// Pages archived while no other cell could take their copy (a region of
+// one) are owed (owed.go), and so are pages of the archive that were
+// never offered (as those archived before sharing began, or queued when
+// a process died), when fetched after the owed time: once a second cell
+// is there, the archive's pages from the owed time on are sent, and each
+// is searchable on the second cell.
+func TestOwedCopiesSentWhenAPeerComes(t *testing.T) {
+	wasEvery, wasRetry := owedEvery, owedRetry
+	t.Cleanup(func() { owedEvery, owedRetry = wasEvery, wasRetry })
+	owedEvery, owedRetry = 200*time.Millisecond, time.Second
+	seed, err := members.Start(members.Config{
+		Meta: members.Meta{Role: members.RoleGate, Region: "eu", Name: "g1"},
+		Keys: testKeys.All(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { seed.Close() })
+	c1 := startClusteredCell(t, seed, "c1")
+	jsnodetest.WaitFor(t, 60*time.Second, "c1 sharing pages", func() (bool, string) {
+		return c1.pages.Load() != nil, fmt.Sprintf("%+v", c1.JetStreamHealth())
+	})
+	type pg struct{ url, word string }
+	var pages []pg
+	offered := 0
+	for i := range 6 {
+		w := fmt.Sprintf("zqowed%d", i)
+		p := pg{url: "https://owed.example/" + w, word: w}
+		pages = append(pages, p)
+		body := fmt.Appendf(nil, `<!doctype html><html><head><title>Page %[1]s</title></head><body><main><h1>About %[1]s</h1>
+<p>This page is the one that talks about %[1]s at length, in a paragraph long enough to be the main content of it.</p></main></body></html>`, w)
+		ap := &scrape.ArchivedPage{URL: p.url, Status: 200, ContentType: "text/html; charset=utf-8", FetchedAt: time.Now().UTC(), Body: body}
+		if err := c1.store.Set(scrape.ArchiveKey(p.url), scrape.EncodeArchived(ap), store.Sync); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 { // the others are in the archive only
+			c1.archived(p.url, ap.ContentType, body, nil, ap.FetchedAt)
+			offered++
+		}
+	}
+	jsnodetest.WaitFor(t, 10*time.Second, "the offered pages' copies owed, with no other cell", func() (bool, string) {
+		s := c1.PageCopies()
+		return s.Alone == uint64(offered), fmt.Sprintf("%+v", s)
+	})
+	came := time.Now()
+	c2 := startClusteredCell(t, seed, "c2")
+	jsnodetest.WaitFor(t, 120*time.Second, "every page of c1 searchable on c2", func() (bool, string) {
+		var missing []string
+		for _, p := range pages {
+			if !found(t, c2, p.word, p.url) {
+				missing = append(missing, p.url)
+			}
+		}
+		return len(missing) == 0, fmt.Sprintf("missing %v; c1 %+v c2 %+v", missing, c1.PageCopies(), c2.PageCopies())
+	})
+	if s := c1.PageCopies(); s.CaughtUp < uint64(len(pages)) {
+		t.Errorf("c1 page copies %+v, want all %d caught up", s, len(pages))
+	}
+	t.Logf("c1's %d pages (%d offered with no peer, %d in its archive only) on c2 %v after c2 started",
+		len(pages), offered, len(pages)-offered, time.Since(came).Round(100*time.Millisecond))
 }

@@ -49,6 +49,13 @@ func (c *Cell) archived(u, contentType string, body []byte, doc *content.Documen
 	}
 }
 
+// indexable reports whether an archived page is indexed (and copied to
+// another cell): not a private page, nor one from a private address
+// unless the cell may fetch those.
+func (c *Cell) indexable(p *scrape.ArchivedPage) bool {
+	return !p.Private && (c.cfg.AllowPrivateNetworks || !privateHost(p.URL))
+}
+
 func privateHost(u string) bool {
 	p, err := url.Parse(u)
 	if err != nil {
@@ -93,7 +100,7 @@ func (c *Cell) rebuildInto(ctx context.Context, ix *search.Index, since time.Tim
 	return ix.Rebuild(ctx, func(yield func(search.Page) bool) error {
 		more := true
 		each := func(p *scrape.ArchivedPage) bool {
-			if p.Private || !c.cfg.AllowPrivateNetworks && privateHost(p.URL) || !p.FetchedAt.After(since) {
+			if !c.indexable(p) || !p.FetchedAt.After(since) {
 				return true
 			}
 			// The body is valid during the call only; the rebuild

@@ -114,7 +114,7 @@ func (c *Cell) handleV2BatchStart(w http.ResponseWriter, r *http.Request) {
 		firecrawl.WriteError(w, err)
 		return
 	}
-	x := jobs.Extra{Shape: shape, Units: n}
+	x := jobs.Extra{Shape: shape, Units: n, Placed: true}
 	if req.MaxConcurrency != nil {
 		x.Concurrency = *req.MaxConcurrency
 	}

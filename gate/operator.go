@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"net/http"
 	"regexp"
@@ -198,35 +197,18 @@ func (rt *Runtime) drained(name string) bool {
 // while owner is not live, from the region's job log: one whose
 // JetStream node is ready, picked by Rendezvous over the id, so every
 // gate sends the calls about one object to the same cell. False when
-// there is none (the region is not clustered) or owner is live.
+// there is none (the region is not clustered) or owner is live. An id
+// that names no cell (owner "": a region's job id) goes to the cell
+// Rendezvous places it on, the one that minted it while the region's
+// cells do not change (jobid.NewPlaced).
 func (rt *Runtime) StandIn(owner, id string) (members.Meta, bool) {
-	var ready []members.Meta
-	for _, c := range rt.Cells() {
-		if c.Name == owner {
+	cells := rt.Cells()
+	for _, c := range cells {
+		if owner != "" && c.Name == owner {
 			return members.Meta{}, false
 		}
-		if c.JS == members.JSReady {
-			ready = append(ready, c)
-		}
 	}
-	return Rendezvous(ready, id)
-}
-
-// Rendezvous picks the cell with the highest hash of (its name, key):
-// every gate picks the same one for as long as the set of cells holds it.
-func Rendezvous(cells []members.Meta, key string) (members.Meta, bool) {
-	var best members.Meta
-	var bestH uint64
-	for _, c := range cells {
-		h := fnv.New64a()
-		h.Write([]byte(c.Name))
-		h.Write([]byte{0})
-		h.Write([]byte(key))
-		if v := h.Sum64(); best.Name == "" || v > bestH {
-			best, bestH = c, v
-		}
-	}
-	return best, best.Name != ""
+	return members.Rendezvous(members.Placed(cells), id)
 }
 
 func (rt *Runtime) WorkCells() []members.Meta {

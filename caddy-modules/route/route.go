@@ -36,6 +36,7 @@ import (
 	"github.com/trawlhq/trawl/caddy-modules/app"
 	"github.com/trawlhq/trawl/gate"
 	"github.com/trawlhq/trawl/gate/billing"
+	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/routes"
@@ -81,6 +82,9 @@ type target struct {
 	// just died), rather than to the dead address until lb_try_duration
 	// ends in a 502.
 	owner, id string
+	// placed: id names no cell; each try goes to the cell the region's
+	// ready cells place it on then (jobid, members.Rendezvous).
+	placed bool
 }
 
 // Route picks the destination of each request.
@@ -162,6 +166,12 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 			return target{}, gate.Refuse(http.StatusNotFound, "not_found", "no such "+m.Owner.Name)
 		}
 		return target{}, gate.Refuse(http.StatusBadRequest, "bad_input", "no such region: "+p.Region)
+	case p.Placed:
+		if c, ok := rt.rt.StandIn("", p.Owner); ok {
+			return target{dial: c.API, region: own, id: p.Owner, placed: true}, nil
+		}
+		return target{}, gate.Refuse(http.StatusServiceUnavailable, "cell_unavailable",
+			"no cell of the region can answer for this "+m.Owner.Name+" right now; the "+m.Owner.Name+" is kept, repeat the request in a few seconds")
 	case p.Cell != "":
 		for _, c := range rt.rt.Cells() {
 			if c.Name == p.Cell {
@@ -192,7 +202,7 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 		// cells taking new work are candidates (an operator's drain moves
 		// later repeats of a key to another cell: docs/api.md).
 		if id := gate.IdentityFrom(r.Context()); id != nil {
-			if c, ok := gate.Rendezvous(rt.rt.WorkCells(), id.Account.ID+"\x00"+k); ok {
+			if c, ok := members.Rendezvous(rt.rt.WorkCells(), id.Account.ID+"\x00"+k); ok {
 				return target{dial: c.API, region: own}, nil
 			}
 		}
@@ -298,7 +308,7 @@ func (c *Cells) Provision(ctx caddy.Context) error {
 // owner's stand-in as soon as membership drops the owner.
 func (c *Cells) GetUpstreams(r *http.Request) ([]*reverseproxy.Upstream, error) {
 	if t, ok := r.Context().Value(targetKey{}).(target); ok && t.dial != "" {
-		if t.owner != "" {
+		if t.owner != "" || t.placed {
 			if s, ok := c.rt.StandIn(t.owner, t.id); ok {
 				trace.SpanFromContext(r.Context()).AddEvent("owner gone: its stand-in " + s.Name)
 				return []*reverseproxy.Upstream{{Dial: s.API}}, nil

@@ -57,7 +57,7 @@ func (m *Manager) HoldKeyed(account, key string, urls []string, opts scrape.Opti
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", "", false, err
 	}
-	id, token, err = m.submitKeyed(account, urls, opts, true, k, fp, Extra{})
+	id, token, err = m.submitKeyed(account, urls, opts, true, k, fp, Extra{Placed: true})
 	return id, token, false, err
 }
 

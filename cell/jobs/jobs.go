@@ -159,6 +159,12 @@ type Extra struct {
 	// between pages is kept by one cell's clock). It is in the region's
 	// log all the same (mirror.go), so a lost disk loses none of it.
 	Local bool
+	// Placed gives the job an id that names no cell when the manager
+	// places ids (ShareConfig.Place) and shares: for a job every route of
+	// which any cell answers (routes.AnyCell), so that the gate may send
+	// its calls to whichever cell the id is placed on. Submit, Hold and
+	// HoldKeyed (POST /scrape/jobs) set it.
+	Placed bool
 }
 
 // Growth bounds a growing job (Extra.Grow). The links of a page
@@ -516,7 +522,19 @@ func (m *Manager) SubmitWith(account string, urls []string, opts scrape.Options,
 }
 
 func (m *Manager) submit(account string, urls []string, opts scrape.Options, held bool) (string, string, error) {
-	return m.submitKeyed(account, urls, opts, held, nil, nil, Extra{})
+	return m.submitKeyed(account, urls, opts, held, nil, nil, Extra{Placed: true})
+}
+
+// newID is a new job's id: one that names no cell and that the gates
+// place on this cell (jobid.NewPlaced) for a job x places, when the
+// manager places ids and shares its jobs with the region (a job of a
+// cell that does not share is in no log another cell could answer
+// from); else one that names this cell.
+func (m *Manager) newID(x Extra) string {
+	if s := m.share.Load(); x.Placed && s != nil && s.cfg.Place != nil {
+		return jobid.NewPlaced(m.cfg.Region, s.cfg.Place)
+	}
+	return jobid.New(m.cfg.Region, m.cfg.Cell)
 }
 
 // account is the job's owner account (read under the job's lock: a
@@ -540,7 +558,7 @@ func (m *Manager) submitKeyed(account string, urls []string, opts scrape.Options
 	if len(urls) == 0 || len(urls) > MaxJobURLs {
 		return "", "", scrape.BadInput(fmt.Sprintf("urls must hold 1 to %d URLs (got %d)", MaxJobURLs, len(urls)))
 	}
-	id := jobid.New(m.cfg.Region, m.cfg.Cell)
+	id := m.newID(x)
 	m.mu.Lock()
 	m.creating[id] = true // until it is in m.jobs (or refused)
 	m.mu.Unlock()

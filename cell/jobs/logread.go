@@ -40,25 +40,73 @@ import (
 // sharing is nil until sharing starts.
 func (m *Manager) foreign(id string) (*sharing, bool) {
 	_, owner, ok := jobid.Parse(id)
-	if !ok || owner == m.cfg.Cell {
+	if !ok || owner == m.cfg.Cell || owner == "" && m.has(id) {
 		return nil, false
 	}
 	s := m.share.Load()
 	return s, s != nil || m.cfg.AwaitShare > 0
 }
 
+// has reports whether job id is this cell's (in its store), whatever
+// its id names.
+func (m *Manager) has(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.jobs[id]
+	return ok || m.creating[id]
+}
+
+// owner is the cell that owns job id: the one its id names, or for a
+// region's id (jobid.NewPlaced) this cell if it has the job, else the
+// one whose subjects hold its record in the log (remembered: a job
+// never changes owner). ErrNoJob when none does.
+func (s *sharing) owner(ctx context.Context, id string) (string, error) {
+	_, owner, ok := jobid.Parse(id)
+	if !ok {
+		return "", ErrNoJob
+	}
+	if owner != "" {
+		return owner, nil
+	}
+	if o, ok := s.owners.Load(id); ok {
+		return o.(string), nil
+	}
+	msg, err := jsnode.LastMsg(ctx, s.js, jsnode.StreamJobLog, jsnode.JobSubject("*", id)+".meta")
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", ErrNoJob
+	}
+	if err != nil {
+		return "", err
+	}
+	owner = ownerOfSubject(msg.Subject)
+	s.owners.Store(id, owner)
+	return owner, nil
+}
+
 // logMeta reads job id's record from the log and checks its account.
 func (s *sharing) logMeta(ctx context.Context, id, account string) (meta, string, error) {
-	mt, _, err := s.logRecord(ctx, id, account)
-	_, owner, _ := jobid.Parse(id)
-	return mt, owner, err
+	mt, rec, err := s.logRecord(ctx, id, account)
+	if err != nil {
+		return mt, "", err
+	}
+	return mt, ownerOfSubject(rec.Subject), nil
+}
+
+// ownerOfSubject is the owner a job log subject names
+// (trawl.job.<owner>.<job>...).
+func ownerOfSubject(subject string) string {
+	owner, _, _ := strings.Cut(strings.TrimPrefix(subject, jsnode.SubjectJobLog), ".")
+	return owner
 }
 
 // logRecord is logMeta with the record's message (its subject and
 // sequence, for a write over it).
 func (s *sharing) logRecord(ctx context.Context, id, account string) (meta, *jetstream.RawStreamMsg, error) {
 	var mt meta
-	_, owner, _ := jobid.Parse(id)
+	owner, err := s.owner(ctx, id)
+	if err != nil {
+		return mt, nil, err
+	}
 	msg, err := jsnode.LastMsg(ctx, s.js, jsnode.StreamJobLog, jsnode.JobSubject(owner, id)+".meta")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return mt, nil, ErrNoJob
@@ -439,7 +487,10 @@ func (m *Manager) logRetry(s *sharing, id, account string, fetchable func(string
 func (m *Manager) logReleaseRetry(s *sharing, id, account, token string, creditsMC int64) error {
 	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
 	defer cancel()
-	_, owner, _ := jobid.Parse(id)
+	owner, err := s.owner(ctx, id)
+	if err != nil {
+		return err
+	}
 	msg, err := jsnode.LastMsg(ctx, s.js, jsnode.StreamJobLog, jsnode.JobSubject(owner, id)+".res."+retryKind(token, false))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return ErrOwnerDown
@@ -512,11 +563,11 @@ var ErrOwnerDown = &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Co
 func (m *Manager) logRequest(s *sharing, id, account, kind, header string, req any, change func(*meta) (bool, error)) error {
 	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
 	defer cancel()
-	_, owner, _ := jobid.Parse(id)
 	mt, rec, err := s.logRecord(ctx, id, account)
 	if err != nil {
 		return err
 	}
+	owner := ownerOfSubject(rec.Subject)
 	if ok, err := change(&mt); !ok || err != nil {
 		return err
 	}
@@ -528,7 +579,7 @@ func (m *Manager) logRequest(s *sharing, id, account, kind, header string, req a
 		m.cfg.Logger.Warn("jobs: a record changed for a cell that is down not written to the log (it applies the request when it is back)",
 			"job", id, "request", kind, "err", err)
 	}
-	m.cfg.Logger.Info("jobs: took a request for the job of a cell that is down", "job", id, "owner", owner, "request", kind)
+	m.cfg.Logger.Info("jobs: took a request for a job another cell owns (its owner applies it from the log)", "job", id, "owner", owner, "request", kind)
 	return nil
 }
 

@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/jsnode"
 )
 
@@ -127,7 +126,11 @@ func (m *Manager) ReadMark(job, key string) (Mark, error) {
 	}
 	ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 	defer cancel()
-	return readMark(ctx, s, markSubject(ownerOf(job), job, key))
+	owner, err := m.ownerOf(ctx, s, job)
+	if err != nil {
+		return Mark{}, err
+	}
+	return readMark(ctx, s, markSubject(owner, job, key))
 }
 
 func readMark(ctx context.Context, s *sharing, subject string) (Mark, error) {
@@ -155,13 +158,20 @@ func (m *Manager) FinishMark(job, key, id string) error {
 		return errNotLogged
 	}
 	b, _ := json.Marshal(Mark{ID: id, Done: true})
-	return s.logPublish(m.ctx, markSubject(ownerOf(job), job, key), b, nil)
+	owner, err := m.ownerOf(m.ctx, s, job)
+	if err != nil {
+		return err
+	}
+	return s.logPublish(m.ctx, markSubject(owner, job, key), b, nil)
 }
 
-// ownerOf is the cell a job id names.
-func ownerOf(job string) string {
-	_, owner, _ := jobid.Parse(job)
-	return owner
+// ownerOf is the cell that owns job: this one if it has it, else the one
+// its id names or the log says (sharing.owner).
+func (m *Manager) ownerOf(ctx context.Context, s *sharing, job string) (string, error) {
+	if m.has(job) {
+		return m.cfg.Cell, nil
+	}
+	return s.owner(ctx, job)
 }
 
 // takeMarks hands the pending marks with a payload of owner's jobs (a

@@ -64,6 +64,10 @@ type ShareConfig struct {
 	// that are not live (adopt.go).
 	Live         func(cell string) bool
 	Coordinating func() bool
+	// Place reports whether the region's gates would place a job id
+	// that names no cell on this cell now (members.Rendezvous over the
+	// region's ready cells); nil: new ids name this cell (Extra.Placed).
+	Place func(id string) bool
 }
 
 // Work item and outcome on the wire.
@@ -139,6 +143,8 @@ type sharing struct {
 	fetching, backlog, lag atomic.Int64
 	// restore is what the last restore did (nil until it ran).
 	restore atomic.Pointer[RestoreStats]
+	// owners: the owners of region ids found in the log (owner).
+	owners sync.Map
 }
 
 // Share makes the manager publish its jobs' URLs to the region's work

@@ -1245,3 +1245,79 @@ func TestKeptCrawlSurvivesLostStore(t *testing.T) {
 	}
 	t.Logf("owner lost its disk at %d of %d found pages done (%d in the log); restored and finished with 63 pages, %d fetches in all", at.Done, at.Total, fromLog.Done, r.fetched("c1"))
 }
+
+// A job whose id names no cell (ShareConfig.Place: the gates place it
+// on its owner while the region's cells do not change) is answered by
+// any cell of the region while its owner is live: another cell finds
+// its owner in the log and reads its status, results and failures there
+// (another account's calls are 404s), and takes a cancel that the owner
+// applies.
+func TestPlacedJobAnsweredByAnyCell(t *testing.T) {
+	r := newShareRig(t)
+	a := r.unshared("c1", 2, 20*time.Millisecond, 10, 0)
+	placed := 0
+	if err := a.Share(context.Background(), r.js, ShareConfig{Cell: "c1", Place: func(string) bool { placed++; return true }}); err != nil {
+		t.Fatal(err)
+	}
+	b := r.manager("c2", 2, 20*time.Millisecond, 10)
+	const n = 30
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/placed%d", i)
+	}
+	id, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if region, cell, ok := jobid.Parse(id); !ok || region != "eu" || cell != "" || placed != 1 {
+		t.Fatalf("id %q (%q %q %v) after %d placements, want a region's id", id, region, cell, ok, placed)
+	}
+	// A submission that places nothing (a crawl's, say) names its cell.
+	if id2, _, err := a.HoldWith("acct", urls[:1], scrape.Options{}, Extra{}); err != nil {
+		t.Fatal(err)
+	} else if _, cell, _ := jobid.Parse(id2); cell != "c1" {
+		t.Fatalf("an unplaced job's id %q", id2)
+	}
+	waitDone(t, a, id, n)
+	var st *Status
+	testwait.Until(t, 30*time.Second, "c2 answering the job from the log", func() bool {
+		st, err = b.Status(id, "acct", false)
+		return err == nil && st.Done == n
+	})
+	if st.Status != StatusDone || st.Total != n {
+		t.Errorf("c2's status of c1's job: %+v", st)
+	}
+	if _, err := b.Status(id, "other", false); err != ErrNoJob {
+		t.Errorf("another account's status through c2: %v", err)
+	}
+	if err := b.Cancel(id, "other"); err != ErrNoJob {
+		t.Errorf("another account's cancel through c2: %v", err)
+	}
+	lines := 0
+	if err := b.ScanResults(id, "acct", 0, func([]byte) bool { lines++; return true }); err != nil || lines != n {
+		t.Errorf("c2 read %d result lines of %d (%v)", lines, n, err)
+	}
+	if fs, err := b.Failures(id, "acct"); err != nil || len(fs) != 0 {
+		t.Errorf("c2's failures of the job: %v %v", fs, err)
+	}
+
+	// A cancel through c2 while c1 is live: c1 applies it.
+	long := make([]string, 400)
+	for i := range long {
+		long[i] = fmt.Sprintf("http://site.test/placedlong%d", i)
+	}
+	id3, err := a.Submit("acct", long, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Cancel(id3, "acct"); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "the owner to apply c2's cancel", func() bool {
+		st, err := a.Status(id3, "acct", false)
+		return err == nil && st.Status == StatusCancelled
+	})
+	if st, err := b.Status(id3, "acct", false); err != nil || st.Status != StatusCancelled {
+		t.Errorf("c2's status after its cancel: %+v %v", st, err)
+	}
+}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/members"
 	"github.com/trawlhq/trawl/internal/regionauth"
 	"github.com/trawlhq/trawl/internal/testwait"
 )
@@ -231,6 +232,26 @@ type shareRegion struct {
 	gate  string // http://addr
 	cells map[string]*shareCell
 	names []string
+}
+
+// ownerOf is the cell that owns job id: the one the id names, or for a
+// region's id the one the gates place it on while every cell of r is
+// ready, which is the cell that minted it.
+func (r *shareRegion) ownerOf(t *testing.T, id string) string {
+	t.Helper()
+	_, cell, ok := jobid.Parse(id)
+	if !ok {
+		t.Fatalf("job id %q", id)
+	}
+	if cell != "" {
+		return cell
+	}
+	cells := make([]members.Meta, len(r.names))
+	for i, n := range r.names {
+		cells[i] = members.Meta{Name: n}
+	}
+	m, _ := members.Rendezvous(cells, id)
+	return m.Name
 }
 
 // startShareRegion starts a region of n clustered cells (n ≥ 1), each
@@ -479,7 +500,9 @@ func submitToCell(t *testing.T, c *shareCell, urls []string) string {
 	if code != 202 || json.Unmarshal(b, &sub) != nil {
 		t.Fatalf("submit to %s: %d %s", c.name, code, b)
 	}
-	if _, cell, _ := jobid.Parse(sub.JobID); cell != c.name {
+	// A clustered cell's job id names no cell, placed on the cell that
+	// minted it (jobid.NewPlaced).
+	if _, cell, _ := jobid.Parse(sub.JobID); cell != "" && cell != c.name {
 		t.Fatalf("job %s submitted to %s is owned by %q", sub.JobID, c.name, cell)
 	}
 	return sub.JobID
@@ -638,7 +661,7 @@ func TestJobsScaleAcrossCells(t *testing.T) {
 		took := done.Sub(begin)
 		checkExactlyOnce(t, st, gateResults(t, r.gate, id), urls)
 		after := r.fetched(t)
-		_, owner, _ = jobid.Parse(id)
+		owner = r.ownerOf(t, id)
 		per, sum, refetched = map[string]int64{}, 0, 0
 		for _, name := range r.names {
 			per[name] = after[name] - before[name]
@@ -727,9 +750,9 @@ func TestSharedJobSurvivesKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, cost := submitThroughGate(t, r.gate, urls)
-	_, owner, ok := jobid.Parse(id)
-	if !ok {
-		t.Fatalf("job id %q", id)
+	owner := r.ownerOf(t, id)
+	if _, cell, _ := jobid.Parse(id); cell != "" {
+		t.Errorf("job %s through the gate of a clustered region names its cell", id)
 	}
 	if want := fmt.Sprintf("%d.000", n); cost != want {
 		t.Errorf("submission charged %s, want %s", cost, want)
@@ -1004,7 +1027,7 @@ func TestSharedJobsSurviveKillLoop(t *testing.T) {
 	c2 := r.cells["c2"]
 	urlsB := site.urls("loop-c2", n)
 	idB := submitToCell(t, c2, urlsB)
-	_, ownerA, _ := jobid.Parse(idA)
+	ownerA := r.ownerOf(t, idA)
 	t.Logf("job %s (owner %s) through the gate, job %s owned by c2; %d URLs each", idA, ownerA, idB, n)
 
 	var log []string
@@ -1314,7 +1337,7 @@ func TestRetryThroughStandIn(t *testing.T) {
 		}
 		urls = site.urls(fmt.Sprintf("standin%d", try), n)
 		id, _ = submitThroughGate(t, r.gate, urls)
-		_, owner, _ = jobid.Parse(id)
+		owner = r.ownerOf(t, id)
 		jobs++
 	}
 	st, _ := waitJobDone(t, time.Minute, "the job", func() (jobStatus, error) { return gateJobStatus(r.gate, id) })

@@ -84,7 +84,10 @@ func TestSearchSurvivesDeadCell(t *testing.T) {
 			sent += h.PageCopies.Sent
 			indexed += h.PageCopies.Indexed
 		}
-		return sent == n && indexed == n
+		// At least: a page archived while a cell began copying may be
+		// sent twice, by its archiving and by the start's catch-up of
+		// the copies owed (cell/owed.go), and indexed twice.
+		return sent >= n && indexed >= n
 	}); err != nil {
 		t.Fatalf("%v: every page sent to another cell and indexed there; page copies %v", err, copies)
 	}

@@ -36,6 +36,9 @@ func TestParse(t *testing.T) {
 		{"j_eu.c1.5F2A09C3E1D4B7A86F10", "", "", false},         // upper-case hex
 		{"j_eu.c1.x" + hex[1:], "", "", false},                  // not hex
 		{"j_eu.c1." + hex[:10] + "." + hex[10:], "", "", false}, // extra dot
+		{"j_eu." + hex, "eu", "", true},                         // a region's id
+		{"j_eu." + hex[:19], "", "", false},                     // a region's id, short
+		{"j_eu." + hex + ".", "", "", false},                    // a region's id, a dot more
 	}
 	for _, tt := range tests {
 		region, cell, ok := Parse(tt.id)
@@ -53,5 +56,24 @@ func TestValidName(t *testing.T) {
 		if got := ValidName(s); got != want {
 			t.Errorf("ValidName(%q) = %v, want %v", s, got, want)
 		}
+	}
+}
+
+// NewPlaced mints region ids that place accepts, and gives up (with an
+// id all the same) when it accepts none.
+func TestNewPlaced(t *testing.T) {
+	tries := 0
+	id := NewPlaced("eu", func(id string) bool {
+		tries++
+		return id[len(id)-1]%2 == 0 // about half
+	})
+	region, cell, ok := Parse(id)
+	if !ok || region != "eu" || cell != "" || id[len(id)-1]%2 != 0 {
+		t.Fatalf("NewPlaced = %q (Parse %q %q %v) after %d tries", id, region, cell, ok, tries)
+	}
+	tries = 0
+	id = NewPlaced("eu", func(string) bool { tries++; return false })
+	if _, _, ok := Parse(id); !ok || tries != 64 {
+		t.Fatalf("refused everywhere: %q after %d tries", id, tries)
 	}
 }

@@ -63,10 +63,14 @@ type Grammar struct {
 	// Parse returns the owner of id, or false when id is not of this
 	// grammar (the object cannot exist; a cell answers 404).
 	Parse func(id string) (region, cell string, ok bool)
+	// Placed: an id that names no cell (Parse's cell "") goes to the
+	// cell the region's ready cells place it on (members.Rendezvous over
+	// the id), not to any live cell.
+	Placed bool
 }
 
 // Jobs is the grammar of job ids (internal/jobid).
-var Jobs = &Grammar{Name: "job", Parse: jobid.Parse}
+var Jobs = &Grammar{Name: "job", Parse: jobid.Parse, Placed: true}
 
 // Monitors is the grammar of monitor ids (internal/monid).
 var Monitors = &Grammar{Name: "monitor", Parse: monid.Parse}
@@ -496,6 +500,9 @@ type Place struct {
 	// not of the route's grammar (any cell of this region answers 404).
 	Owner   string
 	NoOwner bool
+	// Placed: the id names no cell and its grammar is Placed; the cell
+	// the region's ready cells place it on answers.
+	Placed bool
 }
 
 // Place says where a request with row m goes, from the gate of region own.
@@ -519,7 +526,7 @@ func (m Match) Place(r *http.Request, own string) Place {
 		if region != own {
 			return Place{Region: region, Owner: id}
 		}
-		return Place{Region: own, Cell: cell, Owner: id}
+		return Place{Region: own, Cell: cell, Owner: id, Placed: cell == "" && m.Owner.Placed}
 	}
 	return Place{Region: own}
 }

@@ -56,6 +56,9 @@ const (
 	// the region archived and sent this one to index beside it (cell,
 	// pages.go): the archive record, received time as its fetch time.
 	PrefixPageCopy = "pc/"
+	// PrefixPageCopyOwed holds the fetch time from which this cell's
+	// pages may still owe their copy to another cell (cell, pages.go).
+	PrefixPageCopyOwed = "pco/"
 	// PrefixJob is a job's meta, URLs, pending set and results (cell/jobs).
 	PrefixJob = "j/"
 	// PrefixJobIndex lists the jobs, for start-up (cell/jobs).
@@ -159,6 +162,7 @@ var Stores = []Layout{
 		{PrefixCache, "cell/scrape"},
 		{PrefixArchive, "cell/scrape"},
 		{PrefixPageCopy, "cell (pages.go)"},
+		{PrefixPageCopyOwed, "cell (pages.go)"},
 		{PrefixJob, "cell/jobs"},
 		{PrefixJobIndex, "cell/jobs"},
 		{PrefixJobKey, "cell/jobs"},
