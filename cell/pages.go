@@ -97,7 +97,7 @@ type pageCopies struct {
 	mu       sync.Mutex
 	pending  map[*scrape.ArchivedPage]struct{}
 	owedFrom time.Time
-	scanning time.Time // a catch-up's from while it queues pages
+	scanning time.Time     // a catch-up's from while it queues pages
 	owedSent atomic.Uint64 // copies sent by a catch-up
 
 	sent, alone, dropped, indexed, replayed, skipped, recopied atomic.Uint64
