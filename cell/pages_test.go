@@ -22,10 +22,9 @@ func found(t *testing.T, c *Cell, q, url string) bool {
 	return err == nil && len(l.Results) > 0 && l.Results[0].URL == url
 }
 
-// A page a clustered cell archives is indexed by another cell of its
-// region too (cell/pages.go): kept in that cell's store before it is
-// acked, and searchable there; each cell's pages go to the other.
-func TestPageCopiesIndexedOnAnotherCell(t *testing.T) {
+// startSeed starts the region's gate member the cells join through.
+func startSeed(t *testing.T) *members.Cluster {
+	t.Helper()
 	seed, err := members.Start(members.Config{
 		Meta: members.Meta{Role: members.RoleGate, Region: "eu", Name: "g1"},
 		Keys: testKeys.All(),
@@ -34,6 +33,20 @@ func TestPageCopiesIndexedOnAnotherCell(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { seed.Close() })
+	return seed
+}
+
+// pageAbout is a page whose main content talks about word.
+func pageAbout(word string) []byte {
+	return fmt.Appendf(nil, `<!doctype html><html><head><title>The %[1]s page</title></head><body><main><h1>About %[1]s</h1>
+<p>This page is the one that talks about %[1]s at length, in a paragraph long enough to be the main content of it.</p></main></body></html>`, word)
+}
+
+// A page a clustered cell archives is indexed by another cell of its
+// region too (cell/pages.go): kept in that cell's store before it is
+// acked, and searchable there; each cell's pages go to the other.
+func TestPageCopiesIndexedOnAnotherCell(t *testing.T) {
+	seed := startSeed(t)
 	c1 := startClusteredCell(t, seed, "c1")
 	c2 := startClusteredCell(t, seed, "c2")
 	jsnodetest.WaitFor(t, 90*time.Second, "both cells sharing, each the other's peer for page copies", func() (bool, string) {
@@ -50,10 +63,7 @@ func TestPageCopiesIndexedOnAnotherCell(t *testing.T) {
 		t.Fatal("new cells should start with freshDisk set")
 	}
 
-	page := func(word string) []byte {
-		return fmt.Appendf(nil, `<!doctype html><html><head><title>The %[1]s page</title></head><body><main><h1>About %[1]s</h1>
-<p>This page is the one that talks about %[1]s at length, in a paragraph long enough to be the main content of it.</p></main></body></html>`, word)
-	}
+	page := pageAbout
 	archive := func(c *Cell, url, word string) {
 		c.archived(url, "text/html; charset=utf-8", page(word), nil, time.Now())
 	}
@@ -134,14 +144,7 @@ func TestGoneCellsPagesCopiedAgain(t *testing.T) {
 	was := recopyAfter
 	t.Cleanup(func() { recopyAfter = was })
 	recopyAfter = time.Second
-	seed, err := members.Start(members.Config{
-		Meta: members.Meta{Role: members.RoleGate, Region: "eu", Name: "g1"},
-		Keys: testKeys.All(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { seed.Close() })
+	seed := startSeed(t)
 	c1 := startClusteredCell(t, seed, "c1")
 	c2 := startClusteredCell(t, seed, "c2")
 	c3, stop3 := startStoppableCell(t, seed, "c3")
@@ -167,8 +170,7 @@ func TestGoneCellsPagesCopiedAgain(t *testing.T) {
 			w := fmt.Sprintf("zq%dx%d", i, j)
 			p := pg{url: fmt.Sprintf("https://site%d.example/%s", i, w), word: w, origin: c}
 			pages = append(pages, p)
-			c.archived(p.url, "text/html; charset=utf-8", fmt.Appendf(nil, `<!doctype html><html><head><title>Page %[1]s</title></head><body><main><h1>About %[1]s</h1>
-<p>This page is the one that talks about %[1]s at length, in a paragraph long enough to be the main content of it.</p></main></body></html>`, w), nil, time.Now())
+			c.archived(p.url, "text/html; charset=utf-8", pageAbout(w), nil, time.Now())
 		}
 	}
 	on := func(p pg, among []*Cell) int {
@@ -226,14 +228,7 @@ func TestOwedCopiesSentWhenAPeerComes(t *testing.T) {
 	wasEvery, wasRetry := owedEvery, owedRetry
 	t.Cleanup(func() { owedEvery, owedRetry = wasEvery, wasRetry })
 	owedEvery, owedRetry = 200*time.Millisecond, time.Second
-	seed, err := members.Start(members.Config{
-		Meta: members.Meta{Role: members.RoleGate, Region: "eu", Name: "g1"},
-		Keys: testKeys.All(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { seed.Close() })
+	seed := startSeed(t)
 	c1 := startClusteredCell(t, seed, "c1")
 	jsnodetest.WaitFor(t, 60*time.Second, "c1 sharing pages", func() (bool, string) {
 		return c1.pages.Load() != nil, fmt.Sprintf("%+v", c1.JetStreamHealth())
@@ -245,8 +240,7 @@ func TestOwedCopiesSentWhenAPeerComes(t *testing.T) {
 		w := fmt.Sprintf("zqowed%d", i)
 		p := pg{url: "https://owed.example/" + w, word: w}
 		pages = append(pages, p)
-		body := fmt.Appendf(nil, `<!doctype html><html><head><title>Page %[1]s</title></head><body><main><h1>About %[1]s</h1>
-<p>This page is the one that talks about %[1]s at length, in a paragraph long enough to be the main content of it.</p></main></body></html>`, w)
+		body := pageAbout(w)
 		ap := &scrape.ArchivedPage{URL: p.url, Status: 200, ContentType: "text/html; charset=utf-8", FetchedAt: time.Now().UTC(), Body: body}
 		if err := c1.store.Set(scrape.ArchiveKey(p.url), scrape.EncodeArchived(ap), store.Sync); err != nil {
 			t.Fatal(err)

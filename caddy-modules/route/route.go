@@ -166,7 +166,7 @@ func (rt *Route) decide(r *http.Request) (target, *gate.Refusal) {
 			return target{}, gate.Refuse(http.StatusNotFound, "not_found", "no such "+m.Owner.Name)
 		}
 		return target{}, gate.Refuse(http.StatusBadRequest, "bad_input", "no such region: "+p.Region)
-	case p.Placed:
+	case p.Placed && clustered(rt.rt.Cells()):
 		if c, ok := rt.rt.StandIn("", p.Owner); ok {
 			return target{dial: c.API, region: own, id: p.Owner, placed: true}, nil
 		}
@@ -291,6 +291,18 @@ type Cells struct {
 // CaddyModule returns the Caddy module information.
 func (Cells) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{ID: "http.reverse_proxy.upstreams.trawl_cells", New: func() caddy.Module { return new(Cells) }}
+}
+
+// clustered reports whether a region's cells share a JetStream cluster
+// (one of them says how far it is in it): only such a region makes ids
+// that name no cell, and any cell of another answers 404 for one.
+func clustered(cells []members.Meta) bool {
+	for _, c := range cells {
+		if c.JS != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Provision finds the runtime.

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -123,6 +124,72 @@ func (s *sharing) logRecord(ctx context.Context, id, account string) (meta, *jet
 	return mt, msg, nil
 }
 
+// logView is what this cell read of the outcomes of a job it does not
+// own, kept to read on from there at the next call: a client polling a
+// job on a cell that is not its owner reads each outcome once, not all
+// of them at every call (BenchmarkStatusFromLog: 21 ms a call for 2,000
+// outcomes read whole).
+type logView struct {
+	mu       sync.Mutex
+	outcomes map[uint64]*jobOutcome // by the URL's seq
+	next     uint64                 // the stream sequence to read on from
+	used     time.Time
+}
+
+// maxLogViews bounds the jobs whose logView a cell keeps (the least
+// recently used goes).
+const maxLogViews = 64
+
+// view is job id's logView, made on first use.
+func (s *sharing) view(id string) *logView {
+	s.viewsMu.Lock()
+	defer s.viewsMu.Unlock()
+	if s.views == nil {
+		s.views = map[string]*logView{}
+	}
+	v := s.views[id]
+	if v == nil {
+		if len(s.views) >= maxLogViews {
+			var oldest string
+			for k, o := range s.views {
+				if oldest == "" || o.used.Before(s.views[oldest].used) {
+					oldest = k
+				}
+			}
+			delete(s.views, oldest)
+		}
+		v = &logView{outcomes: map[uint64]*jobOutcome{}}
+		s.views[id] = v
+	}
+	v.used = time.Now()
+	return v
+}
+
+// readOn reads the outcomes published on prefix's results since the
+// last read (a later message of a URL's subject replaces its earlier
+// one; one that is not an outcome makes the URL pending again).
+func (v *logView) readOn(ctx context.Context, js jetstream.JetStream, prefix string) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true}
+	if v.next > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, v.next
+	}
+	return jsnode.Scan(ctx, js, jsnode.StreamJobLog, cfg, func(msg jetstream.Msg) error {
+		if md, err := msg.Metadata(); err == nil {
+			v.next = md.Sequence.Stream + 1
+		}
+		seq, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
+		if err != nil {
+			return nil
+		}
+		if out, ok := outcomeOf(msg); ok {
+			v.outcomes[seq] = &out
+		} else {
+			delete(v.outcomes, seq)
+		}
+		return nil
+	})
+}
+
 // logStatus is Status of a job this cell does not own, from the log.
 func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status, error) {
 	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
@@ -132,22 +199,13 @@ func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status,
 		return nil, err
 	}
 	prefix := jsnode.JobSubject(owner, id)
-	outcomes := map[uint64]*jobOutcome{}
-	if err := jsnode.Scan(ctx, s.js, jsnode.StreamJobLog, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{prefix + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true}, func(msg jetstream.Msg) error {
-		seq, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
-		if err != nil {
-			return nil
-		}
-		if out, ok := outcomeOf(msg); ok {
-			outcomes[seq] = &out
-		} else {
-			delete(outcomes, seq)
-		}
-		return nil
-	}); err != nil {
+	v := s.view(id)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.readOn(ctx, s.js, prefix); err != nil {
 		return nil, err
 	}
+	outcomes := v.outcomes
 	st := &Status{JobID: id, Total: mt.Total, CreatedAt: mt.CreatedAt, Options: mt.Options, Shape: mt.Shape,
 		Charged: mt.RetryUnits, ExpiresAt: mt.CreatedAt.Add(m.cfg.Retention), Held: mt.Hold != "",
 		CreditsMC: mt.CreditsMC, CreditsKnown: !mt.Uncounted}

@@ -145,6 +145,9 @@ type sharing struct {
 	restore atomic.Pointer[RestoreStats]
 	// owners: the owners of region ids found in the log (owner).
 	owners sync.Map
+	// views: what logStatus read of other cells' jobs (logView).
+	viewsMu sync.Mutex
+	views   map[string]*logView
 }
 
 // Share makes the manager publish its jobs' URLs to the region's work

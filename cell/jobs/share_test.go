@@ -1321,3 +1321,39 @@ func TestPlacedJobAnsweredByAnyCell(t *testing.T) {
 		t.Errorf("c2's status after its cancel: %+v %v", st, err)
 	}
 }
+
+// BenchmarkStatusFromLog: what a status read of a 2,000-URL job costs
+// on its owner (its store) and on another cell (the log: every outcome's
+// headers read at each call), the two reads of one job in one run.
+func BenchmarkStatusFromLog(b *testing.B) {
+	const n = 2000
+	r := newShareRig(b)
+	a := r.manager("c1", 16, 0, 10)
+	other := r.manager("c2", 1, 0, 10)
+	urls := make([]string, n)
+	for i := range urls {
+		urls[i] = fmt.Sprintf("http://site.test/bench%d", i)
+	}
+	id, err := a.Submit("acct", urls, scrape.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := testwait.Poll(2*time.Minute, func() bool {
+		st, err := other.Status(id, "acct", false)
+		return err == nil && st.Done == n
+	}); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		m    *Manager
+	}{{"owner", a}, {"log", other}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if st, err := c.m.Status(id, "acct", false); err != nil || st.Done != n {
+					b.Fatalf("%+v %v", st, err)
+				}
+			}
+		})
+	}
+}

@@ -154,33 +154,10 @@ func TestClusterR3SurvivesStop(t *testing.T) {
 	}
 	ensure(t, nodes[0], 3)
 	publish(t, nodes[1], jsnode.SubjectWorkJob+"a", "before")
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := nodes[0].JetStream().Stream(ctx, jsnode.StreamWork)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Config.Replicas != 3 || info.Cluster == nil || len(info.Cluster.Replicas) != 2 {
-		t.Fatalf("stream is not R3: %+v %+v", info.Config.Replicas, info.Cluster)
-	}
 	// Stop the stream's leader: the harder case (an election first).
-	leader := info.Cluster.Leader
-	var stopped string
-	var survivor *jsnode.Node
-	for i, n := range nodes {
-		if n.Name() == leader {
-			stopped = fmt.Sprintf("c%d", i+1)
-		} else {
-			survivor = n
-		}
-	}
-	if stopped == "" {
-		t.Fatalf("leader %q is none of the nodes", leader)
+	stopped, survivor, info := streamLeader(t, nodes, jsnode.StreamWork)
+	if info.Config.Replicas != 3 || len(info.Cluster.Replicas) != 2 {
+		t.Fatalf("stream is not R3: %+v %+v", info.Config.Replicas, info.Cluster)
 	}
 	c.Stop(stopped)
 	msg := next(t, survivor, "job", 20*time.Second)

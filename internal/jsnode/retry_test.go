@@ -33,27 +33,12 @@ func TestCallsAfterLeaderKilled(t *testing.T) {
 	const subject = jsnode.SubjectJobLog + "c1.j1.meta"
 	publish(t, nodes[1], subject, "before")
 
+	leader, survivor, _ := streamLeader(t, nodes, jsnode.StreamJobLog)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := nodes[0].JetStream().Stream(ctx, jsnode.StreamJobLog)
 	if err != nil {
 		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil || info.Cluster == nil {
-		t.Fatalf("job log info: %v", err)
-	}
-	var leader string
-	var survivor *jsnode.Node
-	for i, n := range nodes {
-		if n.Name() == info.Cluster.Leader {
-			leader = fmt.Sprintf("c%d", i+1)
-		} else {
-			survivor = n
-		}
-	}
-	if leader == "" {
-		t.Fatalf("leader %q is none of the nodes", info.Cluster.Leader)
 	}
 	last, err := st.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
@@ -107,6 +92,34 @@ func TestCallsAfterLeaderKilled(t *testing.T) {
 		t.Logf("the stream's info tried once: %v after the cut (%v)", time.Since(cut).Round(10*time.Millisecond), err)
 	})
 	wg.Wait()
+}
+
+// streamLeader is the cell (c1…cn in nodes' order) whose node leads
+// stream, one node that does not, and the stream's info.
+func streamLeader(t *testing.T, nodes []*jsnode.Node, stream string) (string, *jsnode.Node, *jetstream.StreamInfo) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := nodes[0].JetStream().Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil || info.Cluster == nil {
+		t.Fatalf("%s's info: %v", stream, err)
+	}
+	leader, other := "", (*jsnode.Node)(nil)
+	for i, n := range nodes {
+		if n.Name() == info.Cluster.Leader {
+			leader = fmt.Sprintf("c%d", i+1)
+		} else {
+			other = n
+		}
+	}
+	if leader == "" {
+		t.Fatalf("%s's leader %q is none of the nodes", stream, info.Cluster.Leader)
+	}
+	return leader, other, info
 }
 
 // A message published twice with Publish (its answer lost, say) is

@@ -180,6 +180,9 @@ func TestPlace(t *testing.T) {
 		{"GET", "/scrape/jobs/j_sin.c2.5f2a09c3e1d4b7a86f10/results", Place{Region: "sin", Owner: "j_sin.c2.5f2a09c3e1d4b7a86f10"}},
 		{"POST", "/scrape/jobs/j_sin.c2.5f2a09c3e1d4b7a86f10/retry", Place{Region: "sin", Owner: "j_sin.c2.5f2a09c3e1d4b7a86f10"}},
 		{"GET", "/scrape/jobs/nope", Place{Region: "eu", Owner: "nope", NoOwner: true}},
+		// A region's job id names no cell: placed over the ready cells.
+		{"GET", "/v2/batch/scrape/j_eu.5f2a09c3e1d4b7a86f10", Place{Region: "eu", Owner: "j_eu.5f2a09c3e1d4b7a86f10", Placed: true}},
+		{"GET", "/scrape/jobs/j_sin.5f2a09c3e1d4b7a86f10", Place{Region: "sin", Owner: "j_sin.5f2a09c3e1d4b7a86f10"}},
 		{"POST", "/scrape", Place{Region: "eu"}},
 		{"GET", "/v1/billing/usage", Place{Local: true, Region: "eu"}},
 		{"GET", "/v1/billing/usage?region=eu", Place{Local: true, Region: "eu"}},
