@@ -495,10 +495,18 @@ func (e *Engine) failed(ctx, pctx context.Context, step string, kind, err error)
 	switch {
 	case ctx.Err() != nil:
 		return fmt.Errorf("%s: %w", step, ctx.Err())
-	case pctx.Err() != nil:
+	case pctx.Err() != nil || passed(pctx):
 		return fmt.Errorf("%s: %w: page deadline passed: %w", step, kind, context.DeadlineExceeded)
 	}
 	return fmt.Errorf("%s: %w: %w", step, kind, trim(err))
+}
+
+// passed reports whether ctx's deadline is past by the clock: on a
+// loaded machine the browser's timeout (set to the deadline) can answer
+// before the context's own timer has run (CI: TestWaitForFailures).
+func passed(ctx context.Context) bool {
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 func deadline(ctx context.Context) time.Time {

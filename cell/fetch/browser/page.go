@@ -381,7 +381,9 @@ func msUntil(ctx context.Context) float64 {
 	if !ok {
 		return float64(DefaultTimeout.Milliseconds())
 	}
-	return float64(max(time.Until(dl).Milliseconds(), 1))
+	// Rounded up: a browser timeout that fires never comes before the
+	// page deadline, so failed reads it as the deadline's.
+	return float64(max((time.Until(dl)+time.Millisecond-1)/time.Millisecond, 1))
 }
 
 // trimmedError keeps the first line of a playwright error: the rest is a
