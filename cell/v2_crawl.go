@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -132,8 +135,10 @@ func (c *Cell) handleV2CrawlStart(w http.ResponseWriter, r *http.Request) {
 	// A crawl's pages are fetched by any cell of a clustered region
 	// (each cell reads robots.txt for itself); one with a delay between
 	// pages stays on this cell, whose clock keeps the delay.
+	// Every route of a crawl is answered by any cell (its credits are in
+	// the log too: noteCrawlCredits), so its id names no cell.
 	x := jobs.Extra{Shape: shape, Concurrency: plan.Concurrency, Grow: &jobs.Growth{Limit: plan.Limit, MaxDepth: plan.MaxDepth},
-		Local: plan.Delay > 0}
+		Local: plan.Delay > 0, Placed: true}
 	id, err := c.jobs.SubmitWith(accountOf(r), []string{plan.Scope.Start}, plan.Scrape.Options, x)
 	if err != nil {
 		firecrawl.WriteError(w, err)
@@ -149,7 +154,7 @@ func (c *Cell) handleV2CrawlStatus(w http.ResponseWriter, r *http.Request, st *j
 		c.serveV2CrawlSocket(w, r, st)
 		return
 	}
-	c.v2JobStatus(w, r, st, "/v2/crawl/", c.crawlCredits(st.JobID))
+	c.v2JobStatus(w, r, st, "/v2/crawl/", c.crawlCredits(st.JobID, accountOf(r)))
 }
 
 // handleCrawlsActive serves GET /crawls/active to the gate, which merges
@@ -457,6 +462,7 @@ func (c *Cell) ackCrawlCharges(ids []string, credits map[string]string, refused 
 			return 0, err
 		}
 	}
+	c.noteCrawlCredits(slices.Collect(maps.Keys(sums)))
 	for _, id := range refused {
 		if !strings.HasPrefix(id, crawlChargeID) {
 			continue
@@ -503,10 +509,37 @@ func (c *Cell) readCredits(job string) (int64, error) {
 	return strconv.ParseInt(string(raw), 10, 64)
 }
 
-// crawlCredits is the credits the gate has charged for crawl job's pages.
-func (c *Cell) crawlCredits(job string) float64 {
-	mc, _ := c.readCredits(job)
+// crawlCredits is the credits the gate has charged for crawl job's
+// pages: the figure in this cell's store (the crawl's owner), else the
+// one its owner wrote to the region's log (another cell answering for
+// the crawl, or the owner back on an empty disk).
+func (c *Cell) crawlCredits(job, account string) float64 {
+	mc, err := c.readCredits(job)
+	if errors.Is(err, store.ErrNotFound) {
+		if raw, err := c.jobs.Note(job, account, noteCredits); err == nil && raw != nil {
+			mc, _ = strconv.ParseInt(string(raw), 10, 64)
+		}
+	}
 	return float64(mc) / 1000
+}
+
+// noteCredits names a crawl's credits in the log (jobs.Manager.PutNote).
+const noteCredits = "credits"
+
+// noteCrawlCredits writes the credits of crawls to the log, as the store
+// has them now; c.crawlCreditsMu is held, so a later figure (credits
+// only grow) is never overwritten by an earlier one. A note not written
+// leaves the log's figure behind until the crawl's next charge.
+func (c *Cell) noteCrawlCredits(jobs []string) {
+	for _, job := range jobs {
+		mc, err := c.readCredits(job)
+		if err != nil {
+			continue
+		}
+		if err := c.jobs.PutNote(job, noteCredits, strconv.AppendInt(nil, mc, 10)); err != nil {
+			c.cfg.Logger.Warn("crawl: credits not written to the region's log", "crawl", job, "err", err)
+		}
+	}
 }
 
 // sweepCrawlCredits forgets the credits of crawls the jobs manager swept.

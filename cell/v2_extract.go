@@ -340,7 +340,7 @@ func (c *Cell) handleV2ExtractStatus(w http.ResponseWriter, r *http.Request, st 
 	}
 	out := firecrawl.ExtractStatus{Success: true, Status: firecrawl.ExtractProcessing, Data: []any{},
 		ExpiresAt: st.ExpiresAt.UTC().Format(time.RFC3339)}
-	out.CreditsUsed = c.crawlCredits(st.JobID)
+	out.CreditsUsed = c.crawlCredits(st.JobID, accountOf(r))
 	switch st.Status {
 	case jobs.StatusFailed:
 		out.Success, out.Status, out.Error = false, firecrawl.ExtractFailed, st.Failure

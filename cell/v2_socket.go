@@ -76,7 +76,7 @@ type socketStatus struct {
 
 // serveV2CrawlSocket streams crawl st's documents over a WebSocket.
 func (c *Cell) serveV2CrawlSocket(w http.ResponseWriter, r *http.Request, st *jobs.Status) {
-	c.serveJobSocket(w, r, st, func(job string) float64 { return c.crawlCredits(job) })
+	c.serveJobSocket(w, r, st, func(job string) float64 { return c.crawlCredits(job, accountOf(r)) })
 }
 
 // serveJobSocket streams a Firecrawl job's documents (above); credits

@@ -133,7 +133,10 @@ type logView struct {
 	mu       sync.Mutex
 	outcomes map[uint64]*jobOutcome // by the URL's seq
 	next     uint64                 // the stream sequence to read on from
-	used     time.Time
+	// A growing job's: the end of the URLs its pages added (the seq
+	// after the last), and where to read its growth on from.
+	grownEnd, growNext uint64
+	used               time.Time
 }
 
 // maxLogViews bounds the jobs whose logView a cell keeps (the least
@@ -190,6 +193,27 @@ func (v *logView) readOn(ctx context.Context, js jetstream.JetStream, prefix str
 	})
 }
 
+// readGrowth reads on the chunks of URLs a growing job's pages added
+// (.grow.<first seq>), for the job's total.
+func (v *logView) readGrowth(ctx context.Context, js jetstream.JetStream, prefix string) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".grow.*"}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if v.growNext > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, v.growNext
+	}
+	return jsnode.Scan(ctx, js, jsnode.StreamJobLog, cfg, func(msg jetstream.Msg) error {
+		if md, err := msg.Metadata(); err == nil {
+			v.growNext = md.Sequence.Stream + 1
+		}
+		first, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
+		var chunk []grownURL
+		if err != nil || json.Unmarshal(msg.Data(), &chunk) != nil {
+			return nil
+		}
+		v.grownEnd = max(v.grownEnd, first+uint64(len(chunk)))
+		return nil
+	})
+}
+
 // logStatus is Status of a job this cell does not own, from the log.
 func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status, error) {
 	ctx, cancel := context.WithTimeout(m.ctx, 30*time.Second)
@@ -205,8 +229,15 @@ func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status,
 	if err := v.readOn(ctx, s.js, prefix); err != nil {
 		return nil, err
 	}
+	total := mt.Total
+	if mt.Grow != nil {
+		if err := v.readGrowth(ctx, s.js, prefix); err != nil {
+			return nil, err
+		}
+		total = max(total, int(v.grownEnd))
+	}
 	outcomes := v.outcomes
-	st := &Status{JobID: id, Total: mt.Total, CreatedAt: mt.CreatedAt, Options: mt.Options, Shape: mt.Shape,
+	st := &Status{JobID: id, Total: total, CreatedAt: mt.CreatedAt, Options: mt.Options, Shape: mt.Shape,
 		Charged: mt.RetryUnits, ExpiresAt: mt.CreatedAt.Add(m.cfg.Retention), Held: mt.Hold != "",
 		CreditsMC: mt.CreditsMC, CreditsKnown: !mt.Uncounted}
 	if mt.Hold == "" {
@@ -219,7 +250,7 @@ func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status,
 			st.Done++
 		}
 	}
-	st.Pending = max(mt.Total-st.Done-st.Error, 0)
+	st.Pending = max(total-st.Done-st.Error, 0)
 	cancelled := !mt.CancelledAt.IsZero()
 	if cancelled {
 		st.Cancelled, st.Pending = st.Pending, 0
@@ -229,6 +260,15 @@ func (m *Manager) logStatus(s *sharing, id, account string, full bool) (*Status,
 		urls, err := logURLs(ctx, s, prefix)
 		if err != nil {
 			return nil, err
+		}
+		if mt.Grow != nil {
+			grown, err := logGrowth(ctx, s, prefix, uint64(len(urls)))
+			if err != nil {
+				return nil, err
+			}
+			for _, g := range grown {
+				urls = append(urls, g.URL)
+			}
 		}
 		st.URLs = make([]URLStatus, 0, len(urls))
 		for i, u := range urls {

@@ -281,7 +281,7 @@ func TestSharedGrowingJob(t *testing.T) {
 	r := newShareRig(t)
 	depths := r.crawlSite(10 * time.Millisecond)
 	a := r.manager("c1", 2, 0, 0)
-	r.manager("c2", 2, 0, 0)
+	b := r.manager("c2", 2, 0, 0)
 	r.manager("c3", 2, 0, 0)
 	shape := json.RawMessage(`{"kind":"t"}`)
 	id, err := a.SubmitWith("acct", []string{"http://site.example/0"}, scrape.Options{}, Extra{Shape: shape, Grow: &Growth{Limit: 100, MaxDepth: 5}})
@@ -290,6 +290,14 @@ func TestSharedGrowingJob(t *testing.T) {
 	}
 	// Depth 5 of a binary tree: 63 pages, under the limit.
 	waitDone(t, a, id, 63)
+	// Another cell reads the crawl from the log with the URLs it grew.
+	testwait.Until(t, 10*time.Second, "c2 reading the crawl's 63 URLs from the log", func() bool {
+		st, err := b.Status(id, "acct", false)
+		return err == nil && st.Total == 63 && st.Done == 63 && st.Status == StatusDone
+	})
+	if st, err := b.Status(id, "acct", true); err != nil || len(st.URLs) != 63 || st.URLs[62].State != urlDone {
+		t.Errorf("c2's full status of the crawl: %v URLs, %v", len(st.URLs), err)
+	}
 	r.mu.Lock()
 	for u, d := range depths {
 		n, _ := strconv.Atoi(u[strings.LastIndexByte(u, '/')+1:])
@@ -1355,5 +1363,31 @@ func BenchmarkStatusFromLog(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// A note an owner keeps beside its job in the log (a crawl's credits) is
+// read by another cell, for the job's account only; the last one wins.
+func TestJobNotes(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 2, 0, 10)
+	b := r.manager("c2", 2, 0, 10)
+	id, err := a.Submit("acct", []string{"http://site.test/note"}, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b.Note(id, "acct", "credits"); err != nil || v != nil {
+		t.Fatalf("a note never written: %q %v", v, err)
+	}
+	for _, v := range []string{"1000", "3000"} {
+		if err := a.PutNote(id, "credits", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := b.Note(id, "acct", "credits"); err != nil || string(v) != "3000" {
+		t.Errorf("the note read by another cell: %q %v", v, err)
+	}
+	if _, err := b.Note(id, "other", "credits"); err != ErrNoJob {
+		t.Errorf("another account's read: %v", err)
 	}
 }

@@ -1140,6 +1140,22 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 	t.Logf("webhook: %d of the %d pages done at the kill delivered before it, %d after it while c2 was down (%v after the kill)",
 		sentAtKill-1, crawlAtKill.Completed, len(pagesDown)-(sentAtKill-1), time.Since(killed).Round(100*time.Millisecond))
 
+	// The crawl's status through the gate while c2 is down: another
+	// cell answers from the log, with the credits c2 wrote there.
+	var downCrawl crawlStatus
+	testwait.Until(t, 30*time.Second, "the crawl's status through the gate while its owner is down", func() bool {
+		a, err := tryGateCall("GET", r.gate+"/v2/crawl/"+crawl.ID, "")
+		if err != nil || a.status != 200 || json.Unmarshal(a.body, &downCrawl) != nil {
+			return false
+		}
+		return downCrawl.Completed >= crawlAtKill.Completed && downCrawl.CreditsUsed >= crawlAtKill.CreditsUsed &&
+			downCrawl.Total >= crawlAtKill.Total
+	})
+	if downCrawl.Status == "completed" && downCrawl.Completed < crawlN {
+		t.Errorf("the crawl read from the log while its owner was down says completed at %d of %d pages: %+v", downCrawl.Completed, crawlN, downCrawl)
+	}
+	t.Logf("the crawl through the gate while c2 was down: %+v (at the kill %+v)", downCrawl, crawlAtKill)
+
 	restarted := time.Now()
 	r.startCell(t, oc)
 	oc.p.account = devAccountID
