@@ -69,8 +69,11 @@ func (s *sharing) owner(ctx context.Context, id string) (string, error) {
 	if owner != "" {
 		return owner, nil
 	}
-	if o, ok := s.owners.Load(id); ok {
-		return o.(string), nil
+	s.viewsMu.Lock()
+	o, ok := s.owners[id]
+	s.viewsMu.Unlock()
+	if ok {
+		return o, nil
 	}
 	msg, err := jsnode.LastMsg(ctx, s.js, jsnode.StreamJobLog, jsnode.JobSubject("*", id)+".meta")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -80,7 +83,12 @@ func (s *sharing) owner(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	owner = ownerOfSubject(msg.Subject)
-	s.owners.Store(id, owner)
+	s.viewsMu.Lock()
+	if s.owners == nil || len(s.owners) >= maxOwners {
+		s.owners = map[string]string{} // bounded: found again when asked
+	}
+	s.owners[id] = owner
+	s.viewsMu.Unlock()
 	return owner, nil
 }
 
@@ -140,8 +148,11 @@ type logView struct {
 }
 
 // maxLogViews bounds the jobs whose logView a cell keeps (the least
-// recently used goes).
-const maxLogViews = 64
+// recently used goes); maxOwners the owners of region ids it remembers.
+const (
+	maxLogViews = 64
+	maxOwners   = 10000
+)
 
 // view is job id's logView, made on first use.
 func (s *sharing) view(id string) *logView {

@@ -143,11 +143,11 @@ type sharing struct {
 	fetching, backlog, lag atomic.Int64
 	// restore is what the last restore did (nil until it ran).
 	restore atomic.Pointer[RestoreStats]
+	// views: what logStatus read of other cells' jobs (logView);
 	// owners: the owners of region ids found in the log (owner).
-	owners sync.Map
-	// views: what logStatus read of other cells' jobs (logView).
 	viewsMu sync.Mutex
 	views   map[string]*logView
+	owners  map[string]string
 }
 
 // Share makes the manager publish its jobs' URLs to the region's work
