@@ -510,12 +510,13 @@ func (c *Cell) readCredits(job string) (int64, error) {
 }
 
 // crawlCredits is the credits the gate has charged for crawl job's
-// pages: the figure in this cell's store (the crawl's owner), else the
-// one its owner wrote to the region's log (another cell answering for
-// the crawl, or the owner back on an empty disk).
+// pages: the figure in the owner's store, or on another cell the one
+// the owner noted in the region's log. (An owner back on an empty disk
+// sums them again as its restored pages' charges, each charged once by
+// the gate, are acknowledged with their first price.)
 func (c *Cell) crawlCredits(job, account string) float64 {
 	mc, err := c.readCredits(job)
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrNotFound) && !c.jobs.Exists(job) {
 		if raw, err := c.jobs.Note(job, account, noteCredits); err == nil && raw != nil {
 			mc, _ = strconv.ParseInt(string(raw), 10, 64)
 		}
