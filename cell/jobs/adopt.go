@@ -93,7 +93,7 @@ const adoptFresh = 30 * time.Second
 func (m *Manager) adopt(s *sharing) {
 	defer m.wg.Done()
 	feeding := map[string]*adopted{}
-	finished := map[string]bool{}
+	finished := map[string]uint64{} // job → its record's sequence when it was finished
 	var ix metaIndex
 	t := time.NewTicker(feedEvery)
 	defer t.Stop()
@@ -130,7 +130,7 @@ func (m *Manager) adopt(s *sharing) {
 
 // adoptRound tops up the jobs being fed; with scan, it first reads the
 // log's job records for jobs to start or stop feeding.
-func (m *Manager) adoptRound(s *sharing, ix *metaIndex, feeding map[string]*adopted, finished map[string]bool, scan bool) error {
+func (m *Manager) adoptRound(s *sharing, ix *metaIndex, feeding map[string]*adopted, finished map[string]uint64, scan bool) error {
 	// Short deadlines: a round cut while a stream's leader moves (its
 	// cell died: the case this is for) is begun again with fresh
 	// consumers 200 ms later rather than waiting on the old ones.
@@ -152,7 +152,7 @@ func (m *Manager) adoptRound(s *sharing, ix *metaIndex, feeding map[string]*adop
 			return err
 		}
 		if a.withOutcome() == len(a.urls) && len(a.links) == 0 {
-			finished[id] = true
+			finished[id] = ix.jobs[id].rev
 			a.close()
 			delete(feeding, id)
 			m.cfg.Logger.Info("jobs: every URL of a down cell's job has its outcome", "job", id, "owner", a.owner)
@@ -182,6 +182,7 @@ type metaIndex struct {
 // whether it is to be fed.
 type indexedJob struct {
 	owner string
+	rev   uint64 // the record's stream sequence
 	grow  bool
 	idle  bool // held, a retry held, cancelled or failed: nothing to feed
 }
@@ -204,11 +205,15 @@ func (ix *metaIndex) refresh(ctx context.Context, s *sharing) (read int, err err
 			last = max(last, md.Sequence.Stream)
 		}
 		parts := strings.Split(msg.Subject(), ".")
+		var rev uint64
+		if md, err := msg.Metadata(); err == nil {
+			rev = md.Sequence.Stream
+		}
 		var mt meta
 		if len(parts) != 5 || json.Unmarshal(msg.Data(), &mt) != nil || mt.ID == "" {
 			return nil
 		}
-		jobs[mt.ID] = indexedJob{owner: parts[2], grow: mt.Grow != nil,
+		jobs[mt.ID] = indexedJob{owner: parts[2], rev: rev, grow: mt.Grow != nil,
 			// A job kept on its owner (a crawl with a delay) waits for it:
 			// fed from here it would not keep its delay.
 			idle: mt.Hold != "" || mt.RetryHold != "" || !mt.CancelledAt.IsZero() || mt.Failure != "" || mt.Local}
@@ -226,7 +231,7 @@ func (ix *metaIndex) refresh(ctx context.Context, s *sharing) (read int, err err
 
 // adoptScan starts feeding the jobs of owners that are not live, and
 // stops feeding those whose owner is back (or that changed).
-func (m *Manager) adoptScan(ctx context.Context, s *sharing, ix *metaIndex, feeding map[string]*adopted, finished map[string]bool) error {
+func (m *Manager) adoptScan(ctx context.Context, s *sharing, ix *metaIndex, feeding map[string]*adopted, finished map[string]uint64) error {
 	candidates := map[string]bool{}
 	read, down := 0, 0
 	defer func() {
@@ -242,7 +247,12 @@ func (m *Manager) adoptScan(ctx context.Context, s *sharing, ix *metaIndex, feed
 		}
 	}
 	for id, e := range ix.jobs {
-		if finished[id] {
+		if rev, ok := finished[id]; ok && rev != e.rev {
+			// Its record changed since every URL had its outcome (a
+			// retry released while its owner is down): fed again.
+			delete(finished, id)
+		}
+		if _, ok := finished[id]; ok {
 			if e.grow && s.cfg.Live(e.owner) {
 				// Its owner is back and may grow it: fed again if it
 				// goes down again.

@@ -1092,6 +1092,15 @@ func TestRetryWhileOwnerDown(t *testing.T) {
 	ownerLive.Store(false)
 	failing.Store(false)
 	all := func(string) bool { return true }
+	// The coordinator has found the job with every URL's outcome and
+	// stopped feeding it before the retry: a retry released after that
+	// must be fed all the same (CI: TestRetryThroughStandIn, the retry
+	// taken 5.6 s after the kill, was not).
+	s := b.share.Load()
+	turns := s.adoptTicks.Load()
+	testwait.Until(t, 30*time.Second, "two scans of the coordinator", func() bool {
+		return s.adoptTicks.Load() >= turns+int64(2*adoptEvery/feedEvery)
+	})
 
 	if _, _, err := b.HoldRetry(id, "other", all); err != ErrNoJob {
 		t.Fatalf("another account's retry: %v", err)

@@ -1167,7 +1167,13 @@ func TestSharedJobSurvivesLostDisk(t *testing.T) {
 		}
 		return s, err
 	})
-	h, _ := getCellHealth(oc.base)
+	// Its job's id names no cell: c2 answers it from the log until its
+	// restore has it back, so the restore may end after the job is done.
+	var h cellHealth
+	testwait.Until(t, time.Minute, "c2's restore from the log", func() bool {
+		h, _ = getCellHealth(oc.base)
+		return h.JobShare.Restored != nil
+	})
 	t.Logf("c2 restarted on an empty directory: its job answered again %v after the restart and was done %v after it; restore: %+v; cluster size %d",
 		progressed.Round(10*time.Millisecond), done.Sub(restarted).Round(10*time.Millisecond), h.JobShare.Restored, h.JetStream.ClusterSize)
 	checkExactlyOnce(t, st, oc.p.results(t, id), urls)
