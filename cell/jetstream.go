@@ -67,6 +67,12 @@ type jsState struct {
 	cfg   JetStreamConfig
 	dir   string
 	route string // our route URL ("nats-route://host:port"), "" when standalone
+	// reserved holds an ephemeral route port from the cell's start (its
+	// URL is in the membership meta) until the node binds it: a port
+	// freed at once was taken by another process before a node that
+	// waited its turn to join started (CI: "bind: address already in
+	// use", the cell never joined).
+	reserved net.Listener
 
 	node   atomic.Pointer[jsnode.Node]
 	state  atomic.Value // string: members.JSWaiting, JSJoining, JSReady; "" standalone
@@ -222,7 +228,7 @@ func (c *Cell) openJetStream() error {
 			return fmt.Errorf("route listen %q: %w", j.cfg.RouteListen, err)
 		}
 		port = strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-		l.Close()
+		j.reserved = l
 	}
 	j.cfg.RouteListen = net.JoinHostPort(host, port)
 	j.route = "nats-route://" + j.cfg.RouteListen
@@ -333,6 +339,10 @@ func (c *Cell) join(ctx context.Context, m *members.Cluster) error {
 	// node.
 	var started atomic.Bool
 	started.Store(rejoin)
+	if j.reserved != nil {
+		j.reserved.Close() // the node binds it now
+		j.reserved = nil
+	}
 	n, err := jsnode.Start(ctx, c.nodeConfig(func() []string { return c.peerRoutes(m, !started.Load()) }))
 	if err != nil {
 		// Not joining any more: the next cell may take its turn.
@@ -679,6 +689,10 @@ func (c *Cell) closeJetStream() error {
 		j.cancel()
 	}
 	j.wg.Wait()
+	if j.reserved != nil { // closed before its turn to join
+		j.reserved.Close()
+		j.reserved = nil
+	}
 	if n := j.node.Load(); n != nil {
 		return n.Close()
 	}
