@@ -476,7 +476,21 @@ func (m *Manager) work1(s *sharing, msg jetstream.Msg) {
 	if serr != nil {
 		out.Error = &outcomeError{Status: serr.Status, Code: serr.Code, Message: serr.Message}
 	}
-	if err := s.send(m.ctx, it, &out, line); err != nil {
+	// The outcome is sent again until it is stored (the log between
+	// leaders after a cell's death refuses it for some seconds), the
+	// item kept meanwhile: a Nak would fetch the page again and use up
+	// one of the item's few deliveries (ConsumerJob's MaxDeliver), after
+	// which its URL waits for Republish (10 minutes).
+	hb := jsnode.Heartbeat(m.ctx, msg)
+	var err error
+	for try := 1; ; try++ {
+		if err = s.send(m.ctx, it, &out, line); err == nil || m.ctx.Err() != nil || try == sendTries {
+			break
+		}
+		jsnode.Pause(m.ctx, time.Second)
+	}
+	hb()
+	if err != nil {
 		m.cfg.Logger.Warn("jobs: outcome not sent; the item goes back to the queue", "job", it.Job, "url", urlpolicy.Redact(it.URL), "err", err)
 		msg.NakWithDelay(time.Second)
 		return
@@ -492,6 +506,10 @@ func (m *Manager) work1(s *sharing, msg jetstream.Msg) {
 	}
 	ackLatency.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(attribute.String("trawl.cell", m.cfg.Cell)))
 }
+
+// sendTries is how many times a puller sends an outcome (each within
+// 10 s) before it hands its item back.
+const sendTries = 6
 
 // send publishes an outcome to its owner, the line in the object store
 // when it is too large for a message.
