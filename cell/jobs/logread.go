@@ -183,44 +183,42 @@ func (s *sharing) view(id string) *logView {
 // last read (a later message of a URL's subject replaces its earlier
 // one; one that is not an outcome makes the URL pending again).
 func (v *logView) readOn(ctx context.Context, js jetstream.JetStream, prefix string) error {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".res.*"}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: true}
-	if v.next > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, v.next
-	}
-	return jsnode.Scan(ctx, js, jsnode.StreamJobLog, cfg, func(msg jetstream.Msg) error {
-		if md, err := msg.Metadata(); err == nil {
-			v.next = md.Sequence.Stream + 1
-		}
-		seq, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
-		if err != nil {
-			return nil
-		}
+	return readOnFrom(ctx, js, prefix+".res.*", true, &v.next, func(seq uint64, msg jetstream.Msg) {
 		if out, ok := outcomeOf(msg); ok {
 			v.outcomes[seq] = &out
 		} else {
 			delete(v.outcomes, seq)
 		}
-		return nil
 	})
 }
 
 // readGrowth reads on the chunks of URLs a growing job's pages added
 // (.grow.<first seq>), for the job's total.
 func (v *logView) readGrowth(ctx context.Context, js jetstream.JetStream, prefix string) error {
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{prefix + ".grow.*"}, DeliverPolicy: jetstream.DeliverAllPolicy}
-	if v.growNext > 0 {
-		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, v.growNext
+	return readOnFrom(ctx, js, prefix+".grow.*", false, &v.growNext, func(first uint64, msg jetstream.Msg) {
+		var chunk []grownURL
+		if json.Unmarshal(msg.Data(), &chunk) == nil {
+			v.grownEnd = max(v.grownEnd, first+uint64(len(chunk)))
+		}
+	})
+}
+
+// readOnFrom scans the job log's messages on filter from stream
+// sequence *next on (all of them the first time), moving *next past
+// each, and calls fn with the number that ends each one's subject (a
+// URL's seq, a chunk's first); a subject without one is skipped.
+func readOnFrom(ctx context.Context, js jetstream.JetStream, filter string, headersOnly bool, next *uint64, fn func(n uint64, msg jetstream.Msg)) error {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy, HeadersOnly: headersOnly}
+	if *next > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, *next
 	}
 	return jsnode.Scan(ctx, js, jsnode.StreamJobLog, cfg, func(msg jetstream.Msg) error {
 		if md, err := msg.Metadata(); err == nil {
-			v.growNext = md.Sequence.Stream + 1
+			*next = md.Sequence.Stream + 1
 		}
-		first, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64)
-		var chunk []grownURL
-		if err != nil || json.Unmarshal(msg.Data(), &chunk) != nil {
-			return nil
+		if n, err := strconv.ParseUint(msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:], 10, 64); err == nil {
+			fn(n, msg)
 		}
-		v.grownEnd = max(v.grownEnd, first+uint64(len(chunk)))
 		return nil
 	})
 }
