@@ -165,7 +165,7 @@ func (pc *pageCopies) catchUp(ctx context.Context, from time.Time) {
 // readOwed is the owed time the store has; zero when it has none (a
 // store from before it, or a new one: every page is sent).
 func (pc *pageCopies) readOwed() (time.Time, error) {
-	raw, err := pc.store.Get(owedKey)
+	raw, err := pc.c.store.Get(owedKey)
 	if errors.Is(err, store.ErrNotFound) {
 		return time.Time{}, nil
 	}
@@ -178,7 +178,7 @@ func (pc *pageCopies) readOwed() (time.Time, error) {
 func (pc *pageCopies) writeOwed(from time.Time) {
 	// Not synced: a write lost with a crash leaves an earlier time, and
 	// more copies sent again.
-	if err := pc.store.Set(owedKey, []byte(from.UTC().Format(time.RFC3339Nano)), store.NoSync); err != nil {
+	if err := pc.c.store.Set(owedKey, []byte(from.UTC().Format(time.RFC3339Nano)), store.NoSync); err != nil {
 		pc.c.cfg.Logger.Warn("search: the time from which page copies are owed not written", "err", err)
 	}
 }

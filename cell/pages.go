@@ -83,7 +83,6 @@ type PageCopyStats struct {
 
 type pageCopies struct {
 	c     *Cell
-	store *store.Store
 	js    jetstream.JetStream
 	peers func() []string // the region's other cells that may take a copy
 	live  func() []string // the region's other live cells, drained or not
@@ -119,7 +118,7 @@ func (c *Cell) PageCopies() PageCopyStats {
 // the copies the others send it, until ctx ends. fresh: the cell started
 // on a store without pages (a new cell, or one whose disk was lost).
 func (c *Cell) sharePages(ctx context.Context, js jetstream.JetStream, peers, live func() []string, fresh bool) error {
-	pc := &pageCopies{c: c, store: c.store, js: js, peers: peers, live: live, out: make(chan *scrape.ArchivedPage, pageCopyQueue),
+	pc := &pageCopies{c: c, js: js, peers: peers, live: live, out: make(chan *scrape.ArchivedPage, pageCopyQueue),
 		since: time.Now(), pending: map[*scrape.ArchivedPage]struct{}{}}
 	cfg := jsnode.PagesConsumer(c.cfg.Name)
 	if fresh {

@@ -1844,12 +1844,13 @@ func (m *Manager) Running(account string, shapePrefix []byte) []*Status {
 	return out
 }
 
-// Exists reports whether job id is still kept (not swept).
+// Exists reports whether job id is this cell's: kept (not swept), or being
+// recorded now, whatever its id names.
 func (m *Manager) Exists(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.jobs[id]
-	return ok
+	return ok || m.creating[id]
 }
 
 // Queue is account's work waiting in the cell's jobs: URLs being fetched

@@ -41,20 +41,11 @@ import (
 // sharing is nil until sharing starts.
 func (m *Manager) foreign(id string) (*sharing, bool) {
 	_, owner, ok := jobid.Parse(id)
-	if !ok || owner == m.cfg.Cell || owner == "" && m.has(id) {
+	if !ok || owner == m.cfg.Cell || owner == "" && m.Exists(id) {
 		return nil, false
 	}
 	s := m.share.Load()
 	return s, s != nil || m.cfg.AwaitShare > 0
-}
-
-// has reports whether job id is this cell's (in its store), whatever
-// its id names.
-func (m *Manager) has(id string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	_, ok := m.jobs[id]
-	return ok || m.creating[id]
 }
 
 // owner is the cell that owns job id: the one its id names, or for a

@@ -168,7 +168,7 @@ func (m *Manager) FinishMark(job, key, id string) error {
 // ownerOf is the cell that owns job: this one if it has it, else the one
 // its id names or the log says (sharing.owner).
 func (m *Manager) ownerOf(ctx context.Context, s *sharing, job string) (string, error) {
-	if m.has(job) {
+	if m.Exists(job) {
 		return m.cfg.Cell, nil
 	}
 	return s.owner(ctx, job)
