@@ -28,10 +28,11 @@ type checkQueue struct {
 	c    *Cell
 	js   jetstream.JetStream
 	cons jetstream.Consumer
-	// waiting is the queue's checks without a puller, as the consumer
-	// last said (refreshed by Room).
-	waiting atomic.Int64
-	stats   checkQueueStats
+	// waiting is the queue's checks without a puller and ackPending
+	// those taken and not done, as the consumer last said (refreshed by
+	// Room).
+	waiting, ackPending atomic.Int64
+	stats               checkQueueStats
 }
 
 type checkQueueStats struct {
@@ -45,6 +46,7 @@ type CheckQueueStats struct {
 	Ran         int64 `json:"ran"`         // queued checks it ran, for any cell
 	Redelivered int64 `json:"redelivered"` // of those, taken after an earlier delivery did not finish
 	Waiting     int64 `json:"waiting"`     // the region's queued checks without a puller
+	AckPending  int64 `json:"ack_pending"` // the region's queued checks taken and not done
 }
 
 func (q *checkQueue) Scheduling() bool { return q.c.Coordinating() }
@@ -60,6 +62,7 @@ func (q *checkQueue) Room(ctx context.Context) int {
 		return 0
 	}
 	q.waiting.Store(int64(info.NumPending))
+	q.ackPending.Store(int64(info.NumAckPending))
 	return 2*q.c.monitors.Parallel() - int(info.NumPending)
 }
 
@@ -165,5 +168,5 @@ func (c *Cell) CheckQueueStats() *CheckQueueStats {
 		return nil
 	}
 	return &CheckQueueStats{Scheduling: q.Scheduling(), Queued: q.stats.queued.Load(), Ran: q.stats.ran.Load(),
-		Redelivered: q.stats.redelivered.Load(), Waiting: q.waiting.Load()}
+		Redelivered: q.stats.redelivered.Load(), Waiting: q.waiting.Load(), AckPending: q.ackPending.Load()}
 }

@@ -279,7 +279,10 @@ func (s *Service) schedule(ctx context.Context, q CheckQueue) int {
 
 // RunClaimed runs a check a puller took from the region's queue (the
 // record as the scheduler claimed it) when a slot is free, and returns
-// once it is done; an unreadable record is dropped.
+// once it is done; an unreadable record is dropped, and so is a check
+// whose claim lapsed before it got a slot: the scheduler claims that
+// monitor again (a check is delivered until it runs, so an item of a
+// claim long gone would otherwise fetch the page for nothing).
 func (s *Service) RunClaimed(ctx context.Context, c monstore.Claimed) {
 	var m Monitor
 	if err := json.Unmarshal(c.Record, &m); err != nil {
@@ -293,6 +296,11 @@ func (s *Service) RunClaimed(ctx context.Context, c monstore.Claimed) {
 	}
 	s.checks.Add(1)
 	defer func() { <-s.slots; s.checks.Done() }()
+	if m.Claim == nil || !m.Claim.Until.After(s.cfg.Now()) {
+		s.log.Info("monitor: queued check dropped, its claim lapsed", "monitor", m.ID)
+		s.count(func(st *Stats) { st.Lapsed++ })
+		return
+	}
 	s.runCheck(ctx, &m, []byte(c.Record))
 }
 

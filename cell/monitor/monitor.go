@@ -206,6 +206,9 @@ type Service struct {
 // Stats count the service's work (the bench reads them).
 type Stats struct {
 	Checks, Unchanged, Diffs, Changes, Confirmed, Reverted, Failures int64
+	// Lapsed counts queued checks dropped because their claim lapsed
+	// before a slot took them (RunClaimed).
+	Lapsed int64
 	// MaxStartLate is the largest delay of a check's start past its due
 	// time (the scheduler's lateness); MaxLate the same at the end of the
 	// check (fetch and diff included); MaxBaselineLate the end of first

@@ -133,4 +133,31 @@ func TestChecksAsWorkItems(t *testing.T) {
 			t.Errorf("%s: baseline %+v", v.ID, v.Baseline)
 		}
 	}
+
+	// Queued checks whose claim lapsed before a cell took them (their
+	// deliveries met dying cells) are dropped unrun, and the scheduler
+	// claims those monitors again at once.
+	sched = "c1"
+	c.Add(time.Hour)
+	if got := svcs["c1"].Tick(ctx0); got != n {
+		t.Fatalf("the scheduler queued %d checks, want %d", got, n)
+	}
+	stale := take()
+	c.Add(svcs["c1"].lease() + time.Second)
+	checks := svcs["c2"].Stats().Checks
+	for _, cl := range stale {
+		svcs["c2"].RunClaimed(ctx0, cl)
+	}
+	if st := svcs["c2"].Stats(); st.Checks != checks || st.Lapsed != n {
+		t.Fatalf("lapsed items: %d checks ran (want none), %d dropped (want %d)", st.Checks-checks, st.Lapsed, n)
+	}
+	if got := svcs["c1"].Tick(ctx0); got != n {
+		t.Fatalf("after the claims lapsed the scheduler queued %d checks, want %d", got, n)
+	}
+	for _, cl := range take() {
+		svcs["c2"].RunClaimed(ctx0, cl)
+	}
+	if st := svcs["c2"].Stats(); st.Checks != checks+n {
+		t.Fatalf("the checks claimed again: %d ran, want %d", st.Checks-checks, n)
+	}
 }

@@ -61,6 +61,8 @@ type cellHealth struct {
 		Queued      int64 `json:"queued"`
 		Ran         int64 `json:"ran"`
 		Redelivered int64 `json:"redelivered"`
+		Waiting     int64 `json:"waiting"`
+		AckPending  int64 `json:"ack_pending"`
 	} `json:"check_queue"`
 }
 

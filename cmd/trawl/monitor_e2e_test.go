@@ -383,7 +383,35 @@ func TestMonitorsSurviveKillLoop(t *testing.T) {
 			down = append(down, off)
 			procs[name] = launch(t, nil, "cell serving", args[name]...)
 		}
-		testwait.Until(t, 90*time.Second, fmt.Sprintf("round %d: every change confirmed and delivered", round), func() bool { return delivered(round) })
+		if err := testwait.Poll(90*time.Second, func() bool { return delivered(round) }); err != nil {
+			// Say which monitor is behind and where: its events, the
+			// site's requests for its page since the change, and the
+			// receiver's posts.
+			for i, id := range ids {
+				a, err := tryGateCall("GET", dev.base+"/monitors/"+id+"/events", "")
+				mu.Lock()
+				var since int
+				var last time.Time
+				for _, at := range asked[fmt.Sprintf("/shop/%d", i)] {
+					if at.After(changed) {
+						since++
+					}
+					last = at
+				}
+				posts := len(byMonitor[id])
+				mu.Unlock()
+				t.Logf("%s (/shop/%d): events %s err %v; %d requests since the change, last %v ago; %d deliveries posted", id, i, a.body, err, since, time.Since(last).Round(100*time.Millisecond), posts)
+			}
+			for _, b := range bases() {
+				h, err := getCellHealth(b)
+				if err != nil || h.CheckQueue == nil {
+					t.Logf("%s: check queue: %v", b, err)
+					continue
+				}
+				t.Logf("%s: check queue %+v", b, *h.CheckQueue)
+			}
+			t.Fatalf("%v: round %d: every change confirmed and delivered", err, round)
+		}
 		t.Logf("round %d: the change confirmed and delivered on every monitor %v after it (%d kills so far)", round, time.Since(changed).Round(100*time.Millisecond), killed)
 	}
 	t.Logf("%d kills in %v (each cell down %v)", killed, time.Since(start).Round(100*time.Millisecond), roundAll(down))

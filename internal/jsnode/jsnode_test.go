@@ -259,9 +259,25 @@ func TestGrowOneToThree(t *testing.T) {
 		}
 		return info.Config.Replicas == 3 && info.State.Msgs == 1, fmt.Sprintf("R%d, %d messages", info.Config.Replicas, info.State.Msgs)
 	})
-	// The consumers made at R1 follow their streams to three peers (their
-	// Replicas 0 inherits the stream's): a region that grew does not keep
-	// its one job consumer on its first cell alone.
+	// The layout's consumers are raised with their stream, in the same
+	// Ensure (left at Replicas 0 they followed it a minute later).
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, name := range []string{jsnode.ConsumerJob, jsnode.ConsumerCheck} {
+			cons, err := n1.JetStream().Consumer(ctx, jsnode.StreamWork, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := cons.CachedInfo().Config.Replicas; r != 3 {
+				t.Errorf("consumer %s at R%d after the Ensure that raised its stream", name, r)
+			}
+		}
+		cancel()
+	}
+	// The consumers made at R1 follow their streams to three peers (a
+	// cell's results consumer's Replicas 0 inherits the stream's): a
+	// region that grew does not keep its one job consumer on its first
+	// cell alone.
 	for _, c := range []struct{ stream, name string }{{jsnode.StreamWork, jsnode.ConsumerJob}, {jsnode.StreamJobLog, "res-c1"}} {
 		jsnodetest.WaitFor(t, 30*time.Second, "consumer "+c.name+" on three peers", func() (bool, string) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

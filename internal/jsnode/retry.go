@@ -47,16 +47,23 @@ func Retry(ctx context.Context, fn func(context.Context) error) error {
 	}
 }
 
+// errDuplicateInProcess is nats-server's JSStreamDuplicateMessageConflict
+// (409, "duplicate message id is in process"): a publish repeated while
+// the stream still proposes its first try. Seen when the scheduler's
+// repeat of a check's publish met its first try, after a leader change.
+const errDuplicateInProcess jetstream.ErrorCode = 10158
+
 // Unanswered reports whether err is a call the region did not answer (a
-// stream or the meta group without a leader), which a repeat may find
-// answered.
+// stream or the meta group without a leader, or a repeated publish whose
+// first try is still in process), which a repeat may find answered.
 func Unanswered(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		return true
 	}
 	var api *jetstream.APIError
-	return errors.As(err, &api) && api.ErrorCode == jetstream.ErrorCode(nats.JSErrCodeJetStreamNotAvailable)
+	return errors.As(err, &api) && (api.ErrorCode == jetstream.ErrorCode(nats.JSErrCodeJetStreamNotAvailable) ||
+		api.ErrorCode == errDuplicateInProcess)
 }
 
 // Publish is js.PublishMsg tried as Retry tries. A msg without a message

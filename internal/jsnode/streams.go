@@ -275,7 +275,12 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 			ReplayPolicy:  jetstream.ReplayInstantPolicy,
 		}}
 	}
-	checks := consumer(StreamWork, ConsumerCheck, SubjectCheck, 4, 1024)
+	// A check is delivered until it runs: a limit left one whose few
+	// deliveries met dying cells in the queue until its claim lapsed
+	// (minutes); a queued check whose claim lapsed is dropped by the
+	// cell that takes it (cell/monitor RunClaimed), as the scheduler
+	// claims it again.
+	checks := consumer(StreamWork, ConsumerCheck, SubjectCheck, -1, 1024)
 	checks.Config.AckWait = checkAckWait
 	return Layout{
 		Streams: []jetstream.StreamConfig{work, hooks, log, pages},
@@ -308,13 +313,27 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 // is idempotent, and every cell calls it at start. It never lowers a
 // stream's or bucket's replicas: a region that shrank keeps its copies
 // until an operator removes the dead cell (§8).
+//
+// A consumer gets its stream's replicas, set rather than inherited: a
+// consumer left at Replicas 0 followed its stream up only a minute or so
+// after the stream (TestGrowOneToThree), so a region's work consumers
+// stayed on their first cell alone while the others were being killed,
+// and were moved to three peers in the middle of it
+// (TestMonitorsSurviveKillLoop lost the queued checks of four monitors
+// then).
 func Ensure(ctx context.Context, js jetstream.JetStream, l Layout) error {
+	replicas := map[string]int{}
 	for _, cfg := range l.Streams {
-		if err := ensureStream(ctx, js, cfg); err != nil {
+		r, err := ensureStream(ctx, js, cfg)
+		if err != nil {
 			return err
 		}
+		replicas[cfg.Name] = r
 	}
 	for _, c := range l.Consumers {
+		if c.Config.Replicas == 0 {
+			c.Config.Replicas = replicas[c.Stream]
+		}
 		if _, err := js.CreateOrUpdateConsumer(ctx, c.Stream, c.Config); err != nil {
 			return fmt.Errorf("jsnode: consumer %s/%s: %w", c.Stream, c.Config.Durable, err)
 		}
@@ -342,18 +361,20 @@ func Ensure(ctx context.Context, js jetstream.JetStream, l Layout) error {
 	return nil
 }
 
-func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+// ensureStream creates or updates a stream, never lowering its replicas,
+// and returns the replicas it has now.
+func ensureStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (int, error) {
 	cur, err := currentReplicas(ctx, js, cfg.Name)
 	if err != nil {
-		return fmt.Errorf("jsnode: stream %s: %w", cfg.Name, err)
+		return 0, fmt.Errorf("jsnode: stream %s: %w", cfg.Name, err)
 	}
 	if cur > cfg.Replicas {
 		cfg.Replicas = cur
 	}
 	if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-		return fmt.Errorf("jsnode: stream %s: %w", cfg.Name, err)
+		return 0, fmt.Errorf("jsnode: stream %s: %w", cfg.Name, err)
 	}
-	return nil
+	return cfg.Replicas, nil
 }
 
 // currentReplicas is a stream's replicas, 0 if it does not exist.
