@@ -45,7 +45,6 @@ func startClusteredCell(t *testing.T, seed *members.Cluster, name string) *Cell 
 // the region's membership and closes (idempotent).
 func startStoppableCell(t *testing.T, seed *members.Cluster, name string) (*Cell, func()) {
 	t.Helper()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	c, err := New(Config{
 		Name:       name,
 		DataDir:    t.TempDir(),
@@ -56,27 +55,51 @@ func startStoppableCell(t *testing.T, seed *members.Cluster, name string) (*Cell
 	if err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	leave := joinTestRegion(t, c, seed, name, func() { c.Close() })
+	stop := func() {
+		once.Do(func() {
+			leave()
+			c.Close()
+		})
+	}
+	t.Cleanup(stop)
+	return c, stop
+}
+
+// joinTestRegion starts c's membership (seeded by seed) and lets c join
+// its region; it returns the leave. A membership that does not start
+// calls fail (the cell's close) before failing t.
+func joinTestRegion(t *testing.T, c *Cell, seed *members.Cluster, name string, fail func()) func() {
+	t.Helper()
 	m, err := members.Start(members.Config{
 		Meta: members.Meta{Role: members.RoleCell, Region: "eu", Name: name, API: "127.0.0.1:1",
 			Routes: c.RouteURL(), JS: c.JetStreamState()},
 		Join:   []string{seed.LocalAddr()},
 		Keys:   testKeys.All(),
-		Logger: logger,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
-		c.Close()
+		fail()
 		t.Fatal(err)
 	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			m.Close()
-			c.Close()
-		})
-	}
-	t.Cleanup(stop)
 	c.JoinRegion(m)
-	return c, stop
+	return func() { m.Close() }
+}
+
+// newClusteredTestCell is newTestCell (its handler behind a gate of the
+// tests, on the real clock) as a clustered cell that joins the region
+// seed seeds.
+func newClusteredTestCell(t *testing.T, seed *members.Cluster, name string) *testCell {
+	t.Helper()
+	tc := newTestCell(t, func(cfg *Config) {
+		cfg.Name = name
+		cfg.Now = time.Now
+		cfg.Logger = jsnodetest.Logger(t).With("cell", name)
+		cfg.JetStream = JetStreamConfig{RouteListen: "127.0.0.1:0", AppearWait: 300 * time.Millisecond}
+	})
+	t.Cleanup(joinTestRegion(t, tc.Cell, seed, name, func() {}))
+	return tc
 }
 
 // Two cells joining a running one-cell region at the same moment enter

@@ -437,7 +437,7 @@ func (c *Cell) ackCrawlCharges(ids []string, credits map[string]string, refused 
 	b := c.store.NewBatch()
 	defer b.Discard()
 	n := 0
-	sums := map[string]int64{}
+	sums := map[string]pageCharges{}
 	for _, id := range ids {
 		if !strings.HasPrefix(id, crawlChargeID) {
 			continue
@@ -447,15 +447,18 @@ func (c *Cell) ackCrawlCharges(ids []string, credits map[string]string, refused 
 		}
 		b.Delete(crawlChargeKey(id))
 		n++
+		sum := sums[crawlOfCharge(id)]
+		sum.Acked++
 		if mc, ok := milliCredits(credits[id]); ok {
-			sums[crawlOfCharge(id)] += mc
+			sum.MC += mc
 		}
+		sums[crawlOfCharge(id)] = sum
 	}
 	c.crawlCreditsMu.Lock()
 	defer c.crawlCreditsMu.Unlock()
-	for job, mc := range sums {
+	for job, sum := range sums {
 		old, _ := c.readCredits(job)
-		b.Set(crawlCreditsKey(job), strconv.AppendInt(nil, old+mc, 10))
+		b.Set(crawlCreditsKey(job), pageCharges{MC: old.MC + sum.MC, Acked: old.Acked + sum.Acked}.encode())
 	}
 	if n > 0 {
 		if err := b.Commit(store.Sync); err != nil {
@@ -501,27 +504,61 @@ func milliCredits(s string) (int64, bool) {
 	return w*1000 + f, true
 }
 
-func (c *Cell) readCredits(job string) (int64, error) {
-	raw, err := c.store.Get(crawlCreditsKey(job))
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseInt(string(raw), 10, 64)
+// pageCharges is what the gate acknowledged of a job's page charges
+// (a crawl's or an extraction's): the credits it charged, in thousandths,
+// and how many charges it acknowledged, charged or refused. Stored under
+// crawlCreditsKey and noted in the region's log as "<mc> <acked>" (a
+// figure of before the count is "<mc>").
+type pageCharges struct {
+	MC    int64
+	Acked int64
 }
 
-// crawlCredits is the credits the gate has charged for crawl job's
-// pages: the figure in the owner's store, or on another cell the one
-// the owner noted in the region's log. (An owner back on an empty disk
-// sums them again as its restored pages' charges, each charged once by
-// the gate, are acknowledged with their first price.)
-func (c *Cell) crawlCredits(job, account string) float64 {
-	mc, err := c.readCredits(job)
-	if errors.Is(err, store.ErrNotFound) && !c.jobs.Exists(job) {
-		if raw, err := c.jobs.Note(job, account, noteCredits); err == nil && raw != nil {
-			mc, _ = strconv.ParseInt(string(raw), 10, 64)
+func (p pageCharges) encode() []byte {
+	return fmt.Appendf(nil, "%d %d", p.MC, p.Acked)
+}
+
+func parsePageCharges(raw []byte) (pageCharges, error) {
+	mc, acked, _ := strings.Cut(string(raw), " ")
+	var p pageCharges
+	var err error
+	if p.MC, err = strconv.ParseInt(mc, 10, 64); err != nil {
+		return pageCharges{}, fmt.Errorf("page charges %q: %w", raw, err)
+	}
+	if acked != "" {
+		if p.Acked, err = strconv.ParseInt(acked, 10, 64); err != nil {
+			return pageCharges{}, fmt.Errorf("page charges %q: %w", raw, err)
 		}
 	}
-	return float64(mc) / 1000
+	return p, nil
+}
+
+func (c *Cell) readCredits(job string) (pageCharges, error) {
+	raw, err := c.store.Get(crawlCreditsKey(job))
+	if err != nil {
+		return pageCharges{}, err
+	}
+	return parsePageCharges(raw)
+}
+
+// jobCharges is what the gate acknowledged of job's page charges: the
+// figure in the owner's store, or on another cell the one the owner
+// noted in the region's log (zero before any). (An owner back on an
+// empty disk sums them again as its restored pages' charges, each
+// charged once by the gate, are acknowledged with their first price.)
+func (c *Cell) jobCharges(job, account string) pageCharges {
+	p, err := c.readCredits(job)
+	if errors.Is(err, store.ErrNotFound) && !c.jobs.Exists(job) {
+		if raw, err := c.jobs.Note(job, account, noteCredits); err == nil && raw != nil {
+			p, _ = parsePageCharges(raw)
+		}
+	}
+	return p
+}
+
+// crawlCredits is the credits the gate has charged for job's pages.
+func (c *Cell) crawlCredits(job, account string) float64 {
+	return float64(c.jobCharges(job, account).MC) / 1000
 }
 
 // noteCredits names a crawl's credits in the log (jobs.Manager.PutNote).
@@ -533,11 +570,11 @@ const noteCredits = "credits"
 // leaves the log's figure behind until the crawl's next charge.
 func (c *Cell) noteCrawlCredits(jobs []string) {
 	for _, job := range jobs {
-		mc, err := c.readCredits(job)
+		p, err := c.readCredits(job)
 		if err != nil {
 			continue
 		}
-		if err := c.jobs.PutNote(job, noteCredits, strconv.AppendInt(nil, mc, 10)); err != nil {
+		if err := c.jobs.PutNote(job, noteCredits, p.encode()); err != nil {
 			c.cfg.Logger.Warn("crawl: credits not written to the region's log", "crawl", job, "err", err)
 		}
 	}

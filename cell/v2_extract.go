@@ -116,7 +116,7 @@ func (c *Cell) handleV2ExtractStart(w http.ResponseWriter, r *http.Request) {
 		firecrawl.WriteError(w, err)
 		return
 	}
-	id, err := c.jobs.SubmitWith(accountOf(r), urls, p.Plan.Options, jobs.Extra{Shape: shape})
+	id, err := c.jobs.SubmitWith(accountOf(r), urls, p.Plan.Options, jobs.Extra{Shape: shape, Placed: true})
 	if err != nil {
 		firecrawl.WriteError(w, err)
 		return
@@ -315,10 +315,15 @@ func (extractEvents) Committed(*jobs.Event) {}
 // v2ChargePrefix begins the ids of job's page charges in the outbox.
 func v2ChargePrefix(job string) string { return crawlChargeID + job + "-" }
 
-// v2ChargesPending reports whether a charge of job's pages waits in the
-// outbox for the gate.
-func (c *Cell) v2ChargesPending(job string) (bool, error) {
-	return c.store.HasPrefix(crawlChargeKey(v2ChargePrefix(job)))
+// v2ChargesPending reports whether a charge of job's pages (done of
+// them have their data, each charged once) waits for the gate: in its
+// owner's outbox, or, read on another cell, beyond the charges the
+// owner noted as acknowledged (jobCharges).
+func (c *Cell) v2ChargesPending(job, account string, done int) (bool, error) {
+	if c.jobs.Exists(job) {
+		return c.store.HasPrefix(crawlChargeKey(v2ChargePrefix(job)))
+	}
+	return c.jobCharges(job, account).Acked < int64(done), nil
 }
 
 // v2ChargedLater reports whether a job's pages are charged in the
@@ -347,7 +352,7 @@ func (c *Cell) handleV2ExtractStatus(w http.ResponseWriter, r *http.Request, st 
 	case jobs.StatusCancelled:
 		out.Status = firecrawl.ExtractCancelled
 	case jobs.StatusDone:
-		pending, err := c.v2ChargesPending(st.JobID)
+		pending, err := c.v2ChargesPending(st.JobID, accountOf(r), st.Done)
 		if err != nil {
 			firecrawl.WriteError(w, err)
 			return

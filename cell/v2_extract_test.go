@@ -17,6 +17,8 @@ import (
 	"github.com/trawlhq/trawl/cell/extract"
 	"github.com/trawlhq/trawl/cell/llm"
 	"github.com/trawlhq/trawl/cell/llm/llmtest"
+	"github.com/trawlhq/trawl/internal/jobid"
+	"github.com/trawlhq/trawl/internal/jsnode/jsnodetest"
 	"github.com/trawlhq/trawl/internal/metering"
 	"github.com/trawlhq/trawl/internal/testwait"
 )
@@ -445,5 +447,66 @@ func TestV2ExtractEveryPageFailed(t *testing.T) {
 	}
 	if cs := tc.collect(t, r.ID, func(pageCharge) string { return "1.000" }); len(cs) != 0 {
 		t.Errorf("a failed page charged: %+v", cs)
+	}
+}
+
+// An extraction of a clustered cell has an id that names no cell, and
+// another cell of the region answers its status from the region's log
+// as its owner does (the gate sends it there while the owner is down, or
+// once the region's cells changed): processing until the owner has
+// noted every page's charge acknowledged, then the same data, sources
+// and credits; another account's 404.
+func TestV2ExtractAnsweredByAnyCell(t *testing.T) {
+	site := newTentSite(t)
+	seed := startSeed(t)
+	c1 := newClusteredTestCell(t, seed, "c1")
+	c2 := newClusteredTestCell(t, seed, "c2")
+	jsnodetest.WaitFor(t, 90*time.Second, "both cells sharing jobs", func() (bool, string) {
+		return c1.jobs.Shared() && c2.jobs.Shared(), fmt.Sprintf("c1 %+v, c2 %+v", c1.JetStreamHealth(), c2.JetStreamHealth())
+	})
+	body, _ := json.Marshal(map[string]any{
+		"urls":   []string{site.URL + "/tents/ridge", site.URL + "/tents/dome", site.URL + "/missing"},
+		"schema": json.RawMessage(tentSchema), "showSources": true,
+	})
+	r := c1.startExtract(t, string(body))
+	if region, cell, ok := jobid.Parse(r.ID); !ok || region != "eu" || cell != "" {
+		t.Fatalf("a clustered cell's extraction id %q: region %q, cell %q", r.ID, region, cell)
+	}
+	c1.waitJob(t, r.ID, func(s jobStatus) bool { return s.Status == "done" })
+	// Every page has its outcome, in the log too; the charges wait for
+	// the gate.
+	jsnodetest.WaitFor(t, 30*time.Second, "c2 reading the extraction's outcomes", func() (bool, string) {
+		resp, b := c2.get(t, "/scrape/jobs/"+r.ID)
+		s := decode[jobStatus](t, b)
+		return resp.StatusCode == 200 && s.Status == "done", string(b)
+	})
+	if s := c2.extractStatus(t, r.ID); s.Status != "processing" || s.CreditsUsed != 0 {
+		t.Fatalf("c2, before the gate charged the pages: %+v", s)
+	}
+	if cs := c1.collect(t, r.ID, func(pageCharge) string { return "1.500" }); len(cs) != 2 {
+		t.Fatalf("%d charges, want 2", len(cs))
+	}
+	want := c1.extractStatus(t, r.ID)
+	if want.Status != "completed" || want.CreditsUsed != 3 {
+		t.Fatalf("c1, once charged: %+v", want)
+	}
+	got := c2.waitExtract(t, r.ID, func(s extractStatus) bool { return s.Status != "processing" })
+	if got.Status != "completed" || got.CreditsUsed != 3 || string(got.Data) != string(want.Data) ||
+		fmt.Sprint(got.Sources) != fmt.Sprint(want.Sources) || got.Warning != want.Warning || got.ExpiresAt != want.ExpiresAt {
+		t.Errorf("c2 answers\n%+v %s\nc1 answers\n%+v %s", got, got.Data, want, want.Data)
+	}
+	if resp, b := c2.do(t, "GET", "/v2/extract/"+r.ID, "", "acct_other", nil); resp.StatusCode != 404 {
+		t.Errorf("another account at c2: %d %s", resp.StatusCode, b)
+	}
+
+	// An extraction whose only page failed has nothing to charge: c2
+	// says failed without waiting for a note.
+	r = c1.startExtract(t, `{"urls":["`+site.URL+`/gone"],"schema":`+tentSchema+`}`)
+	jsnodetest.WaitFor(t, 30*time.Second, "c2 reading the failed extraction's outcome", func() (bool, string) {
+		resp, b := c2.get(t, "/scrape/jobs/"+r.ID)
+		return resp.StatusCode == 200 && decode[jobStatus](t, b).Status == "done", string(b)
+	})
+	if s := c2.extractStatus(t, r.ID); s.Status != "failed" || !strings.Contains(s.Error, site.URL+"/gone") {
+		t.Errorf("c2, a failed extraction: %+v", s)
 	}
 }

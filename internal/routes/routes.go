@@ -269,7 +269,7 @@ var Rows = []Route{
 	{Pattern: "DELETE /v2/crawl/{id}", Server: Owner, Owner: Jobs, AnyCell: true, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: cancel a crawl: nothing more is fetched or charged (docs/firecrawl.md)"},
 	{Pattern: "GET /v2/crawl/{id}/errors", Server: Owner, Owner: Jobs, AnyCell: true, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: a crawl's failed URLs and those robots.txt kept it from (docs/firecrawl.md)"},
 	{Pattern: "POST /v2/extract", Kind: metering.KindExtract, PerURL: true, Server: Cell, Envelope: EnvelopeFirecrawl, BodyLimit: JobBody, Doc: "Firecrawl v2: start an extraction of typed data from pages, a background job; each page is charged as it is extracted (docs/firecrawl.md)"},
-	{Pattern: "GET /v2/extract/{id}", Server: Owner, Owner: Jobs, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: an extraction's status and data (docs/firecrawl.md)"},
+	{Pattern: "GET /v2/extract/{id}", Server: Owner, Owner: Jobs, AnyCell: true, Envelope: EnvelopeFirecrawl, Doc: "Firecrawl v2: an extraction's status and data (docs/firecrawl.md)"},
 	{Pattern: "POST /v2/search", Kind: metering.KindSearch, Server: Gate, Service: "search", Envelope: EnvelopeFirecrawl, BodyLimit: 64 * KiB, Doc: "Firecrawl v2: search the region's index, billed as GET /search (limit, sources web and news); scrapeOptions scrapes the hits, each a /v2/scrape of the caller (docs/firecrawl.md)"},
 	{Pattern: "/", Server: Cell, Doc: "everything else: a cell (trawl dev's /demo/ site) or its 404"},
 }
