@@ -166,7 +166,9 @@ func (c *Cell) handleRecipeRun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rc.Run == "job" {
-		id := jobid.New(c.cfg.Region, c.cfg.Name)
+		// Placed (it names no cell) when other cells can read the run
+		// from the region's log.
+		id := c.jobs.NewID(c.recipes.Shared())
 		job, err := c.recipes.Submit(accountOf(r), id, rc, body, vals, bypass)
 		if err != nil {
 			c.cfg.Logger.Error("recipe job not submitted", "recipe", rc.Name, "err", err)

@@ -206,7 +206,8 @@ func (s *Service) Job(ctx context.Context, account, id string) (*Job, error) {
 		return nil, ErrNoJob
 	}
 	sh := s.share.Load()
-	if _, owner, ok := jobid.Parse(id); ok && s.cfg.Cell != "" && owner != s.cfg.Cell {
+	_, owner, ok := jobid.Parse(id)
+	if ok && s.cfg.Cell != "" && owner != "" && owner != s.cfg.Cell {
 		switch {
 		case sh != nil:
 			return s.logJob(ctx, sh, account, id)
@@ -217,8 +218,13 @@ func (s *Service) Job(ctx context.Context, account, id string) (*Job, error) {
 	}
 	rec, err := s.jobRecord(id)
 	if errors.Is(err, store.ErrNotFound) {
-		if sh == nil && s.cfg.AwaitShare {
+		switch {
+		case sh == nil && s.cfg.AwaitShare:
 			return nil, ErrRestoring // the log may have it: a store lost while the cell was down
+		case sh != nil && ok && owner == "":
+			// A placed id (jobid.NewPlaced) of another cell: the gate
+			// sends it here once the region's cells changed.
+			return s.logJob(ctx, sh, account, id)
 		}
 		return nil, ErrNoJob
 	} else if err != nil {

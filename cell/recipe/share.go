@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,6 +179,10 @@ func (s *Service) Share(ctx context.Context, js jetstream.JetStream, cfg ShareCo
 	s.cfg.Logger.Info("recipe: background runs shared with the region", "cell", cfg.Cell, "runners", cfg.Runners)
 	return nil
 }
+
+// Shared reports whether the service's background runs are shared with
+// the region (Share): any cell can then read them from the log.
+func (s *Service) Shared() bool { return s.share.Load() != nil }
 
 // ShareStats reports the shared path's counters (zero when not sharing).
 func (s *Service) ShareStats() ShareStats {
@@ -480,13 +485,26 @@ func (s *Service) logOutcome(ctx context.Context, sh *runSharing, owner, job str
 
 // logJob is account's job id of another cell, read from the region's
 // log: the gate asks this cell while the job's owner is down.
+//
+// A placed id (one that names no cell) is looked up by its record under
+// any owner: a wildcard direct get of trawl.recipe.*.<job>.rec.
 func (s *Service) logJob(ctx context.Context, sh *runSharing, account, id string) (*Job, error) {
 	_, owner, _ := jobid.Parse(id)
-	msg, err := jsnode.LastMsgOf(ctx, sh.log, jsnode.RecipeRecordSubject(owner, id))
+	subject := jsnode.RecipeRecordSubject(owner, id)
+	if owner == "" {
+		subject = jsnode.RecipeRecordSubject("*", id)
+	}
+	msg, err := jsnode.LastMsgOf(ctx, sh.log, subject)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, ErrNoJob
 	} else if err != nil {
 		return nil, err
+	}
+	if owner == "" {
+		rest := strings.TrimPrefix(msg.Subject, jsnode.SubjectRecipeRun)
+		if owner, _, _ = strings.Cut(rest, "."); owner == "" || rest == msg.Subject {
+			return nil, fmt.Errorf("recipe run %s: a record on %q", id, msg.Subject)
+		}
 	}
 	var r runRecord
 	if err := json.Unmarshal(msg.Data, &r); err != nil || r.Account != account {

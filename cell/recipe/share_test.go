@@ -96,6 +96,8 @@ func memStore(t *testing.T) *store.Store {
 	return st
 }
 
+// submitShop submits a run of the shop recipe at s under an id that
+// names cell, or names no cell when cell is "".
 func submitShop(t *testing.T, s *Service, cell, account, q, session string) string {
 	t.Helper()
 	body := map[string][]byte{"q": fmt.Appendf(nil, "%q", q)}
@@ -111,6 +113,9 @@ func submitShop(t *testing.T, s *Service, cell, account, q, session string) stri
 		t.Fatal(err)
 	}
 	id := jobid.New("eu", cell)
+	if cell == "" { // an id that names no cell, as a clustered cell mints
+		id = jobid.NewPlaced("eu", func(string) bool { return true })
+	}
 	if _, err := s.Submit(account, id, rc, raw, vals, bypass); err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +190,11 @@ func TestSharedRecipeRuns(t *testing.T) {
 	const runs = 12
 	var ids []string
 	for i := range runs {
-		ids = append(ids, submitShop(t, c1, "c1", "acct", fmt.Sprintf("q%d", i), ""))
+		cell := "c1"
+		if i%2 == 1 {
+			cell = "" // half of them with ids that name no cell (ids[3] among them)
+		}
+		ids = append(ids, submitShop(t, c1, cell, "acct", fmt.Sprintf("q%d", i), ""))
 	}
 	for i, id := range ids {
 		job := waitJob(t, c1, "acct", id)

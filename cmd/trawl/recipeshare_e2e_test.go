@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/trawlhq/trawl/internal/jobid"
 	"github.com/trawlhq/trawl/internal/testwait"
 )
 
@@ -172,7 +171,7 @@ func TestRecipeRunsSurviveKill9(t *testing.T) {
 	for i := range runs {
 		q := fmt.Sprintf("hold%d", i)
 		ids[q] = submit(q)
-		_, owner, _ := jobid.Parse(ids[q])
+		owner := r.ownerOf(t, ids[q])
 		owners[owner] = append(owners[owner], q)
 	}
 	running := map[string]int64{}
