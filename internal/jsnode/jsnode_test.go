@@ -625,3 +625,32 @@ func TestLostDirectoryPeerReplaced(t *testing.T) {
 		t.Fatalf("after the loss: got %q", msg.Data())
 	}
 }
+
+// Ensure deletes what the layout retired where an earlier build made
+// it: the job webhooks' token stream and its consumers, which nothing
+// used.
+func TestEnsureDeletesRetired(t *testing.T) {
+	n := jsnodetest.Standalone(t)
+	ensure(t, n, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	js := n.JetStream()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "TRAWL_HOOKS", Subjects: []string{"trawl.work.hook.>"},
+		Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ stream, name, filter string }{{"TRAWL_HOOKS", "hook", "trawl.work.hook.>"}, {jsnode.StreamWork, "hookretry", "trawl.work.hookretry"}} {
+		if _, err := js.CreateOrUpdateConsumer(ctx, c.stream, jetstream.ConsumerConfig{Durable: c.name, FilterSubject: c.filter,
+			AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ensure(t, n, 1)
+	if _, err := js.Stream(ctx, "TRAWL_HOOKS"); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Errorf("the retired stream: %v", err)
+	}
+	if _, err := js.Consumer(ctx, jsnode.StreamWork, "hookretry"); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+		t.Errorf("the retired consumer: %v", err)
+	}
+	ensure(t, n, 1) // nothing left to retire: no error
+}

@@ -14,8 +14,7 @@ import (
 
 // The region's streams and buckets (docs/jetstream-design.md §2).
 const (
-	StreamWork  = "TRAWL_WORK"  // work items: job URLs, tasks, recipe runs, checks, hook retries
-	StreamHooks = "TRAWL_HOOKS" // one webhook token per job
+	StreamWork = "TRAWL_WORK" // work items: job URLs, tasks, recipe runs, checks
 	// StreamJobLog is the replicated copy of each shared job: its
 	// record, its URLs and the outcome of each URL, which also travels
 	// back to the owner on it (cell/jobs/mirror.go).
@@ -53,13 +52,11 @@ const (
 	SubjectTaskLo     = "trawl.work.task.lo"
 	SubjectRecipe     = "trawl.work.recipe." // + Token(job): one subject a run, so its owner can tell it is queued
 	SubjectCheck      = "trawl.work.check"
-	SubjectHookRetry  = "trawl.work.hookretry"
-	SubjectHook       = "trawl.work.hook." // + Token(job)
-	SubjectJobLog     = "trawl.job."       // + owner cell + "." + Token(job) + "." + kind
-	SubjectTaskResult = "trawl.task."      // + owner cell + "." + task id: a crawl task's outcome
-	SubjectRecipeRun  = "trawl.recipe."    // + owner cell + "." + Token(job): a background recipe run's outcome
-	SubjectPages      = "trawl.page."      // + indexing cell + "." + archiving cell + "." + hash of the URL
-	LeaseCoordinator  = "coordinator"      // the lease's key in BucketLease
+	SubjectJobLog     = "trawl.job."    // + owner cell + "." + Token(job) + "." + kind
+	SubjectTaskResult = "trawl.task."   // + owner cell + "." + task id: a crawl task's outcome
+	SubjectRecipeRun  = "trawl.recipe." // + owner cell + "." + Token(job): a background recipe run's outcome
+	SubjectPages      = "trawl.page."   // + indexing cell + "." + archiving cell + "." + hash of the URL
+	LeaseCoordinator  = "coordinator"   // the lease's key in BucketLease
 	leaseTTL          = 6 * time.Second
 	workAckWait       = 15 * time.Second
 	// checkAckWait is a monitor check's: a check of a cell that died is
@@ -208,6 +205,10 @@ type Layout struct {
 	Consumers []Consumer
 	Buckets   []jetstream.KeyValueConfig
 	Objects   []jetstream.ObjectStoreConfig
+	// Retired consumers and streams are deleted where they exist (an
+	// earlier build made them).
+	Retired        []Consumer
+	RetiredStreams []string
 }
 
 // Consumer is a durable consumer of a stream.
@@ -224,8 +225,11 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 		jobRetention = 7 * 24 * time.Hour // jobs.Config.Retention's default
 	}
 	work := jetstream.StreamConfig{
-		Name:       StreamWork,
-		Subjects:   []string{SubjectWorkJob + ">", "trawl.work.task.*", SubjectRecipe + "*", SubjectCheck, SubjectHookRetry},
+		Name: StreamWork,
+		// trawl.work.hookretry is retired (below), kept so that a cell of
+		// an earlier build, whose layout has a consumer of it, can still
+		// Ensure its layout during a rolling upgrade.
+		Subjects:   []string{SubjectWorkJob + ">", "trawl.work.task.*", SubjectRecipe + "*", SubjectCheck, "trawl.work.hookretry"},
 		Retention:  jetstream.WorkQueuePolicy,
 		Storage:    jetstream.FileStorage,
 		Replicas:   replicas,
@@ -235,11 +239,6 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 		// A full queue refuses new work rather than drop accepted work.
 		Discard: jetstream.DiscardNew,
 	}
-	hooks := work
-	hooks.Name = StreamHooks
-	hooks.Subjects = []string{SubjectHook + ">"}
-	hooks.MaxMsgsPerSubject = 1
-	hooks.DiscardNewPerSubject = true
 	log := jetstream.StreamConfig{
 		Name:              StreamJobLog,
 		Subjects:          []string{SubjectJobLog + ">", SubjectTaskResult + ">", SubjectRecipeRun + ">"},
@@ -283,7 +282,7 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 	checks := consumer(StreamWork, ConsumerCheck, SubjectCheck, -1, 1024)
 	checks.Config.AckWait = checkAckWait
 	return Layout{
-		Streams: []jetstream.StreamConfig{work, hooks, log, pages},
+		Streams: []jetstream.StreamConfig{work, log, pages},
 		Consumers: []Consumer{
 			consumer(StreamWork, ConsumerJob, SubjectWorkJob+">", 5, 4096),
 			// Tasks and recipe runs are delivered until a runner sends
@@ -295,9 +294,13 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 			consumer(StreamWork, ConsumerTaskLo, SubjectTaskLo, -1, 256),
 			consumer(StreamWork, ConsumerRecipe, SubjectRecipe+"*", -1, 256),
 			checks,
-			consumer(StreamWork, "hookretry", SubjectHookRetry, 6, 1024),
-			consumer(StreamHooks, "hook", SubjectHook+">", 10, 1024),
 		},
+		// The job webhooks' tokens of the first design (§5): webhooks are
+		// delivered as marks in the job log instead, so nothing used
+		// them (three Raft groups a region kept for nothing).
+		Retired: []Consumer{{Stream: StreamWork, Config: jetstream.ConsumerConfig{Durable: "hookretry"}},
+			{Stream: "TRAWL_HOOKS", Config: jetstream.ConsumerConfig{Durable: "hook"}}},
+		RetiredStreams: []string{"TRAWL_HOOKS"},
 		Buckets: []jetstream.KeyValueConfig{
 			{Bucket: BucketLease, TTL: leaseTTL, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
 			{Bucket: BucketIdem, TTL: idempotencyTTL, History: 1, Storage: jetstream.FileStorage, Replicas: replicas},
@@ -322,6 +325,17 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 // (TestMonitorsSurviveKillLoop lost the queued checks of four monitors
 // then).
 func Ensure(ctx context.Context, js jetstream.JetStream, l Layout) error {
+	for _, c := range l.Retired {
+		if err := js.DeleteConsumer(ctx, c.Stream, c.Config.Durable); err != nil &&
+			!errors.Is(err, jetstream.ErrConsumerNotFound) && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("jsnode: retired consumer %s/%s: %w", c.Stream, c.Config.Durable, err)
+		}
+	}
+	for _, name := range l.RetiredStreams {
+		if err := js.DeleteStream(ctx, name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("jsnode: retired stream %s: %w", name, err)
+		}
+	}
 	replicas := map[string]int{}
 	for _, cfg := range l.Streams {
 		r, err := ensureStream(ctx, js, cfg)
