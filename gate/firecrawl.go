@@ -34,13 +34,25 @@ func (rt *Runtime) firecrawlHandlers() routes.Handlers {
 	plan := func(r *http.Request) string { return IdentityFrom(r.Context()).Account.Plan }
 	return routes.Handlers{
 		"GET /v2/crawl/active": authed(func(w http.ResponseWriter, r *http.Request, acct string) {
+			// A down owner's crawls come from the region's coordinator,
+			// which feeds them; for a moment after the owner is back both
+			// list one: each id once.
 			crawls := []json.RawMessage{}
+			seen := map[string]bool{}
 			rt.askCells(r.Context(), acct, "/crawls/active", func(body []byte) {
 				var got struct {
 					Crawls []json.RawMessage `json:"crawls"`
 				}
-				if json.Unmarshal(body, &got) == nil {
-					crawls = append(crawls, got.Crawls...)
+				if json.Unmarshal(body, &got) != nil {
+					return
+				}
+				for _, c := range got.Crawls {
+					var ref struct{ ID string }
+					if json.Unmarshal(c, &ref) == nil && ref.ID != "" && seen[ref.ID] {
+						continue
+					}
+					seen[ref.ID] = true
+					crawls = append(crawls, c)
 				}
 			})
 			httpjson.Write(w, http.StatusOK, map[string]any{"success": true, "crawls": crawls})

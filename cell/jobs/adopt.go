@@ -102,6 +102,7 @@ func (m *Manager) adopt(s *sharing) {
 		for _, a := range feeding {
 			a.close()
 		}
+		s.fed.Store(nil)
 	}()
 	for {
 		select {
@@ -116,6 +117,7 @@ func (m *Manager) adopt(s *sharing) {
 				delete(feeding, id)
 			}
 			ix = metaIndex{} // read whole when it coordinates again
+			s.fed.Store(nil)
 			continue
 		}
 		scan := time.Since(scanned) >= adoptEvery
@@ -125,6 +127,11 @@ func (m *Manager) adopt(s *sharing) {
 		if err := m.adoptRound(s, &ix, feeding, finished, scan); err != nil && m.ctx.Err() == nil {
 			m.cfg.Logger.Warn("jobs: feeding the jobs of cells that are down", "err", err)
 		}
+		fed := make(map[string]string, len(feeding))
+		for id, a := range feeding {
+			fed[id] = a.mt.Account
+		}
+		s.fed.Store(&fed)
 	}
 }
 

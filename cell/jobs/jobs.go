@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -1825,7 +1826,10 @@ func seenKey(id, u string) []byte {
 
 // Running lists the statuses (without URLs) of account's jobs still
 // running whose shape has the prefix shapePrefix (a kind, say): released,
-// neither ended nor cancelled, oldest first.
+// neither ended nor cancelled, oldest first. They are this cell's jobs,
+// and on the region's coordinator also the jobs of down owners it feeds
+// (read from the log), so that the gate, which merges every live cell's,
+// misses none while their owner is down.
 func (m *Manager) Running(account string, shapePrefix []byte) []*Status {
 	m.mu.Lock()
 	var ids []string
@@ -1835,6 +1839,17 @@ func (m *Manager) Running(account string, shapePrefix []byte) []*Status {
 		}
 	}
 	m.mu.Unlock()
+	// On the coordinator, the jobs of down owners it feeds (read from
+	// the log).
+	if s := m.share.Load(); s != nil && account != "" {
+		if fed := s.fed.Load(); fed != nil {
+			for id, acct := range *fed {
+				if subtle.ConstantTimeCompare([]byte(acct), []byte(account)) == 1 && !slices.Contains(ids, id) {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
 	var out []*Status
 	for _, id := range ids {
 		s, err := m.Status(id, account, false)

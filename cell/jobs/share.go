@@ -130,6 +130,11 @@ type sharing struct {
 	slots chan struct{}      // one per item in out
 
 	fetched, applied, duplicates, redelivered atomic.Int64
+	// fed is the account of each job of a down owner the coordinator
+	// feeds now (nil on a cell that does not coordinate): Running adds
+	// them, so that a region's running jobs miss none while their owner
+	// is down.
+	fed atomic.Pointer[map[string]string]
 	// adoptedURLs is the URLs of down owners' jobs this cell queued as
 	// the region's coordinator (adopt.go).
 	adoptedURLs atomic.Int64

@@ -849,6 +849,16 @@ func TestCoordinatorFeedsDeadOwnersCrawl(t *testing.T) {
 	// crawl with their links as the owner would: the whole crawl is
 	// fetched without its owner.
 	testwait.Until(t, 30*time.Second, "the coordinator to feed the crawl", func() bool { return b.ShareStats().Adopted > 0 })
+	// The coordinator lists the crawl among the account's running jobs
+	// (the gate's /v2/crawl/active merges every live cell's), read from
+	// the log; not another account's.
+	testwait.Until(t, 10*time.Second, "the down owner's crawl running on the coordinator", func() bool {
+		l := b.Running("acct", []byte(`{"kind":"t"`))
+		return len(l) == 1 && l[0].JobID == id && l[0].Status == StatusRunning
+	})
+	if l := b.Running("acct2", nil); len(l) != 0 {
+		t.Errorf("another account's running jobs: %+v", l)
+	}
 	var fromLog *Status
 	testwait.Until(t, 60*time.Second, "every page of the crawl fetched while its owner is down", func() bool {
 		fromLog, err = b.Status(id, "acct", false)
