@@ -130,6 +130,9 @@ type sharing struct {
 	slots chan struct{}      // one per item in out
 
 	fetched, applied, duplicates, redelivered atomic.Int64
+	// cutOff counts the URLs this cell failed at their JobMaxDeliver-th
+	// delivery.
+	cutOff atomic.Int64
 	// fed is the account of each job of a down owner the coordinator
 	// feeds now (nil on a cell that does not coordinate): Running adds
 	// them, so that a region's running jobs miss none while their owner
@@ -288,6 +291,7 @@ type ShareStats struct {
 	Applied     int64 `json:"applied"`     // outcomes of this cell's URLs recorded
 	Duplicates  int64 `json:"duplicates"`  // outcomes dropped: the URL had one already
 	Redelivered int64 `json:"redelivered"` // items this cell took that an earlier delivery did not finish
+	CutOff      int64 `json:"cut_off"`     // of those, URLs it failed at their jsnode.JobMaxDeliver-th delivery
 	Fetching    int64 `json:"fetching"`    // items this cell's pullers hold now
 	Backlog     int64 `json:"backlog"`     // the region's job URLs waiting for a puller
 	Lag         int64 `json:"lag"`         // outcomes of this cell's URLs not recorded yet
@@ -309,7 +313,7 @@ func (m *Manager) ShareStats() ShareStats {
 	q := len(s.out)
 	s.mu.Unlock()
 	return ShareStats{Shared: true, Queued: q, Fetched: s.fetched.Load(), Applied: s.applied.Load(),
-		Duplicates: s.duplicates.Load(), Redelivered: s.redelivered.Load(),
+		Duplicates: s.duplicates.Load(), Redelivered: s.redelivered.Load(), CutOff: s.cutOff.Load(),
 		Fetching: s.fetching.Load(), Backlog: s.backlog.Load(), Lag: s.lag.Load(), Restored: s.restore.Load(),
 		Drained: m.drained.Load(), Adopted: s.adoptedURLs.Load(), Grown: s.adoptGrown.Load()}
 }
@@ -463,18 +467,32 @@ func (m *Manager) work1(s *sharing, msg jetstream.Msg) {
 		msg.Term()
 		return
 	}
-	if md, err := msg.Metadata(); err == nil && md.NumDelivered > 1 {
+	delivered := uint64(1)
+	if md, err := msg.Metadata(); err == nil {
+		delivered = md.NumDelivered
+	}
+	if delivered > 1 {
 		s.redelivered.Add(1)
 	}
-	s.fetching.Add(1)
-	defer s.fetching.Add(-1)
-	stop := jsnode.Heartbeat(m.ctx, msg)
-	line, made, serr, attempts := m.fetch(Target{Job: it.Job, Account: it.Account, URL: it.URL, Depth: it.Depth}, it.Options, it.Shape)
-	stop()
-	if m.ctx.Err() != nil {
-		// Closing: another cell takes it now rather than after AckWait.
-		msg.Nak()
-		return
+	var line []byte
+	var made Produced
+	var serr *httpjson.HTTPError
+	var attempts int
+	if delivered >= jsnode.JobMaxDeliver {
+		line, serr = failedLine(it.URL, &httpjson.HTTPError{Status: http.StatusServiceUnavailable, Code: "cut_off",
+			Message: fmt.Sprintf("the URL's fetch was cut off %d times (the cells fetching it stopped); not fetched again", delivered-1)})
+		s.cutOff.Add(1)
+	} else {
+		s.fetching.Add(1)
+		stop := jsnode.Heartbeat(m.ctx, msg)
+		line, made, serr, attempts = m.fetch(Target{Job: it.Job, Account: it.Account, URL: it.URL, Depth: it.Depth}, it.Options, it.Shape)
+		stop()
+		s.fetching.Add(-1)
+		if m.ctx.Err() != nil {
+			// Closing: another cell takes it now rather than after AckWait.
+			msg.Nak()
+			return
+		}
 	}
 	out := jobOutcome{Job: it.Job, Seq: it.Seq, Gen: it.Gen, URL: it.URL, Links: made.Links, Usage: made.Usage,
 		Attempts: attempts, Cell: m.cfg.Cell}
@@ -484,8 +502,7 @@ func (m *Manager) work1(s *sharing, msg jetstream.Msg) {
 	// The outcome is sent again until it is stored (the log between
 	// leaders after a cell's death refuses it for some seconds), the
 	// item kept meanwhile: a Nak would fetch the page again and use up
-	// one of the item's few deliveries (ConsumerJob's MaxDeliver), after
-	// which its URL waits for Republish (10 minutes).
+	// one of the item's deliveries (jsnode.JobMaxDeliver).
 	hb := jsnode.Heartbeat(m.ctx, msg)
 	var err error
 	for try := 1; ; try++ {

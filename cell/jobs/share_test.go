@@ -1410,3 +1410,46 @@ func TestJobNotes(t *testing.T) {
 		t.Errorf("another account's read: %v", err)
 	}
 }
+
+// A URL whose deliveries keep meeting cells that stop before they send
+// its outcome is failed by the puller that takes its JobMaxDeliver-th
+// delivery (cut_off), not fetched again, and the job ends; the consumer
+// itself delivers without a limit, so no URL is left undelivered.
+func TestURLCutOffAfterMaxDeliveries(t *testing.T) {
+	r := newShareRig(t)
+	a := r.manager("c1", 1, 0, 0)
+	a.SetDrained(true)
+	id, err := a.Submit("acct", []string{"http://site.example/cut"}, scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cons, err := r.js.Consumer(ctx, jsnode.StreamWork, jsnode.ConsumerJob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cells that took it and stopped: a hand-back each.
+	for range jsnode.JobMaxDeliver - 1 {
+		msg, err := cons.Next(jetstream.FetchMaxWait(10 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := msg.Nak(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a.SetDrained(false)
+	var st *Status
+	testwait.Until(t, 30*time.Second, "the job ended", func() bool {
+		st, err = a.Status(id, "acct", false)
+		return err == nil && st.Status == StatusDone
+	})
+	fs, err := a.Failures(id, "acct")
+	if err != nil || len(fs) != 1 || fs[0].Error != "cut_off" || !strings.Contains(fs[0].Message, "cut off 9 times") {
+		t.Fatalf("failures %+v %v", fs, err)
+	}
+	if st.Error != 1 || r.fetched("c1") != 0 || a.ShareStats().CutOff != 1 {
+		t.Fatalf("status %+v, %d fetches, stats %+v", st, r.fetched("c1"), a.ShareStats())
+	}
+}

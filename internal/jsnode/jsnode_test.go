@@ -99,7 +99,7 @@ func TestWorkQueueSingleNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ci := cons.CachedInfo().Config
-	if ci.AckPolicy != jetstream.AckExplicitPolicy || ci.AckWait != 15*time.Second || ci.MaxDeliver != 5 {
+	if ci.AckPolicy != jetstream.AckExplicitPolicy || ci.AckWait != 15*time.Second || ci.MaxDeliver != -1 {
 		t.Fatalf("job consumer: %+v", ci)
 	}
 	msg, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))

@@ -193,6 +193,13 @@ const RecipeMaxDeliver = 3
 // (the consumer itself delivers without a limit).
 const TaskMaxDeliver = 10
 
+// JobMaxDeliver is the same for a job's URL: the puller that takes this
+// delivery records the URL failed (cut off) rather than fetch it again.
+// A limit on the consumer instead left a URL whose deliveries met dying
+// cells undelivered until its owner published it again (Republish, 10
+// minutes).
+const JobMaxDeliver = 10
+
 // Replicas is the number of replicas of every stream and bucket for a
 // region of cells cells: 1, 2, or 3 from three on (§1 "Replicas").
 func Replicas(cells int) int {
@@ -284,7 +291,7 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 	return Layout{
 		Streams: []jetstream.StreamConfig{work, log, pages},
 		Consumers: []Consumer{
-			consumer(StreamWork, ConsumerJob, SubjectWorkJob+">", 5, 4096),
+			consumer(StreamWork, ConsumerJob, SubjectWorkJob+">", -1, 4096),
 			// Tasks and recipe runs are delivered until a runner sends
 			// an outcome: the runner that takes the TaskMaxDeliver-th (or
 			// RecipeMaxDeliver-th) delivery fails it. A limit here would
