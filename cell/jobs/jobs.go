@@ -754,14 +754,26 @@ func (m *Manager) releaseJob(j *job, token string, creditsMC int64, now time.Tim
 // Drop ends what token holds of account's job id without starting it (the
 // gate could not charge it): a held job expires now (Sweep deletes it), a
 // held retry is undone. An unknown token changes nothing.
+//
+// A job of another cell (its id placed here once the region's cells
+// changed, or its owner down) is dropped through the log, as a cancel is
+// (logDrop).
 func (m *Manager) Drop(id, account, token string) error {
-	if _, ok := m.foreign(id); ok {
-		return ErrOwnerDown // the hold expires on its owner
+	if s, ok := m.foreign(id); ok {
+		if s == nil {
+			return ErrRestoring
+		}
+		return m.fromLog("drop", id, m.logDrop(s, id, account, token))
 	}
 	j, err := m.get(id, account)
 	if err != nil {
 		return err
 	}
+	return m.dropJob(j, token)
+}
+
+// dropJob is Drop of a job of this cell.
+func (m *Manager) dropJob(j *job, token string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	switch {

@@ -442,6 +442,7 @@ const (
 	headerCancel  = "Trawl-Cancel"  // cancelRequest (logCancel)
 	headerRelease = "Trawl-Release" // releaseRequest (logRelease)
 	headerRetry   = "Trawl-Retry"   // retryRequest (logRetry; logRelease of its token)
+	headerDrop    = "Trawl-Drop"    // releaseRequest of a hold the gate could not charge (logDrop)
 )
 
 type cancelRequest struct {
@@ -492,6 +493,32 @@ func (m *Manager) logCancel(s *sharing, id, account string) error {
 			return false, nil // cancelling again changes nothing
 		}
 		mt.CancelledAt = now
+		return true, nil
+	})
+}
+
+// logDrop is Drop of a held job this cell does not own: a request to the
+// owner, then the record without the hold (a held job's hold expired
+// now, a held retry's undone), so the region's reads and the
+// coordinator see it at once. A token that holds nothing changes
+// nothing, as on the owner.
+func (m *Manager) logDrop(s *sharing, id, account, token string) error {
+	if token == "" {
+		return nil
+	}
+	req := releaseRequest{cancelRequest: cancelRequest{Job: id, Account: account, At: m.cfg.Now().UTC(), Cell: m.cfg.Cell}, Token: token, CreditsMC: -1}
+	return m.logRequest(s, id, account, "drop-"+token, headerDrop, req, func(mt *meta) (bool, error) {
+		switch token {
+		case mt.Hold:
+			if mt.HeldUntil.IsZero() {
+				return false, nil // dropped before
+			}
+			mt.HeldUntil = time.Time{}
+		case mt.RetryHold:
+			mt.RetryHold, mt.RetryUntil = "", time.Time{}
+		default:
+			return false, nil
+		}
 		return true, nil
 	})
 }
@@ -707,6 +734,9 @@ func (m *Manager) applyRequest(h nats.Header) (bool, error) {
 		kind, raw = "retry", h.Get(headerRetry)
 	}
 	if raw == "" {
+		kind, raw = "drop", h.Get(headerDrop)
+	}
+	if raw == "" {
 		return false, nil
 	}
 	var req retryRequest // a cancel's and a release's fields are its first ones
@@ -724,6 +754,8 @@ func (m *Manager) applyRequest(h nats.Header) (bool, error) {
 	switch {
 	case kind == "cancel":
 		return true, m.cancelJob(j)
+	case kind == "drop":
+		return true, m.dropJob(j, req.Token)
 	case kind == "retry" && !req.Released:
 		return true, m.holdRetryFor(j, req)
 	}

@@ -1453,3 +1453,43 @@ func TestURLCutOffAfterMaxDeliveries(t *testing.T) {
 		t.Fatalf("status %+v, %d fetches, stats %+v", st, r.fetched("c1"), a.ShareStats())
 	}
 }
+
+// A hold the gate could not charge is dropped through another cell (the
+// id placed there once the region's cells changed): the owner, live,
+// applies the drop from the log and its sweep deletes the job at once
+// rather than when the hold would have expired. Another account's drop
+// and a token that holds nothing change nothing.
+func TestDropThroughAnotherCell(t *testing.T) {
+	r := newShareRig(t)
+	_, a, b, _ := r.ownerAndCoordinator(20 * time.Millisecond)
+	id, token, err := a.Hold("acct", siteURLs("drop", 5), scrape.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 10*time.Second, "the held job in the log", func() bool {
+		st, err := b.Status(id, "acct", false)
+		return err == nil && st.Held
+	})
+	if err := b.Drop(id, "other", token); err != ErrNoJob {
+		t.Fatalf("another account's drop: %v", err)
+	}
+	if err := b.Drop(id, "acct", "not-the-token"); err != nil {
+		t.Fatalf("a token that holds nothing: %v", err)
+	}
+	if n, err := a.Sweep(); err != nil || n != 0 {
+		t.Fatalf("the owner's sweep before the drop: %d deleted, %v", n, err)
+	}
+	if err := b.Drop(id, "acct", token); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 10*time.Second, "the owner's sweep deleting the dropped job", func() bool {
+		n, err := a.Sweep()
+		return err == nil && n == 1
+	})
+	if _, err := a.Status(id, "acct", false); err != ErrNoJob {
+		t.Fatalf("the dropped job on its owner: %v", err)
+	}
+	if f := r.fetched("c1") + r.fetched("c2"); f != 0 {
+		t.Errorf("%d fetches of a job never released", f)
+	}
+}
