@@ -188,6 +188,7 @@ type Cell struct {
 	crawlRuns      sync.Map // job id → *crawlRun
 	crawlWatch     watchers
 	crawlCreditsMu sync.Mutex
+	unnoted        map[string]bool // jobs whose credits note was not written (under crawlCreditsMu)
 	// tracks keeps the snapshots of Firecrawl's change tracking
 	// (cell/v2_change.go): the region's monitor store.
 	tracks monstore.Store
@@ -449,6 +450,7 @@ func (c *Cell) sweep() {
 	if err := c.sweepCrawlCredits(); err != nil {
 		c.cfg.Logger.Warn("crawl credits sweep failed", "err", err)
 	}
+	c.renoteCrawlCredits()
 	c.sweepCrawlRuns()
 }
 

@@ -567,16 +567,34 @@ const noteCredits = "credits"
 // noteCrawlCredits writes the credits of crawls to the log, as the store
 // has them now; c.crawlCreditsMu is held, so a later figure (credits
 // only grow) is never overwritten by an earlier one. A note not written
-// leaves the log's figure behind until the crawl's next charge.
+// is written again by the next sweep (renoteCrawlCredits), or with the
+// job's next charge: an extraction's last note is what tells another
+// cell it is complete.
 func (c *Cell) noteCrawlCredits(jobs []string) {
 	for _, job := range jobs {
 		p, err := c.readCredits(job)
 		if err != nil {
+			delete(c.unnoted, job)
 			continue
 		}
 		if err := c.jobs.PutNote(job, noteCredits, p.encode()); err != nil {
 			c.cfg.Logger.Warn("crawl: credits not written to the region's log", "crawl", job, "err", err)
+			if c.unnoted == nil {
+				c.unnoted = map[string]bool{}
+			}
+			c.unnoted[job] = true
+			continue
 		}
+		delete(c.unnoted, job)
+	}
+}
+
+// renoteCrawlCredits writes again the notes noteCrawlCredits could not.
+func (c *Cell) renoteCrawlCredits() {
+	c.crawlCreditsMu.Lock()
+	defer c.crawlCreditsMu.Unlock()
+	if len(c.unnoted) > 0 {
+		c.noteCrawlCredits(slices.Collect(maps.Keys(c.unnoted)))
 	}
 }
 
