@@ -317,13 +317,13 @@ func v2ChargePrefix(job string) string { return crawlChargeID + job + "-" }
 
 // v2ChargesPending reports whether a charge of job's pages (done of
 // them have their data, each charged once) waits for the gate: in its
-// owner's outbox, or, read on another cell, beyond the charges the
-// owner noted as acknowledged (jobCharges).
-func (c *Cell) v2ChargesPending(job, account string, done int) (bool, error) {
+// owner's outbox, or, read on another cell, beyond the charges acked
+// says the owner noted as acknowledged (jobCharges).
+func (c *Cell) v2ChargesPending(job string, acked pageCharges, done int) (bool, error) {
 	if c.jobs.Exists(job) {
 		return c.store.HasPrefix(crawlChargeKey(v2ChargePrefix(job)))
 	}
-	return c.jobCharges(job, account).Acked < int64(done), nil
+	return acked.Acked < int64(done), nil
 }
 
 // v2ChargedLater reports whether a job's pages are charged in the
@@ -345,14 +345,15 @@ func (c *Cell) handleV2ExtractStatus(w http.ResponseWriter, r *http.Request, st 
 	}
 	out := firecrawl.ExtractStatus{Success: true, Status: firecrawl.ExtractProcessing, Data: []any{},
 		ExpiresAt: st.ExpiresAt.UTC().Format(time.RFC3339)}
-	out.CreditsUsed = c.crawlCredits(st.JobID, accountOf(r))
+	charges := c.jobCharges(st.JobID, accountOf(r))
+	out.CreditsUsed = float64(charges.MC) / 1000
 	switch st.Status {
 	case jobs.StatusFailed:
 		out.Success, out.Status, out.Error = false, firecrawl.ExtractFailed, st.Failure
 	case jobs.StatusCancelled:
 		out.Status = firecrawl.ExtractCancelled
 	case jobs.StatusDone:
-		pending, err := c.v2ChargesPending(st.JobID, accountOf(r), st.Done)
+		pending, err := c.v2ChargesPending(st.JobID, charges, st.Done)
 		if err != nil {
 			firecrawl.WriteError(w, err)
 			return

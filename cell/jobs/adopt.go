@@ -127,11 +127,16 @@ func (m *Manager) adopt(s *sharing) {
 		if err := m.adoptRound(s, &ix, feeding, finished, scan); err != nil && m.ctx.Err() == nil {
 			m.cfg.Logger.Warn("jobs: feeding the jobs of cells that are down", "err", err)
 		}
-		fed := make(map[string]string, len(feeding))
-		for id, a := range feeding {
-			fed[id] = a.mt.Account
+		if scan {
+			// Running's list, at each scan: a job finished since is
+			// still in it for a moment, and Running leaves out a job
+			// whose status has ended.
+			fed := make(map[string]string, len(feeding))
+			for id, a := range feeding {
+				fed[id] = a.mt.Account
+			}
+			s.fed.Store(&fed)
 		}
-		s.fed.Store(&fed)
 	}
 }
 

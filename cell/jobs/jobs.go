@@ -526,17 +526,15 @@ func (m *Manager) submit(account string, urls []string, opts scrape.Options, hel
 	return m.submitKeyed(account, urls, opts, held, nil, nil, Extra{Placed: true})
 }
 
+// NewID is an id for a job of this cell's kept elsewhere (a background
+// recipe run's), made as newID makes a job's that Extra.Placed says.
+func (m *Manager) NewID(placed bool) string { return m.newID(Extra{Placed: placed}) }
+
 // newID is a new job's id: one that names no cell and that the gates
 // place on this cell (jobid.NewPlaced) for a job x places, when the
 // manager places ids and shares its jobs with the region (a job of a
 // cell that does not share is in no log another cell could answer
 // from); else one that names this cell.
-// NewID is an id for a job of this cell's kept elsewhere (a background
-// recipe run's): one that names no cell when placed and the manager
-// shares its jobs with a region that places ids (as Extra.Placed), else
-// one that names this cell.
-func (m *Manager) NewID(placed bool) string { return m.newID(Extra{Placed: placed}) }
-
 func (m *Manager) newID(x Extra) string {
 	if s := m.share.Load(); x.Placed && s != nil && s.cfg.Place != nil {
 		return jobid.NewPlaced(m.cfg.Region, s.cfg.Place)

@@ -94,10 +94,7 @@ func (s *sharing) logMeta(ctx context.Context, id, account string) (meta, string
 
 // ownerOfSubject is the owner a job log subject names
 // (trawl.job.<owner>.<job>...).
-func ownerOfSubject(subject string) string {
-	owner, _, _ := strings.Cut(strings.TrimPrefix(subject, jsnode.SubjectJobLog), ".")
-	return owner
-}
+func ownerOfSubject(subject string) string { return jsnode.SubjectOwner(jsnode.SubjectJobLog, subject) }
 
 // logRecord is logMeta with the record's message (its subject and
 // sequence, for a write over it).

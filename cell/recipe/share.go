@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -501,8 +500,7 @@ func (s *Service) logJob(ctx context.Context, sh *runSharing, account, id string
 		return nil, err
 	}
 	if owner == "" {
-		rest := strings.TrimPrefix(msg.Subject, jsnode.SubjectRecipeRun)
-		if owner, _, _ = strings.Cut(rest, "."); owner == "" || rest == msg.Subject {
+		if owner = jsnode.SubjectOwner(jsnode.SubjectRecipeRun, msg.Subject); owner == "" {
 			return nil, fmt.Errorf("recipe run %s: a record on %q", id, msg.Subject)
 		}
 	}

@@ -166,6 +166,18 @@ func RecipeResultSubject(owner, job string) string {
 	return SubjectRecipeRun + owner + "." + Token(job)
 }
 
+// SubjectOwner is the owner cell a subject under prefix names
+// (prefix + owner + "." + …: SubjectJobLog, SubjectTaskResult,
+// SubjectRecipeRun); "" when subject is not under prefix.
+func SubjectOwner(prefix, subject string) string {
+	rest, ok := strings.CutPrefix(subject, prefix)
+	if !ok {
+		return ""
+	}
+	owner, _, _ := strings.Cut(rest, ".")
+	return owner
+}
+
 // RecipeRecordSubject is where background recipe run job is recorded as
 // accepted (who owns it, which recipe, when; never its inputs): a cell
 // reads it to answer for a down owner, and an owner back on an empty
@@ -330,7 +342,11 @@ func RegionLayout(replicas int, jobRetention time.Duration) Layout {
 // stayed on their first cell alone while the others were being killed,
 // and were moved to three peers in the middle of it
 // (TestMonitorsSurviveKillLoop lost the queued checks of four monitors
-// then).
+// then). The server refuses a consumer more replicas than its stream has
+// caught up to (10126, "replica count exceeds parent stream") for as
+// long as the stream's new peers catch up, about a minute on a loaded
+// machine: Ensure fails until then, so a joining cell shares only once
+// the region's consumers are raised, and they never move under load.
 func Ensure(ctx context.Context, js jetstream.JetStream, l Layout) error {
 	for _, c := range l.Retired {
 		if err := js.DeleteConsumer(ctx, c.Stream, c.Config.Durable); err != nil &&
