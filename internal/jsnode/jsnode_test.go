@@ -234,8 +234,10 @@ func TestGrowOneToThree(t *testing.T) {
 
 	var lastErr error
 	// Generous: a loaded machine (make test runs packages side by side)
-	// took over 30 s to catch a new replica up.
-	jsnodetest.WaitFor(t, 90*time.Second, "streams raised to R3", func() (bool, string) {
+	// took over 30 s to catch a new replica up, and Ensure fails (10126)
+	// until the consumers can follow, about a minute after the streams
+	// (once over 90 s, with other packages' tests beside it).
+	jsnodetest.WaitFor(t, 180*time.Second, "streams raised to R3", func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if lastErr = jsnode.Ensure(ctx, n2.JetStream(), jsnode.RegionLayout(3, retention)); lastErr != nil {
