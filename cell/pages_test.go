@@ -250,9 +250,12 @@ func TestOwedCopiesSentWhenAPeerComes(t *testing.T) {
 			offered++
 		}
 	}
+	// Each offer found no other cell, and nothing was sent. (Alone counts
+	// attempts: on a loaded machine the owed catch-up from the archive or
+	// a retry may count a page again before the offers were all seen.)
 	jsnodetest.WaitFor(t, 10*time.Second, "the offered pages' copies owed, with no other cell", func() (bool, string) {
 		s := c1.PageCopies()
-		return s.Alone == uint64(offered), fmt.Sprintf("%+v", s)
+		return s.Alone >= uint64(offered) && s.Sent == 0, fmt.Sprintf("%+v", s)
 	})
 	came := time.Now()
 	c2 := startClusteredCell(t, seed, "c2")
